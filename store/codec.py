@@ -1,0 +1,532 @@
+"""RocketMQ's CommitLog message format: encode, decode, validate, msgId.
+
+Layout of one message, big-endian (DESIGN.md §3)::
+
+    0   TOTALSIZE            i32
+    4   MAGICCODE            i32   -626843481 (message) / -875286124 (blank end of segment)
+    8   BODYCRC              i32   zlib CRC-32 of the body & 0x7FFFFFFF
+    12  QUEUEID              i32
+    16  FLAG                 i32
+    20  QUEUEOFFSET          i64
+    28  PHYSICALOFFSET       i64
+    36  SYSFLAG              i32
+    40  BORNTIMESTAMP        i64
+    48  BORNHOST             4+4 (IPv4) or 16+4 (IPv6, SYSFLAG bit 4)
+    ..  STORETIMESTAMP       i64
+    ..  STOREHOSTADDRESS     4+4 or 16+4 (SYSFLAG bit 5)
+    ..  RECONSUMETIMES       i32
+    ..  PREPARED TX OFFSET   i64
+    ..  BODY                 i32 length + bytes
+    ..  TOPIC                u8 length + bytes
+    ..  PROPERTIES           i16 length + bytes (`key\\x01value\\x02` ...)
+
+A blank end of segment is TOTALSIZE = bytes left in the segment, MAGICCODE blank, nothing else.
+
+The put path encodes a message completely outside the store lock, with zeros where the queue offset,
+the physical offset and the store timestamp go; under the lock `EncodedMessage.stamp` fills those
+three in place. Functions here are pure; caches are dicts filled idempotently, so the module is
+thread-safe under the GIL.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .message import (
+    BORNHOST_V6_FLAG,
+    PROPERTY_DELAY_TIME_LEVEL,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
+    Host,
+    Message,
+    MessageExt,
+)
+from .status import PutMessageStatus
+
+MESSAGE_MAGIC_CODE = -626843481
+BLANK_MAGIC_CODE = -875286124
+END_FILE_MIN_BLANK_LENGTH = 8
+MAX_TOPIC_LENGTH = 127
+MAX_PROPERTIES_LENGTH = 32767
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+QUEUE_OFFSET_POS = 20
+PHYSICAL_OFFSET_POS = 28
+SYS_FLAG_POS = 36
+BORN_HOST_POS = 48
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP: 48 bytes
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_U8 = struct.Struct(">B")
+_TWO_I64 = struct.Struct(">qq")
+_TAIL_FIXED = struct.Struct(">iqi")  # RECONSUMETIMES, PREPARED TX OFFSET, BODY length
+_SIZE_MAGIC = struct.Struct(">ii")
+
+
+class MessageRejected(Exception):
+    """Bad input: the message cannot be stored. Carries the status a put answers with."""
+
+    def __init__(self, status: PutMessageStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class CorruptMessage(Exception):
+    """Bytes at an offset are not a valid message."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"corrupt message at offset {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+# ---------------------------------------------------------------------------------------------
+# Hosts and msgId
+
+
+_host_cache: dict[Host, bytes] = {}
+
+
+def encode_host(host: Host) -> bytes:
+    """Address bytes (4 or 16) followed by the port as i32."""
+    cached = _host_cache.get(host)
+    if cached is not None:
+        return cached
+    try:
+        ip, port = host
+    except (TypeError, ValueError):
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"host must be (ip, port), got {host!r}") from None
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"bad port in host {host!r}")
+    try:
+        packed = socket.inet_pton(socket.AF_INET, ip)
+    except (OSError, TypeError):
+        try:
+            packed = socket.inet_pton(socket.AF_INET6, ip)
+        except (OSError, TypeError):
+            raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"bad IP address in host {host!r}") from None
+    encoded = packed + _I32.pack(port)
+    if len(_host_cache) < 4096:
+        _host_cache[host] = encoded
+    return encoded
+
+
+def decode_host(raw: bytes | memoryview) -> Host:
+    family = socket.AF_INET if len(raw) == 8 else socket.AF_INET6
+    return socket.inet_ntop(family, bytes(raw[:-4])), _I32.unpack_from(raw, len(raw) - 4)[0]
+
+
+def msg_id_from(store_host_bytes: bytes, physical_offset: int) -> str:
+    return (store_host_bytes + _I64.pack(physical_offset)).hex().upper()
+
+
+def make_msg_id(store_host: Host, physical_offset: int) -> str:
+    """RocketMQ's msgId: hex of store IP, store port (i32) and physical offset (i64), upper case."""
+    return msg_id_from(encode_host(store_host), physical_offset)
+
+
+def decode_msg_id(msg_id: str) -> tuple[Host, int]:
+    """The store host and physical offset a msgId names; ValueError when it is not one."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"msgId {msg_id!r} is not hex") from None
+    if len(raw) not in (16, 28):
+        raise ValueError(f"msgId {msg_id!r} has {len(raw)} bytes; expected 16 (IPv4) or 28 (IPv6)")
+    return decode_host(raw[:-8]), _I64.unpack_from(raw, len(raw) - 8)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties and tags
+
+
+def encode_properties(properties: Mapping[str, str]) -> bytes:
+    if not properties:
+        return b""
+    parts = []
+    for key, value in properties.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise MessageRejected(
+                PutMessageStatus.MESSAGE_ILLEGAL, f"property {key!r}: keys and values must be str"
+            )
+        if not key:
+            raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "property with an empty key")
+        for text in (key, value):
+            if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+                raise MessageRejected(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    f"property {key!r} contains a separator character (\\x01 or \\x02)",
+                )
+        parts.append(f"{key}\x01{value}\x02")
+    return "".join(parts).encode("utf-8")
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    if not raw:
+        return {}
+    text = bytes(raw).decode("utf-8")
+    properties = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        if not pair:
+            continue
+        key, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if not sep:
+            raise ValueError(f"property {pair!r} has no name/value separator")
+        properties[key] = value
+    return properties
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+_valid_topics: dict[str, bytes] = {}
+
+
+def _topic_bytes(topic: object) -> bytes:
+    cached = _valid_topics.get(topic)  # type: ignore[arg-type]
+    if cached is not None:
+        return cached
+    if not isinstance(topic, str) or not topic:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "topic must be a non-empty str")
+    encoded = topic.encode("utf-8")
+    if len(encoded) > MAX_TOPIC_LENGTH:
+        raise MessageRejected(
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            f"topic is {len(encoded)} bytes long; the limit is {MAX_TOPIC_LENGTH}",
+        )
+    if not _TOPIC_PATTERN.match(topic):
+        raise MessageRejected(
+            PutMessageStatus.MESSAGE_ILLEGAL, f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
+        )
+    if len(_valid_topics) < 65536:
+        _valid_topics[topic] = encoded
+    return encoded
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if not isinstance(value, int) or not low <= value <= high:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"{name} must be an int in [{low}, {high}], got {value!r}")
+
+
+class EncodedMessage:
+    """One message (or a batch) fully encoded, waiting for its offsets and store time.
+
+    `buf` holds the messages back to back; `starts[i]` is where message i begins and
+    `store_ts_pos[i]` where its store timestamp goes. All messages share `queue_key`.
+    """
+
+    __slots__ = ("buf", "starts", "store_ts_pos", "queue_key", "transaction_type", "store_host_bytes", "size")
+
+    def __init__(
+        self,
+        buf: bytearray,
+        starts: list[int],
+        store_ts_pos: list[int],
+        queue_key: str,
+        transaction_type: int,
+        store_host_bytes: bytes,
+    ) -> None:
+        self.buf = buf
+        self.starts = starts
+        self.store_ts_pos = store_ts_pos
+        self.queue_key = queue_key
+        self.transaction_type = transaction_type
+        self.store_host_bytes = store_host_bytes
+        self.size = len(buf)
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+    def stamp(self, physical_offset: int, queue_offset: int, store_timestamp_ms: int) -> None:
+        """Fill in offsets and store time; message i gets queue_offset + i."""
+        buf = self.buf
+        for i, start in enumerate(self.starts):
+            _TWO_I64.pack_into(buf, start + QUEUE_OFFSET_POS, queue_offset + i, physical_offset + start)
+            _I64.pack_into(buf, self.store_ts_pos[i], store_timestamp_ms)
+
+    def msg_ids(self, physical_offset: int) -> list[str]:
+        host = self.store_host_bytes
+        return [msg_id_from(host, physical_offset + start) for start in self.starts]
+
+
+def _encode_into(
+    parts: list[bytes],
+    offset: int,
+    msg: Message,
+    topic_bytes: bytes,
+    store_host_bytes: bytes,
+    born_ts: int,
+) -> tuple[int, int]:
+    """Append one message's encoded pieces to `parts`; return (its length, its store-timestamp
+    position relative to the message start)."""
+    body = msg.body
+    if not isinstance(body, (bytes, bytearray)):
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "body must be bytes")
+    props = encode_properties(msg.properties)
+    if len(props) > MAX_PROPERTIES_LENGTH:
+        raise MessageRejected(
+            PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+            f"properties are {len(props)} bytes long; the limit is {MAX_PROPERTIES_LENGTH}",
+        )
+    born_host_bytes = encode_host(msg.born_host)
+    sys_flag = msg.sys_flag
+    _check_int("sys_flag", sys_flag, _INT32_MIN, _INT32_MAX)
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+    if len(born_host_bytes) == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(store_host_bytes) == 20:
+        sys_flag |= STOREHOST_V6_FLAG
+    total = (
+        48 + len(born_host_bytes) + 8 + len(store_host_bytes) + 4 + 8
+        + 4 + len(body) + 1 + len(topic_bytes) + 2 + len(props)
+    )
+    parts.append(
+        _HEAD.pack(total, MESSAGE_MAGIC_CODE, body_crc(body), msg.queue_id, msg.flag, 0, 0, sys_flag, born_ts)
+    )
+    parts.append(born_host_bytes)
+    parts.append(bytes(8))  # store timestamp, stamped under the lock
+    parts.append(store_host_bytes)
+    parts.append(_TAIL_FIXED.pack(msg.reconsume_times, msg.prepared_transaction_offset, len(body)))
+    parts.append(body)
+    parts.append(_U8.pack(len(topic_bytes)))
+    parts.append(topic_bytes)
+    parts.append(_I16.pack(len(props)))
+    parts.append(props)
+    return total, 48 + len(born_host_bytes)
+
+
+def _check_common(msg: Message) -> bytes:
+    if not isinstance(msg, Message):
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
+    topic_bytes = _topic_bytes(msg.topic)
+    _check_int("queue_id", msg.queue_id, 0, _INT32_MAX)
+    _check_int("flag", msg.flag, _INT32_MIN, _INT32_MAX)
+    _check_int("reconsume_times", msg.reconsume_times, _INT32_MIN, _INT32_MAX)
+    _check_int("prepared_transaction_offset", msg.prepared_transaction_offset, -(1 << 63), (1 << 63) - 1)
+    if msg.born_timestamp_ms is not None:
+        _check_int("born_timestamp_ms", msg.born_timestamp_ms, -(1 << 63), (1 << 63) - 1)
+    return topic_bytes
+
+
+def encode_message(
+    msg: Message, *, default_store_host: Host, max_message_size: int, now_ms: int
+) -> EncodedMessage:
+    """Encode one message; raises MessageRejected with RocketMQ's status for bad input."""
+    topic_bytes = _check_common(msg)
+    store_host_bytes = encode_host(msg.store_host or default_store_host)
+    parts: list[bytes] = []
+    born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
+    total, ts_pos = _encode_into(parts, 0, msg, topic_bytes, store_host_bytes, born_ts)
+    if total > max_message_size:
+        raise MessageRejected(
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            f"message is {total} bytes encoded; maxMessageSize is {max_message_size}",
+        )
+    return EncodedMessage(
+        bytearray().join(parts),
+        [0],
+        [ts_pos],
+        f"{msg.topic}-{msg.queue_id}",
+        msg.sys_flag & TRANSACTION_TYPE_MASK,
+        store_host_bytes,
+    )
+
+
+def encode_batch(
+    batch: Sequence[Message], *, default_store_host: Host, max_message_size: int, now_ms: int
+) -> EncodedMessage:
+    """Encode a batch bound for one topic and queue; the batch as a whole may not exceed
+    `max_message_size`. Delayed and transactional messages cannot be batched."""
+    if not batch:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
+    first = batch[0]
+    parts: list[bytes] = []
+    starts: list[int] = []
+    ts_positions: list[int] = []
+    size = 0
+    for msg in batch:
+        topic_bytes = _check_common(msg)
+        if msg.topic != first.topic or msg.queue_id != first.queue_id:
+            raise MessageRejected(
+                PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same topic and queue"
+            )
+        if msg.sys_flag & TRANSACTION_TYPE_MASK:
+            raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot carry transaction messages")
+        delay = msg.properties.get(PROPERTY_DELAY_TIME_LEVEL) if msg.properties else None
+        if delay not in (None, "", "0"):
+            raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot carry delayed messages")
+        store_host_bytes = encode_host(msg.store_host or default_store_host)
+        born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
+        total, ts_pos = _encode_into(parts, size, msg, topic_bytes, store_host_bytes, born_ts)
+        starts.append(size)
+        ts_positions.append(size + ts_pos)
+        size += total
+        if size > max_message_size:
+            raise MessageRejected(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                f"batch is over {size} bytes encoded; maxMessageSize is {max_message_size}",
+            )
+    hosts = {encode_host(m.store_host or default_store_host) for m in batch}
+    if len(hosts) != 1:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same store host")
+    return EncodedMessage(
+        bytearray().join(parts), starts, ts_positions, f"{first.topic}-{first.queue_id}", 0, hosts.pop()
+    )
+
+
+def encode_blank(size: int) -> bytes:
+    return _SIZE_MAGIC.pack(size, BLANK_MAGIC_CODE)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+class RecordKind:
+    MESSAGE = "message"
+    BLANK = "blank"
+    END = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCheck:
+    """What lies at a position: a message or blank of `size` bytes, or the end of written data."""
+
+    kind: str
+    size: int
+    queue_id: int = 0
+    queue_offset: int = 0
+    sys_flag: int = 0
+    store_timestamp_ms: int = 0
+    topic: str = ""
+
+
+def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc: bool = True) -> RecordCheck:
+    """Check the record at `buf[pos:]` whose CommitLog offset is `physical_offset`.
+
+    `limit` is the end of the segment within `buf`. Zeros at TOTALSIZE mean the end of written data.
+    Raises CorruptMessage for anything that is neither a whole valid message nor a blank end.
+    """
+    remaining = limit - pos
+    if remaining < 4:
+        if remaining > 0 and any(buf[pos:limit]):
+            raise CorruptMessage(physical_offset, "non-zero bytes in the last bytes of the segment")
+        return RecordCheck(RecordKind.END, 0)
+    size = _I32.unpack_from(buf, pos)[0]
+    if size == 0:
+        return RecordCheck(RecordKind.END, 0)
+    if remaining < 8:
+        raise CorruptMessage(physical_offset, "record header runs past the segment end")
+    magic = _I32.unpack_from(buf, pos + 4)[0]
+    if magic == BLANK_MAGIC_CODE:
+        if size != remaining:
+            raise CorruptMessage(physical_offset, f"blank record of {size} bytes, but {remaining} remain in the segment")
+        return RecordCheck(RecordKind.BLANK, size)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise CorruptMessage(physical_offset, f"bad magic code {magic}")
+    if size < 48 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2 or size > remaining:
+        raise CorruptMessage(physical_offset, f"total size {size} out of range (remaining {remaining})")
+    (_, _, crc, queue_id, _, queue_offset, phys, sys_flag, _) = _HEAD.unpack_from(buf, pos)
+    if phys != physical_offset:
+        raise CorruptMessage(physical_offset, f"physical offset field says {phys}")
+    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
+    p = pos + 48 + born_len
+    store_ts = _I64.unpack_from(buf, p)[0]
+    p += 8 + store_len + 12
+    body_len = _I32.unpack_from(buf, p)[0]
+    p += 4
+    if body_len < 0 or p + body_len + 3 > pos + size:
+        raise CorruptMessage(physical_offset, f"body length {body_len} does not fit total size {size}")
+    if verify_crc and body_crc(memoryview(buf)[p : p + body_len]) != crc:
+        raise CorruptMessage(physical_offset, "body CRC mismatch")
+    p += body_len
+    topic_len = buf[p]
+    topic_raw = bytes(buf[p + 1 : p + 1 + topic_len])
+    p += 1 + topic_len
+    if topic_len == 0 or p + 2 > pos + size:
+        raise CorruptMessage(physical_offset, f"topic length {topic_len} does not fit total size {size}")
+    props_len = _I16.unpack_from(buf, p)[0]
+    if props_len < 0 or p + 2 + props_len != pos + size:
+        raise CorruptMessage(physical_offset, f"properties length {props_len} does not add up to total size {size}")
+    try:
+        topic = topic_raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptMessage(physical_offset, "topic is not UTF-8") from None
+    return RecordCheck(RecordKind.MESSAGE, size, queue_id, queue_offset, sys_flag, store_ts, topic)
+
+
+def decode_message(buf, pos: int, physical_offset: int | None = None, *, verify_crc: bool = True) -> MessageExt:
+    """Decode the whole message at `buf[pos:]`. Raises CorruptMessage when it is not one."""
+    expected = _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)[0] if physical_offset is None else physical_offset
+    check = check_record(buf, pos, len(buf), expected, verify_crc=verify_crc)
+    if check.kind != RecordKind.MESSAGE:
+        raise CorruptMessage(expected, f"no message here ({check.kind})")
+    (size, _, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
+    p = pos + 48
+    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    born_host = decode_host(buf[p : p + born_len])
+    p += born_len
+    store_ts = _I64.unpack_from(buf, p)[0]
+    p += 8
+    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
+    store_host_raw = bytes(buf[p : p + store_len])
+    p += store_len
+    reconsume, prepared, body_len = _TAIL_FIXED.unpack_from(buf, p)
+    p += 16
+    body = bytes(buf[p : p + body_len])
+    p += body_len
+    topic_len = buf[p]
+    p += 1 + topic_len
+    props_len = _I16.unpack_from(buf, p)[0]
+    p += 2
+    try:
+        properties = decode_properties(buf[p : p + props_len])
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptMessage(phys, f"bad properties: {exc}") from None
+    return MessageExt(
+        topic=check.topic,
+        queue_id=queue_id,
+        body=body,
+        properties=properties,
+        flag=flag,
+        sys_flag=sys_flag,
+        born_host=born_host,
+        store_host=decode_host(store_host_raw),
+        born_timestamp_ms=born_ts,
+        store_timestamp_ms=store_ts,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        queue_offset=queue_offset,
+        physical_offset=phys,
+        store_size=size,
+        body_crc=crc,
+        msg_id=msg_id_from(store_host_raw, phys),
+    )

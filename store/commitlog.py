@@ -1,0 +1,133 @@
+"""The CommitLog's append critical section and its reads (the concepts of RocketMQ's CommitLog,
+without its size).
+
+Under one lock a put only: picks the segment (ending a full one with a blank record), assigns the
+queue offset per `topic-queueId`, stamps the physical offset and store time into the already
+encoded bytes, and copies them into the mapping. Encoding happens before, durability waits after,
+both outside the lock.
+
+Thread-safety: `append` is serialised by `lock`; reads take no lock (segments are copy-on-write,
+positions only grow while the store runs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .codec import CorruptMessage, EncodedMessage, RecordKind, check_record, decode_message
+from .mapped_file_queue import MappedFileQueue
+from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, MessageExt
+
+# Prepared and rolled-back transaction messages keep no queue offset (they are never dispatched).
+NO_QUEUE_OFFSET_TYPES = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    wrote_offset: int
+    wrote_bytes: int
+    queue_offset: int
+    store_timestamp_ms: int
+    msg_num: int
+
+
+class CommitLog:
+    def __init__(self, queue: MappedFileQueue, clock_ms: Callable[[], int] | None = None) -> None:
+        self.queue = queue
+        self.lock = threading.Lock()
+        self.topic_queue_table: dict[str, int] = {}
+        self.begin_time_in_lock_ms = 0
+        self._clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
+
+    # -- the critical section -------------------------------------------------------------------
+
+    def append(self, encoded: EncodedMessage) -> AppendResult:
+        """Append a single message or a batch; OSError when a new segment cannot be created."""
+        size = encoded.size
+        with self.lock:
+            now = self._clock()
+            self.begin_time_in_lock_ms = now
+            try:
+                segment = self.queue.last_for_append()
+                if size + 8 > segment.file_size - segment.wrote_position:
+                    segment.append_blank()
+                    segment = self.queue.last_for_append()
+                physical_offset = segment.file_from_offset + segment.wrote_position
+                key = encoded.queue_key
+                if encoded.transaction_type in NO_QUEUE_OFFSET_TYPES:
+                    queue_offset = 0
+                else:
+                    queue_offset = self.topic_queue_table.get(key, 0)
+                    self.topic_queue_table[key] = queue_offset + encoded.count
+                encoded.stamp(physical_offset, queue_offset, now)
+                segment.append(encoded.buf)
+                segment.store_timestamp_ms = now
+            finally:
+                self.begin_time_in_lock_ms = 0
+        return AppendResult(physical_offset, size, queue_offset, now, encoded.count)
+
+    def is_os_page_cache_busy(self, now_ms: int, timeout_ms: int) -> bool:
+        begin = self.begin_time_in_lock_ms
+        return begin != 0 and now_ms - begin > timeout_ms
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_read_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.queue.flushed_where
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Raw bytes from `offset`, at most `size`, never past the segment end or readable data."""
+        segment = self.queue.find(offset)
+        if segment is None:
+            return b""
+        return segment.read(offset - segment.file_from_offset, size)
+
+    def read_message(self, physical_offset: int) -> MessageExt:
+        """The message stored at `physical_offset`; CorruptMessage when there is none."""
+        segment = self.queue.find(physical_offset)
+        if segment is None or physical_offset >= self.max_offset:
+            raise CorruptMessage(physical_offset, "no message at this offset (outside the log)")
+        pos = physical_offset - segment.file_from_offset
+        view = memoryview(segment.buf)[: segment.read_position]
+        try:
+            return decode_message(view, pos, physical_offset)
+        finally:
+            view.release()
+
+    def iter_messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
+        """Every message from `start_offset` (a record boundary; default: the log's start)."""
+        offset = self.min_offset if start_offset is None else start_offset
+        end = self.max_offset
+        while offset < end:
+            segment = self.queue.find(offset)
+            if segment is None:
+                return
+            pos = offset - segment.file_from_offset
+            limit = segment.read_position
+            view = memoryview(segment.buf)
+            try:
+                record = check_record(view, pos, limit, offset)
+                if record.kind == RecordKind.END:
+                    return
+                if record.kind == RecordKind.BLANK:
+                    offset = segment.end_offset
+                    continue
+                message = decode_message(view, pos, offset)
+            finally:
+                view.release()
+            yield message
+            offset += record.size

@@ -1,0 +1,127 @@
+"""`StoreConfig`: the message store's settings, RocketMQ's keys and defaults in snake_case.
+
+Field names carry units (`sync_flush_timeout_ms`); the broker.conf key each field reads is its
+camelCase form unless its metadata names another (`syncFlushTimeout`). Frozen, thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .properties import ConfigError, bind, load_properties
+from .status import BrokerRole, FlushDiskType
+
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+PAGE_SIZE = 4096
+
+
+def _key(name: str) -> Any:
+    return {"key": name}
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    # Address stamped into messages as STOREHOSTADDRESS and msgId (brokerIP1 and listenPort).
+    broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
+    listen_port: int = 10911
+
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_message_size: int = 4 * 1024 * 1024
+
+    sync_flush_timeout_ms: int = field(default=5000, metadata=_key("syncFlushTimeout"))
+    slave_timeout_ms: int = field(default=3000, metadata=_key("slaveTimeout"))
+    os_page_cache_busy_timeout_ms: int = field(default=1000, metadata=_key("osPageCacheBusyTimeOutMills"))
+
+    flush_interval_commit_log_ms: int = field(default=500, metadata=_key("flushIntervalCommitLog"))
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval_ms: int = field(default=10_000, metadata=_key("flushCommitLogThoroughInterval"))
+    commit_interval_commit_log_ms: int = field(default=200, metadata=_key("commitIntervalCommitLog"))
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval_ms: int = field(default=200, metadata=_key("commitCommitLogThoroughInterval"))
+    flush_interval_consume_queue_ms: int = field(default=1000, metadata=_key("flushIntervalConsumeQueue"))
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    warm_mapped_file_enable: bool = False
+    check_crc_on_recover: bool = field(default=True, metadata=_key("checkCRCOnRecover"))
+
+    file_reserved_time_h: int = field(default=72, metadata=_key("fileReservedTime"))
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+
+    def __post_init__(self) -> None:
+        for name, kind in (("broker_role", BrokerRole), ("flush_disk_type", FlushDiskType)):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                try:
+                    object.__setattr__(self, name, kind[value.upper()])
+                except KeyError:
+                    raise ConfigError(f"{name}={value!r}: one of {', '.join(m.name for m in kind)}") from None
+        object.__setattr__(self, "store_path_root_dir", str(self.store_path_root_dir))
+        positive = (
+            "mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_message_size",
+            "sync_flush_timeout_ms", "slave_timeout_ms", "os_page_cache_busy_timeout_ms",
+            "flush_interval_commit_log_ms", "commit_interval_commit_log_ms", "flush_interval_consume_queue_ms",
+            "transient_store_pool_size",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.mapped_file_size_commit_log < 4096:
+            raise ConfigError(f"mapped_file_size_commit_log must be at least 4096, got {self.mapped_file_size_commit_log}")
+        if self.mapped_file_size_consume_queue % 20:
+            raise ConfigError("mapped_file_size_consume_queue must be a multiple of 20 (the ConsumeQueue unit)")
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listen_port out of range: {self.listen_port}")
+
+    # -- derived -------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        return Path(self.store_path_root_dir)
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return self.root / "commitlog"
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return (self.broker_ip1, self.listen_port)
+
+    @property
+    def transient_store_pool_active(self) -> bool:
+        """RocketMQ uses the write buffer only for an ASYNC_FLUSH master."""
+        return (
+            self.transient_store_pool_enable
+            and self.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+            and self.broker_role is not BrokerRole.SLAVE
+        )
+
+    @property
+    def max_append_size(self) -> int:
+        """The largest encoded message or batch a segment can take."""
+        return min(self.max_message_size, self.mapped_file_size_commit_log - 8)
+
+    # -- construction from broker.conf ------------------------------------------------------------
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], **fixed: Any) -> tuple["StoreConfig", dict[str, str]]:
+        """Bind RocketMQ keys; returns the config and the keys this component does not know."""
+        return bind(cls, props, **fixed)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: dict[str, str] | None = None) -> "StoreConfig":
+        """Read a broker.conf holding only store keys; any other key is an error."""
+        props = load_properties(path)
+        props.update(overrides or {})
+        config, unknown = cls.from_properties(props)
+        if unknown:
+            raise ConfigError(f"{path}: unknown keys: {', '.join(sorted(unknown))}")
+        return config

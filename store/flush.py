@@ -1,0 +1,207 @@
+"""Flush and commit services: the threads that make appended CommitLog bytes durable.
+
+- `GroupCommitService` (SYNC_FLUSH): puts register (next_offset, deadline) waiters; one fdatasync
+  releases every waiter at or below the flushed offset; a waiter past its deadline gets
+  FLUSH_DISK_TIMEOUT (its message stays stored). The decisions live in `OffsetWaiters`.
+- `FlushRealTimeService` (ASYNC_FLUSH): flushes when at least `flush_commit_log_least_pages` pages
+  are dirty, every page at least every `flush_commit_log_thorough_interval_ms`.
+- `CommitRealTimeService` (transientStorePoolEnable): copies the write buffer into the file.
+
+Each reports progress through `on_flushed(flushed_offset)`. Thread-safety: `request` and `wakeup`
+may be called from any thread; the flushing itself happens on the service's own thread, where
+fdatasync releases the GIL.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from .mapped_file_queue import MappedFileQueue
+from .service_thread import ServiceThread
+from .status import PutMessageStatus
+from .waiters import OffsetWaiters
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+_IDLE_S = 0.05
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _complete(futures: list[Future], status: PutMessageStatus) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(status)
+
+
+class GroupCommitService(ServiceThread):
+    name = "flush-group-commit"
+
+    def __init__(
+        self,
+        queue: MappedFileQueue,
+        timeout_ms: int,
+        on_flushed: Callable[[int], None],
+        on_error: Callable[[BaseException], None],
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        super().__init__()
+        self._queue = queue
+        self._timeout_ms = timeout_ms
+        self._on_flushed = on_flushed
+        self._on_error = on_error
+        self._clock = clock
+        self._waiters: OffsetWaiters[Future] = OffsetWaiters()
+        self._lock = threading.Lock()
+
+    def request(self, next_offset: int, now_ms: int) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self._queue.flushed_where >= next_offset:
+                future.set_result(PutMessageStatus.PUT_OK)
+                return future
+            if self.stopping:
+                future.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                return future
+            self._waiters.add(next_offset, now_ms + self._timeout_ms, future)
+        self.wakeup()
+        return future
+
+    def run_once(self) -> None:
+        with self._lock:
+            target = self._waiters.max_next_offset
+            pending = len(self._waiters)
+            deadline = self._waiters.next_deadline()
+        if not pending:
+            self.wait_for_running(_IDLE_S)
+            return
+        try:
+            self._queue.flush_to(target)
+        except OSError as exc:
+            log.error("CommitLog flush failed: %s", exc)
+            self._on_error(exc)
+            with self._lock:
+                failed = self._waiters.drain()
+            _complete(failed, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            return
+        flushed = self._queue.flushed_where
+        with self._lock:
+            released = self._waiters.release(flushed)
+            expired = self._waiters.expire(self._clock())
+            more = len(self._waiters)
+        _complete(released, PutMessageStatus.PUT_OK)
+        _complete(expired, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        self._on_flushed(flushed)
+        if more and not released and deadline is not None:
+            # Nothing moved (e.g. the disk is stalled); do not spin until the next deadline.
+            self.wait_for_running(min(_IDLE_S, max(0.0, (deadline - self._clock()) / 1000)))
+
+    def on_stop(self) -> None:
+        try:
+            self._queue.flush_to(self._queue.max_offset)
+        except OSError as exc:
+            log.error("final CommitLog flush failed: %s", exc)
+        flushed = self._queue.flushed_where
+        with self._lock:
+            released = self._waiters.release(flushed)
+            rest = self._waiters.drain()
+        _complete(released, PutMessageStatus.PUT_OK)
+        _complete(rest, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        self._on_flushed(flushed)
+
+
+class FlushRealTimeService(ServiceThread):
+    name = "flush-real-time"
+
+    def __init__(
+        self,
+        queue: MappedFileQueue,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+        on_flushed: Callable[[int], None],
+        on_error: Callable[[BaseException], None],
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        super().__init__()
+        self._queue = queue
+        self._interval_s = interval_ms / 1000
+        self._least_pages = least_pages
+        self._thorough_interval_ms = thorough_interval_ms
+        self._on_flushed = on_flushed
+        self._on_error = on_error
+        self._clock = clock
+        self._last_thorough_ms = clock()
+
+    def run_once(self) -> None:
+        self.wait_for_running(self._interval_s)
+        now = self._clock()
+        least = self._least_pages
+        if now - self._last_thorough_ms >= self._thorough_interval_ms:
+            self._last_thorough_ms = now
+            least = 0
+        before = self._queue.flushed_where
+        try:
+            while self._queue.flush(least):
+                pass
+        except OSError as exc:
+            log.error("CommitLog flush failed: %s", exc)
+            self._on_error(exc)
+            return
+        if self._queue.flushed_where != before:
+            self._on_flushed(self._queue.flushed_where)
+
+    def on_stop(self) -> None:
+        try:
+            self._queue.flush_to(self._queue.max_read_offset)
+        except OSError as exc:
+            log.error("final CommitLog flush failed: %s", exc)
+        self._on_flushed(self._queue.flushed_where)
+
+
+class CommitRealTimeService(ServiceThread):
+    name = "commit-real-time"
+
+    def __init__(
+        self,
+        queue: MappedFileQueue,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+        flusher: ServiceThread,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        super().__init__()
+        self._queue = queue
+        self._interval_s = interval_ms / 1000
+        self._least_pages = least_pages
+        self._thorough_interval_ms = thorough_interval_ms
+        self._flusher = flusher
+        self._clock = clock
+        self._last_thorough_ms = clock()
+
+    def _commit(self, least: int) -> None:
+        moved = False
+        while self._queue.commit(least):
+            moved = True
+        if moved:
+            self._flusher.wakeup()
+
+    def run_once(self) -> None:
+        self.wait_for_running(self._interval_s)
+        now = self._clock()
+        least = self._least_pages
+        if now - self._last_thorough_ms >= self._thorough_interval_ms:
+            self._last_thorough_ms = now
+            least = 0
+        self._commit(least)
+
+    def on_stop(self) -> None:
+        self._commit(0)

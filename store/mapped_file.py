@@ -1,0 +1,212 @@
+"""One fixed-size, memory-mapped CommitLog segment (RocketMQ's MappedFile).
+
+On disk: a file named by the CommitLog offset of its first byte, 20 digits zero-padded, exactly
+`file_size` bytes, blocks reserved at creation (so a full disk shows up as a failed creation, not
+as SIGBUS on a write through the mapping). It is created under a `.tmp` name and renamed, so a
+crash never leaves a short segment behind.
+
+Positions, each relative to the segment start: `wrote_position` (bytes appended), `committed_position`
+(bytes in the page cache; equal to wrote unless a transient write buffer is in use) and
+`flushed_position` (bytes known durable). Appends write a record's TOTALSIZE last, so a process
+killed in the middle of an append leaves zeros where a scan looks first: the record does not exist.
+
+Thread-safety: one appender at a time (the CommitLog lock); a flusher and a committer may run
+concurrently with it, each reading positions that only grow. fdatasync releases the GIL.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from .codec import encode_blank
+
+_I32 = struct.Struct(">i")
+OS_PAGE_SIZE = 4096
+
+
+def segment_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class MappedFile:
+    __slots__ = (
+        "path", "file_from_offset", "file_size", "fd", "buf", "write_buffer",
+        "wrote_position", "committed_position", "flushed_position", "store_timestamp_ms",
+    )
+
+    def __init__(self, path: Path, file_from_offset: int, file_size: int, fd: int, write_buffer: bytearray | None = None):
+        self.path = path
+        self.file_from_offset = file_from_offset
+        self.file_size = file_size
+        self.fd = fd
+        self.buf = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.write_buffer = write_buffer
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self.store_timestamp_ms = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, file_from_offset: int, file_size: int, *, warm: bool = False) -> "MappedFile":
+        """Create a new, zero-filled segment crash-safely. Raises OSError (e.g. ENOSPC)."""
+        path = directory / segment_name(file_from_offset)
+        if path.exists():
+            raise FileExistsError(f"segment {path} already exists")
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, file_size)
+            except OSError as exc:
+                if exc.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: the filesystem cannot reserve
+                    raise
+                os.ftruncate(fd, file_size)
+            os.fsync(fd)
+            os.rename(tmp, path)
+            fsync_dir(directory)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        segment = cls(path, file_from_offset, file_size, fd)
+        if warm:
+            segment.warm()
+        return segment
+
+    @classmethod
+    def open(cls, path: Path, file_size: int) -> "MappedFile":
+        actual = path.stat().st_size
+        if actual != file_size:
+            raise ValueError(f"segment {path} is {actual} bytes; mappedFileSizeCommitLog is {file_size}")
+        fd = os.open(path, os.O_RDWR)
+        return cls(path, int(path.name), file_size, fd)
+
+    def warm(self) -> None:
+        """Touch every page so the first appends do not fault (RocketMQ's warmMappedFile)."""
+        buf = self.buf
+        for pos in range(0, self.file_size, OS_PAGE_SIZE):
+            buf[pos] = 0
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        try:
+            self.buf.close()
+        except BufferError:
+            # A reader still holds a view; the mapping goes when the last view does.
+            pass
+        os.close(self.fd)
+        self.fd = -1
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    # -- positions ---------------------------------------------------------------------------
+
+    @property
+    def end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def read_position(self) -> int:
+        """Bytes a reader may see: committed ones when a write buffer holds the rest."""
+        return self.committed_position if self.write_buffer is not None else self.wrote_position
+
+    def set_positions(self, position: int) -> None:
+        self.wrote_position = self.committed_position = self.flushed_position = position
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray) -> int:
+        """Copy `data` (whole records back to back) at the wrote position; return where it went.
+        The first record's TOTALSIZE lands after every other byte, so a process killed in the
+        middle leaves either the whole append or none of it visible to a scan."""
+        pos = self.wrote_position
+        n = len(data)
+        target = self.write_buffer if self.write_buffer is not None else self.buf
+        view = memoryview(data)
+        target[pos + 4 : pos + n] = view[4:]
+        target[pos : pos + 4] = view[:4]
+        self.wrote_position = pos + n
+        if self.write_buffer is None:
+            self.committed_position = pos + n
+        return pos
+
+    def append_blank(self) -> int:
+        """Fill the rest of the segment with a blank end record; return its size."""
+        pos = self.wrote_position
+        remaining = self.file_size - pos
+        header = encode_blank(remaining)
+        target = self.write_buffer if self.write_buffer is not None else self.buf
+        if remaining >= 8:
+            target[pos + 4 : pos + 8] = header[4:8]
+            target[pos : pos + 4] = header[:4]
+        self.wrote_position = self.file_size
+        if self.write_buffer is None:
+            self.committed_position = self.file_size
+        return remaining
+
+    def write_at(self, position: int, data: bytes | memoryview) -> None:
+        """Raw bytes at a position: used by replication and recovery, which place bytes that are
+        already whole records."""
+        self.buf[position : position + len(data)] = data
+
+    def zero_range(self, start: int, end: int) -> None:
+        end = min(end, self.file_size)
+        if start < end:
+            self.buf[start:end] = bytes(end - start)
+
+    def commit(self, least_pages: int) -> bool:
+        """Copy the write buffer's new bytes into the file; True when anything moved."""
+        if self.write_buffer is None:
+            return False
+        wrote = self.wrote_position
+        committed = self.committed_position
+        if wrote <= committed or not self._enough(wrote, committed, least_pages):
+            return False
+        data = memoryview(self.write_buffer)[committed:wrote]
+        while data:
+            written = os.pwrite(self.fd, data, committed)
+            committed += written
+            data = data[written:]
+        self.committed_position = committed
+        return True
+
+    def flush(self, least_pages: int) -> bool:
+        """fdatasync when enough is dirty; True when the flushed position moved."""
+        committed = self.committed_position
+        flushed = self.flushed_position
+        if committed <= flushed or not self._enough(committed, flushed, least_pages):
+            return False
+        os.fdatasync(self.fd)
+        self.flushed_position = committed
+        return True
+
+    def _enough(self, high: int, low: int, least_pages: int) -> bool:
+        if high >= self.file_size or least_pages <= 0:
+            return True
+        return high // OS_PAGE_SIZE - low // OS_PAGE_SIZE >= least_pages
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        end = min(position + size, self.read_position)
+        return bytes(self.buf[position:end]) if position < end else b""

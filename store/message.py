@@ -1,0 +1,93 @@
+"""Message values: what a producer hands the store (`Message`) and what a read returns (`MessageExt`).
+
+Also RocketMQ's system-flag bits and the property keys the store interprets. Immutable values,
+thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Host = tuple[str, int]
+
+# MessageSysFlag bits.
+COMPRESSED_FLAG = 1
+MULTI_TAGS_FLAG = 1 << 1
+TRANSACTION_NOT_TYPE = 0
+TRANSACTION_PREPARED_TYPE = 1 << 2
+TRANSACTION_COMMIT_TYPE = 2 << 2
+TRANSACTION_ROLLBACK_TYPE = 3 << 2
+TRANSACTION_TYPE_MASK = 3 << 2
+BORNHOST_V6_FLAG = 1 << 4
+STOREHOST_V6_FLAG = 1 << 5
+
+# Property keys with a meaning to the store (RocketMQ's MessageConst names).
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+
+def transaction_type(sys_flag: int) -> int:
+    return sys_flag & TRANSACTION_TYPE_MASK
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message to put. `store_host` None means the store's own address; `born_timestamp_ms`
+    None means the time of the put."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: Mapping[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sys_flag: int = 0
+    born_host: Host = ("127.0.0.1", 0)
+    store_host: Host | None = None
+    born_timestamp_ms: int | None = None
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageExt:
+    """A message as stored in the CommitLog, every field decoded."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: Mapping[str, str]
+    flag: int
+    sys_flag: int
+    born_host: Host
+    store_host: Host
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    queue_offset: int
+    physical_offset: int
+    store_size: int
+    body_crc: int
+    msg_id: str
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)

@@ -1,0 +1,168 @@
+"""Java-properties configuration files and their binding to frozen, typed config dataclasses.
+
+A broker.conf holds RocketMQ's camelCase keys. Each component's config dataclass declares, per
+field, the RocketMQ key it reads (`field(metadata={"key": ...})`) or takes the camelCase form of
+its own name. `bind` turns a {key: text} mapping into the dataclass and returns the keys it did not
+use, so that the caller reports unknown keys instead of ignoring them. Pure functions, thread-safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration file or value that cannot be used; the message says which key and why."""
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    pending = ""
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip() if pending else raw.strip()
+        if not pending:
+            start = number
+            if not line or line[0] in "#!":
+                continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        yield start, pending + line
+        pending = ""
+    if pending:
+        yield start, pending
+
+
+_SEPARATOR = re.compile(r"(?<!\\)(?:\s*[=:]\s*|\s+)")
+
+
+def parse_properties(text: str, source: str = "<text>") -> dict[str, str]:
+    """Parse Java-properties text (comments, `=`/`:`/space separators, continuations, escapes)."""
+    result: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        match = _SEPARATOR.search(line)
+        if match is None:
+            key, value = line, ""
+        else:
+            key, value = line[: match.start()], line[match.end() :]
+        key = _unescape(key.strip())
+        if not key:
+            raise ConfigError(f"{source}:{number}: a line with no key")
+        result[key] = _unescape(value)
+    return result
+
+
+def load_properties(path: str | Path) -> dict[str, str]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    return parse_properties(text, str(path))
+
+
+def parse_overrides(args: Iterable[str]) -> dict[str, str]:
+    """`--key=value` command-line overrides, RocketMQ keys."""
+    result = {}
+    for arg in args:
+        if not arg.startswith("--") or "=" not in arg:
+            raise ConfigError(f"override {arg!r} is not of the form --key=value")
+        key, _, value = arg[2:].partition("=")
+        result[key] = value
+    return result
+
+
+def snake_to_camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def key_of(f: dataclasses.Field) -> str:
+    return f.metadata.get("key") or snake_to_camel(f.name)
+
+
+def _convert(key: str, text: str, kind: Any) -> Any:
+    text = text.strip()
+    try:
+        if kind is bool:
+            lowered = text.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return lowered == "true"
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            return kind[text.upper()]
+        if kind is str:
+            return text
+    except (ValueError, KeyError) as exc:
+        choices = f" (one of {', '.join(m.name for m in kind)})" if isinstance(kind, type) and issubclass(kind, enum.Enum) else ""
+        raise ConfigError(f"{key}={text!r}: not a valid {getattr(kind, '__name__', kind)}{choices}: {exc}") from None
+    raise TypeError(f"no converter for {key} of type {kind!r}")
+
+
+def bind(cls: type[T], props: Mapping[str, str], **fixed: Any) -> tuple[T, dict[str, str]]:
+    """Build `cls` from RocketMQ keys in `props`; return it and the entries it did not use."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = dict(fixed)
+    used = set()
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name in fixed:
+            continue
+        key = key_of(f)
+        if key in props:
+            values[f.name] = _convert(key, props[key], hints[f.name])
+            used.add(key)
+    unused = {k: v for k, v in props.items() if k not in used}
+    try:
+        return cls(**values), unused
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def to_properties(config: Any) -> dict[str, str]:
+    """The RocketMQ keys and values of a config dataclass, as a broker.conf would hold them."""
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, enum.Enum):
+            value = value.name
+        elif isinstance(value, bool):
+            value = str(value).lower()
+        out[key_of(f)] = str(value)
+    return out

@@ -1,0 +1,60 @@
+"""A named background thread that runs `run_once` until stopped, woken early by `wakeup`
+(RocketMQ's ServiceThread). Subclasses decide what one round does and how long to idle.
+
+Thread-safety: `wakeup` and `stop` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+
+class ServiceThread:
+    name = "service"
+
+    def __init__(self) -> None:
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def wait_for_running(self, timeout_s: float) -> None:
+        self._wake.wait(timeout_s)
+        self._wake.clear()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.error("%s did not stop within %.0f s", self.name, timeout_s)
+
+    def _run(self) -> None:
+        while not self._stopping:
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("%s failed a round; it keeps running", self.name)
+                self.wait_for_running(0.1)
+        self.on_stop()
+
+    def run_once(self) -> None:
+        raise NotImplementedError
+
+    def on_stop(self) -> None:
+        """Last words in the thread after the loop ends."""
