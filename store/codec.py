@@ -62,7 +62,7 @@ SYS_FLAG_POS = 36
 BORN_HOST_POS = 48
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-_TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP: 48 bytes
 _I32 = struct.Struct(">i")
@@ -101,13 +101,15 @@ _host_cache: dict[Host, bytes] = {}
 
 def encode_host(host: Host) -> bytes:
     """Address bytes (4 or 16) followed by the port as i32."""
-    cached = _host_cache.get(host)
+    if type(host) is not tuple or len(host) != 2:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"host must be an (ip, port) tuple, got {host!r}")
+    try:
+        cached = _host_cache.get(host)
+    except TypeError:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"host must be (str, int), got {host!r}") from None
     if cached is not None:
         return cached
-    try:
-        ip, port = host
-    except (TypeError, ValueError):
-        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"host must be (ip, port), got {host!r}") from None
+    ip, port = host
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"bad port in host {host!r}")
     try:
@@ -208,30 +210,58 @@ def body_crc(body: bytes | memoryview) -> int:
 _valid_topics: dict[str, bytes] = {}
 
 
-def _topic_bytes(topic: object) -> bytes:
-    cached = _valid_topics.get(topic)  # type: ignore[arg-type]
+def _topic_suffix(topic: object) -> bytes:
+    """The TOPIC field (u8 length + bytes) of a valid topic; MessageRejected otherwise."""
+    if type(topic) is not str or not topic:
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "topic must be a non-empty str")
+    cached = _valid_topics.get(topic)
     if cached is not None:
         return cached
-    if not isinstance(topic, str) or not topic:
-        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "topic must be a non-empty str")
     encoded = topic.encode("utf-8")
     if len(encoded) > MAX_TOPIC_LENGTH:
         raise MessageRejected(
             PutMessageStatus.MESSAGE_ILLEGAL,
             f"topic is {len(encoded)} bytes long; the limit is {MAX_TOPIC_LENGTH}",
         )
-    if not _TOPIC_PATTERN.match(topic):
+    if not _TOPIC_PATTERN.fullmatch(topic):
         raise MessageRejected(
             PutMessageStatus.MESSAGE_ILLEGAL, f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
         )
+    suffix = _U8.pack(len(encoded)) + encoded
     if len(_valid_topics) < 65536:
-        _valid_topics[topic] = encoded
-    return encoded
+        _valid_topics[topic] = suffix
+    return suffix
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if not isinstance(value, int) or not low <= value <= high:
-        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"{name} must be an int in [{low}, {high}], got {value!r}")
+_INT_FIELDS = (
+    ("queue_id", 0, _INT32_MAX),
+    ("flag", _INT32_MIN, _INT32_MAX),
+    ("sys_flag", _INT32_MIN, _INT32_MAX),
+    ("reconsume_times", _INT32_MIN, _INT32_MAX),
+    ("prepared_transaction_offset", -(1 << 63), (1 << 63) - 1),
+    ("born_timestamp_ms", -(1 << 63), (1 << 63) - 1),
+)
+
+
+def _explain_bad_ints(msg: Message) -> MessageRejected:
+    for name, low, high in _INT_FIELDS:
+        value = getattr(msg, name)
+        if name == "born_timestamp_ms" and value is None:
+            continue
+        if not isinstance(value, int) or not low <= value <= high:
+            return MessageRejected(
+                PutMessageStatus.MESSAGE_ILLEGAL, f"{name} must be an int in [{low}, {high}], got {value!r}"
+            )
+    return MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "a numeric field is out of range")
+
+
+# Everything from TOTALSIZE to the body length, per (born host, store host) address length.
+_FIXED = {
+    (born, store): struct.Struct(f">iiiiiqqiq{born}sq{store}siqi")
+    for born in (8, 20)
+    for store in (8, 20)
+}
+_EMPTY_PROPERTIES = _I16.pack(0)
 
 
 class EncodedMessage:
@@ -267,6 +297,10 @@ class EncodedMessage:
     def stamp(self, physical_offset: int, queue_offset: int, store_timestamp_ms: int) -> None:
         """Fill in offsets and store time; message i gets queue_offset + i."""
         buf = self.buf
+        if len(self.starts) == 1:
+            _TWO_I64.pack_into(buf, QUEUE_OFFSET_POS, queue_offset, physical_offset)
+            _I64.pack_into(buf, self.store_ts_pos[0], store_timestamp_ms)
+            return
         for i, start in enumerate(self.starts):
             _TWO_I64.pack_into(buf, start + QUEUE_OFFSET_POS, queue_offset + i, physical_offset + start)
             _I64.pack_into(buf, self.store_ts_pos[i], store_timestamp_ms)
@@ -276,81 +310,65 @@ class EncodedMessage:
         return [msg_id_from(host, physical_offset + start) for start in self.starts]
 
 
-def _encode_into(
-    parts: list[bytes],
-    offset: int,
-    msg: Message,
-    topic_bytes: bytes,
-    store_host_bytes: bytes,
-    born_ts: int,
-) -> tuple[int, int]:
-    """Append one message's encoded pieces to `parts`; return (its length, its store-timestamp
-    position relative to the message start)."""
+def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[bytes, int]:
+    """One message's bytes and the position of its store timestamp within them."""
+    if not isinstance(msg, Message):
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
+    topic_suffix = _topic_suffix(msg.topic)
     body = msg.body
     if not isinstance(body, (bytes, bytearray)):
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "body must be bytes")
-    props = encode_properties(msg.properties)
-    if len(props) > MAX_PROPERTIES_LENGTH:
-        raise MessageRejected(
-            PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-            f"properties are {len(props)} bytes long; the limit is {MAX_PROPERTIES_LENGTH}",
-        )
+    if msg.properties:
+        props = encode_properties(msg.properties)
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise MessageRejected(
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                f"properties are {len(props)} bytes long; the limit is {MAX_PROPERTIES_LENGTH}",
+            )
+        props_field = _I16.pack(len(props)) + props
+    else:
+        props_field = _EMPTY_PROPERTIES
     born_host_bytes = encode_host(msg.born_host)
+    born_len = len(born_host_bytes)
+    store_len = len(store_host_bytes)
     sys_flag = msg.sys_flag
-    _check_int("sys_flag", sys_flag, _INT32_MIN, _INT32_MAX)
-    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-    if len(born_host_bytes) == 20:
-        sys_flag |= BORNHOST_V6_FLAG
-    if len(store_host_bytes) == 20:
-        sys_flag |= STOREHOST_V6_FLAG
-    total = (
-        48 + len(born_host_bytes) + 8 + len(store_host_bytes) + 4 + 8
-        + 4 + len(body) + 1 + len(topic_bytes) + 2 + len(props)
-    )
-    parts.append(
-        _HEAD.pack(total, MESSAGE_MAGIC_CODE, body_crc(body), msg.queue_id, msg.flag, 0, 0, sys_flag, born_ts)
-    )
-    parts.append(born_host_bytes)
-    parts.append(bytes(8))  # store timestamp, stamped under the lock
-    parts.append(store_host_bytes)
-    parts.append(_TAIL_FIXED.pack(msg.reconsume_times, msg.prepared_transaction_offset, len(body)))
-    parts.append(body)
-    parts.append(_U8.pack(len(topic_bytes)))
-    parts.append(topic_bytes)
-    parts.append(_I16.pack(len(props)))
-    parts.append(props)
-    return total, 48 + len(born_host_bytes)
-
-
-def _check_common(msg: Message) -> bytes:
-    if not isinstance(msg, Message):
-        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
-    topic_bytes = _topic_bytes(msg.topic)
-    _check_int("queue_id", msg.queue_id, 0, _INT32_MAX)
-    _check_int("flag", msg.flag, _INT32_MIN, _INT32_MAX)
-    _check_int("reconsume_times", msg.reconsume_times, _INT32_MIN, _INT32_MAX)
-    _check_int("prepared_transaction_offset", msg.prepared_transaction_offset, -(1 << 63), (1 << 63) - 1)
-    if msg.born_timestamp_ms is not None:
-        _check_int("born_timestamp_ms", msg.born_timestamp_ms, -(1 << 63), (1 << 63) - 1)
-    return topic_bytes
+    if type(sys_flag) is int:
+        sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+        if born_len == 20:
+            sys_flag |= BORNHOST_V6_FLAG
+        if store_len == 20:
+            sys_flag |= STOREHOST_V6_FLAG
+    fixed = _FIXED[born_len, store_len]
+    total = fixed.size + len(body) + len(topic_suffix) + len(props_field)
+    born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
+    if msg.queue_id < 0 if type(msg.queue_id) is int else True:
+        raise _explain_bad_ints(msg)
+    try:
+        head = fixed.pack(
+            total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, 0, 0,
+            sys_flag, born_ts, born_host_bytes, 0, store_host_bytes,
+            msg.reconsume_times, msg.prepared_transaction_offset, len(body),
+        )
+    except struct.error:
+        raise _explain_bad_ints(msg) from None
+    return b"".join((head, body, topic_suffix, props_field)), 48 + born_len
 
 
 def encode_message(
     msg: Message, *, default_store_host: Host, max_message_size: int, now_ms: int
 ) -> EncodedMessage:
     """Encode one message; raises MessageRejected with RocketMQ's status for bad input."""
-    topic_bytes = _check_common(msg)
+    if not isinstance(msg, Message):
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
     store_host_bytes = encode_host(msg.store_host or default_store_host)
-    parts: list[bytes] = []
-    born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
-    total, ts_pos = _encode_into(parts, 0, msg, topic_bytes, store_host_bytes, born_ts)
-    if total > max_message_size:
+    data, ts_pos = _encode_one(msg, store_host_bytes, now_ms)
+    if len(data) > max_message_size:
         raise MessageRejected(
             PutMessageStatus.MESSAGE_ILLEGAL,
-            f"message is {total} bytes encoded; maxMessageSize is {max_message_size}",
+            f"message is {len(data)} bytes encoded; the limit (maxMessageSize, within a segment) is {max_message_size}",
         )
     return EncodedMessage(
-        bytearray().join(parts),
+        bytearray(data),
         [0],
         [ts_pos],
         f"{msg.topic}-{msg.queue_id}",
@@ -367,37 +385,41 @@ def encode_batch(
     if not batch:
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
     first = batch[0]
+    if not isinstance(first, Message):
+        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(first).__name__}")
+    store_host_bytes = encode_host(first.store_host or default_store_host)
     parts: list[bytes] = []
     starts: list[int] = []
     ts_positions: list[int] = []
     size = 0
     for msg in batch:
-        topic_bytes = _check_common(msg)
+        if not isinstance(msg, Message):
+            raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
         if msg.topic != first.topic or msg.queue_id != first.queue_id:
             raise MessageRejected(
                 PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same topic and queue"
             )
-        if msg.sys_flag & TRANSACTION_TYPE_MASK:
+        if isinstance(msg.sys_flag, int) and msg.sys_flag & TRANSACTION_TYPE_MASK:
             raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot carry transaction messages")
         delay = msg.properties.get(PROPERTY_DELAY_TIME_LEVEL) if msg.properties else None
         if delay not in (None, "", "0"):
             raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot carry delayed messages")
-        store_host_bytes = encode_host(msg.store_host or default_store_host)
-        born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
-        total, ts_pos = _encode_into(parts, size, msg, topic_bytes, store_host_bytes, born_ts)
+        if encode_host(msg.store_host or default_store_host) != store_host_bytes:
+            raise MessageRejected(
+                PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same store host"
+            )
+        data, ts_pos = _encode_one(msg, store_host_bytes, now_ms)
+        parts.append(data)
         starts.append(size)
         ts_positions.append(size + ts_pos)
-        size += total
+        size += len(data)
         if size > max_message_size:
             raise MessageRejected(
                 PutMessageStatus.MESSAGE_ILLEGAL,
-                f"batch is over {size} bytes encoded; maxMessageSize is {max_message_size}",
+                f"batch is over {size} bytes encoded; the limit (maxMessageSize, within a segment) is {max_message_size}",
             )
-    hosts = {encode_host(m.store_host or default_store_host) for m in batch}
-    if len(hosts) != 1:
-        raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same store host")
     return EncodedMessage(
-        bytearray().join(parts), starts, ts_positions, f"{first.topic}-{first.queue_id}", 0, hosts.pop()
+        bytearray().join(parts), starts, ts_positions, f"{first.topic}-{first.queue_id}", 0, store_host_bytes
     )
 
 
@@ -458,6 +480,8 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
         raise CorruptMessage(physical_offset, f"physical offset field says {phys}")
     born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
     store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
+    if size < 48 + born_len + 8 + store_len + 16 + 1 + 2:
+        raise CorruptMessage(physical_offset, f"total size {size} is too small for its host addresses")
     p = pos + 48 + born_len
     store_ts = _I64.unpack_from(buf, p)[0]
     p += 8 + store_len + 12
@@ -476,6 +500,12 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     props_len = _I16.unpack_from(buf, p)[0]
     if props_len < 0 or p + 2 + props_len != pos + size:
         raise CorruptMessage(physical_offset, f"properties length {props_len} does not add up to total size {size}")
+    # The body CRC covers only the body; a record cut short leaves zeros at its end, which these
+    # two checks see in the topic or in the properties' final separator.
+    if props_len and buf[pos + size - 1] != 0x02:
+        raise CorruptMessage(physical_offset, "properties do not end with a separator")
+    if 0 in topic_raw:
+        raise CorruptMessage(physical_offset, "topic contains a NUL byte")
     try:
         topic = topic_raw.decode("utf-8")
     except UnicodeDecodeError:

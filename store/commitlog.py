@@ -25,6 +25,10 @@ from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, Messa
 NO_QUEUE_OFFSET_TYPES = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 
+class CommitLogClosed(Exception):
+    """The CommitLog no longer takes appends (the store is shutting down)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     wrote_offset: int
@@ -40,6 +44,7 @@ class CommitLog:
         self.lock = threading.Lock()
         self.topic_queue_table: dict[str, int] = {}
         self.begin_time_in_lock_ms = 0
+        self.accepting = False
         self._clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
 
     # -- the critical section -------------------------------------------------------------------
@@ -48,6 +53,8 @@ class CommitLog:
         """Append a single message or a batch; OSError when a new segment cannot be created."""
         size = encoded.size
         with self.lock:
+            if not self.accepting:
+                raise CommitLogClosed()
             now = self._clock()
             self.begin_time_in_lock_ms = now
             try:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .properties import ConfigError, bind, load_properties
+from .properties import ConfigError, bind, key_of, load_properties
 from .status import BrokerRole, FlushDiskType
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -20,6 +20,12 @@ PAGE_SIZE = 4096
 
 def _key(name: str) -> Any:
     return {"key": name}
+
+
+def _label(field_name: str) -> str:
+    """How errors name a setting: the broker.conf key and the Python field."""
+    f = StoreConfig.__dataclass_fields__[field_name]
+    return f"{key_of(f)} ({field_name})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +69,8 @@ class StoreConfig:
                 try:
                     object.__setattr__(self, name, kind[value.upper()])
                 except KeyError:
-                    raise ConfigError(f"{name}={value!r}: one of {', '.join(m.name for m in kind)}") from None
+                    choices = ", ".join(m.name for m in kind)
+                    raise ConfigError(f"{_label(name)}={value!r}: expected one of {choices}") from None
         object.__setattr__(self, "store_path_root_dir", str(self.store_path_root_dir))
         positive = (
             "mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_message_size",
@@ -73,13 +80,15 @@ class StoreConfig:
         )
         for name in positive:
             if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+                raise ConfigError(f"{_label(name)} must be positive, got {getattr(self, name)}")
         if self.mapped_file_size_commit_log < 4096:
-            raise ConfigError(f"mapped_file_size_commit_log must be at least 4096, got {self.mapped_file_size_commit_log}")
+            raise ConfigError(
+                f"{_label('mapped_file_size_commit_log')} must be at least 4096, got {self.mapped_file_size_commit_log}"
+            )
         if self.mapped_file_size_consume_queue % 20:
-            raise ConfigError("mapped_file_size_consume_queue must be a multiple of 20 (the ConsumeQueue unit)")
+            raise ConfigError(f"{_label('mapped_file_size_consume_queue')} must be a multiple of 20 (the unit size)")
         if not 0 <= self.listen_port <= 65535:
-            raise ConfigError(f"listen_port out of range: {self.listen_port}")
+            raise ConfigError(f"{_label('listen_port')} out of range: {self.listen_port}")
 
     # -- derived -------------------------------------------------------------------------------
 

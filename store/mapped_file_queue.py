@@ -181,6 +181,11 @@ class MappedFileQueue:
 
     @property
     def max_read_offset(self) -> int:
+        """CommitLog offset one past the last byte readers may see. With write buffers, segments
+        are committed in order, so a segment written directly (the pool ran dry) becomes visible
+        only once every buffered segment before it is committed."""
+        if self.pool is not None:
+            return self.committed_where
         last = self.last
         return last.file_from_offset + last.read_position if last else 0
 

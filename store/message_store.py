@@ -22,7 +22,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from .checkpoint import StoreCheckpoint
 from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
-from .commitlog import NO_QUEUE_OFFSET_TYPES, AppendResult, CommitLog
+from .commitlog import NO_QUEUE_OFFSET_TYPES, AppendResult, CommitLog, CommitLogClosed
 from .config import StoreConfig
 from .flush import CommitRealTimeService, FlushRealTimeService, GroupCommitService, wall_clock_ms
 from .lifecycle import AbortFile, StoreLock
@@ -192,7 +192,7 @@ class MessageStore:
         )
         self.queue.allocator = self._allocator
         last = self.queue.last
-        self._allocator.prepare(last.end_offset if last and last.is_full else (last.file_from_offset if last else 0))
+        self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
         if self._sync_flush:
             self._flusher = GroupCommitService(
                 self.queue, config.sync_flush_timeout_ms, self._on_flushed, self._on_disk_error, self._clock
@@ -219,6 +219,7 @@ class MessageStore:
         self._flusher.start()
         if self._committer is not None:
             self._committer.start()
+        self.commit_log.accepting = True
         self._running = True
 
     def shutdown(self) -> None:
@@ -226,7 +227,8 @@ class MessageStore:
         was_running = self._running
         self._running = False
         with self.commit_log.lock:
-            pass  # appends already inside the lock finish before the final flush
+            # Appends already inside the lock finish first; later ones are refused.
+            self.commit_log.accepting = False
         if self._committer is not None:
             self._committer.stop()
         if self._flusher is not None:
@@ -300,6 +302,8 @@ class MessageStore:
             return PutMessageResult(exc.status, reason=exc.reason)
         try:
             appended = self.commit_log.append(encoded)
+        except CommitLogClosed:
+            return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="the store is shutting down")
         except OSError as exc:
             log.error("cannot create a CommitLog segment: %s", exc)
             return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")

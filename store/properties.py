@@ -24,17 +24,22 @@ class ConfigError(ValueError):
 
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_WHITESPACE = " \t\f"
 
 
-def _unescape(text: str) -> str:
+def _unescape(text: str, where: str) -> str:
     out = []
     i = 0
     while i < len(text):
         ch = text[i]
         if ch == "\\" and i + 1 < len(text):
             nxt = text[i + 1]
-            if nxt == "u" and i + 6 <= len(text):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
+            if nxt == "u":
+                digits = text[i + 2 : i + 6]
+                if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+                    raise ConfigError(f"{where}: malformed \\uxxxx escape")
+                out.append(chr(int(digits, 16)))
                 i += 6
                 continue
             out.append(_ESCAPES.get(nxt, nxt))
@@ -45,41 +50,60 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
+def _ends_in_continuation(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
 def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
-    pending = ""
+    """Java's logical lines: comments dropped, a line ending in an odd number of backslashes
+    continues on the next, whose leading whitespace is dropped."""
+    pending = None
     start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.lstrip() if pending else raw.strip()
-        if not pending:
+    for number, raw in enumerate(_LINE_BREAK.split(text), 1):
+        line = raw.lstrip(_WHITESPACE)
+        if pending is None:
             start = number
             if not line or line[0] in "#!":
                 continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
+            pending = ""
+        if _ends_in_continuation(line):
             pending += line[:-1]
             continue
         yield start, pending + line
-        pending = ""
+        pending = None
     if pending:
         yield start, pending
 
 
-_SEPARATOR = re.compile(r"(?<!\\)(?:\s*[=:]\s*|\s+)")
+def _split_key_value(line: str) -> tuple[str, str]:
+    """Key and raw value: the key ends at the first unescaped `=`, `:` or whitespace; whitespace
+    around the separator and one `=` or `:` after whitespace are not part of the value."""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=:" or ch in _WHITESPACE:
+            break
+        i += 1
+    key, rest = line[:i], line[i:]
+    rest = rest.lstrip(_WHITESPACE)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_WHITESPACE)
+    return key, rest
 
 
 def parse_properties(text: str, source: str = "<text>") -> dict[str, str]:
     """Parse Java-properties text (comments, `=`/`:`/space separators, continuations, escapes)."""
     result: dict[str, str] = {}
     for number, line in _logical_lines(text):
-        match = _SEPARATOR.search(line)
-        if match is None:
-            key, value = line, ""
-        else:
-            key, value = line[: match.start()], line[match.end() :]
-        key = _unescape(key.strip())
+        where = f"{source}:{number}"
+        raw_key, raw_value = _split_key_value(line)
+        key = _unescape(raw_key, where)
         if not key:
-            raise ConfigError(f"{source}:{number}: a line with no key")
-        result[key] = _unescape(value)
+            raise ConfigError(f"{where}: a line with no key")
+        result[key] = _unescape(raw_value, f"{where}: {key}")
     return result
 
 
@@ -99,6 +123,8 @@ def parse_overrides(args: Iterable[str]) -> dict[str, str]:
         if not arg.startswith("--") or "=" not in arg:
             raise ConfigError(f"override {arg!r} is not of the form --key=value")
         key, _, value = arg[2:].partition("=")
+        if not key:
+            raise ConfigError(f"override {arg!r} has an empty key")
         result[key] = value
     return result
 

@@ -14,6 +14,7 @@ import itertools
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+_MISSING = object()
 
 
 class OffsetWaiters(Generic[T]):
@@ -41,7 +42,7 @@ class OffsetWaiters(Generic[T]):
         heap = self._by_offset
         while heap and heap[0][0] <= watermark:
             _, ident, token = heapq.heappop(heap)
-            if self._live.pop(ident, None) is not None:
+            if self._live.pop(ident, _MISSING) is not _MISSING:
                 done.append(token)
         return done
 
@@ -51,8 +52,8 @@ class OffsetWaiters(Generic[T]):
         heap = self._by_deadline
         while heap and heap[0][0] <= now_ms:
             _, ident = heapq.heappop(heap)
-            token = self._live.pop(ident, None)
-            if token is not None:
+            token = self._live.pop(ident, _MISSING)
+            if token is not _MISSING:
                 done.append(token)
         self._compact()
         return done
