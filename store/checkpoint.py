@@ -4,20 +4,25 @@
     8   logicsMsgTimestamp    i64  store time of the last message durable in ConsumeQueues
     16  indexMsgTimestamp     i64  store time of the last message durable in IndexFiles
     24  physicFlushedOffset   i64  (ours) CommitLog offset below which every byte was fsynced
-    32  confirmOffset         i64  (ours) offset acknowledged by the in-sync replicas
-    40  crc                   u32  (ours) zlib CRC-32 of bytes 0..40
-    44  zeros
+    32  confirmOffset         i64  (ours; RocketMQ 5 keeps confirmPhyOffset here too) offset the
+                                   in-sync replicas acknowledged
+    40  logicsFlushedOffset   i64  (ours) CommitLog offset below which every message is durable in
+                                   its ConsumeQueue and IndexFile: re-dispatch starts here
+    48  crc                   u32  (ours) zlib CRC-32 of bytes 0..48
+    52  zeros
 
 A file with zeros from byte 24 on was written by another RocketMQ store: its timestamps count and
 the offsets are unknown (0). A CRC mismatch means a torn write: nothing in it is trusted. The file
 is rewritten in place with one 4 KiB pwrite and an fdatasync; every field sits in the first
-sector, which disks write atomically. Not thread-safe: one owner (the store) persists it.
+sector, which disks write atomically. Thread-safe: updates and persists are serialised by a lock
+(the CommitLog flusher and the ConsumeQueue flusher both update it).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import struct
 import zlib
 from dataclasses import dataclass, replace
@@ -26,7 +31,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 FILE_SIZE = 4096
-_FIELDS = struct.Struct(">qqqqq")
+_FIELDS = struct.Struct(">qqqqqq")
 _CRC = struct.Struct(">I")
 
 
@@ -37,6 +42,7 @@ class CheckpointState:
     index_msg_timestamp: int = 0
     physic_flushed_offset: int = 0
     confirm_offset: int = 0
+    logics_flushed_offset: int = 0
 
     @property
     def min_timestamp(self) -> int:
@@ -50,18 +56,19 @@ def encode_checkpoint(state: CheckpointState) -> bytes:
         state.index_msg_timestamp,
         state.physic_flushed_offset,
         state.confirm_offset,
+        state.logics_flushed_offset,
     )
     return head + _CRC.pack(zlib.crc32(head)) + bytes(FILE_SIZE - len(head) - 4)
 
 
 def decode_checkpoint(raw: bytes) -> tuple[CheckpointState, bool]:
     """The state and whether it can be trusted (False for a torn or short file)."""
-    if len(raw) < 48:
+    if len(raw) < _FIELDS.size + _CRC.size:
         return CheckpointState(), False
     fields = _FIELDS.unpack_from(raw, 0)
-    if not any(raw[24:48]):
+    if not any(raw[24 : _FIELDS.size + _CRC.size]):
         return CheckpointState(*fields[:3]), True
-    if _CRC.unpack_from(raw, 40)[0] != zlib.crc32(raw[:40]):
+    if _CRC.unpack_from(raw, _FIELDS.size)[0] != zlib.crc32(raw[: _FIELDS.size]):
         return CheckpointState(), False
     return CheckpointState(*fields), True
 
@@ -72,6 +79,7 @@ class StoreCheckpoint:
         self.state = CheckpointState()
         self.trusted = False
         self._fd = -1
+        self._lock = threading.Lock()
 
     def load(self) -> CheckpointState:
         try:
@@ -85,15 +93,24 @@ class StoreCheckpoint:
         return self.state
 
     def update(self, **changes: int) -> None:
-        self.state = replace(self.state, **changes)
+        with self._lock:
+            self.state = replace(self.state, **changes)
+
+    def advance(self, **changes: int) -> None:
+        """Update fields only upwards (offsets and timestamps never go back while running)."""
+        with self._lock:
+            current = self.state
+            self.state = replace(current, **{k: max(v, getattr(current, k)) for k, v in changes.items()})
 
     def persist(self) -> None:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.pwrite(self._fd, encode_checkpoint(self.state), 0)
-        os.fdatasync(self._fd)
+        with self._lock:
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            os.pwrite(self._fd, encode_checkpoint(self.state), 0)
+            os.fdatasync(self._fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

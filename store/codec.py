@@ -448,6 +448,9 @@ class RecordCheck:
     sys_flag: int = 0
     store_timestamp_ms: int = 0
     topic: str = ""
+    properties_pos: int = 0  # where the properties' bytes start in the buffer checked
+    properties_len: int = 0
+    prepared_transaction_offset: int = 0
 
 
 def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc: bool = True) -> RecordCheck:
@@ -484,7 +487,9 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
         raise CorruptMessage(physical_offset, f"total size {size} is too small for its host addresses")
     p = pos + 48 + born_len
     store_ts = _I64.unpack_from(buf, p)[0]
-    p += 8 + store_len + 12
+    p += 8 + store_len + 4
+    prepared = _I64.unpack_from(buf, p)[0]
+    p += 8
     body_len = _I32.unpack_from(buf, p)[0]
     p += 4
     if body_len < 0 or p + body_len + 3 > pos + size:
@@ -510,7 +515,9 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
         topic = topic_raw.decode("utf-8")
     except UnicodeDecodeError:
         raise CorruptMessage(physical_offset, "topic is not UTF-8") from None
-    return RecordCheck(RecordKind.MESSAGE, size, queue_id, queue_offset, sys_flag, store_ts, topic)
+    return RecordCheck(
+        RecordKind.MESSAGE, size, queue_id, queue_offset, sys_flag, store_ts, topic, p + 2, props_len, prepared
+    )
 
 
 def decode_message(buf, pos: int, physical_offset: int | None = None, *, verify_crc: bool = True) -> MessageExt:

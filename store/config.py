@@ -47,6 +47,9 @@ class StoreConfig:
 
     flush_interval_commit_log_ms: int = field(default=500, metadata=_key("flushIntervalCommitLog"))
     flush_commit_log_least_pages: int = 4
+    # RocketMQ 5's default: the ASYNC_FLUSH flusher runs on its interval instead of being woken
+    # by every put (a wake per put turns into an fdatasync per few pages).
+    flush_commit_log_timed: bool = True
     flush_commit_log_thorough_interval_ms: int = field(default=10_000, metadata=_key("flushCommitLogThoroughInterval"))
     commit_interval_commit_log_ms: int = field(default=200, metadata=_key("commitIntervalCommitLog"))
     commit_commit_log_least_pages: int = 4
@@ -60,6 +63,31 @@ class StoreConfig:
     file_reserved_time_h: int = field(default=72, metadata=_key("fileReservedTime"))
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
+    disk_space_warning_level_ratio: float = 0.90
+    disk_space_clean_forcibly_ratio: float = 0.85
+    clean_file_forcibly_enable: bool = True
+    clean_resource_interval_ms: int = field(default=10_000, metadata=_key("cleanResourceInterval"))
+    delete_commit_log_files_interval_ms: int = field(default=100, metadata=_key("deleteCommitLogFilesInterval"))
+    delete_consume_queue_files_interval_ms: int = field(default=100, metadata=_key("deleteConsumeQueueFilesInterval"))
+    delete_file_batch_max: int = 10
+    destroy_mapped_file_interval_forcibly_ms: int = field(
+        default=120_000, metadata=_key("destroyMapedFileIntervalForcibly")
+    )
+
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 4
+    max_index_num: int = 20_000_000
+    max_hash_slot_num: int = 5_000_000
+    message_index_enable: bool = True
+    duplication_enable: bool = False
+    access_message_in_memory_max_ratio: int = 40
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval_ms: int = field(default=60_000, metadata=_key("flushConsumeQueueThoroughInterval"))
+    enable_schedule_message_stats: bool = True
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
 
     def __post_init__(self) -> None:

@@ -67,6 +67,7 @@ _FILLER_SIZE_BYTES = _SIZE.pack(FILLER_SIZE)
 _ZERO_UNIT = bytes(UNIT_SIZE)
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _CHUNK_UNITS = 512  # units read per step when walking over fillers
+_SCAN_CHUNK = 3_276 * UNIT_SIZE  # bytes copied per step of the recovery walk (~64 KiB)
 
 CONSUME_QUEUE_DIR = "consumequeue"
 
@@ -178,26 +179,31 @@ def scan_units(
     expected = segments[0][0]
     for start, buf in segments:
         expected = start + file_size
-        data = bytes(buf[:file_size])  # one copy; unpacking from a bytes object is fastest
         stop = None
         reason = None
-        for index, (offset, size, tags) in enumerate(_UNIT.iter_unpack(data)):
-            if size == FILLER_SIZE and offset == 0 and tags == 0:
-                continue
-            if offset < 0 or size <= 0 or (prev_end is not None and offset < prev_end):
-                stop = index
-                reason = unit_problem(CqUnit(offset, size, tags), prev_end)
+        # Copied a slice at a time: the walk usually ends early in the last file, whose untouched
+        # remainder need not be read at all. Unpacking from a bytes object is the fast path.
+        for chunk_at in range(0, file_size, _SCAN_CHUNK):
+            data = bytes(buf[chunk_at : min(file_size, chunk_at + _SCAN_CHUNK)])
+            for index, (offset, size, tags) in enumerate(_UNIT.iter_unpack(data)):
+                if size == FILLER_SIZE and offset == 0 and tags == 0:
+                    continue
+                if offset < 0 or size <= 0 or (prev_end is not None and offset < prev_end):
+                    stop = chunk_at // UNIT_SIZE + index
+                    reason = unit_problem(CqUnit(offset, size, tags), prev_end)
+                    break
+                prev_end = offset + size
+                last = CqUnit(offset, size, tags)
+            if stop is not None:
                 break
-            prev_end = offset + size
-            last = CqUnit(offset, size, tags)
         if stop is None:
             units += file_size // UNIT_SIZE
             continue
         units += stop
         pos = stop * UNIT_SIZE
-        if data[pos : pos + UNIT_SIZE] == _ZERO_UNIT:
+        if bytes(buf[pos : pos + UNIT_SIZE]) == _ZERO_UNIT:
             reason = None
-        found = _first_nonzero(data, pos, min(file_size, pos + max(probe_bytes, UNIT_SIZE)))
+        found = _first_nonzero(buf, pos, min(file_size, pos + max(probe_bytes, UNIT_SIZE)))
         return UnitScan(
             end_offset=start + pos,
             units=units,

@@ -51,6 +51,8 @@ from .status import FlushDiskType, PutMessageStatus
 log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_SIZE = 1024 * 1024
+# Bodies up to a quarter of the demo's segment size still leave several messages per segment.
+MAX_BODY = DEFAULT_SEGMENT_SIZE // 4
 _HEAD = b"seq=%012d;"
 _HEAD_LEN = 17
 READY_TIMEOUT_S = 10.0
@@ -438,6 +440,7 @@ def run_demo(
     store_dir.mkdir(parents=True, exist_ok=True)
     segment_size = _existing_segment_size(store_dir) or DEFAULT_SEGMENT_SIZE
     problems: list[str] = []
+    succeeded = False
     try:
         # Messages already in a kept directory are not this run's: check bodies only past them.
         start_offset = inspect_store(store_dir).end_offset if (store_dir / "commitlog").is_dir() else 0
@@ -511,9 +514,10 @@ def run_demo(
             final_min, final_end = store.min_offset, store.max_offset
         finally:
             store.shutdown()
+        succeeded = not problems
         return DemoSummary(
             store_dir=str(store_dir),
-            kept=not temporary,
+            kept=not temporary or not succeeded,
             segment_size=segment_size,
             seed=seed,
             threads=threads,
@@ -542,12 +546,15 @@ def run_demo(
             problems=tuple(problems),
         )
     finally:
-        if temporary:
+        # A failed run keeps its temporary store: it is the evidence.
+        if temporary and succeeded:
             shutil.rmtree(work, ignore_errors=True)
+        elif temporary:
+            say(f"demo: keeping the store for inspection: {store_dir}")
 
 
 def format_summary(s: DemoSummary) -> str:
-    where = s.store_dir + ("" if s.kept else " (temporary, removed)")
+    where = s.store_dir + (" (kept)" if s.kept else " (temporary, removed)")
     if s.torn_tail_offset is not None:
         torn = f"{s.torn_tail_bytes} bytes at offset {s.torn_tail_offset} (a record cut mid-write), cut by recovery"
     else:
@@ -562,7 +569,7 @@ def format_summary(s: DemoSummary) -> str:
         f"(each fsynced before its ack; group commit)",
         f"  torn tail           {torn}",
         f"  abnormal recovery   {s.recovery_seconds * 1000:.1f} ms, {s.recovery_scanned} messages checked, "
-        f"log ends at {s.recovery_end}",
+        f"log ends at {s.recovery_end}, {s.torn_tail_bytes} torn bytes cut",
         f"  acknowledged        {s.acknowledged}" + (f" (+{s.not_acknowledged} answered otherwise)" if s.not_acknowledged else ""),
         f"  recovered           {s.recovered} at their offsets with the right bodies",
         f"  kept, unacked       {s.kept_unacked} (written, not yet acknowledged when killed)",
@@ -577,7 +584,7 @@ def format_summary(s: DemoSummary) -> str:
     if len(s.problems) > 20:
         lines.append(f"  ... and {len(s.problems) - 20} more problems")
     lines.append(
-        f"RESULT: OK, 0 acknowledged messages lost" if s.ok
+        "RESULT: OK, 0 acknowledged messages lost" if s.ok
         else f"RESULT: FAILED, {s.lost} acknowledged message(s) lost, {len(s.problems)} problem(s)"
     )
     return "\n".join(lines)
@@ -599,9 +606,9 @@ def _positive(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="keep the store in DIR (reused if it holds one) instead of a temporary directory")
-    parser.add_argument("--messages", type=_positive, default=2000, help="messages the writer is asked to put (default 2000)")
-    parser.add_argument("--size", type=_positive, default=1024, help="body size in bytes, at most 262144 (default 1024)")
-    parser.add_argument("--threads", type=_positive, default=4, help="writer threads (default 4)")
+    parser.add_argument("--messages", type=_positive, default=2000, metavar="N", help="messages the writer is asked to put (default 2000)")
+    parser.add_argument("--size", type=_positive, default=1024, metavar="BYTES", help=f"body size in bytes, at most {MAX_BODY} (default 1024)")
+    parser.add_argument("--threads", type=_positive, default=4, metavar="N", help="writer threads (default 4)")
     parser.add_argument("--seed", type=int, help="seed of the kill point (default: random, printed)")
 
 
@@ -619,6 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.writer:
         return run_writer(args)
+    if args.size > MAX_BODY:
+        parser.error(f"argument --size: {args.size} is above the demo's limit of {MAX_BODY} bytes")
     summary = run_demo(args.dir, messages=args.messages, size=args.size, threads=args.threads, seed=args.seed)
     print(format_summary(summary))
     return 0 if summary.ok else 1

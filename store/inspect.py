@@ -6,9 +6,11 @@ at (the lock's holder through /proc/locks, never by trying to take it). A runnin
 the store meanwhile; its tail may then be in motion and the report says so.
 
 The walk checks every record of every segment with `codec.check_record` (magic, sizes, physical
-offset field, body CRC). Each segment starts at a record boundary (a message never spans
-segments), so after a bad record the walk resumes at the next segment start and finds further
-damage and the valid messages beyond it. What it gathers:
+offset field, body CRC). After a bad record it does not stop: it resumes at the next valid record
+of the same segment (found by its MAGICCODE and a PHYSICALOFFSET field naming its own position,
+which damage does not fake), or else at the next segment start (every segment starts at a record
+boundary: a message never spans segments). So it finds further damage and counts the valid
+messages beyond the first bad offset, which a cut there would drop. What it gathers:
 
 - totals per topic and queue (messages, bytes, min/max queue offset, dense or not) over the valid
   prefix of the log: what the store serves after recovery;
@@ -21,6 +23,8 @@ damage and the valid messages beyond it. What it gathers:
                 which recovery cuts by itself;
     `damage`    above the flushed offset but followed by valid messages: recovery would cut it
                 and silently drop what follows;
+    `in-flight` above the flushed offset while a process holds the store lock: most likely a
+                write in progress seen half-way (the walk races the writer), not a problem;
 - the checkpoint's contents, the abort file, the lock holder.
 
 The report is a frozen dataclass (`InspectReport`, `to_dict()` for JSON); `format_report` renders
@@ -38,8 +42,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .checkpoint import CheckpointState, decode_checkpoint
-from .codec import CorruptMessage, RecordKind, check_record, decode_message
+from .checkpoint import decode_checkpoint
+from .codec import MESSAGE_MAGIC_CODE, PHYSICAL_OFFSET_POS, CorruptMessage, RecordKind, check_record, decode_message
 from .commitlog import NO_QUEUE_OFFSET_TYPES
 from .message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, transaction_type
 
@@ -54,6 +58,7 @@ OnProgress = Callable[[int, int], None]
 TORN_TAIL = "torn-tail"
 CORRUPT = "corrupt"
 DAMAGE = "damage"
+IN_FLIGHT = "in-flight"
 
 
 class InspectError(Exception):
@@ -95,7 +100,7 @@ class BadOffset:
     offset: int
     segment: str
     reason: str
-    kind: str  # corrupt | torn-tail | damage
+    kind: str  # corrupt | torn-tail | damage | in-flight
     below_flushed: bool | None  # None when the checkpoint gives no flushed offset
 
 
@@ -108,6 +113,7 @@ class CheckpointInfo:
     index_msg_timestamp: int
     physic_flushed_offset: int
     confirm_offset: int
+    other_fields: dict[str, int]  # whatever else `decode_checkpoint` returns (fields added later)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +165,8 @@ class InspectReport:
 
     @property
     def corruption(self) -> tuple[BadOffset, ...]:
-        """Bad offsets that are not a plain torn tail: the operator has to act."""
-        return tuple(b for b in self.bad_offsets if b.kind != TORN_TAIL)
+        """Bad offsets that are neither a torn tail nor a write in flight: the operator has to act."""
+        return tuple(b for b in self.bad_offsets if b.kind in (CORRUPT, DAMAGE))
 
     @property
     def torn_tail(self) -> BadOffset | None:
@@ -232,23 +238,20 @@ def lock_holder_pid(lock_path: Path) -> int | None:
     return None
 
 
+_CHECKPOINT_MAIN = (
+    "physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp", "physic_flushed_offset", "confirm_offset",
+)
+
+
 def read_checkpoint(path: Path) -> CheckpointInfo:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return CheckpointInfo(False, False, 0, 0, 0, 0, 0)
+        return CheckpointInfo(False, False, 0, 0, 0, 0, 0, {})
     state, trusted = decode_checkpoint(raw)
-    if not trusted:
-        state = CheckpointState()
-    return CheckpointInfo(
-        True,
-        trusted,
-        state.physic_msg_timestamp,
-        state.logics_msg_timestamp,
-        state.index_msg_timestamp,
-        state.physic_flushed_offset,
-        state.confirm_offset,
-    )
+    values = asdict(state) if trusted else {k: 0 for k in asdict(state)}
+    main = [values.pop(name, 0) for name in _CHECKPOINT_MAIN]
+    return CheckpointInfo(True, trusted, *main, values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,47 +372,73 @@ class _Walk:
 
     def segment(self, seg: _SegmentFile, buf) -> None:
         size = self.segment_size
+        name = seg.path.name
         pos = 0
         count = 0
+        damaged = False
         state = "full"
         data_end = seg.start + size
         while pos < size:
             offset = seg.start + pos
+            reason = None
             try:
                 record = check_record(buf, pos, size, offset)
             except CorruptMessage as exc:
-                self._data_found_after_stop()
-                self.bad.append((offset, seg.path.name, exc.reason))
-                self._stop(offset)
-                state = "damaged"
-                data_end = max(offset + 1, _last_nonzero_end(buf, pos, size) + seg.start)
-                break
-            if record.kind == RecordKind.END:
+                record, reason = None, exc.reason
+            if record is not None and record.kind == RecordKind.END:
                 later = _first_nonzero(buf, pos, min(size, pos + PROBE_BYTES))
-                if later is not None:
-                    self._data_found_after_stop()
-                    self.bad.append(
-                        (offset, seg.path.name,
-                         f"TOTALSIZE is zero but non-zero bytes follow at {seg.start + later} (a record written partly)")
-                    )
-                    self._stop(offset)
-                    state = "damaged"
-                    data_end = _last_nonzero_end(buf, pos, size) + seg.start
-                else:
+                if later is None:  # zeros: this segment's data ends here
                     state = "empty" if pos == 0 else "open"
                     data_end = offset
                     if self.in_prefix:
-                        self.clean_stop = (offset, seg.path.name)
+                        self.clean_stop = (offset, name)
                     self._stop(offset)
-                break
+                    break
+                reason = (
+                    f"TOTALSIZE is zero, yet non-zero bytes follow at {seg.start + later} "
+                    "(a record written in part, or records after a hole)"
+                )
+            if reason is not None:
+                self._data_found_after_stop()
+                self.bad.append((offset, name, reason))
+                self._stop(offset)
+                damaged = True
+                resume = _resync(buf, pos + 1, size, seg.start)
+                if resume is None:
+                    data_end = max(offset + 1, _last_nonzero_end(buf, pos, size) + seg.start)
+                    break
+                pos = resume
+                continue
             if record.kind == RecordKind.BLANK:
                 break
             self._message(buf, pos, offset, record)
             count += 1
             pos += record.size
             self._progress(seg.start + pos)
-        self.segments.append(SegmentInfo(seg.path.name, seg.start, size, count, data_end, state))
+        if damaged:
+            state = "damaged"
+        self.segments.append(SegmentInfo(name, seg.start, size, count, data_end, state))
         self._progress(seg.start + size)
+
+
+_MAGIC = MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True)
+
+
+def _resync(buf, start: int, size: int, seg_start: int) -> int | None:
+    """The first position at or after `start` where a valid message begins: its MAGICCODE in
+    place, its PHYSICALOFFSET field naming that very position, and every check passing. That
+    signature does not occur by chance, so the walk can go on after damage inside a segment."""
+    hit = buf.find(_MAGIC, start + 4, size)
+    while hit != -1:
+        pos = hit - 4
+        if int.from_bytes(buf[pos + PHYSICAL_OFFSET_POS : pos + PHYSICAL_OFFSET_POS + 8], "big", signed=True) == seg_start + pos:
+            try:
+                check_record(buf, pos, size, seg_start + pos)
+                return pos
+            except CorruptMessage:
+                pass
+        hit = buf.find(_MAGIC, hit + 1, size)
+    return None
 
 
 def _body_length(buf, pos: int, sys_flag: int) -> int:
@@ -447,7 +476,7 @@ def inspect_store(
     elif flushed is None:
         notes.append("the checkpoint holds no flushed offset (written by another RocketMQ store, or empty)")
     holder = lock_holder_pid(root / "lock")
-    if holder is not None:
+    if holder is not None and holder != os.getpid():
         notes.append(f"pid {holder} holds the store lock: the tail may be in motion while it runs")
 
     usable: list[_SegmentFile] = []
@@ -499,6 +528,8 @@ def inspect_store(
         nothing_after = walk.last_message_offset is None or walk.last_message_offset < offset
         if below:
             kind = CORRUPT
+        elif holder is not None and holder != os.getpid():
+            kind = IN_FLIGHT
         elif last and nothing_after:
             kind = TORN_TAIL
         else:
@@ -582,8 +613,9 @@ def format_report(report: InspectReport) -> str:
     elif not cp.trusted:
         out.append("  checkpoint    torn (CRC mismatch): not trusted")
     else:
+        others = "".join(f", {name.replace('_', ' ')} {value}" for name, value in cp.other_fields.items())
         out.append(
-            f"  checkpoint    flushed offset {cp.physic_flushed_offset}, confirm offset {cp.confirm_offset}; "
+            f"  checkpoint    flushed offset {cp.physic_flushed_offset}, confirm offset {cp.confirm_offset}{others}; "
             f"physic {_when(cp.physic_msg_timestamp)}, logics {_when(cp.logics_msg_timestamp)}, "
             f"index {_when(cp.index_msg_timestamp)}"
         )
@@ -639,6 +671,9 @@ def format_report(report: InspectReport) -> str:
             + (f": {first.kind} at offset {first.offset} ({first.reason}). "
                f"See `rocketstore repair --store-dir {r.store_dir}`." if first else ": the segment layout is broken.")
         )
+    elif any(b.kind == IN_FLIGHT for b in r.bad_offsets):
+        b = next(b for b in r.bad_offsets if b.kind == IN_FLIGHT)
+        out.append(f"RESULT: OK; the tail at offset {b.offset} is being written by pid {r.lock_holder_pid}.")
     elif r.torn_tail is not None:
         t = r.torn_tail
         out.append(

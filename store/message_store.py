@@ -78,6 +78,7 @@ class MessageStore:
         self._store_host = config.store_host
         self._max_append = config.max_append_size
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._wake_flusher_on_put = self._sync_flush or not config.flush_commit_log_timed
         self._flush_wait_s = config.sync_flush_timeout_ms / 1000 + _WAIT_GRACE_S
         self._replica_wait_s = config.slave_timeout_ms / 1000 + _WAIT_GRACE_S
         self._allocator: SegmentAllocator | None = None
@@ -313,8 +314,8 @@ class MessageStore:
         else:
             if self._committer is not None:
                 self._committer.wakeup()
-            elif self._flusher is not None:
-                self._flusher.wakeup()
+            elif self._wake_flusher_on_put:
+                self._flusher.wakeup()  # type: ignore[union-attr]
             flush = Status.PUT_OK
         replica = self._replica.request(next_offset, now) if wait else Status.PUT_OK
         return _Pending(encoded, appended, flush, replica)
@@ -322,14 +323,14 @@ class MessageStore:
     def _result(self, pending: _Pending, flush_status: Status, replica_status: Status) -> PutMessageResult:
         status = flush_status if flush_status is not Status.PUT_OK else replica_status
         appended = pending.appended
-        ids = pending.encoded.msg_ids(appended.wrote_offset)
+        ids = tuple(pending.encoded.msg_ids(appended.wrote_offset))
         return PutMessageResult(
             status=status,
             wrote_offset=appended.wrote_offset,
             wrote_bytes=appended.wrote_bytes,
             queue_offset=appended.queue_offset,
             msg_id=ids[0] if len(ids) == 1 else ",".join(ids),
-            msg_ids=tuple(ids),
+            msg_ids=ids,
             msg_num=appended.msg_num,
             store_timestamp_ms=appended.store_timestamp_ms,
         )

@@ -4,7 +4,7 @@
 offset unless the operator names one), checks that the offset is a record boundary inside the
 valid prefix, and counts what would go (bytes, valid messages, whole segments). `repair` does it:
 it takes the store lock (so no broker runs meanwhile), inspects again under the lock, lowers the
-checkpoint's flushed and confirm offsets to the cut (first, so that a crash midway leaves a store
+checkpoint's offsets (flushed, confirmed, ...) to the cut (first, so that a crash midway leaves a store
 that starts and cuts the rest itself), then truncates the log with `MappedFileQueue.truncate`,
 zeroing the cut bytes of the segment that keeps the boundary and deleting later segments.
 
@@ -15,6 +15,7 @@ makes a second `repair` fail).
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 from dataclasses import dataclass
@@ -151,11 +152,16 @@ def repair(root: str | os.PathLike, truncate_at: int, *, on_progress: OnProgress
         assert plan is not None
         checkpoint = StoreCheckpoint(root / "checkpoint")
         state = checkpoint.load()
-        if checkpoint.trusted and (state.physic_flushed_offset > plan.offset or state.confirm_offset > plan.offset):
-            checkpoint.update(
-                physic_flushed_offset=min(state.physic_flushed_offset, plan.offset),
-                confirm_offset=min(state.confirm_offset, plan.offset),
-            )
+        # Every offset the checkpoint vouches for (flushed, confirmed, dispatched ...) comes down
+        # to the cut: nothing above it exists any more. An untrusted checkpoint is left alone;
+        # the store ignores it anyway.
+        lowered = {
+            f.name: plan.offset
+            for f in dataclasses.fields(state)
+            if f.name.endswith("_offset") and getattr(state, f.name) > plan.offset
+        }
+        if checkpoint.trusted and lowered:
+            checkpoint.update(**lowered)
             checkpoint.persist()
         checkpoint.close()
         queue = MappedFileQueue(root / "commitlog", report.segment_size)

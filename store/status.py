@@ -41,6 +41,20 @@ _STORED = frozenset(
 )
 
 
+class GetMessageStatus(enum.Enum):
+    """Outcome of a read by queue offset, as RocketMQ's GetMessageStatus."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
 class AppendMessageStatus(enum.Enum):
     """Outcome of copying one encoded message (or batch) into the current segment."""
 

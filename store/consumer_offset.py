@@ -1,0 +1,206 @@
+"""Consumer offsets: the next queue offset each consumer group reads, RocketMQ's
+ConsumerOffsetManager.
+
+Owns `<root>/config/consumerOffset.json`, in the Java broker's shape:
+
+    {"offsetTable": {"TopicTest@group_a": {"0": 12, "1": 3}}}
+
+The Java broker (fastjson) writes the queue-id keys unquoted (`{0:12,1:3}`); such files load, as do
+RocketMQ 5's files with a `dataVersion` beside the table (ignored). A key splits at its one `@`,
+which neither a topic nor a group may contain.
+
+Commits are frequent (every consumer acknowledges every few seconds per queue), so
+`commit_offset` only updates memory and marks the table dirty; the broker calls `persist` /
+`persist_if_dirty` on RocketMQ's flushConsumerOffsetInterval (5 s) and at shutdown. A write goes
+through `store.json_file.write_json_atomically`, so a crash leaves the previous or the new file,
+and offsets committed since the last persist are lost: consumers then re-consume from the older
+offset (RocketMQ's at-least-once).
+
+Thread-safety: one lock guards the table and the dirty flag; a second lock serialises persists, so
+the file is never written under the table lock and commits do not wait for an fsync.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .json_file import read_json, write_json_atomically
+from .topic_config import validate_group_name, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+OFFSETS_FILE = "consumerOffset.json"
+SEPARATOR = "@"
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_queue_id(queue_id: Any) -> None:
+    if not _is_int(queue_id) or not 0 <= queue_id <= _INT32_MAX:
+        raise ValueError(f"queue id must be an int in 0..{_INT32_MAX}, got {queue_id!r}")
+
+
+class ConsumerOffsetManager:
+    """Committed offsets of every (topic, group, queue), persisted under
+    `<root>/config/consumerOffset.json`."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.path = Path(root) / "config" / OFFSETS_FILE
+        self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()
+        # (topic, group) -> {queue id: offset}. Loaded keys are not held to the naming rules (a
+        # Java broker's file may predate them); only what this API commits is.
+        self._table: dict[tuple[str, str], dict[int, int]] = {}
+        self._dirty = False
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read consumerOffset.json (or its .bak); a missing file is an empty table. Raises
+        ValueError naming the file when its content is not an offset table."""
+        content = read_json(self.path)
+        table: dict[tuple[str, str], dict[int, int]] = {}
+        if content is not None:
+            if not isinstance(content, dict):
+                raise ValueError(f"{self.path}: expected a JSON object, got {type(content).__name__}")
+            raw_table = content.get("offsetTable", {})
+            if not isinstance(raw_table, dict):
+                raise ValueError(f"{self.path}: offsetTable is not an object")
+            for key, queues in raw_table.items():
+                table[self._parse_key(key)] = self._parse_queues(key, queues)
+        with self._lock:
+            self._table = table
+            self._dirty = False
+
+    def _parse_key(self, key: str) -> tuple[str, str]:
+        topic, sep, group = key.partition(SEPARATOR)
+        if not sep or not topic or not group or SEPARATOR in group:
+            raise ValueError(f"{self.path}: offsetTable key {key!r} is not topic@group")
+        return topic, group
+
+    def _parse_queues(self, key: str, queues: Any) -> dict[int, int]:
+        if not isinstance(queues, dict):
+            raise ValueError(f"{self.path}: {key}: expected an object of queue id -> offset")
+        parsed = {}
+        for raw_id, offset in queues.items():
+            # Plain digits only: int() would also take " 1", "+1" and "1_0".
+            if not (raw_id.isascii() and raw_id.isdigit()):
+                raise ValueError(f"{self.path}: {key}: queue id {raw_id!r} is not a non-negative int")
+            queue_id = int(raw_id)
+            if not _is_int(offset) or offset < 0:
+                raise ValueError(f"{self.path}: {key}: bad entry {raw_id!r}: {offset!r}")
+            parsed[queue_id] = offset
+        return parsed
+
+    # -- commits and queries ---------------------------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record the group's next offset for the queue, in memory. Last commit wins, as in
+        RocketMQ: an offset may move backwards (a consumer resetting its offset)."""
+        validate_group_name(group)
+        validate_topic_name(topic)
+        _check_queue_id(queue_id)
+        if not _is_int(offset) or not 0 <= offset <= _INT64_MAX:
+            raise ValueError(f"offset must be an int in 0..{_INT64_MAX}, got {offset!r}")
+        with self._lock:
+            self._table.setdefault((topic, group), {})[queue_id] = offset
+            self._dirty = True
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 (RocketMQ's "none yet") when there is none."""
+        with self._lock:
+            queues = self._table.get((topic, group))
+            return -1 if queues is None else queues.get(queue_id, -1)
+
+    def query_offsets(self, group: str, topic: str) -> dict[int, int]:
+        """A copy of the group's offsets in the topic, by queue id (empty when none)."""
+        with self._lock:
+            return dict(self._table.get((topic, group), {}))
+
+    def groups_of(self, topic: str) -> set[str]:
+        with self._lock:
+            return {g for (t, g) in self._table if t == topic}
+
+    def topics_of(self, group: str) -> set[str]:
+        with self._lock:
+            return {t for (t, g) in self._table if g == group}
+
+    def remove_group(self, group: str) -> None:
+        """Forget every offset of the group (RocketMQ's removeOffset), persisted at the next
+        persist."""
+        with self._lock:
+            keys = [k for k in self._table if k[1] == group]
+            for key in keys:
+                del self._table[key]
+            if keys:
+                self._dirty = True
+
+    def clamp_to_min(self, min_offsets: Callable[[str, int], int]) -> int:
+        """Raise every committed offset below its queue's min offset to it (after retention
+        deleted the messages it points at); returns how many were raised.
+
+        `min_offsets(topic, queue_id)` is called without the lock held, since it reads the store
+        and may take its locks; a commit racing with it is only overwritten if it is below the
+        min too."""
+        with self._lock:
+            keys = [(topic, queue_id) for (topic, _), queues in self._table.items() for queue_id in queues]
+        mins: dict[tuple[str, int], int] = {}
+        for key in dict.fromkeys(keys):
+            mins[key] = min_offsets(*key)
+        raised = 0
+        with self._lock:
+            for (topic, group), queues in self._table.items():
+                for queue_id, offset in queues.items():
+                    floor = mins.get((topic, queue_id))
+                    if floor is not None and offset < floor:
+                        log.info(
+                            "offset of %s@%s queue %d raised from %d to min %d", topic, group, queue_id, offset, floor
+                        )
+                        queues[queue_id] = floor
+                        raised += 1
+            if raised:
+                self._dirty = True
+        return raised
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    def persist(self) -> None:
+        """Write the table now. On failure the table stays dirty, so the next call retries."""
+        with self._persist_lock:
+            with self._lock:
+                content = self._snapshot()
+                self._dirty = False
+            try:
+                write_json_atomically(self.path, content)
+            except BaseException:
+                with self._lock:
+                    self._dirty = True
+                raise
+
+    def persist_if_dirty(self) -> bool:
+        """Persist when something changed since the last persist; whether it wrote."""
+        # Unlocked peek: a commit racing past it is written by the next periodic call.
+        if not self._dirty:
+            return False
+        self.persist()
+        return True
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "offsetTable": {
+                f"{topic}{SEPARATOR}{group}": {str(q): o for q, o in sorted(queues.items())}
+                for (topic, group), queues in self._table.items()
+            }
+        }

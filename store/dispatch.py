@@ -1,0 +1,171 @@
+"""Dispatch (RocketMQ's ReputMessageService): turn CommitLog records into ConsumeQueue units,
+IndexFile entries and message-arrival notifications.
+
+`build_dispatch_request` is sans-IO: bytes at an offset in, a `DispatchRequest` out (topic, queue,
+offsets, size, tags code, keys). `Dispatcher.dispatch_available` walks the CommitLog from
+`reput_from_offset` up to a limit (the CommitLog max offset, or the confirmed offset replication
+sets) and hands each request to the registered consumers in order; it never reads past the limit.
+`ReputMessageService` is the thread that calls it whenever a put wakes it.
+
+Thread-safety: one dispatching thread; `reput_from_offset` is read by others (an int, atomic under
+the GIL); consumers are registered before start.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .codec import CorruptMessage, RecordKind, check_record, decode_properties, java_string_hash
+from .mapped_file_queue import MappedFileQueue
+from .message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    transaction_type,
+)
+from .service_thread import ServiceThread
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRequest:
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp_ms: int
+    queue_offset: int
+    keys: str
+    uniq_key: str | None
+    sys_flag: int
+    prepared_transaction_offset: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.commit_log_offset + self.msg_size
+
+    @property
+    def transaction_type(self) -> int:
+        return transaction_type(self.sys_flag)
+
+
+DelayTime = Callable[[int, int], int]  # (delay level, store timestamp) -> delivery time
+
+
+def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | None) -> DispatchRequest:
+    """The request for a checked message record (`codec.check_record`) at `offset` in `buf`."""
+    properties = (
+        decode_properties(buf[record.properties_pos : record.properties_pos + record.properties_len])
+        if record.properties_len
+        else {}
+    )
+    if record.topic == SCHEDULE_TOPIC and delivery_time is not None:
+        level = int(properties.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
+        tags_code = delivery_time(level, record.store_timestamp_ms)
+    else:
+        tags = properties.get(PROPERTY_TAGS)
+        tags_code = java_string_hash(tags) if tags else 0
+    return DispatchRequest(
+        topic=record.topic,
+        queue_id=record.queue_id,
+        commit_log_offset=offset,
+        msg_size=record.size,
+        tags_code=tags_code,
+        store_timestamp_ms=record.store_timestamp_ms,
+        queue_offset=record.queue_offset,
+        keys=properties.get(PROPERTY_KEYS, ""),
+        uniq_key=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        sys_flag=record.sys_flag,
+        prepared_transaction_offset=record.prepared_transaction_offset,
+    )
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        queue: MappedFileQueue,
+        start_offset: int,
+        limit: Callable[[], int],
+        delivery_time: DelayTime | None = None,
+    ) -> None:
+        self._queue = queue
+        self.reput_from_offset = start_offset
+        self.last_dispatched_store_timestamp_ms = 0
+        self._limit = limit
+        self._delivery_time = delivery_time
+        self._consumers: list[Callable[[DispatchRequest], None]] = []
+        self.failed_at: int | None = None
+
+    def add_consumer(self, consumer: Callable[[DispatchRequest], None]) -> None:
+        self._consumers.append(consumer)
+
+    def set_limit(self, limit: Callable[[], int]) -> None:
+        self._limit = limit
+
+    @property
+    def limit(self) -> int:
+        return self._limit()
+
+    def dispatch_available(self, max_records: int = 4096) -> int:
+        """Dispatch up to `max_records` records below the limit; return how many messages went.
+        A record that fails its checks stops dispatch at its offset (it is never skipped)."""
+        limit = self._limit()
+        offset = self.reput_from_offset
+        dispatched = 0
+        consumers = self._consumers
+        while offset < limit and dispatched < max_records:
+            segment = self._queue.find(offset)
+            if segment is None:
+                if offset < self._queue.min_offset:
+                    offset = self._queue.min_offset  # retention removed what was not dispatched yet
+                    continue
+                break
+            pos = offset - segment.file_from_offset
+            buf = segment.buf
+            try:
+                record = check_record(buf, pos, segment.file_size, offset, verify_crc=False)
+            except CorruptMessage as exc:
+                if self.failed_at != offset:
+                    log.error("dispatch stopped at CommitLog offset %d: %s", offset, exc.reason)
+                    self.failed_at = offset
+                break
+            if record.kind == RecordKind.BLANK:
+                offset = segment.end_offset
+                continue
+            if record.kind == RecordKind.END:
+                break
+            request = build_dispatch_request(record, buf, offset, self._delivery_time)
+            for consumer in consumers:
+                consumer(request)
+            offset += record.size
+            dispatched += 1
+            self.last_dispatched_store_timestamp_ms = record.store_timestamp_ms
+        self.reput_from_offset = offset
+        return dispatched
+
+    def lag_bytes(self) -> int:
+        return max(0, self._limit() - self.reput_from_offset)
+
+
+class ReputMessageService(ServiceThread):
+    name = "reput-message"
+
+    def __init__(self, dispatcher: Dispatcher, idle_s: float = 0.05) -> None:
+        super().__init__()
+        self.dispatcher = dispatcher
+        self._idle_s = idle_s
+
+    def run_once(self) -> None:
+        if self.dispatcher.dispatch_available() == 0:
+            self.wait_for_running(self._idle_s)
+
+    def on_stop(self) -> None:
+        while self.dispatcher.dispatch_available():
+            pass

@@ -1,0 +1,147 @@
+"""Reads by queue offset, by key and by msgId (RocketMQ's DefaultMessageStore.getMessage,
+queryMessage and viewMessageById), over the ConsumeQueues, IndexFiles and the CommitLog.
+
+Decisions follow RocketMQ: a queue offset below the queue's minimum answers OFFSET_TOO_SMALL, at
+its end OFFSET_OVERFLOW_ONE, past it OFFSET_OVERFLOW_BADLY, each with the next offset to begin
+from; units whose CommitLog bytes were deleted answer MESSAGE_WAS_REMOVING; a tag filter compares
+hash codes first, then the message's TAGS. Thread-safety: reads take no lock and may run on any
+number of threads beside the writer and the dispatcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .codec import CorruptMessage, decode_msg_id
+from .commitlog import CommitLog
+from .consume_queue import ConsumeQueueTable
+from .index_file import IndexService
+from .message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
+from .message_filter import TagFilter
+from .status import GetMessageStatus
+
+Status = GetMessageStatus
+
+
+@dataclass(frozen=True, slots=True)
+class GetMessageResult:
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: tuple[MessageExt, ...] = ()
+    buffer_total_size: int = 0
+
+    @property
+    def found(self) -> bool:
+        return self.status is GetMessageStatus.FOUND
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageResult:
+    messages: tuple[MessageExt, ...]
+    index_last_update_timestamp_ms: int
+    index_last_update_phy_offset: int
+
+
+class MessageReader:
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        *,
+        visible_limit=None,
+    ) -> None:
+        self._commit_log = commit_log
+        self._queues = queues
+        self._index = index
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int,
+        tag_filter: TagFilter | None = None,
+    ) -> GetMessageResult:
+        if max_msg_nums <= 0 or max_total_bytes <= 0:
+            raise ValueError("max_msg_nums and max_total_bytes must be positive")
+        cq = self._queues.find(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(Status.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset, cq.max_offset
+        if max_offset == 0:
+            return GetMessageResult(Status.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if queue_offset < min_offset:
+            return GetMessageResult(Status.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if queue_offset == max_offset:
+            return GetMessageResult(Status.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset)
+        if queue_offset > max_offset:
+            correction = min_offset if min_offset == 0 else max_offset
+            return GetMessageResult(Status.OFFSET_OVERFLOW_BADLY, correction, min_offset, max_offset)
+
+        # Scan more units than wanted: filtered-out ones do not count towards max_msg_nums.
+        units = cq.get_units(queue_offset, max(max_msg_nums, 16) * 4)
+        if not units:
+            return GetMessageResult(Status.OFFSET_FOUND_NULL, queue_offset + 1, min_offset, max_offset)
+        commit_log_min = self._commit_log.min_offset
+        messages: list[MessageExt] = []
+        total = 0
+        status = Status.NO_MATCHED_MESSAGE
+        next_offset = queue_offset
+        for unit in units:
+            if unit.is_filler:
+                next_offset += 1
+                continue
+            if len(messages) >= max_msg_nums or (messages and total + unit.size > max_total_bytes):
+                break
+            next_offset += 1
+            if tag_filter is not None and not tag_filter.matches_code(unit.tags_code):
+                continue
+            if unit.commit_log_offset < commit_log_min:
+                if not messages:
+                    status = Status.MESSAGE_WAS_REMOVING
+                continue
+            try:
+                message = self._commit_log.read_message(unit.commit_log_offset)
+            except CorruptMessage:
+                if not messages:
+                    status = Status.MESSAGE_WAS_REMOVING
+                continue
+            if tag_filter is not None and not tag_filter.matches_tags(message.tags):
+                continue
+            messages.append(message)
+            total += unit.size
+        if messages:
+            status = Status.FOUND
+        return GetMessageResult(status, next_offset, min_offset, max_offset, tuple(messages), total)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
+        """Messages of `topic` whose KEYS (or unique key) hold `key`, stored in [begin, end]."""
+        if self._index is None:
+            return QueryMessageResult((), 0, 0)
+        offsets = self._index.query_offsets(topic, key, max_num, begin_ms, end_ms)
+        found = []
+        for offset in offsets:
+            try:
+                message = self._commit_log.read_message(offset)
+            except CorruptMessage:
+                continue  # deleted by retention since it was indexed
+            keys = (message.keys or "").split()
+            if message.topic == topic and (key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key):
+                found.append(message)
+        return QueryMessageResult(
+            tuple(found), self._index.last_update_timestamp(), self._index.last_update_phy_offset()
+        )
+
+    def view_message_by_id(self, msg_id: str) -> MessageExt:
+        """The message a msgId names; ValueError for a malformed id, CorruptMessage when no
+        message is stored at its offset."""
+        _, offset = decode_msg_id(msg_id)
+        message = self._commit_log.read_message(offset)
+        if message.msg_id != msg_id.upper():
+            raise CorruptMessage(offset, f"the message at this offset has msgId {message.msg_id}")
+        return message
