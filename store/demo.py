@@ -126,6 +126,10 @@ def writer_config(directory: str | os.PathLike, flush: str, segment_size: int, t
         # Short thorough intervals make ASYNC_FLUSH runs flush (and commit) within a test's time.
         flush_interval_commit_log_ms=50,
         commit_interval_commit_log_ms=20,
+        # A demo store is small: ConsumeQueue and IndexFile geometry to match its 1 MiB segments.
+        mapped_file_size_consume_queue=16_384 * 20,
+        max_hash_slot_num=16_384,
+        max_index_num=65_536,
     )
 
 

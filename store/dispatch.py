@@ -26,11 +26,10 @@ from .message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     transaction_type,
 )
+from .schedule import SCHEDULE_TOPIC
 from .service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 @dataclass(frozen=True, slots=True)

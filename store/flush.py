@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
@@ -37,8 +37,10 @@ def wall_clock_ms() -> int:
 
 def _complete(futures: list[Future], status: PutMessageStatus) -> None:
     for future in futures:
-        if not future.done():
+        try:
             future.set_result(status)
+        except InvalidStateError:
+            pass  # the waiter gave up (its asyncio wait timed out and cancelled the future)
 
 
 class GroupCommitService(ServiceThread):
@@ -76,10 +78,12 @@ class GroupCommitService(ServiceThread):
 
     def run_once(self) -> None:
         with self._lock:
-            target = self._waiters.max_next_offset
             pending = len(self._waiters)
             deadline = self._waiters.next_deadline()
-        if not pending:
+        # Everything appended so far, not only what waiters ask for: puts that do not wait
+        # (WAIT=false) and puts whose waiters already timed out must reach the disk too.
+        target = self._queue.max_offset
+        if not pending and self._queue.flushed_where >= target:
             self.wait_for_running(_IDLE_S)
             return
         try:

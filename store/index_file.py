@@ -695,7 +695,7 @@ class IndexService:
         idx_key = index_key(topic, key)
         for index_file in reversed(self._files):
             if index_file.is_time_matched(begin_ms, end_ms):
-                found += index_file.select_phy_offsets(idx_key, max_num, begin_ms, end_ms)
+                found += index_file.select_phy_offsets(idx_key, max_num - len(found), begin_ms, end_ms)
             # Older files end before this one begins: none can reach begin_ms.
             if index_file.begin_timestamp < begin_ms or len(found) >= max_num:
                 break

@@ -43,8 +43,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .checkpoint import decode_checkpoint
-from .codec import MESSAGE_MAGIC_CODE, PHYSICAL_OFFSET_POS, CorruptMessage, RecordKind, check_record, decode_message
+from .codec import CorruptMessage, RecordKind, check_record, decode_message
 from .commitlog import NO_QUEUE_OFFSET_TYPES
+from .recovery import find_valid_record, last_nonzero_end
 from .message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, transaction_type
 
 PROGRESS_EVERY_BYTES = 64 * 1024 * 1024
@@ -200,20 +201,6 @@ def _first_nonzero(buf, start: int, end: int) -> int | None:
     return None
 
 
-def _last_nonzero_end(buf, start: int, end: int) -> int:
-    """One past the last non-zero byte in buf[start:end], or `start` when all are zero. Walks
-    backwards so that a damaged segment's extent costs one pass over its unwritten end."""
-    pos = end
-    while pos > start:
-        lo = max(start, pos - _CHUNK)
-        piece = buf[lo:pos]
-        stripped = piece.rstrip(b"\x00")
-        if stripped:
-            return lo + len(stripped)
-        pos = lo
-    return start
-
-
 def lock_holder_pid(lock_path: Path) -> int | None:
     """The pid holding an flock on `lock_path`, read from /proc/locks (None: free or unknown).
     Looking is all it does: trying the lock could make a broker starting meanwhile fail."""
@@ -298,10 +285,8 @@ def list_segments(commitlog: Path, segment_size: int | None) -> tuple[list[_Segm
 class _Walk:
     """State of one inspection walk; single-use, single-threaded."""
 
-    def __init__(self, segment_size: int, flushed: int | None, show: int, on_progress: OnProgress | None,
-                 total: int, base: int) -> None:
+    def __init__(self, segment_size: int, show: int, on_progress: OnProgress | None, total: int, base: int) -> None:
         self.segment_size = segment_size
-        self.flushed = flushed
         self.show = show
         self.on_progress = on_progress
         self.total = total
@@ -335,6 +320,12 @@ class _Walk:
             offset, name = self.clean_stop
             self.bad.append((offset, name, "zeros where the log goes on: a later segment holds data (lost records)"))
             self.clean_stop = None
+
+    def gap(self, start: int, end: int) -> None:
+        """No usable segment file covers [start, end): the log cannot go on through it."""
+        self._data_found_after_stop()
+        self.bad.append((start, "(missing)", f"no usable segment file from {start} to {end}"))
+        self._stop(start)
 
     def _message(self, buf, pos: int, offset: int, record) -> None:
         self.last_message_offset = offset
@@ -403,9 +394,9 @@ class _Walk:
                 self.bad.append((offset, name, reason))
                 self._stop(offset)
                 damaged = True
-                resume = _resync(buf, pos + 1, size, seg.start)
+                resume = find_valid_record(buf, pos + 1, size, seg.start)
                 if resume is None:
-                    data_end = max(offset + 1, _last_nonzero_end(buf, pos, size) + seg.start)
+                    data_end = max(offset + 1, last_nonzero_end(buf, pos, size) + seg.start)
                     break
                 pos = resume
                 continue
@@ -419,26 +410,6 @@ class _Walk:
             state = "damaged"
         self.segments.append(SegmentInfo(name, seg.start, size, count, data_end, state))
         self._progress(seg.start + size)
-
-
-_MAGIC = MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True)
-
-
-def _resync(buf, start: int, size: int, seg_start: int) -> int | None:
-    """The first position at or after `start` where a valid message begins: its MAGICCODE in
-    place, its PHYSICALOFFSET field naming that very position, and every check passing. That
-    signature does not occur by chance, so the walk can go on after damage inside a segment."""
-    hit = buf.find(_MAGIC, start + 4, size)
-    while hit != -1:
-        pos = hit - 4
-        if int.from_bytes(buf[pos + PHYSICAL_OFFSET_POS : pos + PHYSICAL_OFFSET_POS + 8], "big", signed=True) == seg_start + pos:
-            try:
-                check_record(buf, pos, size, seg_start + pos)
-                return pos
-            except CorruptMessage:
-                pass
-        hit = buf.find(_MAGIC, hit + 1, size)
-    return None
 
 
 def _body_length(buf, pos: int, sys_flag: int) -> int:
@@ -489,14 +460,12 @@ def inspect_store(
             usable.append(seg)
     min_offset = usable[0].start if usable else 0
     total = (usable[-1].start + size - min_offset) if usable else 0
-    walk = _Walk(size, flushed, show_messages, on_progress, total, min_offset)
+    walk = _Walk(size, show_messages, on_progress, total, min_offset)
     expected = min_offset
     for seg in usable:
         if seg.start != expected:
             problems.append(f"no usable segment file from offset {expected} to {seg.start}")
-            walk._data_found_after_stop()
-            walk.bad.append((expected, "(missing)", f"no usable segment file from {expected} to {seg.start}"))
-            walk._stop(expected)
+            walk.gap(expected, seg.start)
         expected = seg.start + size
         try:
             fd = os.open(seg.path, os.O_RDONLY)

@@ -90,7 +90,7 @@ class MappedFile:
     def open(cls, path: Path, file_size: int) -> "MappedFile":
         actual = path.stat().st_size
         if actual != file_size:
-            raise ValueError(f"segment {path} is {actual} bytes; mappedFileSizeCommitLog is {file_size}")
+            raise ValueError(f"file {path} is {actual} bytes; the configured file size is {file_size}")
         fd = os.open(path, os.O_RDWR)
         return cls(path, int(path.name), file_size, fd)
 
@@ -171,8 +171,11 @@ class MappedFile:
 
     def zero_range(self, start: int, end: int) -> None:
         end = min(end, self.file_size)
-        if start < end:
-            self.buf[start:end] = bytes(end - start)
+        step = 4 << 20
+        zeros = bytes(min(step, max(0, end - start)))
+        for pos in range(start, end, step):
+            stop = min(end, pos + step)
+            self.buf[pos:stop] = zeros[: stop - pos]
 
     def commit(self, least_pages: int) -> bool:
         """Copy the write buffer's new bytes into the file; True when anything moved."""

@@ -1,55 +1,70 @@
-"""`MessageStore`: the store's public face. It wires the CommitLog, the flush services, the
-checkpoint, the lock and abort files and recovery together, and runs the put path:
+"""`MessageStore`: the store's public face (RocketMQ's DefaultMessageStore, without its size).
 
-    encode (no lock) -> CommitLog.append (lock) -> wait on flush and replica together (no lock)
+It owns the components and their lifecycle, and delegates the work:
 
-Any non-OK durability status wins; the flush's first. Lifecycle: `load()` (lock, recover),
-`start()` (abort file, services), `shutdown()` (flush everything, checkpoint, remove abort file);
-as a context manager it does all three.
+| concern | module |
+|---|---|
+| puts | `put_path.PutPath` over `commitlog.CommitLog` |
+| durability | `flush` services, `logic_flush.FlushConsumeQueueService` (checkpoint) |
+| queues, index, arrival | `dispatch.Dispatcher` feeding `consume_queue`, `index_file`, listeners |
+| reads | `reads.MessageReader` |
+| recovery | `store_recovery.recover_store` |
+| metadata | `topic_config`, `consumer_offset` (under `config/`) |
+| delayed messages | `schedule.ScheduleMessageService` |
+| retention | `clean.CleanService` |
+| statistics | `stats.StoreStats` |
 
-Thread-safety: puts from any number of threads and event loops at once; lifecycle calls from one.
+Lifecycle: `load()` (lock, recover), `start()` (abort file, catch-up dispatch, services),
+`shutdown()` (deliveries stop, puts refused, everything flushed and dispatched, checkpoint and
+metadata written, abort file removed); as a context manager it does all three.
+
+Thread-safety: puts and reads from any number of threads and event loops; lifecycle calls and the
+`set_*` configuration calls from one thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import time
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from .checkpoint import StoreCheckpoint
-from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
-from .commitlog import NO_QUEUE_OFFSET_TYPES, AppendResult, CommitLog, CommitLogClosed
+from .clean import CleanPolicy, CleanService
+from .codec import CorruptMessage
+from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog
 from .config import StoreConfig
+from .consume_queue import ConsumeQueue, ConsumeQueueTable
+from .consumer_offset import ConsumerOffsetManager
+from .dispatch import Dispatcher, DispatchRequest, ReputMessageService
 from .flush import CommitRealTimeService, FlushRealTimeService, GroupCommitService, wall_clock_ms
+from .index_file import IndexService
 from .lifecycle import AbortFile, StoreLock
+from .logic_flush import FlushConsumeQueueService
 from .mapped_file_queue import MappedFileQueue, SegmentAllocator, TransientStorePool
-from .message import PROPERTY_WAIT_STORE_MSG_OK, Message, MessageExt, transaction_type
-from .recovery import check_recoverable, choose_scan_start, scan_commitlog
+from .message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    Message,
+    MessageExt,
+)
+from .message_filter import TagFilter
+from .put_path import PutPath
+from .reads import GetMessageResult, MessageReader, QueryMessageResult
 from .replication import NoReplication, ReplicaGate
 from .results import PutMessageResult, RecoveryReport
+from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
 from .service_thread import ServiceThread
+from .stats import StoreStats, StoreStatsSnapshot
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
+from .store_recovery import recover_store
+from .topic_config import MAX_QUEUE_NUMS, Permission, TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)
 
-_WAIT_GRACE_S = 1.0
 Status = PutMessageStatus
-
-
-class _Pending:
-    """A put that is in the log and now waits for durability."""
-
-    __slots__ = ("encoded", "appended", "flush", "replica")
-
-    def __init__(self, encoded: EncodedMessage, appended: AppendResult, flush, replica) -> None:
-        self.encoded = encoded
-        self.appended = appended
-        self.flush = flush
-        self.replica = replica
+ArrivalListener = Callable[[DispatchRequest], None]
 
 
 class MessageStore:
@@ -63,10 +78,11 @@ class MessageStore:
         self.config = config
         self.broker_role = config.broker_role
         self._clock = clock_ms
-        self._root = config.root
-        self._lock = StoreLock(self._root)
-        self._abort = AbortFile(self._root)
-        self.checkpoint = StoreCheckpoint(self._root / "checkpoint")
+        root = config.root
+        self._root = root
+        self._lock = StoreLock(root)
+        self._abort = AbortFile(root)
+        self.checkpoint = StoreCheckpoint(root / "checkpoint")
         self._pool = (
             TransientStorePool(config.transient_store_pool_size, config.mapped_file_size_commit_log)
             if config.transient_store_pool_active
@@ -74,23 +90,61 @@ class MessageStore:
         )
         self.queue = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log, pool=self._pool)
         self.commit_log = CommitLog(self.queue, clock_ms)
+        self.consume_queues = ConsumeQueueTable(root, config.mapped_file_size_consume_queue)
+        self.index = (
+            IndexService(root, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num, clock_ms=clock_ms)
+            if config.message_index_enable
+            else None
+        )
+        self.delay_levels = parse_delay_levels(config.message_delay_level)
+        self.topics = TopicConfigManager(
+            root,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            delay_levels=len(self.delay_levels),
+            clock=clock_ms,
+        )
+        self.consumer_offsets = ConsumerOffsetManager(root)
+        self.stats = StoreStats(clock_ms)
+        self.dispatcher = Dispatcher(self.queue, 0, self._default_dispatch_limit, self._delivery_time)
+        self.dispatcher.add_consumer(self._dispatch_to_queue)
+        if self.index is not None:
+            self.dispatcher.add_consumer(self._dispatch_to_index)
+        self.dispatcher.add_consumer(self._dispatch_to_listeners)
+        self._reader = MessageReader(self.commit_log, self.consume_queues, self.index)
+        self.schedule = ScheduleMessageService(
+            self,
+            self.delay_levels,
+            delay_offset_path(root),
+            clock_ms,
+            durable_offset=lambda: self.flushed_offset,
+        )
         self._replica: ReplicaGate = replica_gate or NoReplication(config.broker_role)
-        self._store_host = config.store_host
-        self._max_append = config.max_append_size
-        self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._wake_flusher_on_put = self._sync_flush or not config.flush_commit_log_timed
-        self._flush_wait_s = config.sync_flush_timeout_ms / 1000 + _WAIT_GRACE_S
-        self._replica_wait_s = config.slave_timeout_ms / 1000 + _WAIT_GRACE_S
+        self._put_path = PutPath(
+            config,
+            self.commit_log,
+            self.stats,
+            clock_ms=clock_ms,
+            refusal=self._refusal,
+            admit_topic=self._admit_topic,
+            delay_levels=self.delay_levels,
+        )
+        self._listeners: list[ArrivalListener] = []
+        self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
+        self._topic_lock = threading.Lock()
         self._allocator: SegmentAllocator | None = None
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
+        self._reput: ReputMessageService | None = None
+        self._logic_flusher: FlushConsumeQueueService | None = None
+        self._cleaner: CleanService | None = None
         self._loaded = False
         self._running = False
         self._writable = True
-        self._last_checkpoint_ms = 0
+        self._disk_full = False
         self.recovery: RecoveryReport | None = None
 
-    # -- lifecycle ----------------------------------------------------------------------------
+    # -- lifecycle ------------------------------------------------------------------------------
 
     def __enter__(self) -> "MessageStore":
         self.load()
@@ -105,101 +159,93 @@ class MessageStore:
         self.shutdown()
 
     def load(self) -> RecoveryReport:
-        """Take the lock, open the segments and recover. Raises StoreLockedError,
-        SegmentLayoutError or StoreCorruptedError; the lock is released on failure."""
+        """Take the lock, load metadata and recover. Raises StoreLockedError, SegmentLayoutError
+        or StoreCorruptedError; everything is closed and the lock released on failure."""
         self._root.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
         try:
-            self.recovery = self._recover()
+            self.topics.load()
+            self.consumer_offsets.load()
+            recovered = recover_store(
+                self.config,
+                self.checkpoint,
+                self.queue,
+                self.consume_queues,
+                self.index,
+                abnormal=self._abort.exists(),
+            )
+            self.schedule.load()
         except BaseException:
-            self.queue.close()
-            self.checkpoint.close()
+            self._close_files()
             self._lock.release()
             raise
+        self.commit_log.topic_queue_table.clear()
+        self.commit_log.topic_queue_table.update(recovered.queue_offset_table)
+        self.dispatcher.reput_from_offset = recovered.dispatch_from_offset
+        self.recovery = recovered.report
         self._loaded = True
         return self.recovery
-
-    def _recover(self) -> RecoveryReport:
-        began = time.monotonic()
-        abnormal = self._abort.exists()
-        state = self.checkpoint.load()
-        self.queue.load()
-        trusted = state.physic_flushed_offset if self.checkpoint.trusted and state.physic_flushed_offset else None
-        starts = [f.file_from_offset for f in self.queue.files]
-        crc_start = choose_scan_start(starts, trusted, normal=not abnormal)
-        table = self.commit_log.topic_queue_table
-        table.clear()
-
-        def on_message(offset, record) -> None:
-            if transaction_type(record.sys_flag) not in NO_QUEUE_OFFSET_TYPES:
-                table[f"{record.topic}-{record.queue_id}"] = record.queue_offset + 1
-
-        def on_progress(done: int, total: int) -> None:
-            log.info("recovery: scanned %d of %d MiB", done >> 20, total >> 20)
-
-        result = scan_commitlog(
-            [(f.file_from_offset, f.buf) for f in self.queue.files],
-            self.config.mapped_file_size_commit_log,
-            starts[0] if starts else 0,
-            verify_crc=self.config.check_crc_on_recover,
-            crc_from_offset=crc_start,
-            on_message=on_message,
-            on_progress=on_progress if starts and starts[-1] - starts[0] > (256 << 20) else None,
-        )
-        check_recoverable(result, trusted or 0)
-        if not result.clean:
-            log.warning(
-                "CommitLog ends at %d (%s); cutting the torn tail%s",
-                result.end_offset,
-                result.reason or "zeros",
-                f", non-zero bytes from {result.data_after_end}" if result.data_after_end is not None else "",
-            )
-        self.queue.truncate(result.end_offset, self._max_append if result.data_after_end is not None else 0)
-        for segment in self.queue.files:
-            if segment.end_offset > crc_start:
-                os.fdatasync(segment.fd)
-        self.checkpoint.update(
-            physic_flushed_offset=result.end_offset,
-            physic_msg_timestamp=max(state.physic_msg_timestamp, result.last_store_timestamp_ms),
-        )
-        self.checkpoint.persist()
-        report = RecoveryReport(
-            abnormal=abnormal,
-            scan_start_offset=crc_start,
-            end_offset=result.end_offset,
-            messages_scanned=result.messages,
-            truncated_from=None if result.clean else result.end_offset,
-            reason=result.reason,
-            seconds=time.monotonic() - began,
-        )
-        log.info(
-            "store loaded (%s shutdown): CommitLog [%d, %d), %d messages checked from %d in %.2f s",
-            "abnormal" if abnormal else "normal",
-            self.queue.min_offset,
-            result.end_offset,
-            result.messages,
-            crc_start,
-            report.seconds,
-        )
-        return report
 
     def start(self) -> None:
         if not self._loaded:
             raise RuntimeError("load() the store before start()")
         config = self.config
         self._abort.create()
+        while self.dispatcher.dispatch_available():
+            pass  # what recovery left undispatched reaches its queues before any put or read
         self._allocator = SegmentAllocator(
             config.commit_log_dir, config.mapped_file_size_commit_log, warm=config.warm_mapped_file_enable
         )
         self.queue.allocator = self._allocator
         last = self.queue.last
         self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
-        if self._sync_flush:
-            self._flusher = GroupCommitService(
+        self._start_flush_services()
+        self._reput = ReputMessageService(self.dispatcher)
+        self._logic_flusher = FlushConsumeQueueService(
+            self.consume_queues,
+            self.index,
+            self.dispatcher,
+            self.checkpoint,
+            interval_ms=config.flush_interval_consume_queue_ms,
+            least_pages=config.flush_consume_queue_least_pages,
+            thorough_interval_ms=config.flush_consume_queue_thorough_interval_ms,
+            clock_ms=self._clock,
+            on_round=self._on_logic_flush_round,
+        )
+        self._cleaner = CleanService(
+            self.queue,
+            CleanPolicy.from_config(config),
+            clock_ms=self._clock,
+            on_commit_log_deleted=self._on_commit_log_deleted,
+            on_disk_full=self._on_disk_full,
+            files_lock=self.commit_log.lock,
+            deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
+        )
+        wake = [self._reput.wakeup]
+        if self._committer is not None:
+            wake.append(self._committer.wakeup)
+        elif self._wake_flusher_on_put():
+            wake.append(self._flusher.wakeup)  # type: ignore[union-attr]
+        self._put_path.wake = tuple(wake)
+        self._put_path.replica = self._replica
+        for service in (self._reput, self._logic_flusher, self._cleaner):
+            service.start()
+        self.commit_log.accepting = True
+        self._running = True
+        self.schedule.start()
+
+    def _wake_flusher_on_put(self) -> bool:
+        return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH or not self.config.flush_commit_log_timed
+
+    def _start_flush_services(self) -> None:
+        config = self.config
+        if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            flusher = GroupCommitService(
                 self.queue, config.sync_flush_timeout_ms, self._on_flushed, self._on_disk_error, self._clock
             )
+            self._put_path.request_flush = flusher.request
         else:
-            self._flusher = FlushRealTimeService(
+            flusher = FlushRealTimeService(
                 self.queue,
                 config.flush_interval_commit_log_ms,
                 config.flush_commit_log_least_pages,
@@ -208,47 +254,122 @@ class MessageStore:
                 self._on_disk_error,
                 self._clock,
             )
+            self._put_path.request_flush = None
+        self._flusher = flusher
         if self._pool is not None:
             self._committer = CommitRealTimeService(
                 self.queue,
                 config.commit_interval_commit_log_ms,
                 config.commit_commit_log_least_pages,
                 config.commit_commit_log_thorough_interval_ms,
-                self._flusher,
+                flusher,
                 self._clock,
             )
-        self._flusher.start()
+        flusher.start()
         if self._committer is not None:
             self._committer.start()
-        self.commit_log.accepting = True
-        self._running = True
 
     def shutdown(self) -> None:
-        """Refuse new puts, flush everything, persist the checkpoint, remove the abort file."""
+        """Stop deliveries, refuse puts, flush and dispatch everything, persist the checkpoint
+        and metadata, remove the abort file. Safe to call more than once."""
         was_running = self._running
+        self.schedule.shutdown()
         self._running = False
         with self.commit_log.lock:
             # Appends already inside the lock finish first; later ones are refused.
             self.commit_log.accepting = False
-        if self._committer is not None:
-            self._committer.stop()
-        if self._flusher is not None:
-            self._flusher.stop()
+        for service in (self._cleaner, self._committer, self._flusher, self._reput, self._logic_flusher):
+            if service is not None:
+                service.stop()
+        self._cleaner = self._committer = self._flusher = self._reput = self._logic_flusher = None
         if self._allocator is not None:
             for unused in self._allocator.shutdown():
                 unused.destroy()
             self._allocator = None
         if self._loaded:
             self.queue.flush_to(self.queue.max_read_offset)
-            self._on_flushed(self.queue.flushed_where, force=True)
-            self.queue.close()
-            self.checkpoint.close()
+            self._on_flushed(self.queue.flushed_where)
+            self.checkpoint.persist()
+            self.consumer_offsets.persist_if_dirty()
+            self._close_files()
             if was_running:
                 self._abort.delete()
             self._lock.release()
             self._loaded = False
 
-    # -- state --------------------------------------------------------------------------------
+    def _close_files(self) -> None:
+        self.queue.close()
+        self.consume_queues.close()
+        if self.index is not None:
+            self.index.close()
+        self.checkpoint.close()
+
+    # -- callbacks from services ---------------------------------------------------------------
+
+    def _on_flushed(self, flushed_offset: int) -> None:
+        last = self.queue.last
+        self.checkpoint.advance(
+            physic_flushed_offset=flushed_offset, physic_msg_timestamp=last.store_timestamp_ms if last else 0
+        )
+
+    def _on_disk_error(self, exc: BaseException) -> None:
+        log.error("disk error, the store turns read-only: %s", exc)
+        self._writable = False
+
+    def _on_disk_full(self, full: bool) -> None:
+        if full != self._disk_full:
+            log.warning("disk %s: puts are %s", "full" if full else "no longer full", "refused" if full else "taken again")
+        self._disk_full = full
+
+    def _on_commit_log_deleted(self, min_offset: int) -> None:
+        self.consume_queues.delete_expired_files(min_offset)
+        self.consume_queues.correct_min_offset(min_offset)
+        if self.index is not None:
+            self.index.delete_expired_files(min_offset)
+        self.consumer_offsets.clamp_to_min(self.min_queue_offset)
+
+    def _on_logic_flush_round(self, now_ms: int) -> None:
+        self.stats.sample(now_ms)
+        self.consumer_offsets.persist_if_dirty()
+
+    # -- dispatch ----------------------------------------------------------------------------------
+
+    def _default_dispatch_limit(self) -> int:
+        return self.commit_log.max_offset
+
+    def set_dispatch_limit(self, limit: Callable[[], int] | None) -> None:
+        """Never dispatch past `limit()` (replication's confirmed offset); None: the log's end."""
+        self.dispatcher.set_limit(limit or self._default_dispatch_limit)
+
+    def _delivery_time(self, level: int, store_timestamp_ms: int) -> int:
+        return delivery_time_ms(level, store_timestamp_ms, self.delay_levels)
+
+    def _dispatch_to_queue(self, request: DispatchRequest) -> None:
+        self.stats.record_dispatch(request.topic, request.msg_size, request.store_timestamp_ms)
+        if (request.sys_flag & TRANSACTION_TYPE_MASK) in NO_QUEUE_OFFSET_TYPES:
+            return
+        queue = self.consume_queues.get_or_create(request.topic, request.queue_id)
+        queue.put(request.queue_offset, request.commit_log_offset, request.msg_size, request.tags_code)
+
+    def _dispatch_to_index(self, request: DispatchRequest) -> None:
+        if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        self.index.build_index(  # type: ignore[union-attr]
+            request.topic, request.keys, request.uniq_key, request.commit_log_offset, request.store_timestamp_ms
+        )
+
+    def _dispatch_to_listeners(self, request: DispatchRequest) -> None:
+        for listener in self._listeners:
+            try:
+                listener(request)
+            except Exception:
+                log.exception("message-arrival listener failed")
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Called on the dispatch thread for every message as it becomes readable (long polling)."""
+        self._listeners.append(listener)
+
+    # -- state ---------------------------------------------------------------------------------
 
     @property
     def running(self) -> bool:
@@ -260,26 +381,17 @@ class MessageStore:
     def set_replica_gate(self, gate: ReplicaGate) -> None:
         """Install what SYNC_MASTER puts wait on besides the disk (the HA service)."""
         self._replica = gate
+        self._put_path.replica = gate
 
     def set_broker_role(self, role: BrokerRole) -> None:
         self.broker_role = role
 
-    def _on_flushed(self, flushed_offset: int, force: bool = False) -> None:
-        now = self._clock()
-        last = self.queue.last
-        self.checkpoint.update(
-            physic_flushed_offset=flushed_offset,
-            physic_msg_timestamp=max(self.checkpoint.state.physic_msg_timestamp, last.store_timestamp_ms if last else 0),
-        )
-        if force or now - self._last_checkpoint_ms >= self.config.flush_interval_consume_queue_ms:
-            self._last_checkpoint_ms = now
-            self.checkpoint.persist()
+    def request_delete_files_now(self) -> None:
+        """Delete expired CommitLog segments now (RocketMQ's executeDeleteFilesManually)."""
+        if self._cleaner is not None:
+            self._cleaner.request_delete_now()
 
-    def _on_disk_error(self, exc: BaseException) -> None:
-        log.error("disk error, the store turns read-only: %s", exc)
-        self._writable = False
-
-    # -- puts -----------------------------------------------------------------------------------
+    # -- puts ----------------------------------------------------------------------------------
 
     def _refusal(self, now_ms: int) -> PutMessageResult | None:
         if not self._running:
@@ -288,116 +400,83 @@ class MessageStore:
             return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="a slave does not accept puts")
         if not self._writable:
             return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="the store is read-only")
+        if self._disk_full:
+            return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="the disk is full")
         if self.commit_log.is_os_page_cache_busy(now_ms, self.config.os_page_cache_busy_timeout_ms):
             return PutMessageResult(Status.OS_PAGE_CACHE_BUSY, reason="the CommitLog lock is held too long")
         return None
 
-    def _begin(self, encode: Callable[[int], EncodedMessage], wait: bool) -> _Pending | PutMessageResult:
-        now = self._clock()
-        refusal = self._refusal(now)
-        if refusal is not None:
-            return refusal
-        try:
-            encoded = encode(now)
-        except MessageRejected as exc:
-            return PutMessageResult(exc.status, reason=exc.reason)
-        try:
-            appended = self.commit_log.append(encoded)
-        except CommitLogClosed:
-            return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="the store is shutting down")
-        except OSError as exc:
-            log.error("cannot create a CommitLog segment: %s", exc)
-            return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")
-        next_offset = appended.wrote_offset + appended.wrote_bytes
-        if self._sync_flush and wait:
-            flush = self._flusher.request(next_offset, now)  # type: ignore[union-attr]
-        else:
-            if self._committer is not None:
-                self._committer.wakeup()
-            elif self._wake_flusher_on_put:
-                self._flusher.wakeup()  # type: ignore[union-attr]
-            flush = Status.PUT_OK
-        replica = self._replica.request(next_offset, now) if wait else Status.PUT_OK
-        return _Pending(encoded, appended, flush, replica)
+    def _admit_topic(self, topic: str, queue_id: int) -> str | None:
+        """None when the topic takes writes; auto-creates it on its first put. Which queue ids a
+        producer may use is the broker's decision (it picks queues); the store records topics and
+        honours their write permission."""
+        if topic in self._writable_topics:
+            return None
+        with self._topic_lock:
+            config = self.topics.get(topic)
+            if config is None:
+                if not self.config.auto_create_topic_enable:
+                    return f"topic {topic} does not exist and autoCreateTopicEnable is false"
+                queues = min(MAX_QUEUE_NUMS, max(self.config.default_topic_queue_nums, queue_id + 1))
+                config = self.topics.create_or_update(TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues))
+                log.info("auto-created topic %s with %d queues", topic, queues)
+            if not config.perm & Permission.WRITE:
+                return f"topic {topic} is not writable (perm {config.perm})"
+            self._writable_topics.add(topic)
+        return None
 
-    def _result(self, pending: _Pending, flush_status: Status, replica_status: Status) -> PutMessageResult:
-        status = flush_status if flush_status is not Status.PUT_OK else replica_status
-        appended = pending.appended
-        ids = tuple(pending.encoded.msg_ids(appended.wrote_offset))
-        return PutMessageResult(
-            status=status,
-            wrote_offset=appended.wrote_offset,
-            wrote_bytes=appended.wrote_bytes,
-            queue_offset=appended.queue_offset,
-            msg_id=ids[0] if len(ids) == 1 else ",".join(ids),
-            msg_ids=ids,
-            msg_num=appended.msg_num,
-            store_timestamp_ms=appended.store_timestamp_ms,
-        )
+    def create_or_update_topic(self, config: TopicConfig) -> TopicConfig:
+        with self._topic_lock:
+            stored = self.topics.create_or_update(config)
+            self._writable_topics.discard(config.topic_name)
+        return stored
 
-    @staticmethod
-    def _wait(outcome: Status | Future, timeout_s: float, on_timeout: Status) -> Status:
-        if isinstance(outcome, Status):
-            return outcome
-        try:
-            return outcome.result(timeout_s)
-        except FutureTimeout:
-            return on_timeout
-
-    @staticmethod
-    async def _await(outcome: Status | Future, timeout_s: float, on_timeout: Status) -> Status:
-        if isinstance(outcome, Status):
-            return outcome
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(outcome), timeout_s)
-        except asyncio.TimeoutError:
-            return on_timeout
-
-    def _finish(self, pending: _Pending | PutMessageResult) -> PutMessageResult:
-        if isinstance(pending, PutMessageResult):
-            return pending
-        flush = self._wait(pending.flush, self._flush_wait_s, Status.FLUSH_DISK_TIMEOUT)
-        replica = self._wait(pending.replica, self._replica_wait_s, Status.FLUSH_SLAVE_TIMEOUT)
-        return self._result(pending, flush, replica)
-
-    async def _finish_async(self, pending: _Pending | PutMessageResult) -> PutMessageResult:
-        if isinstance(pending, PutMessageResult):
-            return pending
-        flush = await self._await(pending.flush, self._flush_wait_s, Status.FLUSH_DISK_TIMEOUT)
-        replica = await self._await(pending.replica, self._replica_wait_s, Status.FLUSH_SLAVE_TIMEOUT)
-        return self._result(pending, flush, replica)
-
-    def _encode_one(self, msg: Message) -> Callable[[int], EncodedMessage]:
-        return lambda now: encode_message(
-            msg, default_store_host=self._store_host, max_message_size=self._max_append, now_ms=now
-        )
-
-    def _encode_many(self, batch: Sequence[Message]) -> Callable[[int], EncodedMessage]:
-        return lambda now: encode_batch(
-            batch, default_store_host=self._store_host, max_message_size=self._max_append, now_ms=now
-        )
-
-    @staticmethod
-    def _waits(msg: object) -> bool:
-        properties = getattr(msg, "properties", None)
-        return not properties or properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
+    def delete_topic(self, topic: str) -> bool:
+        with self._topic_lock:
+            self._writable_topics.discard(topic)
+            return self.topics.delete(topic)
 
     def put_message(self, msg: Message) -> PutMessageResult:
         """Store one message; returns once it is as durable as the role and flush type ask."""
-        return self._finish(self._begin(self._encode_one(msg), self._waits(msg)))
+        return self._put_path.put((msg,), batch=False)
 
     def put_messages(self, batch: Sequence[Message]) -> PutMessageResult:
         """Store a batch for one topic and queue, contiguously, with consecutive queue offsets."""
-        first = batch[0] if batch else None
-        return self._finish(self._begin(self._encode_many(batch), self._waits(first)))
+        return self._put_path.put(batch, batch=True)
 
     async def async_put_message(self, msg: Message) -> PutMessageResult:
         """As put_message, awaiting durability without blocking the event loop."""
-        return await self._finish_async(self._begin(self._encode_one(msg), self._waits(msg)))
+        return await self._put_path.put_async((msg,), batch=False)
 
     async def async_put_messages(self, batch: Sequence[Message]) -> PutMessageResult:
-        first = batch[0] if batch else None
-        return await self._finish_async(self._begin(self._encode_many(batch), self._waits(first)))
+        return await self._put_path.put_async(batch, batch=True)
+
+    def end_transaction(self, prepared_offset: int, commit: bool) -> PutMessageResult:
+        """Commit or roll back the prepared message at `prepared_offset`: a commit stores the
+        message again with the COMMIT type, visible in its queue; a rollback stores a ROLLBACK
+        record, never visible. Each keeps the prepared offset in PREPARED TX OFFSET."""
+        try:
+            prepared = self.read_message(prepared_offset)
+        except CorruptMessage as exc:
+            return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=f"no prepared message at {prepared_offset}: {exc.reason}")
+        if prepared.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_PREPARED_TYPE:
+            return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=f"the message at {prepared_offset} is not prepared")
+        end_type = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
+        return self.put_message(
+            Message(
+                prepared.topic,
+                prepared.queue_id,
+                prepared.body,
+                properties=dict(prepared.properties),
+                flag=prepared.flag,
+                sys_flag=(prepared.sys_flag & ~TRANSACTION_TYPE_MASK) | end_type,
+                born_host=prepared.born_host,
+                store_host=prepared.store_host,
+                born_timestamp_ms=prepared.born_timestamp_ms,
+                reconsume_times=prepared.reconsume_times,
+                prepared_transaction_offset=prepared_offset,
+            )
+        )
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -413,6 +492,10 @@ class MessageStore:
     def flushed_offset(self) -> int:
         return self.commit_log.flushed_offset
 
+    @property
+    def dispatched_offset(self) -> int:
+        return self.dispatcher.reput_from_offset
+
     def read_message(self, physical_offset: int) -> MessageExt:
         return self.commit_log.read_message(physical_offset)
 
@@ -425,3 +508,69 @@ class MessageStore:
     def max_queue_offset(self, topic: str, queue_id: int) -> int:
         """The next queue offset a put to this queue gets (0 for a queue never written)."""
         return self.commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queues.find(topic, queue_id)
+
+    def min_queue_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.min_offset if queue is not None else 0
+
+    def dispatched_queue_offset(self, topic: str, queue_id: int) -> int:
+        """One past the last queue offset a reader can see now."""
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.max_offset if queue is not None else 0
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_msg_nums: int = 32,
+        max_total_bytes: int = 256 * 1024,
+        tag_filter: TagFilter | str | None = None,
+    ) -> GetMessageResult:
+        """Up to `max_msg_nums` messages of a queue from `queue_offset` (RocketMQ's getMessage)."""
+        if isinstance(tag_filter, str):
+            tag_filter = TagFilter.parse(tag_filter)
+        result = self._reader.get_message(group, topic, queue_id, queue_offset, max_msg_nums, max_total_bytes, tag_filter)
+        self.stats.record_get(result.found, len(result.messages), result.buffer_total_size)
+        return result
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return 0
+
+        def store_time_of(offset: int, size: int) -> int | None:
+            try:
+                return self.commit_log.read_message(offset).store_timestamp_ms
+            except CorruptMessage:
+                return None
+
+        return queue.get_offset_in_queue_by_time(timestamp_ms, store_time_of)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
+    ) -> QueryMessageResult:
+        end = self._clock() if end_ms is None else end_ms
+        return self._reader.query_message(topic, key, min(max_num, self.config.default_query_max_num), begin_ms, end)
+
+    def view_message_by_id(self, msg_id: str) -> MessageExt:
+        return self._reader.view_message_by_id(msg_id)
+
+    # -- statistics ------------------------------------------------------------------------------
+
+    def stats_snapshot(self) -> StoreStatsSnapshot:
+        now = self._clock()
+        lag_bytes = self.dispatcher.lag_bytes()
+        last_ts = self.dispatcher.last_dispatched_store_timestamp_ms
+        return self.stats.snapshot(
+            now,
+            dispatch_lag_bytes=lag_bytes,
+            dispatch_lag_ms=max(0, now - last_ts) if lag_bytes and last_ts else 0,
+            commit_log_min_offset=self.min_offset,
+            commit_log_max_offset=self.max_offset,
+            flushed_offset=self.flushed_offset,
+        )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .codec import CorruptMessage, RecordCheck, RecordKind, check_record
+from .codec import MESSAGE_MAGIC_CODE, PHYSICAL_OFFSET_POS, CorruptMessage, RecordCheck, RecordKind, check_record
 
 Segment = tuple[int, object]  # (file_from_offset, buffer of the segment's bytes)
 OnMessage = Callable[[int, RecordCheck], None]
@@ -26,15 +26,16 @@ PROGRESS_EVERY_BYTES = 64 * 1024 * 1024
 class StoreCorruptedError(RuntimeError):
     """Durable CommitLog data failed its checks; the store will not start over it."""
 
-    def __init__(self, offset: int, reason: str, flushed_offset: int) -> None:
+    def __init__(self, offset: int, reason: str, why_durable: str, root: str = "STORE_DIR") -> None:
         super().__init__(
-            f"CommitLog is corrupt at offset {offset} ({reason}), below the flushed offset "
-            f"{flushed_offset}: refusing to start. Run `rocketstore inspect` to see the damage and "
-            f"`rocketstore repair --truncate-at {offset}` to cut the log there (losing what follows)."
+            f"CommitLog's valid data ends at offset {offset} ({reason}), but {why_durable}: refusing to "
+            f"start. Bodies below the recovery scan are not CRC-checked at start-up, so damage may "
+            f"also lie earlier: run `rocketstore inspect --store-dir {root}` to see all of it, then "
+            f"`rocketstore repair --store-dir {root} --truncate-at OFFSET --yes` to cut the log where "
+            f"you decide (losing what follows)."
         )
         self.offset = offset
         self.reason = reason
-        self.flushed_offset = flushed_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,10 @@ class ScanResult:
     bad_offset: int | None  # where an invalid record starts; None when the scan ended on zeros
     reason: str | None
     data_after_end: int | None  # first offset past end_offset holding non-zero bytes, if any
+    # A whole valid record further on than one append could reach: not a torn append but damage
+    # (or, after a power loss, an unflushed tail with holes).
+    valid_after_end: int | None = None
+    dirty_end: int | None = None  # one past the last non-zero byte of the segment the scan ended in
 
     @property
     def clean(self) -> bool:
@@ -67,6 +72,40 @@ def choose_scan_start(segment_starts: Sequence[int], flushed_offset: int | None,
     if normal:
         index = min(index, max(0, len(segment_starts) - 3))
     return segment_starts[index]
+
+
+_MAGIC = MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True)
+
+
+def find_valid_record(buf, start: int, size: int, segment_start: int) -> int | None:
+    """The first position at or after `start` where a whole valid message begins: its MAGICCODE
+    in place, its PHYSICALOFFSET naming that very position and every check passing, a signature
+    that damage does not fake. None when there is none before `size`."""
+    hit = buf.find(_MAGIC, start + 4, size)
+    while hit != -1:
+        pos = hit - 4
+        field = int.from_bytes(buf[pos + PHYSICAL_OFFSET_POS : pos + PHYSICAL_OFFSET_POS + 8], "big", signed=True)
+        if field == segment_start + pos:
+            try:
+                check_record(buf, pos, size, segment_start + pos)
+                return pos
+            except CorruptMessage:
+                pass
+        hit = buf.find(_MAGIC, hit + 1, size)
+    return None
+
+
+def last_nonzero_end(buf, start: int, end: int) -> int:
+    """One past the last non-zero byte in buf[start:end], or `start` when all are zero."""
+    chunk = 1 << 20
+    pos = end
+    while pos > start:
+        lo = max(start, pos - chunk)
+        stripped = bytes(buf[lo:pos]).rstrip(b"\x00")
+        if stripped:
+            return lo + len(stripped)
+        pos = lo
+    return start
 
 
 def _first_nonzero(buf, start: int, end: int) -> int | None:
@@ -144,19 +183,34 @@ def scan_commitlog(
             ended_in = i
             break
         i += 1
-    data_after = None
+    data_after = valid_after = dirty_end = None
     if ended_in is not None:
         seg_start, buf = segments[ended_in]
         pos = offset - seg_start
         found = _first_nonzero(buf, pos, min(segment_size, pos + probe_bytes))
         if found is not None:
             data_after = seg_start + found
-        else:
-            for later_start, later_buf in segments[ended_in + 1 :]:
-                found = _first_nonzero(later_buf, 0, min(segment_size, 8))
-                if found is not None:
-                    data_after = later_start + found
-                    break
+        dirty = last_nonzero_end(buf, pos, segment_size)
+        if dirty > pos:
+            dirty_end = seg_start + dirty
+            data_after = data_after if data_after is not None else seg_start + (_first_nonzero(buf, pos, dirty) or pos)
+            # One append (a message or batch) is at most `probe_bytes`: a valid record beyond
+            # that cannot belong to the append the crash interrupted.
+            if pos + probe_bytes < dirty:
+                hit = find_valid_record(buf, pos + probe_bytes, dirty, seg_start)
+                if hit is not None:
+                    valid_after = seg_start + hit
+        for later_start, later_buf in segments[ended_in + 1 :]:
+            found = _first_nonzero(later_buf, 0, min(segment_size, 8))
+            if found is not None:
+                data_after = data_after if data_after is not None else later_start + found
+                if valid_after is None:
+                    try:
+                        if check_record(later_buf, 0, segment_size, later_start).kind == RecordKind.MESSAGE:
+                            valid_after = later_start
+                    except CorruptMessage:
+                        pass
+                break
     if on_progress is not None:
         on_progress(offset - start_offset, total)
     return ScanResult(
@@ -168,11 +222,25 @@ def scan_commitlog(
         bad_offset=bad_offset,
         reason=reason,
         data_after_end=data_after,
+        valid_after_end=valid_after,
+        dirty_end=dirty_end,
     )
 
 
-def check_recoverable(result: ScanResult, trusted_flushed_offset: int) -> None:
-    """Raise StoreCorruptedError when the valid log ends below what was known durable."""
-    if result.end_offset < trusted_flushed_offset:
-        reason = result.reason or "zeros where fsynced data should be"
-        raise StoreCorruptedError(result.end_offset, reason, trusted_flushed_offset)
+def check_recoverable(result: ScanResult, trusted_flushed_offset: int | None, root: str = "STORE_DIR") -> None:
+    """Raise StoreCorruptedError when cutting the log at the scan's end could drop durable data:
+    the end lies below the checkpoint's flushed offset, or, with no trustworthy checkpoint, whole
+    valid records follow further on than one interrupted append could reach."""
+    reason = result.reason or "zeros where a record should be"
+    if trusted_flushed_offset is not None and result.end_offset < trusted_flushed_offset:
+        raise StoreCorruptedError(
+            result.end_offset, reason, f"everything below {trusted_flushed_offset} was fsynced", root
+        )
+    if trusted_flushed_offset is None and result.valid_after_end is not None:
+        raise StoreCorruptedError(
+            result.end_offset,
+            reason,
+            f"valid messages follow at {result.valid_after_end} and there is no checkpoint to say they were "
+            "never fsynced",
+            root,
+        )

@@ -189,10 +189,13 @@ def to_schedule_message(msg: Message, levels: Sequence[int]) -> Message:
     A non-transactional or committed message whose DELAY property is a level > 0 goes to
     SCHEDULE_TOPIC, queue level - 1, a level above the highest becoming the highest (DELAY is
     rewritten to match, so the dispatcher computes the same delivery time), with REAL_TOPIC and
-    REAL_QID recording where it belongs. Anything else is returned unchanged. A DELAY that is not an
+    REAL_QID recording where it belongs. Anything else (a message already on SCHEDULE_TOPIC
+    included) is returned unchanged. A DELAY that is not an
     integer raises MessageRejected(MESSAGE_ILLEGAL)."""
     properties = msg.properties
-    if not properties or PROPERTY_DELAY_TIME_LEVEL not in properties:
+    if not properties or PROPERTY_DELAY_TIME_LEVEL not in properties or msg.topic == SCHEDULE_TOPIC:
+        # Already a schedule-topic record (a tool or a replay writing it as is): transforming it
+        # again would overwrite REAL_TOPIC with the schedule topic and make it loop forever.
         return msg
     if not isinstance(msg.sys_flag, int) or transaction_type(msg.sys_flag) not in (
         TRANSACTION_NOT_TYPE,
@@ -245,6 +248,9 @@ def restore_real_message(msg: MessageExt) -> Message:
     where = f"delayed message {msg.msg_id or '?'} at CommitLog offset {msg.physical_offset}"
     if not real_topic:
         raise ValueError(f"{where} has no {PROPERTY_REAL_TOPIC} property")
+    if real_topic == SCHEDULE_TOPIC:
+        # Re-putting it there would make it due again at once: a delivery loop.
+        raise ValueError(f"{where} has {PROPERTY_REAL_TOPIC}={SCHEDULE_TOPIC}")
     queue_id = _parse_java_int(real_qid)
     if queue_id is None or queue_id < 0:
         raise ValueError(f"{where} has {PROPERTY_REAL_QUEUE_ID}={real_qid!r}, not a queue id")
@@ -401,6 +407,9 @@ class ScheduleMessageService:
         self._deliver_lock = threading.Lock()
         self._persist_lock = threading.Lock()
         self._last_written: dict[str, int] | None = None
+        # Until load() succeeds the cursors are placeholders: persisting them would overwrite the
+        # real file with zeros (a mass re-delivery), and delivering from them would re-deliver.
+        self._loaded = False
         self._more_due = False
         self._thread: _ScheduleThread | None = None
 
@@ -431,8 +440,10 @@ class ScheduleMessageService:
     # -- load and persist ------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Read delayOffset.json (or its .bak). No file: every level starts at 0. ValueError for a
-        file that does not parse or does not have RocketMQ's shape."""
+        """Read delayOffset.json (or its .bak) and move each cursor into its queue's range. Call it
+        after the store recovered its ConsumeQueues and before puts are accepted. No file: every
+        level starts at 0. ValueError for a file that does not parse or lacks RocketMQ's shape."""
+        self._loaded = False
         content = read_json(self._path)
         table: dict[int, int] = {}
         if content is not None:
@@ -453,6 +464,14 @@ class ScheduleMessageService:
                 state.retry_at = None
             self._unknown = {n: off for n, off in table.items() if n not in self._state}
             self._last_written = None
+            self._loaded = True
+        # RocketMQ's correctDelayOffset: recovery may have left a queue shorter than the file
+        # says (or retention shorter at the front); fix the cursors before new puts land there.
+        for state in self._state.values():
+            queue = self._queue(state.level)
+            if queue is not None:
+                with self._state_lock:
+                    self._corrected_offset(state, queue)
         if self._unknown:
             log.warning(
                 "%s has offsets for delay levels %s beyond the %d configured; keeping them untouched",
@@ -476,7 +495,10 @@ class ScheduleMessageService:
 
     def persist(self) -> bool:
         """Write delayOffset.json when the cursors changed since the last write. True when written.
-        With `durable_offset`, a level's cursor is written only as far as its re-puts are durable."""
+        With `durable_offset`, a level's cursor is written only as far as its re-puts are durable.
+        Before a successful `load()` it writes nothing (the file on disk is the truth then)."""
+        if not self._loaded:
+            return False
         with self._persist_lock:
             durable = self._durable_offset() if self._durable_offset is not None else None
             with self._state_lock:
@@ -536,12 +558,20 @@ class ScheduleMessageService:
 
     def deliver_due(self, now_ms: int) -> int:
         """Re-put every message due at `now_ms`, level by level, at most `max_per_level` per level.
-        Returns how many were delivered (stored)."""
+        Returns how many were delivered (stored). RuntimeError before `load()`."""
+        if not self._loaded:
+            raise RuntimeError("load() the schedule service before delivering")
         with self._deliver_lock:
             more = False
             delivered = 0
             for state in self._state.values():
-                count, level_more = self._deliver_level(state, now_ms)
+                try:
+                    count, level_more = self._deliver_level(state, now_ms)
+                except Exception:
+                    # One level's trouble (a queue file gone bad) must not stop the others.
+                    log.exception("delay level %d: delivery failed; retrying later", state.level)
+                    self._pause(state, now_ms)
+                    continue
                 delivered += count
                 more = more or level_more
             self._more_due = more
@@ -623,14 +653,19 @@ class ScheduleMessageService:
             self._count(state, "skipped")
             return 0
         if real.topic == TRANS_HALF_TOPIC:
-            log.error("delay level %d: queue offset %d: a delayed message for %s; dropping it", state.level, offset, real.topic)
+            log.error(
+                "delay level %d: queue offset %d: a delayed message for %s; dropping it",
+                state.level, offset, real.topic,
+            )
             self._count(state, "skipped")
             return 0
         try:
             result = self._store.put_message(real)
         except MessageRejected as exc:
-            log.error("delay level %d: queue offset %d: the store refuses the message (%s); dropping it",
-                      state.level, offset, exc.reason)
+            log.error(
+                "delay level %d: queue offset %d: the store refuses the message (%s); dropping it",
+                state.level, offset, exc.reason,
+            )
             self._count(state, "skipped")
             return 0
         except Exception:
@@ -644,8 +679,10 @@ class ScheduleMessageService:
                 state.end = max(state.end, result.next_offset)
             return 1
         if status in _PERMANENT_FAILURES:
-            log.error("delay level %d: queue offset %d: the store refuses the message (%s %s); dropping it",
-                      state.level, offset, status.name, result.reason)
+            log.error(
+                "delay level %d: queue offset %d: the store refuses the message (%s %s); dropping it",
+                state.level, offset, status.name, result.reason,
+            )
             self._count(state, "skipped")
             return 0
         log.warning(
@@ -726,6 +763,8 @@ class ScheduleMessageService:
 
     def start(self) -> None:
         """Run deliveries on a background thread (call `load()` first)."""
+        if not self._loaded:
+            raise RuntimeError("load() the schedule service before start()")
         if self._thread is not None:
             raise RuntimeError("the schedule service is already started")
         self._thread = _ScheduleThread(self)
@@ -741,7 +780,9 @@ class ScheduleMessageService:
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop the thread after its current round, then persist the cursors: the file then holds
-        exactly what was delivered. Idempotent; without a thread it only persists."""
+        exactly what was delivered (with `durable_offset`: what is durable; call `persist()` again
+        after the CommitLog's final flush). Idempotent; without a thread it only persists, and
+        before `load()` it does nothing."""
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.stop(timeout_s)

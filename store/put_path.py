@@ -1,0 +1,189 @@
+"""The put path (DESIGN.md §6):
+
+    checks -> delay rewrite -> encode (no lock) -> CommitLog.append (lock)
+           -> wait on the flush and the replica outcome together (no lock)
+
+A put that waits gets a status or future from each side; any non-OK status wins, the flush's
+first; each wait ends at its own deadline (syncFlushTimeout, slaveTimeout) with the matching
+timeout status, and the message stays stored. A put that does not wait (ASYNC_FLUSH, or the WAIT
+property "false") only wakes the services. Bad input becomes a status before anything is written.
+
+Thread-safety: any number of threads and event loops put at once; the only shared mutable state
+is behind the CommitLog lock, the stats' lock and the services' own locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
+from .commitlog import AppendResult, CommitLog, CommitLogClosed
+from .config import StoreConfig
+from .message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK, Message
+from .replication import ReplicaGate
+from .results import PutMessageResult
+from .schedule import to_schedule_message
+from .stats import StoreStats
+from .status import PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+Status = PutMessageStatus
+Outcome = Status | Future
+
+
+class _Pending:
+    """A put that is in the log and now waits for durability."""
+
+    __slots__ = ("encoded", "appended", "flush", "replica", "started_ns")
+
+    def __init__(self, encoded: EncodedMessage, appended: AppendResult, flush: Outcome, replica: Outcome, started_ns: int):
+        self.encoded = encoded
+        self.appended = appended
+        self.flush = flush
+        self.replica = replica
+        self.started_ns = started_ns
+
+
+class PutPath:
+    def __init__(
+        self,
+        config: StoreConfig,
+        commit_log: CommitLog,
+        stats: StoreStats,
+        *,
+        clock_ms: Callable[[], int],
+        refusal: Callable[[int], PutMessageResult | None],
+        admit_topic: Callable[[str, int], str | None],
+        delay_levels: Sequence[int],
+    ) -> None:
+        self._commit_log = commit_log
+        self._stats = stats
+        self._clock = clock_ms
+        self._refusal = refusal
+        self._admit_topic = admit_topic
+        self._delay_levels = tuple(delay_levels)
+        self._store_host = config.store_host
+        self._max_append = config.max_append_size
+        self._flush_wait_s = config.sync_flush_timeout_ms / 1000
+        self._replica_wait_s = config.slave_timeout_ms / 1000
+        # Set by the store when it starts: (next_offset, now_ms) -> outcome, and services to wake.
+        self.request_flush: Callable[[int, int], Outcome] | None = None
+        self.replica: ReplicaGate | None = None
+        self.wake: tuple[Callable[[], None], ...] = ()
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def _prepare(self, msg: Message) -> Message:
+        properties = getattr(msg, "properties", None)
+        if properties and PROPERTY_DELAY_TIME_LEVEL in properties:
+            return to_schedule_message(msg, self._delay_levels)
+        return msg
+
+    def _begin(self, messages: Sequence[Message], batch: bool, wait: bool) -> _Pending | PutMessageResult:
+        started = time.perf_counter_ns()
+        now = self._clock()
+        refusal = self._refusal(now)
+        if refusal is not None:
+            return refusal
+        try:
+            if batch:
+                encoded = encode_batch(
+                    messages, default_store_host=self._store_host, max_message_size=self._max_append, now_ms=now
+                )
+                first = messages[0]
+            else:
+                first = self._prepare(messages[0])
+                encoded = encode_message(
+                    first, default_store_host=self._store_host, max_message_size=self._max_append, now_ms=now
+                )
+        except MessageRejected as exc:
+            return PutMessageResult(exc.status, reason=exc.reason)
+        reason = self._admit_topic(messages[0].topic, messages[0].queue_id)
+        if reason is not None:
+            return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=reason)
+        try:
+            appended = self._commit_log.append(encoded)
+        except CommitLogClosed:
+            return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="the store is shutting down")
+        except OSError as exc:
+            log.error("cannot create a CommitLog segment: %s", exc)
+            return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")
+        for wake in self.wake:
+            wake()
+        next_offset = appended.wrote_offset + appended.wrote_bytes
+        flush: Outcome = Status.PUT_OK
+        replica: Outcome = Status.PUT_OK
+        if wait:
+            if self.request_flush is not None:
+                flush = self.request_flush(next_offset, now)
+            if self.replica is not None:
+                replica = self.replica.request(next_offset, now)
+        return _Pending(encoded, appended, flush, replica, started)
+
+    def _result(self, pending: _Pending, flush_status: Status, replica_status: Status) -> PutMessageResult:
+        status = flush_status if flush_status is not Status.PUT_OK else replica_status
+        appended = pending.appended
+        ids = tuple(pending.encoded.msg_ids(appended.wrote_offset))
+        self._stats.record_put(status, appended.msg_num, (time.perf_counter_ns() - pending.started_ns) // 1000)
+        return PutMessageResult(
+            status=status,
+            wrote_offset=appended.wrote_offset,
+            wrote_bytes=appended.wrote_bytes,
+            queue_offset=appended.queue_offset,
+            msg_id=ids[0] if len(ids) == 1 else ",".join(ids),
+            msg_ids=ids,
+            msg_num=appended.msg_num,
+            store_timestamp_ms=appended.store_timestamp_ms,
+        )
+
+    def _failed(self, result: PutMessageResult) -> PutMessageResult:
+        self._stats.record_put(result.status, 0, 0)
+        return result
+
+    @staticmethod
+    def _wait(outcome: Outcome, timeout_s: float, on_timeout: Status) -> Status:
+        if isinstance(outcome, Status):
+            return outcome
+        try:
+            return outcome.result(timeout_s)
+        except FutureTimeout:
+            return on_timeout
+
+    @staticmethod
+    async def _await(outcome: Outcome, timeout_s: float, on_timeout: Status) -> Status:
+        if isinstance(outcome, Status):
+            return outcome
+        try:
+            # Shielded: a timed-out waiter must not cancel the future the flusher completes.
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(outcome)), timeout_s)
+        except asyncio.TimeoutError:
+            return on_timeout
+
+    @staticmethod
+    def _waits(msg: object) -> bool:
+        properties = getattr(msg, "properties", None)
+        return not properties or properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
+
+    # -- the public calls ----------------------------------------------------------------------
+
+    def put(self, messages: Sequence[Message], batch: bool) -> PutMessageResult:
+        pending = self._begin(messages, batch, self._waits(messages[0] if messages else None))
+        if isinstance(pending, PutMessageResult):
+            return self._failed(pending)
+        flush = self._wait(pending.flush, self._flush_wait_s, Status.FLUSH_DISK_TIMEOUT)
+        replica = self._wait(pending.replica, self._replica_wait_s, Status.FLUSH_SLAVE_TIMEOUT)
+        return self._result(pending, flush, replica)
+
+    async def put_async(self, messages: Sequence[Message], batch: bool) -> PutMessageResult:
+        pending = self._begin(messages, batch, self._waits(messages[0] if messages else None))
+        if isinstance(pending, PutMessageResult):
+            return self._failed(pending)
+        flush = await self._await(pending.flush, self._flush_wait_s, Status.FLUSH_DISK_TIMEOUT)
+        replica = await self._await(pending.replica, self._replica_wait_s, Status.FLUSH_SLAVE_TIMEOUT)
+        return self._result(pending, flush, replica)

@@ -1,0 +1,822 @@
+"""MessageStore's public API: puts and reads, the statuses a put answers with, durability waits,
+bad input, transaction messages, the lock and abort files, and concurrent putters."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from store import (
+    CorruptMessage,
+    Message,
+    MessageStore,
+    PutMessageResult,
+    PutMessageStatus,
+    StoreConfig,
+    StoreLockedError,
+    decode_msg_id,
+    make_msg_id,
+)
+from store import mapped_file as mapped_file_module
+
+OK = PutMessageStatus.PUT_OK
+SNA = PutMessageStatus.SERVICE_NOT_AVAILABLE
+ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
+BLANK_MAGIC = -875286124
+REPO = Path(__file__).resolve().parents[2]
+NOW_MS = 1_700_000_000_123
+
+
+def config(tmp_path: Path, **kw) -> StoreConfig:
+    kw.setdefault("mapped_file_size_commit_log", 64 * 1024)
+    # Small ConsumeQueue and IndexFile geometry, as small segments: tests copy and scan whole stores.
+    kw.setdefault("mapped_file_size_consume_queue", 1024 * 20)
+    kw.setdefault("max_hash_slot_num", 512)
+    kw.setdefault("max_index_num", 2048)
+    return StoreConfig(store_path_root_dir=str(tmp_path / "store"), **kw)
+
+
+def wait_until(condition, timeout_s: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.002)
+
+
+def run_threads(targets) -> None:
+    """Run callables on threads at once; re-raise the first exception any of them raised."""
+    errors: list[BaseException] = []
+
+    def guard(target):
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guard, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a putter thread hangs"
+    if errors:
+        raise errors[0]
+
+
+def count_messages(cfg: StoreConfig) -> int:
+    with MessageStore(cfg) as store:
+        return sum(1 for _ in store.iter_messages())
+
+
+# -- puts and reads ---------------------------------------------------------------------------------
+
+
+def test_put_and_read_back(tmp_path):
+    cfg = config(tmp_path)
+    with MessageStore(cfg, clock_ms=lambda: NOW_MS) as store:
+        m1 = Message(
+            "OrderTopic",
+            2,
+            b"first body",
+            properties={"TAGS": "tagA", "KEYS": "k1 k2", "custom": "v\u00e9"},
+            flag=7,
+            born_host=("10.0.0.9", 5555),
+            born_timestamp_ms=NOW_MS - 50,
+            reconsume_times=3,
+        )
+        r1 = store.put_message(m1)
+        assert r1.status is OK and r1.ok
+        assert (r1.wrote_offset, r1.queue_offset, r1.msg_num, r1.store_timestamp_ms) == (0, 0, 1, NOW_MS)
+        assert r1.msg_id == make_msg_id(("127.0.0.1", 10911), 0)
+        assert r1.msg_ids == (r1.msg_id,)
+        assert store.max_offset == r1.next_offset
+
+        got = store.read_message(r1.wrote_offset)
+        assert (got.topic, got.queue_id, got.body, dict(got.properties)) == (
+            "OrderTopic",
+            2,
+            b"first body",
+            {"TAGS": "tagA", "KEYS": "k1 k2", "custom": "v\u00e9"},
+        )
+        assert (got.flag, got.born_host, got.born_timestamp_ms, got.reconsume_times) == (7, ("10.0.0.9", 5555), NOW_MS - 50, 3)
+        assert (got.store_timestamp_ms, got.queue_offset, got.physical_offset) == (NOW_MS, 0, 0)
+        assert (got.store_size, got.msg_id, got.tags, got.keys) == (r1.wrote_bytes, r1.msg_id, "tagA", "k1 k2")
+
+        r2 = store.put_message(Message("OrderTopic", 2, b"second"))
+        r3 = store.put_message(Message("OrderTopic", 3, b"other queue"))
+        assert (r2.wrote_offset, r2.queue_offset) == (r1.next_offset, 1)
+        assert (r3.wrote_offset, r3.queue_offset) == (r2.next_offset, 0)
+        assert store.read_message(r2.wrote_offset).born_timestamp_ms == NOW_MS  # default: time of the put
+        assert [m.body for m in store.iter_messages()] == [b"first body", b"second", b"other queue"]
+        assert [m.body for m in store.iter_messages(r2.wrote_offset)] == [b"second", b"other queue"]
+        assert (store.max_queue_offset("OrderTopic", 2), store.max_queue_offset("OrderTopic", 3)) == (2, 1)
+        assert store.max_queue_offset("Nothing", 0) == 0
+
+        # IPv6 hosts: flagged in SYSFLAG (bits 4 and 5), 16-byte addresses, a 28-byte msgId.
+        r6 = store.put_message(Message("V6Topic", 0, b"six", born_host=("::1", 9), store_host=("fe80::2", 10911)))
+        assert r6.status is OK
+        assert decode_msg_id(r6.msg_id) == (("fe80::2", 10911), r6.wrote_offset)
+        got6 = store.read_message(r6.wrote_offset)
+        assert (got6.born_host, got6.store_host, got6.sys_flag & 0x30) == (("::1", 9), ("fe80::2", 10911), 0x30)
+        assert got6.store_size == r6.wrote_bytes == 91 + 2 * 12 + len(b"six") + len("V6Topic")
+
+        # Offsets that are not the start of a message are errors, not garbage.
+        for offset in (1, r1.wrote_offset + 4, store.max_offset, store.max_offset + 10_000, -1):
+            with pytest.raises(CorruptMessage):
+                store.read_message(offset)
+    with MessageStore(cfg) as store:
+        assert store.read_message(r1.wrote_offset) == got
+        assert store.read_message(r6.wrote_offset) == got6
+
+
+def test_put_messages_batch(tmp_path):
+    with MessageStore(config(tmp_path), clock_ms=lambda: NOW_MS) as store:
+        store.put_message(Message("BatchTopic", 0, b"before"))
+        batch = [Message("BatchTopic", 0, f"item-{i}".encode(), properties={"KEYS": str(i)}) for i in range(5)]
+        r = store.put_messages(batch)
+        assert r.status is OK
+        assert (r.msg_num, r.queue_offset, len(r.msg_ids)) == (5, 1, 5)
+        assert r.msg_id == ",".join(r.msg_ids)
+        got = list(store.iter_messages(r.wrote_offset))
+        assert [m.body for m in got] == [m.body for m in batch]
+        assert [m.queue_offset for m in got] == [1, 2, 3, 4, 5]
+        assert [m.msg_id for m in got] == list(r.msg_ids)
+        assert sum(m.store_size for m in got) == r.wrote_bytes
+        assert got[0].physical_offset == r.wrote_offset
+        assert all(a.physical_offset + a.store_size == b.physical_offset for a, b in zip(got, got[1:]))
+        assert store.max_offset == r.next_offset
+        assert store.max_queue_offset("BatchTopic", 0) == 6
+
+
+def test_async_put_message(tmp_path):
+    with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
+
+        async def main():
+            one = await store.async_put_message(Message("AsyncTopic", 0, b"a"))
+            many = await store.async_put_messages([Message("AsyncTopic", 0, b"b"), Message("AsyncTopic", 0, b"c")])
+            return one, many
+
+        one, many = asyncio.run(main())
+        assert (one.status, one.queue_offset) == (OK, 0)
+        assert (many.status, many.queue_offset, many.msg_num, many.wrote_offset) == (OK, 1, 2, one.next_offset)
+        assert store.flushed_offset >= many.next_offset
+        assert [m.body for m in store.iter_messages()] == [b"a", b"b", b"c"]
+
+
+# -- statuses -----------------------------------------------------------------------------------------
+
+
+def _all_puts(store: MessageStore) -> list[PutMessageResult]:
+    m = Message("StatusTopic", 0, b"x")
+    return [store.put_message(m), store.put_messages([m, m]), asyncio.run(store.async_put_message(m))]
+
+
+def test_store_not_started_or_shut_down_is_not_available(tmp_path):
+    cfg = config(tmp_path)
+    store = MessageStore(cfg)
+    assert [r.status for r in _all_puts(store)] == [SNA] * 3
+    store.load()
+    try:
+        assert [r.status for r in _all_puts(store)] == [SNA] * 3
+        store.start()
+        assert [r.status for r in _all_puts(store)] == [OK] * 3
+    finally:
+        store.shutdown()
+    results = _all_puts(store)
+    assert [r.status for r in results] == [SNA] * 3
+    assert all(r.wrote_offset == -1 and r.reason for r in results)
+    assert count_messages(cfg) == 4
+
+
+def test_slave_refuses_puts(tmp_path):
+    cfg = config(tmp_path, broker_role="SLAVE")
+    with MessageStore(cfg) as store:
+        assert [r.status for r in _all_puts(store)] == [SNA] * 3
+        assert store.max_offset == 0
+    assert count_messages(config(tmp_path)) == 0
+
+
+def test_read_only_store_refuses_puts(tmp_path):
+    with MessageStore(config(tmp_path)) as store:
+        assert store.put_message(Message("T", 0, b"1")).status is OK
+        end = store.max_offset
+        store.set_read_only(True)
+        assert [r.status for r in _all_puts(store)] == [SNA] * 3
+        assert store.max_offset == end
+        store.set_read_only(False)
+        r = store.put_message(Message("T", 0, b"2"))
+        assert (r.status, r.wrote_offset, r.queue_offset) == (OK, end, 1)
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_sync_master_without_slaves_stores_and_says_slave_not_available(tmp_path, flush):
+    with MessageStore(config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type=flush)) as store:
+        results = _all_puts(store)
+        assert [r.status for r in results] == [PutMessageStatus.SLAVE_NOT_AVAILABLE] * 3
+        assert all(r.status.is_stored for r in results)
+        for r in results:
+            assert store.read_message(r.wrote_offset).body == b"x"
+        assert store.max_queue_offset("StatusTopic", 0) == 4
+        # A put that asks not to wait does not wait for slaves either.
+        r = store.put_message(Message("StatusTopic", 0, b"y", properties={"WAIT": "false"}))
+        assert r.status is OK
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_async_master_puts_are_ok(tmp_path, flush):
+    with MessageStore(config(tmp_path, broker_role="ASYNC_MASTER", flush_disk_type=flush)) as store:
+        assert [r.status for r in _all_puts(store)] == [OK] * 3
+
+
+def test_sync_flush_put_returns_once_flushed(tmp_path):
+    with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH", mapped_file_size_commit_log=4096)) as store:
+        for i in range(40):  # crosses several segments
+            r = store.put_message(Message("FlushTopic", 0, bytes(i % 7 for _ in range(300))))
+            assert r.status is OK
+            assert store.flushed_offset >= r.next_offset, f"put {i} returned before its bytes were flushed"
+
+        async def main():
+            return [await store.async_put_message(Message("FlushTopic", 1, b"z" * 500)) for _ in range(10)]
+
+        for r in asyncio.run(main()):
+            assert r.status is OK
+            assert store.flushed_offset >= r.next_offset
+
+
+class _StalledDisk:
+    """Stand-in for the `os` module inside store.mapped_file whose fdatasync blocks until released
+    (or raises, when `error` is set)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.error: OSError | None = None
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def fdatasync(self, fd):
+        self.entered.set()
+        if self.error is not None:
+            raise self.error
+        self.release.wait(30)
+        return os.fdatasync(fd)
+
+
+def test_sync_flush_timeout_when_the_disk_stalls(tmp_path, monkeypatch):
+    timeout_ms = 100
+    cfg = config(tmp_path, flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=timeout_ms)
+    disk = _StalledDisk()
+    with MessageStore(cfg) as store:
+        monkeypatch.setattr(mapped_file_module, "os", disk)
+        try:
+            async_result: list[PutMessageResult] = []
+            stalled_async = threading.Thread(
+                target=lambda: async_result.append(
+                    asyncio.run(store.async_put_message(Message("StallTopic", 1, b"async stalled")))
+                )
+            )
+            began = time.monotonic()
+            stalled_async.start()
+            r = store.put_message(Message("StallTopic", 0, b"stalled"))
+            waited = time.monotonic() - began
+            stalled_async.join(30)
+            assert disk.entered.is_set()
+            assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+            assert async_result and async_result[0].status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+            assert waited >= timeout_ms / 1000
+            # Stored all the same, and readable.
+            assert r.status.is_stored and r.wrote_offset >= 0 and r.queue_offset == 0
+            assert store.read_message(r.wrote_offset).body == b"stalled"
+            assert store.read_message(async_result[0].wrote_offset).body == b"async stalled"
+            assert store.flushed_offset < max(r.next_offset, async_result[0].next_offset)
+        finally:
+            disk.release.set()
+        # Once the disk is back, puts are answered PUT_OK again, flushed.
+        again = store.put_message(Message("StallTopic", 0, b"after"))
+        assert (again.status, again.queue_offset) == (OK, 1)
+        assert store.flushed_offset >= again.next_offset == store.max_offset
+        monkeypatch.undo()
+    assert count_messages(cfg) == 3
+
+
+def test_sync_flush_flushes_bytes_of_timed_out_puts_once_the_disk_recovers(tmp_path, monkeypatch):
+    """A put that got FLUSH_DISK_TIMEOUT is stored; its bytes must still reach the disk when the
+    disk recovers, without waiting for some later put to come along and flush them."""
+    cfg = config(tmp_path, flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=100)
+    disk = _StalledDisk()
+    with MessageStore(cfg) as store:
+        monkeypatch.setattr(mapped_file_module, "os", disk)
+        late: list[PutMessageResult] = []
+
+        def second_put() -> None:
+            # Put while the flush of the first put is stuck in fdatasync.
+            assert disk.entered.wait(30)
+            late.append(store.put_message(Message("StallTopic", 0, b"second")))
+
+        helper = threading.Thread(target=second_put)
+        helper.start()
+        try:
+            first = store.put_message(Message("StallTopic", 0, b"first"))
+            helper.join(30)
+        finally:
+            disk.release.set()
+        assert first.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        assert late and late[0].status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        wait_until(
+            lambda: store.flushed_offset >= late[0].next_offset,
+            timeout_s=3,
+            what=f"the timed-out put's bytes (up to {late[0].next_offset}) to be flushed",
+        )
+        monkeypatch.undo()
+
+
+def test_sync_flush_also_flushes_puts_that_do_not_wait(tmp_path):
+    """RocketMQ's GroupCommitService flushes even when no put waits (WAIT=false messages);
+    a SYNC_FLUSH store must not leave such bytes in the page cache indefinitely."""
+    with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
+        r = store.put_message(Message("NoWaitTopic", 0, b"fire and forget", properties={"WAIT": "false"}))
+        assert r.status is OK
+        wait_until(
+            lambda: store.flushed_offset >= r.next_offset,
+            timeout_s=3,
+            what=f"the WAIT=false put's bytes (up to {r.next_offset}) to be flushed",
+        )
+
+
+def test_flush_error_times_out_the_put_and_turns_the_store_read_only(tmp_path, monkeypatch):
+    cfg = config(tmp_path, flush_disk_type="SYNC_FLUSH")
+    disk = _StalledDisk()
+    disk.error = OSError(errno.EIO, "Input/output error")
+    with MessageStore(cfg) as store:
+        monkeypatch.setattr(mapped_file_module, "os", disk)
+        try:
+            r = store.put_message(Message("IoTopic", 0, b"unlucky"))
+            assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+            assert store.read_message(r.wrote_offset).body == b"unlucky"
+            later = store.put_message(Message("IoTopic", 0, b"refused"))
+            assert later.status is SNA
+        finally:
+            monkeypatch.undo()  # the disk heals before the shutdown's final flush
+    assert count_messages(cfg) == 1
+
+
+def test_wait_false_does_not_wait_for_the_flush(tmp_path, monkeypatch):
+    cfg = config(tmp_path, flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=60_000)
+    disk = _StalledDisk()
+    with MessageStore(cfg) as store:
+        monkeypatch.setattr(mapped_file_module, "os", disk)
+        try:
+            r = store.put_message(Message("NoWaitTopic", 0, b"fire and forget", properties={"WAIT": "false"}))
+            assert r.status is OK
+            assert store.flushed_offset < r.next_offset  # answered without the flush (which is stalled)
+            batch = store.put_messages([Message("NoWaitTopic", 0, b"b", properties={"WAIT": "false"})] * 2)
+            assert batch.status is OK
+            assert asyncio.run(
+                store.async_put_message(Message("NoWaitTopic", 0, b"c", properties={"WAIT": "false"}))
+            ).status is OK
+            assert store.flushed_offset < r.next_offset
+            assert [m.queue_offset for m in store.iter_messages()] == [0, 1, 2, 3]
+        finally:
+            disk.release.set()
+        waited = store.put_message(Message("NoWaitTopic", 0, b"waits"))
+        assert waited.status is OK
+        assert store.flushed_offset >= waited.next_offset
+        monkeypatch.undo()
+
+
+# -- bad input ----------------------------------------------------------------------------------------
+
+_BIG = 2048
+
+
+def _bad_cases():
+    good = dict(topic="GoodTopic", queue_id=0, body=b"body")
+
+    def m(**kw):
+        return Message(**{**good, **kw})
+
+    return [
+        ("empty-topic", lambda: m(topic=""), ILLEGAL),
+        ("topic-128-bytes", lambda: m(topic="t" * 128), ILLEGAL),
+        ("topic-bad-char", lambda: m(topic="bad topic"), ILLEGAL),
+        ("topic-not-str", lambda: m(topic=42), ILLEGAL),
+        ("negative-queue", lambda: m(queue_id=-1), ILLEGAL),
+        ("queue-over-int32", lambda: m(queue_id=1 << 31), ILLEGAL),
+        ("queue-not-int", lambda: m(queue_id="0"), ILLEGAL),
+        ("body-str", lambda: m(body="text"), ILLEGAL),
+        ("body-none", lambda: m(body=None), ILLEGAL),
+        ("flag-over-int32", lambda: m(flag=1 << 31), ILLEGAL),
+        ("sys-flag-over-int32", lambda: m(sys_flag=1 << 32), ILLEGAL),
+        ("reconsume-not-int", lambda: m(reconsume_times=1.5), ILLEGAL),
+        ("bad-born-host", lambda: m(born_host=("300.1.1.1", 1)), ILLEGAL),
+        ("bad-born-port", lambda: m(born_host=("1.1.1.1", 70000)), ILLEGAL),
+        ("property-key-separator", lambda: m(properties={"a\x01b": "v"}), ILLEGAL),
+        ("property-value-separator", lambda: m(properties={"k": "v\x02"}), ILLEGAL),
+        ("property-empty-key", lambda: m(properties={"": "v"}), ILLEGAL),
+        ("property-value-not-str", lambda: m(properties={"k": 1}), ILLEGAL),
+        ("properties-32768-bytes", lambda: m(properties={"k": "v" * (32768 - 3)}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
+        ("properties-huge", lambda: m(properties={f"key{i}": "x" * 1000 for i in range(40)}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
+        ("over-max-message-size", lambda: m(body=b"b" * _BIG), ILLEGAL),
+        ("not-a-message", lambda: {"topic": "GoodTopic"}, ILLEGAL),
+        ("empty-batch", lambda: [], ILLEGAL),
+        ("batch-mixed-topics", lambda: [m(), m(topic="OtherTopic")], ILLEGAL),
+        ("batch-mixed-queues", lambda: [m(), m(queue_id=1)], ILLEGAL),
+        ("batch-transaction", lambda: [m(), m(sys_flag=4)], ILLEGAL),
+        ("batch-delayed", lambda: [m(), m(properties={"DELAY": "3"})], ILLEGAL),
+        ("batch-one-bad", lambda: [m(), m(body="text")], ILLEGAL),
+        ("batch-over-max-size", lambda: [m(body=b"b" * (_BIG // 3)) for _ in range(4)], ILLEGAL),
+    ]
+
+
+@pytest.mark.parametrize("build,expected", [pytest.param(b, e, id=i) for i, b, e in _bad_cases()])
+def test_bad_input_gets_a_status_and_writes_nothing(tmp_path, build, expected):
+    cfg = config(tmp_path, max_message_size=_BIG, mapped_file_size_commit_log=64 * 1024)
+    with MessageStore(cfg) as store:
+        first = store.put_message(Message("GoodTopic", 0, b"first"))
+        assert first.status is OK
+        end = store.max_offset
+        bad = build()
+        if isinstance(bad, list):
+            results = [store.put_messages(bad), asyncio.run(store.async_put_messages(bad))]
+        else:
+            results = [store.put_message(bad), asyncio.run(store.async_put_message(bad))]
+        for r in results:
+            assert r.status is expected
+            assert r.reason
+            assert (r.wrote_offset, r.msg_num) == (-1, 0)
+        assert store.max_offset == end
+        assert store.max_queue_offset("GoodTopic", 0) == 1
+        assert store.commit_log_data(end, 64) == b""
+        after = store.put_message(Message("GoodTopic", 0, b"after"))
+        assert (after.status, after.wrote_offset, after.queue_offset) == (OK, end, 1)
+    assert count_messages(cfg) == 2
+
+
+def test_limits_themselves_are_accepted(tmp_path):
+    with MessageStore(config(tmp_path)) as store:
+        assert store.put_message(Message("t" * 127, 0, b"long topic")).status is OK
+        props = {"k": "v" * (32767 - 3)}  # exactly 32767 bytes encoded
+        r = store.put_message(Message("T", (1 << 31) - 1, b"", properties=props))
+        assert r.status is OK
+        got = store.read_message(r.wrote_offset)
+        assert (got.properties, got.queue_id, got.body) == (props, (1 << 31) - 1, b"")
+
+
+# -- transactions ---------------------------------------------------------------------------------------
+
+
+def test_prepared_and_rolled_back_messages_keep_no_queue_offset(tmp_path):
+    cfg = config(tmp_path)
+    with MessageStore(cfg) as store:
+        kinds = [0, 4, 0, 12, 4, 8, 0]  # normal, prepared, normal, rollback, prepared, commit, normal
+        results = [store.put_message(Message("TxTopic", 0, f"m{i}".encode(), sys_flag=f)) for i, f in enumerate(kinds)]
+        assert all(r.status is OK for r in results)
+        assert [r.queue_offset for r in results] == [0, 0, 1, 0, 0, 2, 3]
+        assert store.max_queue_offset("TxTopic", 0) == 4
+        prepared = store.read_message(results[1].wrote_offset)
+        assert (prepared.sys_flag & 12, prepared.queue_offset, prepared.body) == (4, 0, b"m1")
+    with MessageStore(cfg) as store:
+        assert store.max_queue_offset("TxTopic", 0) == 4
+        assert store.put_message(Message("TxTopic", 0, b"next")).queue_offset == 4
+        assert store.put_message(Message("TxTopic", 0, b"p", sys_flag=4)).queue_offset == 0
+        assert store.max_queue_offset("TxTopic", 0) == 5
+
+
+# -- lock and abort files -----------------------------------------------------------------------------
+
+
+def test_second_store_on_the_same_directory_is_refused(tmp_path):
+    cfg = config(tmp_path)
+    with MessageStore(cfg) as store:
+        for attempt in (lambda: MessageStore(cfg).load(), lambda: MessageStore(cfg).__enter__()):
+            with pytest.raises(StoreLockedError) as info:
+                attempt()
+            assert f"pid {os.getpid()}" in str(info.value)
+        assert store.put_message(Message("T", 0, b"still mine")).status is OK
+        assert (Path(cfg.store_path_root_dir) / "abort").exists()
+    with MessageStore(cfg) as store:
+        assert not store.recovery.abnormal
+        assert store.put_message(Message("T", 0, b"next")).queue_offset == 1
+
+
+_CHILD_TRY_LOCK = """
+import sys
+from store import MessageStore, StoreConfig, StoreLockedError
+try:
+    MessageStore(StoreConfig(store_path_root_dir=sys.argv[1], mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=20480, max_hash_slot_num=512, max_index_num=2048)).load()
+except StoreLockedError as exc:
+    print(exc)
+    sys.exit(3)
+sys.exit(0)
+"""
+
+_CHILD_HOLD_LOCK = """
+import os, sys
+from store import Message, MessageStore, StoreConfig
+with MessageStore(StoreConfig(store_path_root_dir=sys.argv[1], mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=20480, max_hash_slot_num=512, max_index_num=2048)) as store:
+    store.put_message(Message("ChildTopic", 0, b"from the child"))
+    print("ready", os.getpid(), flush=True)
+    sys.stdin.read()
+"""
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_second_process_is_refused_while_the_store_is_open(tmp_path):
+    cfg = config(tmp_path)
+    with MessageStore(cfg):
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD_TRY_LOCK, cfg.store_path_root_dir],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_child_env(),
+            cwd=REPO,
+        )
+        assert done.returncode == 3, done.stderr
+        assert f"pid {os.getpid()}" in done.stdout
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD_TRY_LOCK, cfg.store_path_root_dir],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_child_env(),
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_store_open_in_another_process_is_refused_naming_its_pid(tmp_path):
+    cfg = config(tmp_path)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD_HOLD_LOCK, cfg.store_path_root_dir],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_child_env(),
+        cwd=REPO,
+    )
+    try:
+        line = child.stdout.readline().split()
+        assert line == ["ready", str(child.pid)], child.stderr.read() if not line else line
+        with pytest.raises(StoreLockedError, match=f"pid {child.pid}"):
+            MessageStore(cfg).load()
+    finally:
+        child.stdin.close()
+        assert child.wait(timeout=60) == 0
+        child.stdout.close()
+        child.stderr.close()
+    with MessageStore(cfg) as store:
+        assert not store.recovery.abnormal
+        assert [m.body for m in store.iter_messages()] == [b"from the child"]
+
+
+def test_abort_file_marks_a_crash(tmp_path):
+    cfg = config(tmp_path)
+    abort = Path(cfg.store_path_root_dir) / "abort"
+    with MessageStore(cfg) as store:
+        assert abort.exists()
+        assert not store.recovery.abnormal
+        store.put_message(Message("T", 0, b"1"))
+    assert not abort.exists()
+    with MessageStore(cfg) as store:
+        assert not store.recovery.abnormal
+    abort.touch()  # as a process killed while running leaves it
+    with MessageStore(cfg) as store:
+        assert store.recovery.abnormal
+        assert [m.body for m in store.iter_messages()] == [b"1"]
+    with MessageStore(cfg) as store:
+        assert not store.recovery.abnormal
+
+
+_CHILD_CRASH = """
+import os, signal, sys
+from store import Message, MessageStore, StoreConfig
+store = MessageStore(StoreConfig(store_path_root_dir=sys.argv[1], mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=20480, max_hash_slot_num=512, max_index_num=2048,
+                                 flush_disk_type="SYNC_FLUSH"))
+store.load()
+store.start()
+for i in range(int(sys.argv[2])):
+    r = store.put_message(Message("CrashTopic", i % 2, b"%d" % i * 40))
+    assert r.status.name == "PUT_OK", r
+    print(r.wrote_offset, r.queue_offset, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_killed_process_leaves_abort_and_loses_no_acknowledged_message(tmp_path):
+    cfg = config(tmp_path, mapped_file_size_commit_log=4096)
+    n = 60
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD_CRASH, cfg.store_path_root_dir, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_child_env(),
+        cwd=REPO,
+    )
+    assert done.returncode == -9, done.stderr
+    acked = [tuple(map(int, line.split())) for line in done.stdout.split("\n") if line]
+    assert len(acked) == n
+    assert (Path(cfg.store_path_root_dir) / "abort").exists()
+    with MessageStore(cfg) as store:
+        assert store.recovery.abnormal
+        for i, (offset, queue_offset) in enumerate(acked):
+            m = store.read_message(offset)
+            assert (m.body, m.queue_offset, m.queue_id) == (b"%d" % i * 40, queue_offset, i % 2)
+        assert store.max_offset == store.read_message(acked[-1][0]).store_size + acked[-1][0]
+        assert store.max_queue_offset("CrashTopic", 0) == n // 2
+    names = sorted(p.name for p in (Path(cfg.store_path_root_dir) / "commitlog").iterdir())
+    assert int(names[-1]) <= acked[-1][0], "a segment beyond the data survived recovery"
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_shutdown_while_threads_put(tmp_path, flush):
+    """Puts racing a shutdown either are stored (and survive it) or are refused (and are not in
+    the log); none raises."""
+    cfg = config(tmp_path, flush_disk_type=flush, mapped_file_size_commit_log=4096)
+    store = MessageStore(cfg)
+    store.load()
+    store.start()
+    out: list[list[tuple[Message, PutMessageResult]]] = [[] for _ in range(8)]
+    enough = threading.Barrier(9)
+
+    def putter(t: int) -> None:
+        for i in range(10_000):
+            m = Message("ShutTopic", t % 2, b"%d-%d" % (t, i) * 20)
+            r = store.put_message(m)
+            out[t].append((m, r))
+            if i == 20:
+                enough.wait(30)
+            if r.status is SNA:
+                return
+
+    def stopper() -> None:
+        enough.wait(30)
+        store.shutdown()
+
+    run_threads([lambda t=t: putter(t) for t in range(8)] + [stopper])
+    results = [mr for per in out for mr in per]
+    assert {r.status for _, r in results} <= {OK, SNA, PutMessageStatus.FLUSH_DISK_TIMEOUT}
+    stored = [(m, r) for m, r in results if r.status.is_stored]
+    assert all(per[-1][1].status is SNA for per in out), "every putter ends on a refusal"
+    assert all(r.status is not SNA for per in out for _, r in per[:-1])
+    with MessageStore(cfg) as reopened:
+        assert not reopened.recovery.abnormal
+        for m, r in stored:
+            got = reopened.read_message(r.wrote_offset)
+            assert (got.body, got.queue_offset) == (m.body, r.queue_offset)
+        assert sum(1 for _ in reopened.iter_messages()) == len(stored)
+
+
+# -- concurrent putters -------------------------------------------------------------------------------
+
+SEG = 16 * 1024
+THREADS = 16
+PER_PUTTER = 40
+QUEUES = [("ConcA", 0), ("ConcA", 1), ("ConcB", 0)]
+
+
+def _message(putter: int, i: int) -> Message:
+    topic, qid = QUEUES[(putter + i) % len(QUEUES)]
+    size = 50 + (putter * 37 + i * 101) % 500
+    return Message(topic, qid, f"{putter}:{i}:".encode() + bytes([putter]) * size)
+
+
+def _verify_tiling(store: MessageStore, results: list[tuple[Message, PutMessageResult]]) -> None:
+    assert all(r.status is OK for _, r in results), {r.status for _, r in results}
+    by_queue: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for m, r in results:
+        by_queue.setdefault((m.topic, m.queue_id), []).append((r.queue_offset, r.wrote_offset))
+    for key, entries in by_queue.items():
+        entries.sort()
+        assert [q for q, _ in entries] == list(range(len(entries))), f"queue offsets of {key} are not dense"
+        physical = [p for _, p in entries]
+        assert physical == sorted(physical), f"queue order of {key} disagrees with log order"
+        assert store.max_queue_offset(*key) == len(entries)
+    assert len({r.msg_id for _, r in results}) == len(results)
+
+    ordered = sorted(results, key=lambda mr: mr[1].wrote_offset)
+    assert ordered[0][1].wrote_offset == 0
+    crossings = 0
+    for (_, a), (_, b) in zip(ordered, ordered[1:]):
+        if a.next_offset == b.wrote_offset:
+            continue
+        # The only gap allowed: a blank record ending a segment, the next message at the next start.
+        segment_end = (a.next_offset // SEG + 1) * SEG
+        assert b.wrote_offset == segment_end, f"gap or overlap between {a} and {b}"
+        assert struct.unpack(">ii", store.commit_log_data(a.next_offset, 8)) == (segment_end - a.next_offset, BLANK_MAGIC)
+        crossings += 1
+    assert crossings >= 2, "the test must cross segments"
+    assert ordered[-1][1].next_offset == store.max_offset
+    for m, r in results:
+        got = store.read_message(r.wrote_offset)
+        assert (got.topic, got.queue_id, got.body, got.queue_offset) == (m.topic, m.queue_id, m.body, r.queue_offset)
+    assert sum(1 for _ in store.iter_messages()) == len(results)
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_concurrent_threads_get_dense_queue_offsets_and_a_tiled_log(tmp_path, flush):
+    cfg = config(tmp_path, flush_disk_type=flush, mapped_file_size_commit_log=SEG)
+    with MessageStore(cfg) as store:
+        start = threading.Barrier(THREADS)
+        out: list[list[tuple[Message, PutMessageResult]]] = [[] for _ in range(THREADS)]
+
+        def putter(t: int) -> None:
+            start.wait(30)
+            for i in range(PER_PUTTER):
+                m = _message(t, i)
+                r = store.put_message(m)
+                if flush == "SYNC_FLUSH":
+                    assert store.flushed_offset >= r.next_offset
+                out[t].append((m, r))
+
+        run_threads([lambda t=t: putter(t) for t in range(THREADS)])
+        results = [mr for per in out for mr in per]
+        assert len(results) == THREADS * PER_PUTTER
+        _verify_tiling(store, results)
+    with MessageStore(cfg) as store:
+        _verify_tiling(store, results)
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_concurrent_tasks_get_dense_queue_offsets_and_a_tiled_log(tmp_path, flush):
+    cfg = config(tmp_path, flush_disk_type=flush, mapped_file_size_commit_log=SEG)
+    with MessageStore(cfg) as store:
+
+        async def putter(t: int) -> list[tuple[Message, PutMessageResult]]:
+            done = []
+            for i in range(PER_PUTTER):
+                m = _message(t, i)
+                done.append((m, await store.async_put_message(m)))
+            return done
+
+        async def main():
+            return await asyncio.gather(*(putter(t) for t in range(THREADS)))
+
+        results = [mr for per in asyncio.run(main()) for mr in per]
+        assert len(results) == THREADS * PER_PUTTER
+        if flush == "SYNC_FLUSH":
+            assert store.flushed_offset >= max(r.next_offset for _, r in results)
+        _verify_tiling(store, results)
+
+
+def test_threads_event_loops_and_batches_at_once(tmp_path):
+    cfg = config(tmp_path, flush_disk_type="SYNC_FLUSH", mapped_file_size_commit_log=SEG)
+    with MessageStore(cfg) as store:
+        out: list[tuple[Message, PutMessageResult]] = []
+        lock = threading.Lock()
+
+        def record(messages: list[Message], r: PutMessageResult) -> None:
+            """One (message, result) per message, a batch's split at its records."""
+            assert r.status is OK and r.msg_num == len(messages)
+            offset, entries = r.wrote_offset, []
+            for k, m in enumerate(messages):
+                size = store.read_message(offset).store_size
+                entries.append((m, PutMessageResult(OK, offset, size, r.queue_offset + k, msg_id=r.msg_ids[k])))
+                offset += size
+            assert offset == r.next_offset
+            with lock:
+                out.extend(entries)
+
+        def sync_putter(t: int) -> None:
+            for i in range(PER_PUTTER // 2):
+                if i % 4 == 0:
+                    first = _message(t, i)
+                    batch = [Message(first.topic, first.queue_id, first.body + bytes([k])) for k in range(3)]
+                    record(batch, store.put_messages(batch))
+                else:
+                    m = _message(t, i)
+                    record([m], store.put_message(m))
+
+        def loop_putter(t: int) -> None:
+            async def task(k: int) -> None:
+                for i in range(PER_PUTTER // 2):
+                    m = _message(100 + t * 10 + k, i)
+                    record([m], await store.async_put_message(m))
+
+            async def main() -> None:
+                await asyncio.gather(*(task(k) for k in range(4)))
+
+            asyncio.run(main())
+
+        run_threads([lambda t=t: sync_putter(t) for t in range(4)] + [lambda t=t: loop_putter(t) for t in range(2)])
+        per_sync_thread = (PER_PUTTER // 2) + 2 * len(range(0, PER_PUTTER // 2, 4))
+        assert len(out) == 4 * per_sync_thread + 2 * 4 * (PER_PUTTER // 2)
+        _verify_tiling(store, out)
