@@ -40,9 +40,7 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -50,9 +48,19 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bench.common import (
+    GiB,
+    KiB,
+    MB,
+    MiB,
+    REPO_ROOT,
+    default_parent_dir,
+    environment,
+    parse_size,
+    progress,
+    size_label,
+)
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 BODY_SIZES = (128, 1024, 16 * 1024)
@@ -60,11 +68,6 @@ PUTTERS = (1, 16, 64)
 BATCHES = (1, 32)
 TOPIC = "BenchTopic"
 PROPERTIES = {"TAGS": "bench"}
-
-MB = 1_000_000
-KiB = 1 << 10
-MiB = 1 << 20
-GiB = 1 << 30
 
 ASYNC_TARGET_MSGS = 100_000  # target (b): in-process ASYNC_FLUSH puts of 128 B
 SYNC_TARGET_SHARE = 0.5  # target (a): share of raw sequential write-with-fsync bandwidth
@@ -95,24 +98,6 @@ class Profile:
 
 FULL = Profile(BODY_SIZES, PUTTERS, 2.0, 500_000, 0.25, 400, 256 * MiB, 4.0, 5)
 QUICK = Profile((1024,), (1, 16), 0.5, 100_000, 0.1, 150, 64 * MiB, 1.0, 2)
-
-
-def parse_size(text: str) -> int:
-    """'1GiB', '256MiB', '64KiB' or a plain byte count."""
-    units = {"gib": GiB, "g": GiB, "mib": MiB, "m": MiB, "kib": KiB, "k": KiB, "b": 1, "": 1}
-    stripped = text.strip().lower()
-    number = stripped.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = stripped[len(number) :]
-    if not number or unit not in units:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1GiB, 256MiB, 4096)")
-    return int(float(number) * units[unit])
-
-
-def size_label(n: int) -> str:
-    for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit}{name}"
-    return f"{n}B"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -212,54 +197,6 @@ def build_matrix(args: argparse.Namespace) -> list[Cell]:
 
 
 # -- environment -------------------------------------------------------------------------------
-
-
-def filesystem_of(path: Path) -> tuple[str, str, str]:
-    """(device, type, mount point) of the filesystem holding `path`, from `df -T -P`."""
-    try:
-        out = subprocess.run(
-            ["df", "-T", "-P", str(path)], capture_output=True, text=True, timeout=10, check=True
-        ).stdout
-        fields = out.splitlines()[-1].split()
-        return fields[0], fields[1], fields[-1]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "?", "unknown", "?"
-
-
-def default_parent_dir() -> Path:
-    """The system temp dir when it shares the repository's filesystem and is not in memory;
-    otherwise the repository itself (a hidden run directory there, removed at the end)."""
-    tmp = Path(tempfile.gettempdir())
-    same_device = tmp.stat().st_dev == REPO_ROOT.stat().st_dev
-    in_memory = filesystem_of(tmp)[1] in ("tmpfs", "ramfs")
-    return tmp if same_device and not in_memory else REPO_ROOT
-
-
-def git_revision() -> str:
-    def git(*cmd: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(REPO_ROOT), *cmd], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-
-    try:
-        rev = git("rev-parse", "--short", "HEAD") or "unknown"
-        return rev + (" (uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def environment(run_dir: Path) -> dict[str, str]:
-    device, fstype, mount = filesystem_of(run_dir)
-    return {
-        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "git": git_revision(),
-        "python": f"{platform.python_implementation()} {platform.python_version()},"
-        f" GIL switch interval {sys.getswitchinterval() * 1000:g} ms",
-        "machine": f"{platform.system()} {platform.release()} {platform.machine()}, {os.cpu_count()} CPUs",
-        "dir": str(run_dir),
-        "filesystem": f"{fstype} on {device}, mounted on {mount}",
-        "fstype": fstype,
-    }
 
 
 def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
@@ -639,10 +576,6 @@ def same_size_raw(results: list[CellResult], run_dir: Path, profile: Profile) ->
 
 
 # -- report ------------------------------------------------------------------------------------
-
-
-def progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def find(results: list[CellResult], name: str) -> CellResult | None:

@@ -192,10 +192,15 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
 
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    try:
+        units = text.encode("ascii")  # ASCII characters are their own UTF-16 code units
+    except UnicodeEncodeError:
+        data = text.encode("utf-16-be")
+        units = [(data[i] << 8) | data[i + 1] for i in range(0, len(data), 2)]
     h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    for unit in units:
+        h = h * 31 + unit  # reduced once at the end: arithmetic mod 2**32 commutes with it
+    h &= 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 

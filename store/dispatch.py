@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from .codec import CorruptMessage, RecordKind, check_record, decode_properties, java_string_hash
 from .mapped_file_queue import MappedFileQueue
 from .message import (
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     transaction_type,
 )
-from .schedule import SCHEDULE_TOPIC
+from .schedule import SCHEDULE_TOPIC, delay_level_of
 from .service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -56,6 +55,17 @@ class DispatchRequest:
 
 
 DelayTime = Callable[[int, int], int]  # (delay level, store timestamp) -> delivery time
+_tag_codes: dict[str, int] = {}
+
+
+def _tags_code(tags: str) -> int:
+    # Tags repeat across messages; their hash is worth remembering (bounded).
+    code = _tag_codes.get(tags)
+    if code is None:
+        code = java_string_hash(tags)
+        if len(_tag_codes) < 65536:
+            _tag_codes[tags] = code
+    return code
 
 
 def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | None) -> DispatchRequest:
@@ -66,11 +76,10 @@ def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | 
         else {}
     )
     if record.topic == SCHEDULE_TOPIC and delivery_time is not None:
-        level = int(properties.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
-        tags_code = delivery_time(level, record.store_timestamp_ms)
+        tags_code = delivery_time(delay_level_of(properties), record.store_timestamp_ms)
     else:
         tags = properties.get(PROPERTY_TAGS)
-        tags_code = java_string_hash(tags) if tags else 0
+        tags_code = _tags_code(tags) if tags else 0
     return DispatchRequest(
         topic=record.topic,
         queue_id=record.queue_id,

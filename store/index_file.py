@@ -31,8 +31,9 @@ drops, on an abnormal restart, files written after the checkpoint's indexMsgTime
 
 Thread-safety: one writer (the dispatcher) calls `build_index` / `put_key`; any number of readers
 query concurrently; one cleaner may call `delete_expired_files` and one flusher `flush`. A put
-writes the entry, then the slot, then the header, and a reader ignores slots and links that point
-at or beyond indexCount, so a reader sees a put entirely or not at all. Readers pin a file while
+writes the whole entry, then the slot, then the header (indexCount last), so a slot never points at
+a half-written entry: a reader may follow a slot to entry number indexCount (the put in flight,
+complete already) and ignores anything beyond it. Readers pin a file while
 they read it; closing a pinned file (expiry, shutdown) unmaps it when the last reader leaves.
 The file list is an immutable tuple swapped under a lock, so readers iterate a snapshot lock-free.
 """
@@ -169,14 +170,16 @@ def split_keys(keys_property: str | None) -> list[str]:
 
 
 def iter_chain(buf, hash_slot_num: int, index_count: int, hash_: int) -> Iterator[IndexEntry]:
-    """The entries in `hash_`'s slot chain, newest first. Links at or past `index_count` belong to
-    a put not yet published (or to a torn file) and end the walk; so does a link that does not go
-    strictly backwards, which RocketMQ only checks for self-loops: a longer cycle in a damaged file
-    would otherwise spin forever."""
+    """The entries in `hash_`'s slot chain, newest first. A slot may name entry `index_count`: the
+    writer fills an entry before pointing the slot at it and publishes the count last, so a reader
+    between the two must still follow the slot or it would lose the whole chain for a moment (as
+    RocketMQ, which rejects only slots past the count). A link that does not go strictly backwards
+    ends the walk; RocketMQ only checks self-loops, and a longer cycle in a damaged file would spin
+    forever."""
     if index_count <= 1:
         return
     index = _I32.unpack_from(buf, slot_position(slot_of(hash_, hash_slot_num)))[0]
-    if index <= INVALID_INDEX or index >= index_count:
+    if index <= INVALID_INDEX or index > index_count:
         return
     while True:
         entry = IndexEntry(*_ENTRY.unpack_from(buf, entry_position(hash_slot_num, index)))
@@ -545,13 +548,16 @@ class IndexService:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def load(self, last_exit_ok: bool, index_msg_timestamp: int = 0) -> None:
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int = 0) -> int | None:
         """Open the directory's files in name order. After an abnormal exit, a file whose
         endTimestamp passes the checkpoint's indexMsgTimestamp may hold entries that never reached
-        the disk, so it is deleted (RocketMQ's rule) and its messages are indexed again when the
-        CommitLog is re-dispatched. ValueError when a file does not match the geometry."""
+        the disk, so it is deleted (RocketMQ's rule). Returns the lowest beginPhyOffset of the
+        deleted files (None when none went): the CommitLog offset from which messages must be
+        dispatched to `build_index` again, which skips what the kept files already hold.
+        ValueError when a file does not match the geometry."""
         self.directory.mkdir(parents=True, exist_ok=True)
         loaded: list[IndexFile] = []
+        reindex_from: int | None = None
         try:
             for path in sorted(self.directory.iterdir()):
                 if path.name.endswith(".tmp") and _NAME_RE.match(path.name[:-4]):
@@ -566,6 +572,8 @@ class IndexService:
                         "deleting index file %s: written up to %d, past the checkpoint's %d",
                         path, index_file.end_timestamp, index_msg_timestamp,
                     )
+                    begin = index_file.begin_phy_offset
+                    reindex_from = begin if reindex_from is None else min(reindex_from, begin)
                     index_file.destroy()
                     continue
                 loaded.append(index_file)
@@ -575,6 +583,7 @@ class IndexService:
             raise
         with self._list_lock:
             self._files = tuple(loaded)
+        return reindex_from
 
     def flush(self) -> int:
         """fdatasync every file with unsynced entries. Returns the indexMsgTimestamp the checkpoint
@@ -634,15 +643,19 @@ class IndexService:
         idx_keys = list(dict.fromkeys(
             index_key(topic, k) for k in ([uniq_key] if uniq_key else []) + [k for k in keys or () if k]
         ))
-        if not idx_keys:
-            return 0  # nothing to index: no need to create (420 MB of) file for it
-        index_file = self._writable_file()
-        if phy_offset < index_file.end_phy_offset:
+        # Checked against the newest file before any new one is made (a new file would carry the
+        # same endPhyOffset): a replay after a full file must not create an empty one.
+        files = self._files
+        end_phy_offset = files[-1].end_phy_offset if files else 0
+        if phy_offset < end_phy_offset:
             return 0
-        if phy_offset == index_file.end_phy_offset:
+        if phy_offset == end_phy_offset:
             # Decided before writing anything: this message's own new entries must not pass for
             # earlier ones (two of its keys may share a hash).
             idx_keys = [k for k in idx_keys if not self._already_indexed(k, phy_offset)]
+        if not idx_keys:
+            return 0  # nothing to index: no need to create (420 MB of) file for it
+        index_file = self._writable_file()
         written = 0
         for idx_key in idx_keys:
             while not index_file.put_key(idx_key, phy_offset, store_timestamp_ms):

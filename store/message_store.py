@@ -232,7 +232,8 @@ class MessageStore:
             service.start()
         self.commit_log.accepting = True
         self._running = True
-        self.schedule.start()
+        if self.broker_role is not BrokerRole.SLAVE:
+            self.schedule.start()  # a slave's deliveries arrive replicated from its master
 
     def _wake_flusher_on_put(self) -> bool:
         return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH or not self.config.flush_commit_log_timed
@@ -290,6 +291,8 @@ class MessageStore:
             self.queue.flush_to(self.queue.max_read_offset)
             self._on_flushed(self.queue.flushed_where)
             self.checkpoint.persist()
+            # Delay offsets are written only up to flushed deliveries; everything is flushed now.
+            self.schedule.persist()
             self.consumer_offsets.persist_if_dirty()
             self._close_files()
             if was_running:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -311,14 +312,17 @@ def test_zero_index_count_on_disk_reads_as_empty(tmp_path):
     g.close()
 
 
-def test_unpublished_slot_is_ignored(tmp_path):
-    """A slot that points at the entry past indexCount (torn write: slot on disk, header not) is
-    neither read nor chained to."""
+def test_slot_at_the_unpublished_entry(tmp_path):
+    """A slot naming entry indexCount: readers follow it (a put in flight has filled the entry
+    already); the writer, about to fill that very entry, must not chain to it (a torn file: slot
+    on disk, header not)."""
     f = new_file(tmp_path)
     f.put_key("t#k", 5, T0)
     h = ix.key_hash("t#zz")
     f._buf[ix.slot_position(h % SLOTS) : ix.slot_position(h % SLOTS) + 4] = struct.pack(">i", 2)
-    assert f.select_phy_offsets("t#zz", 5, 0, 2**62) == []
+    assert f.select_phy_offsets("t#zz", 5, 0, 2**62) == []  # entry 2 is zeros: another hash
+    f._buf[ix.entry_position(SLOTS, 2) : ix.entry_position(SLOTS, 2) + 20] = struct.pack(">iqii", h, 8, 0, 0)
+    assert f.select_phy_offsets("t#zz", 5, 0, 2**62) == [8]  # the put in flight is visible
     assert f.put_key("t#zz", 9, T0)  # written at entry 2, must not link to itself
     assert ix.decode_entry(f._buf, ix.entry_position(SLOTS, 2)).prev_index == 0
     assert f.select_phy_offsets("t#zz", 5, 0, 2**62) == [9]
@@ -473,14 +477,18 @@ def test_abnormal_load_deletes_files_past_the_checkpoint(tmp_path):
     svc.close()
     # A normal exit keeps everything regardless of the checkpoint.
     kept = IndexService(tmp_path, hash_slot_num=SLOTS, index_num=4)
-    kept.load(last_exit_ok=True, index_msg_timestamp=0)
+    assert kept.load(last_exit_ok=True, index_msg_timestamp=0) is None
     assert len(kept.files) == 3
     kept.close()
     crashed = IndexService(tmp_path, hash_slot_num=SLOTS, index_num=4)
-    crashed.load(last_exit_ok=False, index_msg_timestamp=T0 + 5000)
+    assert crashed.load(last_exit_ok=False, index_msg_timestamp=T0 + 5000) == 60  # re-index from here
     assert [f.end_timestamp for f in crashed.files] == ends[:2]
     assert len(os.listdir(tmp_path / "index")) == 2
     assert crashed.query_offsets("T", "k", 100, 0, 2**62) == [50, 40, 30, 20, 10, 0]
+    # Re-dispatching from the returned offset restores the lost entries, and only those.
+    for i in range(6, 9):
+        assert crashed.build_index("T", ["k"], None, i * 10, T0 + i * 1000) == 1
+    assert crashed.query_offsets("T", "k", 100, 0, 2**62) == [i * 10 for i in range(8, -1, -1)]
     crashed.close()
 
 
@@ -548,6 +556,11 @@ def test_reindex_boundary_across_a_roll(tmp_path):
     assert svc.build_index("T", ["c", "d"], None, 100, T0 + 1000) == 2  # c in file 1, d in file 2
     assert len(svc.files) == 2
     assert svc.build_index("T", ["c", "d"], None, 100, T0 + 1000) == 0
+    assert svc.build_index("T", ["d"], None, 100, T0 + 1000) == 0
+    svc.build_index("T", ["e", "f"], None, 200, T0 + 2000)  # fills the second file
+    assert svc.files[-1].is_write_full
+    assert svc.build_index("T", ["e", "f"], None, 200, T0 + 2000) == 0
+    assert len(svc.files) == 2  # a replay does not start an empty file
     assert svc.query_offsets("T", "c", 10, 0, 2**62) == [100]
     assert svc.query_offsets("T", "d", 10, 0, 2**62) == [100]
     svc.close()
@@ -566,8 +579,6 @@ def test_query_across_time_stops_at_older_files(tmp_path):
 
 def test_concurrent_reader_and_writer(tmp_path):
     """Readers querying while the writer appends and rolls always see whole puts."""
-    import threading
-
     svc = service(tmp_path, entries=32)
     stop = threading.Event()
     errors: list[BaseException] = []

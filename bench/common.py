@@ -1,0 +1,93 @@
+"""Helpers the benchmarks share: size parsing and labels, where a run's files go (never tmpfs),
+the environment header every benchmark prints, and progress lines on stderr.
+
+Moved here unchanged from `bench/store_bench.py`, which imports them from this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+MB = 1_000_000
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def parse_size(text: str) -> int:
+    """'1GiB', '256MiB', '64KiB' or a plain byte count."""
+    units = {"gib": GiB, "g": GiB, "mib": MiB, "m": MiB, "kib": KiB, "k": KiB, "b": 1, "": 1}
+    stripped = text.strip().lower()
+    number = stripped.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = stripped[len(number) :]
+    if not number or unit not in units:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1GiB, 256MiB, 4096)")
+    return int(float(number) * units[unit])
+
+
+def size_label(n: int) -> str:
+    for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{name}"
+    return f"{n}B"
+
+
+def filesystem_of(path: Path) -> tuple[str, str, str]:
+    """(device, type, mount point) of the filesystem holding `path`, from `df -T -P`."""
+    try:
+        out = subprocess.run(
+            ["df", "-T", "-P", str(path)], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+        fields = out.splitlines()[-1].split()
+        return fields[0], fields[1], fields[-1]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "?", "unknown", "?"
+
+
+def default_parent_dir() -> Path:
+    """The system temp dir when it shares the repository's filesystem and is not in memory;
+    otherwise the repository itself (a hidden run directory there, removed at the end)."""
+    tmp = Path(tempfile.gettempdir())
+    same_device = tmp.stat().st_dev == REPO_ROOT.stat().st_dev
+    in_memory = filesystem_of(tmp)[1] in ("tmpfs", "ramfs")
+    return tmp if same_device and not in_memory else REPO_ROOT
+
+
+def git_revision() -> str:
+    def git(*cmd: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(REPO_ROOT), *cmd], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+
+    try:
+        rev = git("rev-parse", "--short", "HEAD") or "unknown"
+        return rev + (" (uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def environment(run_dir: Path) -> dict[str, str]:
+    device, fstype, mount = filesystem_of(run_dir)
+    return {
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "git": git_revision(),
+        "python": f"{platform.python_implementation()} {platform.python_version()},"
+        f" GIL switch interval {sys.getswitchinterval() * 1000:g} ms",
+        "machine": f"{platform.system()} {platform.release()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "dir": str(run_dir),
+        "filesystem": f"{fstype} on {device}, mounted on {mount}",
+        "fstype": fstype,
+    }
+
+
+def progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,533 @@
+"""Whole-store recovery, delayed delivery and retention, end to end through `MessageStore`.
+
+In the spirit of RocketMQ's recover tests, ScheduleMessageService tests and clean-expired-files
+tests, but against the whole store (CommitLog, ConsumeQueues, IndexFiles, checkpoint) rather than
+one component:
+
+1. Crash recovery. A writer subprocess (this very file run with `--writer`) puts to several topics
+   and queues with tags, keys and transactions; the test SIGKILLs it after a random, bounded number
+   of acknowledgements and reopens the store. Then (a) every ConsumeQueue unit points at a message
+   of its topic and queue with its queue offset, below the CommitLog's end; (b) every message the
+   CommitLog holds that belongs in a queue is in it, at its queue offset, once dispatch caught up;
+   (c) every acknowledged SYNC_FLUSH message is there; (d) a query by key finds every surviving
+   message with that key. Rounds repeat on one store. Two hand-made crash states follow:
+   ConsumeQueues lagging behind the CommitLog (rebuilt from the checkpoint) and ConsumeQueue units
+   past a cut CommitLog end (dropped).
+2. Delayed messages with a fake clock: held in SCHEDULE_TOPIC_XXXX until due, then delivered to
+   their real queue, exactly once across a clean restart.
+3. Retention with a fake clock: expired segments deleted at the deleteWhen hour, reads below the
+   new minimum answered as RocketMQ answers them, the minimum kept across a restart.
+
+Set ROCKETSTORE_RECOVERY_SEED to replay the kill points of a failed crash run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import queue
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from store import Message, MessageStore, PutMessageStatus, StoreConfig
+from store.checkpoint import StoreCheckpoint
+from store.consume_queue import tags_code
+from store.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    transaction_type,
+)
+from store.schedule import SCHEDULE_TOPIC
+from store.status import GetMessageStatus
+
+REPO = Path(__file__).resolve().parents[2]
+SEGMENT_SIZE = 64 * 1024
+CQ_FILE_SIZE = 1024 * 20
+GROUP = "recovery-check"
+OK = PutMessageStatus.PUT_OK
+
+# The writer's routing: topics x queues, every TX_EVERY-th sequence number a transaction.
+TOPICS = 3
+QUEUES = 4
+TX_EVERY = 11
+WRITER_THREADS = 3
+SEQ_STRIDE = 1_000_000  # round r writes sequence numbers from r * SEQ_STRIDE
+READY_TIMEOUT_S = 20.0
+ACK_TIMEOUT_S = 15.0
+NO_QUEUE_TYPES = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+def config(root: Path, **kw) -> StoreConfig:
+    # Small geometry, as tests/unit/test_message_store.py: many segments and files from few messages.
+    kw.setdefault("mapped_file_size_commit_log", SEGMENT_SIZE)
+    kw.setdefault("mapped_file_size_consume_queue", CQ_FILE_SIZE)
+    kw.setdefault("max_hash_slot_num", 512)
+    kw.setdefault("max_index_num", 2048)
+    return StoreConfig(store_path_root_dir=str(root), **kw)
+
+
+def wait_until(condition, what: str, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.005)
+
+
+def wait_dispatched(store: MessageStore) -> None:
+    """Messages are readable by queue and key only once the dispatcher has passed them."""
+    wait_until(lambda: store.dispatched_offset >= store.max_offset, "dispatch to catch up with the CommitLog")
+
+
+# -- the writer's messages: functions of a sequence number ----------------------------------------
+
+
+def route_for(seq: int) -> tuple[str, int]:
+    return f"RecTopic{seq % TOPICS}", (seq // TOPICS) % QUEUES
+
+
+def body_for(seq: int) -> bytes:
+    # Lengths vary so that segment ends fall at many places; the head names the message.
+    n = 60 + (seq * 53) % 500
+    return b"seq=%012d;" % seq + bytes((seq + i) % 251 for i in range(n))
+
+
+def keys_for(seq: int) -> str:
+    # A unique key and a key shared by a handful of neighbours: a query must return all of them.
+    return f"k{seq} b{seq // 4}"
+
+
+def message_for(seq: int, sys_flag: int = TRANSACTION_NOT_TYPE) -> Message:
+    topic, queue_id = route_for(seq)
+    properties = {"KEYS": keys_for(seq), "TAGS": f"tag{seq % 5}"}
+    if sys_flag == TRANSACTION_PREPARED_TYPE:
+        properties["TRAN_MSG"] = "true"
+    return Message(topic, queue_id, body_for(seq), properties=properties, sys_flag=sys_flag)
+
+
+def seq_of(body: bytes) -> int:
+    assert body.startswith(b"seq=") and body[16:17] == b";", f"foreign body {body[:20]!r}"
+    return int(body[4:16])
+
+
+# -- the writer subprocess ------------------------------------------------------------------------
+
+
+def _emit(line: str) -> None:
+    # One write(2) per line, below PIPE_BUF: lines of several threads never interleave.
+    data = line.encode()
+    while data:
+        data = data[os.write(1, data) :]
+
+
+def run_writer(directory: str, flush: str, first_seq: int) -> int:
+    store = MessageStore(config(Path(directory), flush_disk_type=flush, flush_interval_commit_log_ms=50))
+    report = store.load()
+    store.start()
+    _emit(f"READY {int(report.abnormal)}\n")
+    counter = itertools.count(first_seq)  # next() on a C iterator is atomic under the GIL
+
+    def ack(kind: str, seq: int, result) -> None:
+        if result.status is OK:
+            _emit(f"ACK {kind} {seq} {result.queue_offset} {result.wrote_offset} {result.wrote_bytes} {result.msg_id}\n")
+
+    def work() -> None:
+        while True:
+            seq = next(counter)
+            if seq % TX_EVERY == 5:
+                # Prepared, then committed (even) or rolled back (odd): only the commit is queued.
+                prepared = store.put_message(message_for(seq, TRANSACTION_PREPARED_TYPE))
+                ack("P", seq, prepared)
+                if prepared.status is OK:
+                    ack("C" if seq % 2 == 0 else "R", seq, store.end_transaction(prepared.wrote_offset, seq % 2 == 0))
+            else:
+                ack("N", seq, store.put_message(message_for(seq)))
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(WRITER_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()  # never returns: the parent kills the process
+    return 0
+
+
+@dataclass(frozen=True)
+class Ack:
+    kind: str  # N normal, P prepared, C commit, R rollback
+    seq: int
+    queue_offset: int
+    offset: int
+    size: int
+    msg_id: str
+
+
+class Writer:
+    """The writer process; its stdout is read by a thread into a queue so every wait has a deadline."""
+
+    def __init__(self, store_dir: Path, log_dir: Path, flush: str, first_seq: int) -> None:
+        self.stderr_path = log_dir / f"writer-{flush}-{first_seq}.stderr"
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        command = [sys.executable, __file__, "--writer", str(store_dir), "--flush", flush, "--first-seq", str(first_seq)]
+        with open(self.stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, cwd=REPO, env=env, bufsize=0)
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.acks: list[Ack] = []
+        self.abnormal: bool | None = None
+        self.eof = False
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self._lines.put(raw)
+        self._lines.put(None)
+
+    def _take(self, raw: bytes | None) -> None:
+        if raw is None:
+            self.eof = True
+        elif raw.endswith(b"\n"):  # a line cut by the kill was never acknowledged
+            parts = raw.decode().split()
+            if parts[0] == "READY":
+                self.abnormal = parts[1] == "1"
+            elif parts[0] == "ACK":
+                self.acks.append(Ack(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), parts[6]))
+
+    def wait_for(self, condition, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition() and not self.eof:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(queue.Empty):
+                self._take(self._lines.get(timeout=remaining))
+        return condition()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
+        while not self.eof:
+            self._take(self._lines.get(timeout=30))
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def dump_on_failure(writer: Writer, seed: int):
+    try:
+        yield
+    except BaseException:
+        print(f"--- ROCKETSTORE_RECOVERY_SEED={seed} replays this run; writer stderr:\n{writer.stderr()}")
+        raise
+
+
+# -- invariants of a recovered store ----------------------------------------------------------------
+
+
+def check_queues_point_into_log(store: MessageStore) -> int:
+    """(a) Nothing visible that is not in the CommitLog: every unit of every ConsumeQueue indexes a
+    queueable message of its topic and queue, at its queue offset, with its size and tags code,
+    wholly below the CommitLog's end. Returns the number of units checked."""
+    end = store.max_offset
+    units_seen = 0
+    for cq in store.consume_queues.queues():
+        offset = cq.min_offset
+        while offset < cq.max_offset:
+            units = cq.get_units(offset, 512)
+            assert units, f"{cq}: no units readable at {offset}, below its max offset"
+            for unit in units:
+                where = f"{cq.topic}-{cq.queue_id}@{offset}"
+                assert not unit.is_filler, f"{where}: a filler, i.e. a hole in the queue"
+                assert unit.commit_log_offset + unit.size <= end, f"{where}: unit {unit} past the CommitLog end {end}"
+                msg = store.read_message(unit.commit_log_offset)
+                assert (msg.topic, msg.queue_id, msg.queue_offset) == (cq.topic, cq.queue_id, offset), (
+                    f"{where}: points at {msg.topic}-{msg.queue_id}@{msg.queue_offset}"
+                )
+                assert msg.store_size == unit.size, f"{where}: size {unit.size}, message {msg.store_size}"
+                assert transaction_type(msg.sys_flag) not in NO_QUEUE_TYPES, f"{where}: a prepared/rolled-back message"
+                if cq.topic != SCHEDULE_TOPIC:  # schedule units carry the delivery time instead
+                    assert unit.tags_code == tags_code(msg.tags), f"{where}: tags code {unit.tags_code}"
+                offset += 1
+                units_seen += 1
+    return units_seen
+
+
+def check_log_is_in_queues(store: MessageStore) -> dict[tuple[str, int], list[int]]:
+    """(b) Nothing in the CommitLog missing from its queue: every queueable message is at its
+    queue offset in its ConsumeQueue, queue offsets are dense from 0, and get_message walks each
+    queue returning exactly those messages in order. Returns the physical offsets per queue."""
+    wait_dispatched(store)
+    per_queue: dict[tuple[str, int], list[int]] = {}
+    for msg in store.iter_messages():
+        if transaction_type(msg.sys_flag) in NO_QUEUE_TYPES:
+            continue
+        key = (msg.topic, msg.queue_id)
+        offsets = per_queue.setdefault(key, [])
+        where = f"{msg.topic}-{msg.queue_id}@{msg.queue_offset} (CommitLog {msg.physical_offset})"
+        assert msg.queue_offset == len(offsets), f"{where}: expected queue offset {len(offsets)}"
+        cq = store.find_consume_queue(msg.topic, msg.queue_id)
+        assert cq is not None, f"{where}: its ConsumeQueue does not exist"
+        units = cq.get_units(msg.queue_offset, 1)
+        assert units and units[0].commit_log_offset == msg.physical_offset, f"{where}: queue holds {units}"
+        offsets.append(msg.physical_offset)
+    for (topic, queue_id), offsets in per_queue.items():
+        assert store.max_queue_offset(topic, queue_id) == len(offsets), f"{topic}-{queue_id}: next queue offset"
+        assert store.dispatched_queue_offset(topic, queue_id) == len(offsets), f"{topic}-{queue_id}: queue end"
+        read: list[int] = []
+        offset = 0
+        while offset < len(offsets):
+            result = store.get_message(GROUP, topic, queue_id, offset, 32, 1 << 20)
+            assert result.status is GetMessageStatus.FOUND, f"{topic}-{queue_id}@{offset}: {result.status}"
+            read += [m.physical_offset for m in result.messages]
+            offset = result.next_begin_offset
+        assert read == offsets, f"{topic}-{queue_id}: get_message returns other messages than the log holds"
+        tail = store.get_message(GROUP, topic, queue_id, len(offsets), 32, 1 << 20)
+        assert tail.status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+    return per_queue
+
+
+def check_index_finds_survivors(store: MessageStore) -> int:
+    """(d) A query by key returns exactly the surviving messages that carry the key (rolled-back
+    records are never indexed, as in RocketMQ's IndexService). Returns the number of keys queried."""
+    wait_dispatched(store)
+    expected: dict[tuple[str, str], set[int]] = {}
+    for msg in store.iter_messages():
+        if transaction_type(msg.sys_flag) == TRANSACTION_ROLLBACK_TYPE:
+            continue
+        for key in (msg.keys or "").split():
+            expected.setdefault((msg.topic, key), set()).add(msg.physical_offset)
+    missing = []
+    for (topic, key), offsets in expected.items():
+        found = {m.physical_offset for m in store.query_message(topic, key, 64).messages}
+        if found != offsets:
+            missing.append((topic, key, sorted(offsets - found), sorted(found - offsets)))
+    assert not missing, (
+        f"{len(missing)} of {len(expected)} keys answer wrongly (topic, key, missing, extra); first: {missing[:5]}"
+    )
+    return len(expected)
+
+
+def check_recovered(store: MessageStore) -> dict:
+    """(a) on what recovery left, then dispatch, then (a), (b) and (d)."""
+    before_dispatch = check_queues_point_into_log(store)
+    store.start()
+    wait_dispatched(store)
+    units = check_queues_point_into_log(store)
+    per_queue = check_log_is_in_queues(store)
+    keys = check_index_finds_survivors(store)
+    return {"units_at_load": before_dispatch, "units": units, "queues": len(per_queue), "keys": keys}
+
+
+# -- 1. crash recovery --------------------------------------------------------------------------------
+
+
+def check_after_kill(store_dir: Path, flush: str, acks: list[Ack], confirmed: dict[tuple[str, int], Ack]) -> dict:
+    store = MessageStore(config(store_dir, flush_disk_type=flush))
+    report = store.load()
+    try:
+        assert report.abnormal, "recovery did not notice the crash"
+        counts = check_recovered(store)
+        end = store.max_offset
+
+        def in_place(ack: Ack) -> bool:
+            if ack.offset + ack.size > end:
+                return False
+            msg = store.read_message(ack.offset)
+            expected_type = {"N": TRANSACTION_NOT_TYPE, "P": TRANSACTION_PREPARED_TYPE, "C": TRANSACTION_COMMIT_TYPE,
+                             "R": TRANSACTION_ROLLBACK_TYPE}[ack.kind]
+            same = (seq_of(msg.body), msg.body, msg.msg_id, msg.store_size, transaction_type(msg.sys_flag)) == (
+                ack.seq, body_for(ack.seq), ack.msg_id, ack.size, expected_type,
+            )
+            return same and (ack.kind in "PR" or msg.queue_offset == ack.queue_offset)
+
+        # (c) SYNC_FLUSH acknowledged durability. ASYNC_FLUSH promised nothing, but whatever
+        # acknowledged message lies below the recovered end must be intact and in place.
+        lost = []
+        for ack in acks:
+            if flush == "SYNC_FLUSH" or ack.offset + ack.size <= end:
+                assert in_place(ack), f"acknowledged {ack} is not in place after recovery"
+                confirmed[(ack.kind, ack.seq)] = ack
+            else:
+                lost.append(ack)
+        # What an earlier round found in place stays in place.
+        for ack in confirmed.values():
+            assert in_place(ack), f"{ack}, in place after an earlier round, is gone"
+        counts.update(end=end, acked=len(acks), async_beyond_end=len(lost), truncated=report.truncated_from is not None)
+        return counts
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_kill_and_recover_whole_store_over_several_rounds(tmp_path, flush):
+    seed = int(os.environ.get("ROCKETSTORE_RECOVERY_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    store_dir = tmp_path / "store"
+    confirmed: dict[tuple[str, int], Ack] = {}
+    rounds = []
+    for round_no in range(4):
+        kill_after = rng.randint(30, 250)
+        writer = Writer(store_dir, tmp_path, flush, round_no * SEQ_STRIDE)
+        with dump_on_failure(writer, seed):
+            try:
+                assert writer.wait_for(lambda: writer.abnormal is not None, READY_TIMEOUT_S), "the writer did not start"
+                # Every check in between shuts the store down cleanly: each writer starts normally.
+                assert writer.abnormal is False
+                writer.wait_for(lambda: len(writer.acks) >= kill_after, ACK_TIMEOUT_S)
+                assert writer.proc.poll() is None, "the writer died before the kill"
+            finally:
+                writer.kill()
+            assert writer.acks, "no acknowledgement before the deadline"
+            counts = check_after_kill(store_dir, flush, writer.acks, confirmed)
+        counts.update(round=round_no, kill_after=kill_after)
+        rounds.append(counts)
+    ends = [r["end"] for r in rounds]
+    assert ends == sorted(ends), f"the log shrank between rounds: {ends}"
+    assert all(r["queues"] == TOPICS * QUEUES for r in rounds[1:]), rounds
+
+
+def put_batch(store: MessageStore, seqs) -> list:
+    results = []
+    for seq in seqs:
+        result = store.put_message(message_for(seq))
+        assert result.status is OK, result
+        results.append(result)
+    return results
+
+
+@pytest.mark.timeout(60)
+def test_lagging_consume_queues_are_rebuilt_from_the_checkpoint(tmp_path):
+    """ConsumeQueues (and the IndexFile) hold only what was durable at the last checkpoint, the
+    CommitLog holds more, the abort file says the store crashed: the state a power loss leaves when
+    the queue flusher's last thorough round is older than the CommitLog's last flush. Recovery must
+    re-dispatch from the checkpoint's logics offset: queues that exist are extended (their files
+    were truncated back), queues first written after the checkpoint are created (their files were
+    deleted), and nothing is indexed twice."""
+    root = tmp_path / "store"
+    saved = tmp_path / "saved"
+    cfg = config(root)
+    with MessageStore(cfg) as store:
+        # Batch 1 reaches only topics 0 and 1 (seq % 3 != 2), so topic 2's queues start later.
+        put_batch(store, [s for s in range(300) if s % TOPICS != 2 and s % TX_EVERY != 5])
+    saved.mkdir()
+    for name in ("consumequeue", "index"):
+        shutil.copytree(root / name, saved / name)
+    shutil.copy2(root / "checkpoint", saved / "checkpoint")
+    logics_before = StoreCheckpoint(saved / "checkpoint").load().logics_flushed_offset
+
+    with MessageStore(cfg) as store:
+        put_batch(store, [s for s in range(300, 900) if s % TX_EVERY != 5])
+        end = store.max_offset
+    assert end > logics_before + 3 * SEGMENT_SIZE, "batch 2 should span several segments"
+    # Roll the queues, the index and the checkpoint back to batch 1; keep the whole CommitLog.
+    for name in ("consumequeue", "index"):
+        shutil.rmtree(root / name)
+        shutil.copytree(saved / name, root / name)
+    shutil.copy2(saved / "checkpoint", root / "checkpoint")
+    (root / "abort").touch()
+    assert not (root / "consumequeue" / "RecTopic2").exists()
+
+    store = MessageStore(cfg)
+    report = store.load()
+    try:
+        assert report.abnormal and report.end_offset == end and report.truncated_from is None
+        counts = check_recovered(store)
+        assert counts["queues"] == TOPICS * QUEUES
+        # Nothing was indexed twice by the re-dispatch over the checkpoint boundary.
+        for seq in (0, 1, 298, 299, 300, 301, 899):
+            topic, _ = route_for(seq)
+            if seq % TOPICS == 2 and seq < 300:
+                continue
+            assert len(store.query_message(topic, f"k{seq}").messages) == 1, seq
+    finally:
+        store.shutdown()
+    # And the rebuilt state survives a normal restart unchanged.
+    with MessageStore(cfg) as store:
+        assert not store.recovery.abnormal
+        assert check_log_is_in_queues(store)[("RecTopic2", 0)]
+
+
+@pytest.mark.timeout(60)
+def test_queue_units_past_a_cut_commitlog_are_dropped(tmp_path):
+    """The last messages' bytes never reached the disk (zeros), but their ConsumeQueue units and
+    index entries did; the checkpoint's flushed offset is below them and the abort file is there
+    (tests/unit/test_recovery.py's simulate_crash). Recovery cuts the CommitLog and drops every unit
+    that points at or past the cut; the next puts reuse those queue offsets and CommitLog offsets."""
+    root = tmp_path / "store"
+    cfg = config(root)
+    seqs = [s for s in range(200) if s % TX_EVERY != 5]
+    with MessageStore(cfg) as store:
+        results = put_batch(store, seqs)
+        end = store.max_offset
+    lost = 5  # the last five messages: several queues lose their tails
+    cut = results[-lost].wrote_offset
+    segment_start = cut - cut % SEGMENT_SIZE
+    assert end - segment_start <= SEGMENT_SIZE, "the lost messages should share the last segment"
+    path = root / "commitlog" / f"{segment_start:020d}"
+    with open(path, "r+b") as f:
+        f.seek(cut - segment_start)
+        f.write(bytes(end - cut))
+    (root / "abort").touch()
+    checkpoint = StoreCheckpoint(root / "checkpoint")
+    checkpoint.load()
+    assert checkpoint.trusted
+    checkpoint.update(physic_flushed_offset=cut)
+    checkpoint.persist()
+    checkpoint.close()
+
+    store = MessageStore(cfg)
+    report = store.load()
+    try:
+        assert report.abnormal and store.max_offset == cut
+        for seq, result in zip(seqs[-lost:], results[-lost:]):
+            topic, queue_id = route_for(seq)
+            cq = store.find_consume_queue(topic, queue_id)
+            assert cq is not None and cq.max_offset <= result.queue_offset, f"{topic}-{queue_id}: {cq}"
+        check_recovered(store)
+        for seq, result in zip(seqs[-lost:], results[-lost:]):
+            topic, queue_id = route_for(seq)
+            # Its unit is gone; its index entry may remain, but no query may return it.
+            assert store.query_message(topic, f"k{seq}").messages == ()
+            assert store.get_message(GROUP, topic, queue_id, result.queue_offset).status in (
+                GetMessageStatus.OFFSET_OVERFLOW_ONE,
+                GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+            )
+        # Put the lost messages again, in order, under new keys: same CommitLog and queue offsets
+        # (their sizes are unchanged), and the stale index entries at those offsets match nothing.
+        for seq, old in zip(seqs[-lost:], results[-lost:]):
+            again = store.put_message(_with_keys(message_for(seq), f"again{seq}"))
+            assert (again.status, again.wrote_offset, again.queue_offset) == (OK, old.wrote_offset, old.queue_offset)
+        wait_dispatched(store)
+        check_queues_point_into_log(store)
+        check_log_is_in_queues(store)
+        for seq in seqs[-lost:]:
+            topic, _ = route_for(seq)
+            assert store.query_message(topic, f"k{seq}").messages == ()
+            assert len(store.query_message(topic, f"again{seq}").messages) == 1
+    finally:
+        store.shutdown()
+
+
+def _with_keys(msg: Message, keys: str) -> Message:
+    return Message(msg.topic, msg.queue_id, msg.body, properties={**msg.properties, "KEYS": keys})
