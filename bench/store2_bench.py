@@ -33,7 +33,9 @@ What it measures
                   dropped, and start() re-dispatches every message
        each with a warm page cache (a process crash) and a cold one (every file of the store
        evicted with posix_fadvise(DONTNEED) after a sync; a machine restart). Figures: seconds,
-       s/GiB extrapolated linearly from the log's size, MB/s.
+       s/GiB extrapolated linearly from the log's size, MB/s. The same two cases (warm) then run
+       on a store of one message with the same segment size: what a load costs whatever the log's
+       size; "net s/GiB" subtracts it.
 
     With --profile, the ConsumeQueue + index dispatch, the single-thread unfiltered read and the
     warm abnormal recovery (load, then start) run under cProfile, and the top functions by own time
@@ -41,7 +43,7 @@ What it measures
 
 How to run (from the repository root)
     .venv/bin/python -m bench.store2_bench                # 200k messages, 256 MiB recovery, ~1-2 min
-    .venv/bin/python -m bench.store2_bench --quick        # smoke run, well under 30 s
+    .venv/bin/python -m bench.store2_bench --quick        # smoke run (64 MiB segments), under 30 s
     .venv/bin/python -m bench.store2_bench --only recovery --recovery-mib 1024 --json rec.json
     .venv/bin/python -m bench.store2_bench --only dispatch --profile
     .venv/bin/python -m bench.store2_bench --help
@@ -125,11 +127,14 @@ class Profile:
 
     messages: int
     recovery_bytes: int
+    segment_size: int
     seconds: float
 
 
-FULL = Profile(200_000, 256 * MiB, 120.0)
-QUICK = Profile(20_000, 24 * MiB, 10.0)
+FULL = Profile(200_000, 256 * MiB, GiB, 120.0)
+# Smaller segments in the smoke run: every load reads the unused tail of its last segment, which
+# takes seconds for a 1 GiB segment (see the 1-message baseline in the recovery figures).
+QUICK = Profile(20_000, 24 * MiB, 64 * MiB, 10.0)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -138,7 +143,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Measure MessageStore dispatch, get_message and recovery throughput.",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="small sizes for a smoke run (20,000 messages, 24 MiB recovery log)"
+        "--quick",
+        action="store_true",
+        help="small sizes for a smoke run (20,000 messages, 24 MiB recovery log, 64 MiB segments)",
     )
     parser.add_argument("--messages", type=int, help="messages in the dispatch/read workload (default 200000)")
     parser.add_argument("--body-size", type=parse_size, default=200, help="workload body size (default 200)")
@@ -148,7 +155,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--recovery-body-size", type=parse_size, default=1024, help="recovery store body size (default 1KiB)"
     )
-    parser.add_argument("--segment-size", type=parse_size, default=GiB, help="CommitLog segment size (default 1GiB)")
+    parser.add_argument(
+        "--segment-size", type=parse_size, help="CommitLog segment size (default 1GiB; 64MiB with --quick)"
+    )
     parser.add_argument(
         "--seconds", type=float, help="time bound of every loop, in seconds (default 120; 10 with --quick)"
     )
@@ -171,6 +180,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.messages = profile.messages if args.messages is None else args.messages
     args.recovery_bytes = profile.recovery_bytes if args.recovery_mib is None else args.recovery_mib * MiB
     args.seconds = profile.seconds if args.seconds is None else args.seconds
+    args.segment_size = profile.segment_size if args.segment_size is None else args.segment_size
+    if args.segment_size < 4096:
+        parser.error("--segment-size must be at least 4096")
     if args.messages <= 0 or args.recovery_bytes <= 0 or args.seconds <= 0:
         parser.error("--messages, --recovery-mib and --seconds must be positive")
     if not 1 <= args.body_size <= 1 << 20 or not 1 <= args.recovery_body_size <= 1 << 20:
@@ -642,6 +654,7 @@ def run_all_reads(source: Built, seconds: float, profiler: Profiler) -> tuple[li
 
 @dataclasses.dataclass
 class RecoveryResult:
+    store: str  # main | baseline (one message)
     case: str  # normal | abnormal
     cache: str  # warm | cold
     log_bytes: int = 0
@@ -716,10 +729,8 @@ def make_abnormal(root: Path) -> None:
     AbortFile(root).create()
 
 
-def run_recovery(
-    case: str, cache: str, built: Built, profiler: Profiler
-) -> RecoveryResult:
-    result = RecoveryResult(case, cache, log_bytes=built.log_bytes)
+def run_recovery(store_name: str, case: str, cache: str, built: Built, profiler: Profiler, profile: bool) -> RecoveryResult:
+    result = RecoveryResult(store_name, case, cache, log_bytes=built.log_bytes)
     root = built.root
     if case == "abnormal":
         make_abnormal(root)
@@ -727,7 +738,6 @@ def run_recovery(
         evict_page_cache(root)
     result.resident_before = resident_bytes(root)
     store = MessageStore(built.config)
-    profile = case == "abnormal" and cache == "warm"
     try:
         with profiler.section("recovery abnormal warm: load()", enabled=profile):
             began = time.perf_counter()
@@ -757,18 +767,33 @@ def run_recovery(
 
 def describe_recovery(r: RecoveryResult) -> str:
     if r.error and not r.load_seconds:
-        return f"{r.case} {r.cache}: ERROR {r.error}"
+        return f"{r.store} {r.case} {r.cache}: ERROR {r.error}"
     text = (
-        f"{r.case} {r.cache}: load {r.load_seconds:.2f} s, start {r.start_seconds:.2f} s,"
+        f"{r.store} {r.case} {r.cache}: load {r.load_seconds:.2f} s, start {r.start_seconds:.2f} s,"
         f" {r.s_per_gib:.2f} s/GiB, {r.mb_per_s:,.1f} MB/s; {r.messages_scanned:,} scanned,"
         f" {r.redispatched_messages:,} re-dispatched; shutdown {r.shutdown_seconds:.2f} s"
     )
     return text + (f" ERROR {r.error}" if r.error else "")
 
 
-def run_all_recovery(built: Built, args: argparse.Namespace, profiler: Profiler) -> list[RecoveryResult]:
+def run_all_recovery(
+    built: Built, args: argparse.Namespace, run_dir: Path, profiler: Profiler
+) -> tuple[list[RecoveryResult], Built]:
+    """The main store's cases, then the same (warm) on a store of one message with the same
+    segment size: what a load costs whatever the log's size."""
     caches = ("warm",) if args.no_cold else ("warm", "cold")
-    return [run_recovery(case, cache, built, profiler) for cache in caches for case in ("normal", "abnormal")]
+    results = [
+        run_recovery("main", case, cache, built, profiler, profile=(case, cache) == ("abnormal", "warm"))
+        for cache in caches
+        for case in ("normal", "abnormal")
+    ]
+    root = run_dir / "baseline"
+    baseline = build_store(
+        "baseline store", root, store_config(root, args), args.recovery_body_size, 1, 1 << 62, args.seconds
+    )
+    results += [run_recovery("baseline", case, "warm", baseline, profiler, False) for case in ("normal", "abnormal")]
+    shutil.rmtree(root, ignore_errors=True)
+    return results, baseline
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -911,9 +936,19 @@ def print_reads(results: list[ReadResult]) -> None:
 
 
 RECOVERY_COLUMNS = (
-    ("shutdown", 8), ("cache", 5), ("log MiB", 7), ("cached MiB", 10), ("load s", 6), ("start s", 7),
-    ("s/GiB", 6), ("MB/s", 7), ("CRC from", 8), ("scanned", 8), ("dispatched", 10), ("close s", 7),
+    ("store", 8), ("shutdown", 8), ("cache", 5), ("log MiB", 7), ("cached MiB", 10), ("load s", 6), ("start s", 7),
+    ("s/GiB", 6), ("net s/GiB", 9), ("MB/s", 7), ("CRC from", 8), ("scanned", 8), ("dispatched", 10), ("close s", 7),
 )
+
+
+def net_s_per_gib(r: RecoveryResult, results: list[RecoveryResult]) -> float | None:
+    """(load + start - the 1-message store's load + start in the same case) / log GiB."""
+    base = next(
+        (b for b in results if b.store == "baseline" and b.case == r.case and not b.error and b.load_seconds), None
+    )
+    if r.store == "baseline" or base is None or not r.log_bytes:
+        return None
+    return (r.total_seconds - base.total_seconds) / (r.log_bytes / GiB)
 
 
 def print_recovery(results: list[RecoveryResult], built: Built) -> None:
@@ -922,22 +957,30 @@ def print_recovery(results: list[RecoveryResult], built: Built) -> None:
     )
     rows = []
     for r in results:
-        head = [r.case, r.cache]
+        head = [r.store, r.case, r.cache]
         if r.error and not r.load_seconds:
             rows.append(head + [f"ERROR {r.error}"])
             continue
         cached = "?" if r.resident_before is None else f"{r.resident_before / MiB:,.1f}"
+        net = net_s_per_gib(r, results)
+        main = r.store == "main"
         rows.append(head + [
             f"{r.log_bytes / MiB:,.1f}", cached, f"{r.load_seconds:.2f}", f"{r.start_seconds:.2f}",
-            f"{r.s_per_gib:.2f}", f"{r.mb_per_s:,.1f}", f"{r.crc_from:,}", f"{r.messages_scanned:,}",
+            f"{r.s_per_gib:.2f}" if main else "-", "-" if net is None else f"{net:.2f}",
+            f"{r.mb_per_s:,.1f}" if main else "-", f"{r.crc_from:,}", f"{r.messages_scanned:,}",
             f"{r.redispatched_messages:,}", f"{r.shutdown_seconds:.2f}",
         ] + ([f"ERROR {r.error}"] if r.error else []))
-    for line in format_table(RECOVERY_COLUMNS, rows, left=2):
+    for line in format_table(RECOVERY_COLUMNS, rows, left=3):
         print(line)
     segments = max(1, -(-built.end_offset // built.config.mapped_file_size_commit_log))
     print(
-        f"  {built.messages:,} messages in {segments} segment(s) of {size_label(built.config.mapped_file_size_commit_log)};"
-        " cached MiB = the store's files in the page cache at load (fincore); close s = shutdown() (flushes, not in s/GiB)"
+        f"  main: {built.messages:,} messages in {segments} segment(s) of"
+        f" {size_label(built.config.mapped_file_size_commit_log)}; baseline: 1 message, same segment size;"
+        " net s/GiB = s/GiB after subtracting the baseline's load + start"
+    )
+    print(
+        "  cached MiB = the store's files in the page cache at load (fincore);"
+        " close s = shutdown() (flushes; not in s/GiB)"
     )
     print(
         "  normal recovery CRC-checks from the flushed offset's segment, at most 3 segments back:"
@@ -1014,7 +1057,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.recovery_bytes // args.recovery_body_size + 1, args.recovery_bytes, args.seconds,
             )
             builds.append(recovery_store)
-            recovery = run_all_recovery(recovery_store, args, profiler)
+            recovery, baseline = run_all_recovery(recovery_store, args, run_dir, profiler)
+            builds.append(baseline)
     except BenchError as exc:
         progress(f"store2_bench: ERROR {exc}")
         failed = True
@@ -1060,7 +1104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "reads_store_open_seconds": reads_open_s,
             "recovery": [
                 dataclasses.asdict(r)
-                | {"total_seconds": r.total_seconds, "s_per_gib": r.s_per_gib, "mb_per_s": r.mb_per_s}
+                | {
+                    "total_seconds": r.total_seconds,
+                    "s_per_gib": r.s_per_gib,
+                    "net_s_per_gib": net_s_per_gib(r, recovery),
+                    "mb_per_s": r.mb_per_s,
+                }
                 for r in recovery
             ],
             "profiles": {

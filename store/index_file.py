@@ -253,6 +253,21 @@ def _check_geometry(hash_slot_num: int, index_num: int) -> int:
 # One file
 
 
+_RESERVE_STEP = 1 << 20
+
+
+def _reserve(fd: int, offset: int, length: int) -> int:
+    """Reserve blocks for [offset, offset + length); return the new reserved end. OSError
+    (ENOSPC) when the disk is full, before anything is written there."""
+    if length > 0:
+        try:
+            os.posix_fallocate(fd, offset, length)
+        except OSError as exc:
+            if exc.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: the filesystem cannot reserve
+                raise
+    return offset + max(length, 0)
+
+
 class IndexFile:
     """One memory-mapped IndexFile. The header fields live both in the mapping and in attributes:
     readers use the attributes, which only change after the bytes they describe are written."""
@@ -271,6 +286,9 @@ class IndexFile:
         self.hash_slot_count = header.hash_slot_count
         self.index_count = header.index_count
         self._dirty = True  # not known durable until the first flush
+        # Blocks are reserved up to here; a mapped write beyond reserved blocks on a full disk
+        # would be SIGBUS. Reopened files are taken as reserved up to their last entry.
+        self._reserved_end = entry_position(hash_slot_num, max(1, header.index_count))
         self._pin_lock = threading.Lock()
         self._pins = 0
         self._available = True
@@ -306,12 +324,10 @@ class IndexFile:
         tmp = path.with_name(name + ".tmp")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except OSError as exc:
-                if exc.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: the filesystem cannot reserve
-                    raise
-                os.ftruncate(fd, size)
+            os.ftruncate(fd, size)
+            # Header and slots are reserved now; entries as they come (`_reserve_entries`): a
+            # default file is 420 MB, most of it entries that a quiet broker never writes.
+            _reserve(fd, 0, entry_position(hash_slot_num, 1))
             os.pwrite(fd, encode_header(header), 0)
             os.fsync(fd)
             os.rename(tmp, path)
@@ -432,6 +448,11 @@ class IndexFile:
             if not (0 <= phy_offset <= INT64_MAX and INT64_MIN <= store_timestamp_ms <= INT64_MAX):
                 raise ValueError(f"phy_offset {phy_offset} / store timestamp {store_timestamp_ms} out of range")
             buf = self._buf
+            entry_pos = entry_position(self.hash_slot_num, count)
+            if entry_pos + INDEX_ENTRY_SIZE > self._reserved_end:
+                self._reserved_end = _reserve(
+                    self._fd, self._reserved_end, min(_RESERVE_STEP, self.file_size - self._reserved_end)
+                )
             hash_ = key_hash(key)
             slot_pos = slot_position(slot_of(hash_, self.hash_slot_num))
             prev = _I32.unpack_from(buf, slot_pos)[0]
@@ -442,7 +463,7 @@ class IndexFile:
             # (the previous file's end), then moves begin to this entry: the entry then reads as
             # later than it was stored. It becomes the begin, so its diff is 0 here.
             diff = 0 if first else time_diff_seconds(store_timestamp_ms, self.begin_timestamp)
-            _ENTRY.pack_into(buf, entry_position(self.hash_slot_num, count), hash_, phy_offset, diff, prev)
+            _ENTRY.pack_into(buf, entry_pos, hash_, phy_offset, diff, prev)
             _I32.pack_into(buf, slot_pos, count)
             if first:
                 self.begin_phy_offset = phy_offset

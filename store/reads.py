@@ -134,7 +134,7 @@ class MessageReader:
             if message.topic == topic and (key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key):
                 found.append(message)
         return QueryMessageResult(
-            tuple(found), self._index.last_update_timestamp(), self._index.last_update_phy_offset()
+            tuple(found), self._index.last_update_timestamp, self._index.last_update_phy_offset
         )
 
     def view_message_by_id(self, msg_id: str) -> MessageExt:

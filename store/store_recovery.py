@@ -65,8 +65,11 @@ def recover_store(
     queue.load()
     queues_on_disk = consume_queues.load()
     consume_queues.recover()
+    reindex_from = None
     if index is not None:
-        index.load(last_exit_ok=not abnormal, index_msg_timestamp=state.index_msg_timestamp if checkpoint.trusted else 0)
+        reindex_from = index.load(
+            last_exit_ok=not abnormal, index_msg_timestamp=state.index_msg_timestamp if checkpoint.trusted else 0
+        )
 
     trusted = state.physic_flushed_offset if checkpoint.trusted and state.physic_flushed_offset else None
     starts = [f.file_from_offset for f in queue.files]
@@ -76,6 +79,9 @@ def recover_store(
     if queues_on_disk == 0:
         logics = min_offset  # no queue files at all (e.g. copied from elsewhere): rebuild them all
     dispatch_from = max(min_offset, logics)
+    if reindex_from is not None:
+        # IndexFiles dropped at load are rebuilt by re-dispatch; queue puts it repeats are no-ops.
+        dispatch_from = max(min_offset, min(dispatch_from, reindex_from))
     walk_start = min(crc_start, _segment_start(starts, dispatch_from)) if starts else 0
 
     seen: dict[str, int] = {}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
 import os
 import queue
 import random
@@ -513,10 +514,10 @@ def test_queue_units_past_a_cut_commitlog_are_dropped(tmp_path):
                 GetMessageStatus.OFFSET_OVERFLOW_ONE,
                 GetMessageStatus.OFFSET_OVERFLOW_BADLY,
             )
-        # Put the lost messages again, in order, under new keys: same CommitLog and queue offsets
-        # (their sizes are unchanged), and the stale index entries at those offsets match nothing.
+        # Put the lost messages again, in order, under other keys of the same length: same sizes,
+        # so the same CommitLog and queue offsets, and the stale index entries there match nothing.
         for seq, old in zip(seqs[-lost:], results[-lost:]):
-            again = store.put_message(_with_keys(message_for(seq), f"again{seq}"))
+            again = store.put_message(_with_keys(message_for(seq), keys_for(seq).upper()))
             assert (again.status, again.wrote_offset, again.queue_offset) == (OK, old.wrote_offset, old.queue_offset)
         wait_dispatched(store)
         check_queues_point_into_log(store)
@@ -524,10 +525,260 @@ def test_queue_units_past_a_cut_commitlog_are_dropped(tmp_path):
         for seq in seqs[-lost:]:
             topic, _ = route_for(seq)
             assert store.query_message(topic, f"k{seq}").messages == ()
-            assert len(store.query_message(topic, f"again{seq}").messages) == 1
+            assert len(store.query_message(topic, f"K{seq}").messages) == 1
     finally:
         store.shutdown()
 
 
 def _with_keys(msg: Message, keys: str) -> Message:
     return Message(msg.topic, msg.queue_id, msg.body, properties={**msg.properties, "KEYS": keys})
+
+
+# -- 2. delayed messages ------------------------------------------------------------------------------
+
+T0 = 1_700_000_000_000
+LEVEL_3_MS = 10_000  # the default messageDelayLevel's third level, "10s"
+LEVEL_18_MS = 2 * 3_600_000  # the highest default level, "2h"
+
+
+def delayed(body: bytes, level: str, key: str) -> Message:
+    return Message("DelayTopic", 1, body, properties={"DELAY": level, "KEYS": key, "TAGS": "tagD"})
+
+
+def real_queue_bodies(store: MessageStore) -> list[bytes]:
+    wait_dispatched(store)
+    result = store.get_message(GROUP, "DelayTopic", 1, 0, 64, 1 << 20)
+    if result.status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE:
+        return []
+    assert result.status is GetMessageStatus.FOUND, result.status
+    return [m.body for m in result.messages]
+
+
+# The schedule service's thread reads the same fake clock the store stamps messages with. Keeping
+# that clock before every due time means only the test's explicit deliver_due(now) calls can
+# deliver, so each call's count is exact; the thread still runs, and the service serialises its
+# rounds with ours, so it could not deliver twice even if it did find something due.
+
+
+@pytest.mark.timeout(60)
+def test_delayed_message_waits_in_schedule_topic_then_reaches_its_queue(tmp_path):
+    now = [T0]
+    with MessageStore(config(tmp_path / "store"), clock_ms=lambda: now[0]) as store:
+        first = store.put_message(delayed(b"ten seconds", "3", "d1"))
+        clamped = store.put_message(delayed(b"beyond the last level", "99", "d2"))
+        assert first.status is OK and clamped.status is OK
+        wait_dispatched(store)
+
+        # Stored under SCHEDULE_TOPIC_XXXX, queue level - 1, the real destination in properties.
+        held = store.read_message(first.wrote_offset)
+        assert (held.topic, held.queue_id) == (SCHEDULE_TOPIC, 2)
+        assert {k: held.properties.get(k) for k in ("DELAY", "REAL_TOPIC", "REAL_QID")} == {
+            "DELAY": "3", "REAL_TOPIC": "DelayTopic", "REAL_QID": "1",
+        }
+        unit = store.find_consume_queue(SCHEDULE_TOPIC, 2).get_units(0, 1)[0]
+        assert (unit.commit_log_offset, unit.tags_code) == (first.wrote_offset, T0 + LEVEL_3_MS)
+        # Level 99 is clamped to the highest level, 18 (queue 17), DELAY rewritten to match.
+        held = store.read_message(clamped.wrote_offset)
+        assert (held.topic, held.queue_id, held.properties["DELAY"]) == (SCHEDULE_TOPIC, 17, "18")
+        unit = store.find_consume_queue(SCHEDULE_TOPIC, 17).get_units(0, 1)[0]
+        assert (unit.commit_log_offset, unit.tags_code) == (clamped.wrote_offset, T0 + LEVEL_18_MS)
+
+        # Not visible in the real topic before it is due, neither by queue nor by key.
+        assert store.find_consume_queue("DelayTopic", 1) is None
+        assert store.max_queue_offset("DelayTopic", 1) == 0
+        assert real_queue_bodies(store) == []
+        assert store.query_message("DelayTopic", "d1").messages == ()
+        assert store.schedule.deliver_due(T0 + LEVEL_3_MS - 1) == 0
+        assert real_queue_bodies(store) == []
+
+        assert store.schedule.deliver_due(T0 + LEVEL_3_MS) == 1
+        assert real_queue_bodies(store) == [b"ten seconds"]
+        got = store.get_message(GROUP, "DelayTopic", 1, 0).messages[0]
+        assert (got.topic, got.queue_id, got.queue_offset, got.body) == ("DelayTopic", 1, 0, b"ten seconds")
+        assert "DELAY" not in got.properties
+        assert (got.properties["REAL_TOPIC"], got.properties["REAL_QID"]) == ("DelayTopic", "1")
+        assert (got.tags, got.keys) == ("tagD", "d1")
+        assert store.find_consume_queue("DelayTopic", 1).get_units(0, 1)[0].tags_code == tags_code("tagD")
+        assert [m.physical_offset for m in store.query_message("DelayTopic", "d1").messages] == [got.physical_offset]
+
+        # The clamped message is due two hours after its store time, not later.
+        assert store.schedule.deliver_due(T0 + LEVEL_18_MS - 1) == 0
+        assert store.schedule.deliver_due(T0 + LEVEL_18_MS) == 1
+        assert real_queue_bodies(store) == [b"ten seconds", b"beyond the last level"]
+        assert store.schedule.deliver_due(T0 + 100 * LEVEL_18_MS) == 0
+        assert real_queue_bodies(store) == [b"ten seconds", b"beyond the last level"]
+        check_queues_point_into_log(store)
+
+
+@pytest.mark.timeout(60)
+def test_delayed_delivery_is_exactly_once_across_a_clean_restart(tmp_path):
+    cfg = config(tmp_path / "store")
+    now = [T0]
+    with MessageStore(cfg, clock_ms=lambda: now[0]) as store:
+        for body in (b"a", b"b"):
+            assert store.put_message(delayed(body, "3", body.decode())).status is OK  # due at T0 + 10 s
+        now[0] = T0 + 5_000
+        for body in (b"c", b"d"):
+            assert store.put_message(delayed(body, "3", body.decode())).status is OK  # due at T0 + 15 s
+        wait_dispatched(store)
+        assert store.schedule.deliver_due(T0 + LEVEL_3_MS) == 2
+        assert real_queue_bodies(store) == [b"a", b"b"]
+    # The cursor went to disk at shutdown (everything is flushed by then).
+    assert read_json_offset_table(tmp_path / "store")["3"] == 2
+
+    with MessageStore(cfg, clock_ms=lambda: now[0]) as store:
+        assert not store.recovery.abnormal
+        assert store.schedule.offsets[3] == 2
+        assert real_queue_bodies(store) == [b"a", b"b"]
+        # Only the two undelivered ones are delivered; a and b are not delivered again.
+        assert store.schedule.deliver_due(T0 + 15_000) == 2
+        assert store.schedule.deliver_due(T0 + 100 * LEVEL_3_MS) == 0
+        assert Counter(real_queue_bodies(store)) == {b"a": 1, b"b": 1, b"c": 1, b"d": 1}
+
+    with MessageStore(cfg, clock_ms=lambda: now[0]) as store:
+        assert store.schedule.deliver_due(T0 + 100 * LEVEL_3_MS) == 0
+        assert real_queue_bodies(store) == [b"a", b"b", b"c", b"d"]
+        assert {k: len(store.query_message("DelayTopic", k).messages) for k in "abcd"} == dict.fromkeys("abcd", 1)
+
+
+def read_json_offset_table(root: Path) -> dict:
+    return json.loads((root / "config" / "delayOffset.json").read_text())["offsetTable"]
+
+
+# -- 3. retention ---------------------------------------------------------------------------------------
+
+HOUR_MS = 3_600_000
+RESERVED_MS = 72 * HOUR_MS  # fileReservedTime's default
+CQ_UNITS_PER_FILE = 64
+
+
+def next_delete_hour_ms(after_ms: int) -> int:
+    """The first 04:30 local time (deleteWhen's default hour, read in local time as RocketMQ
+    does) after `after_ms`."""
+    moment = datetime.fromtimestamp(after_ms / 1000)
+    candidate = moment.replace(hour=4, minute=30, second=0, microsecond=0)
+    if candidate <= moment:
+        candidate += timedelta(days=1)
+    ms = int(candidate.timestamp() * 1000)
+    assert datetime.fromtimestamp(ms / 1000).hour == 4
+    return ms
+
+
+@dataclass(frozen=True)
+class Put:
+    i: int
+    queue_id: int
+    queue_offset: int
+    offset: int
+
+
+def expected_min(puts: list[Put], queue_id: int, commit_log_min: int) -> int:
+    """RocketMQ's corrected ConsumeQueue min offset: the first unit whose message survived."""
+    return next(p.queue_offset for p in puts if p.queue_id == queue_id and p.offset >= commit_log_min)
+
+
+def cq_files(root: Path, queue_id: int) -> list[int]:
+    return sorted(int(name) for name in os.listdir(root / "consumequeue" / "RetainTopic" / str(queue_id)))
+
+
+def wait_cleaned(store: MessageStore, puts: list[Put], commit_log_min: int) -> None:
+    """A round deletes segments, then unlinks them, then corrects the queues: wait for the last."""
+
+    def done() -> bool:
+        return store.min_offset == commit_log_min and all(
+            store.min_queue_offset("RetainTopic", q) == expected_min(puts, q, commit_log_min) for q in range(3)
+        )
+
+    wait_until(done, f"retention to move the CommitLog to {commit_log_min} and correct the queues")
+
+
+def check_retained(store: MessageStore, root: Path, puts: list[Put], commit_log_min: int) -> None:
+    assert store.min_offset == commit_log_min
+    assert min(int(n) for n in os.listdir(root / "commitlog")) <= commit_log_min
+    assert next(store.iter_messages()).physical_offset == commit_log_min
+    for q in range(3):
+        new_min = expected_min(puts, q, commit_log_min)
+        assert store.min_queue_offset("RetainTopic", q) == new_min
+        # Below the queue's min, RocketMQ answers OFFSET_TOO_SMALL with nextBeginOffset = the min
+        # (a master's nextOffsetCorrection). MESSAGE_WAS_REMOVING is its answer only while a unit
+        # still points into a deleted segment, i.e. before CleanConsumeQueueService corrected the
+        # queue; here the correction is part of the same round, so that window is over.
+        for old in (0, new_min - 1):
+            result = store.get_message(GROUP, "RetainTopic", q, old)
+            assert (result.status, result.next_begin_offset, result.messages) == (
+                GetMessageStatus.OFFSET_TOO_SMALL, new_min, ()
+            ), (q, old, result)
+        result = store.get_message(GROUP, "RetainTopic", q, new_min, 4)
+        first = next(p for p in puts if p.queue_id == q and p.queue_offset == new_min)
+        assert result.status is GetMessageStatus.FOUND and result.messages[0].physical_offset == first.offset
+        # Files holding only deleted messages' units are gone; the first file left holds the min.
+        start_unit = cq_files(root, q)[0] // 20
+        assert start_unit <= new_min < start_unit + CQ_UNITS_PER_FILE, (q, cq_files(root, q), new_min)
+    for p in puts:
+        found = store.query_message("RetainTopic", f"r{p.i}").messages
+        if p.offset < commit_log_min:
+            assert found == (), f"r{p.i} at {p.offset} was deleted but a query returns it"
+        else:
+            assert [m.physical_offset for m in found] == [p.offset]
+
+
+@pytest.mark.timeout(60)
+def test_retention_deletes_expired_segments_at_delete_when(tmp_path):
+    root = tmp_path / "store"
+    cfg = config(
+        root, flush_disk_type="SYNC_FLUSH", mapped_file_size_consume_queue=CQ_UNITS_PER_FILE * 20
+    )
+    # Segment expiry compares real file modification times with the store's clock, which starts at
+    # the wall clock here and is then moved days ahead.
+    now = [int(time.time() * 1000)]
+    with MessageStore(cfg, clock_ms=lambda: now[0]) as store:
+        puts: list[Put] = []
+        i = 0
+        while len(store.queue.files) < 7 or store.max_offset - store.queue.files[-1].file_from_offset < 8 * 1100:
+            r = store.put_message(Message("RetainTopic", i % 3, b"%06d" % i + bytes(1000), properties={"KEYS": f"r{i}"}))
+            assert r.status is OK, r
+            puts.append(Put(i, i % 3, r.queue_offset, r.wrote_offset))
+            i += 1
+        wait_dispatched(store)
+        segments = store.queue.files
+        starts = [s.file_from_offset for s in segments]
+        assert all(len(cq_files(root, q)) >= 2 for q in range(3))
+
+        # Day 3 + 1 h, 04:30: every segment is expired except segment 3, touched an hour ago.
+        # Deletion stops at it: the CommitLog must stay contiguous.
+        first_round = next_delete_hour_ms(now[0] + RESERVED_MS + HOUR_MS)
+        touched_ns = (first_round - HOUR_MS) * 1_000_000
+        os.utime(segments[3].path, ns=(touched_ns, touched_ns))
+        now[0] = first_round
+        store.request_delete_files_now()
+        wait_cleaned(store, puts, starts[3])
+        assert [s.file_from_offset for s in store.queue.files] == starts[3:]
+        check_retained(store, root, puts, starts[3])
+
+        # Once segment 3 expires too, everything goes but the last segment, expired or not.
+        now[0] = next_delete_hour_ms(first_round - HOUR_MS + RESERVED_MS)
+        store.request_delete_files_now()
+        wait_cleaned(store, puts, starts[-1])
+        assert [s.file_from_offset for s in store.queue.files] == starts[-1:]
+        check_retained(store, root, puts, starts[-1])
+        # The store goes on taking and serving messages.
+        r = store.put_message(Message("RetainTopic", 0, b"after", properties={"KEYS": "after"}))
+        assert r.status is OK and r.queue_offset == store.max_queue_offset("RetainTopic", 0) - 1
+        wait_dispatched(store)
+        assert store.get_message(GROUP, "RetainTopic", 0, r.queue_offset).messages[0].body == b"after"
+        minimums = {q: store.min_queue_offset("RetainTopic", q) for q in range(3)}
+
+    with MessageStore(cfg, clock_ms=lambda: now[0]) as store:
+        assert not store.recovery.abnormal
+        assert {q: store.min_queue_offset("RetainTopic", q) for q in range(3)} == minimums
+        check_retained(store, root, puts, starts[-1])
+        assert store.query_message("RetainTopic", "after").messages[0].body == b"after"
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="the crash test's writer (internal)")
+    parser.add_argument("--writer", required=True)
+    parser.add_argument("--flush", required=True)
+    parser.add_argument("--first-seq", type=int, required=True)
+    args = parser.parse_args()
+    sys.exit(run_writer(args.writer, args.flush, args.first_seq))

@@ -197,6 +197,58 @@ def test_many_topics_and_queues_read_back_exactly(tmp_path):
         assert [m.physical_offset for m in store.iter_messages()] == [r.wrote_offset for r in all_puts]
 
 
+def test_consumers_read_while_producers_put_across_consume_queue_files(tmp_path):
+    # 100 units per ConsumeQueue file: a read stops at a file's end (RocketMQ's getIndexBuffer),
+    # so pages come short at each boundary and the next page starts in the next file.
+    cfg = config(tmp_path, mapped_file_size_consume_queue=100 * 20)
+    per_queue = 250
+    with MessageStore(cfg) as store:
+        expected: dict[int, list] = {0: [], 1: []}
+        got: dict[int, list] = {0: [], 1: []}
+        short_pages: dict[int, int] = {0: 0, 1: 0}
+
+        def producer(queue_id):
+            for i in range(per_queue):
+                expected[queue_id].append(put_ok(store, Message("LiveTopic", queue_id, f"{queue_id}:{i}".encode())))
+
+        def consumer(queue_id):
+            # Reads race the dispatcher: the end of the queue moves under the consumer, who waits
+            # there and retries, as a long-polling pull does: OFFSET_OVERFLOW_ONE, or before the
+            # first unit NO_MATCHED_LOGIC_QUEUE, then NO_MESSAGE_IN_QUEUE (the dispatcher registers
+            # the queue just before writing its first unit).
+            offset = 0
+            deadline = time.monotonic() + 20
+            while offset < per_queue:
+                assert time.monotonic() < deadline, f"consumer {queue_id} stuck at {offset}"
+                r = store.get_message(GROUP, "LiveTopic", queue_id, offset, 32)
+                if r.status in (OVERFLOW_ONE, NO_QUEUE, EMPTY_QUEUE):
+                    time.sleep(0.001)
+                    continue
+                assert r.status is FOUND, r
+                assert [m.queue_offset for m in r.messages] == list(range(offset, offset + len(r.messages)))
+                if len(r.messages) < 32 and r.next_begin_offset % 100 == 0 and r.next_begin_offset < r.max_offset:
+                    short_pages[queue_id] += 1
+                got[queue_id].extend(r.messages)
+                offset = r.next_begin_offset
+
+        run_threads([lambda: producer(0), lambda: producer(1), lambda: consumer(0), lambda: consumer(1)])
+        for q in (0, 1):
+            assert [m.physical_offset for m in got[q]] == [r.wrote_offset for r in expected[q]]
+            assert [m.body for m in got[q]] == [f"{q}:{i}".encode() for i in range(per_queue)]
+            assert len(store.find_consume_queue("LiveTopic", q).file_names) == 3
+        # Once everything is in, paging by 32 meets the file ends at 100 and 200 with short pages.
+        r = store.get_message(GROUP, "LiveTopic", 0, 96, 32)
+        assert ([m.queue_offset for m in r.messages], r.next_begin_offset) == ([96, 97, 98, 99], 100)
+        r = store.get_message(GROUP, "LiveTopic", 0, 100, 32)
+        assert (r.messages[0].queue_offset, r.next_begin_offset) == (100, 132)
+        # Reads by time search across the files too.
+        for q in (0, 1):
+            for i in (0, 99, 100, 150, 249):
+                ts = expected[q][i].store_timestamp_ms
+                at = store.get_offset_in_queue_by_time("LiveTopic", q, ts)
+                assert at <= i and expected[q][at].store_timestamp_ms == ts
+
+
 def test_reads_survive_a_clean_restart(tmp_path):
     cfg = config(tmp_path)
     with MessageStore(cfg) as store:
@@ -282,7 +334,10 @@ def test_retention_message_was_removing_then_offset_too_small(tmp_path):
     cfg = config(tmp_path, flush_disk_type="SYNC_FLUSH")
     with MessageStore(cfg, clock_ms=clock) as store:
         early = [put_ok(store, Message(topic, 2, b"gone" * 10)) for _ in range(3)]  # queue 2: all expire
-        puts = [put_ok(store, Message(topic, 0, bytes([i % 251]) * 300, properties={"TAGS": "TagA"})) for i in range(400)]
+        puts = [
+            put_ok(store, Message(topic, 0, bytes([i % 251]) * 300, properties={"TAGS": "TagA", "KEYS": f"r{i}"}))
+            for i in range(400)
+        ]
         late = [put_ok(store, Message(topic, 1, b"late")) for _ in range(5)]  # queue 1: in the last segment
         wait_dispatched(store)
         assert len(store.queue.files) >= 3
@@ -312,6 +367,11 @@ def test_retention_message_was_removing_then_offset_too_small(tmp_path):
         assert store.min_queue_offset(topic, 0) == 0  # not corrected yet
         with pytest.raises(CorruptMessage):
             store.read_message(puts[0].wrote_offset)
+        with pytest.raises(CorruptMessage):
+            store.view_message_by_id(puts[0].msg_id)
+        # The index still names the deleted message; the query skips what is gone.
+        assert store.query_message(topic, "r0").messages == ()
+        assert [m.physical_offset for m in store.query_message(topic, "r399").messages] == [puts[399].wrote_offset]
 
         offset, removing = 0, 0
         while True:
@@ -367,6 +427,15 @@ def test_retention_message_was_removing_then_offset_too_small(tmp_path):
         assert store.get_offset_in_queue_by_time(topic, 0, 0) == cq_min
         # Puts go on with the next queue offset.
         assert put_ok(store, Message(topic, 0, b"after")).queue_offset == 400
+
+    # A restart finds the same mins (recovery corrects the queues against the CommitLog's start).
+    with MessageStore(cfg, clock_ms=clock) as store:
+        wait_dispatched(store)
+        small = store.get_message(GROUP, topic, 0, 0)
+        assert (small.status, small.next_begin_offset, small.max_offset) == (TOO_SMALL, cq_min, 401)
+        assert store.get_message(GROUP, topic, 2, 0).status is TOO_SMALL
+        assert [m.queue_offset for m in read_queue(store, topic, 0, start=cq_min)] == list(range(cq_min, 401))
+        assert store.consumer_offsets.query_offset(GROUP, topic, 0) == cq_min
 
 
 # -- 3. tag filtering and limits -----------------------------------------------------------------------
