@@ -129,12 +129,13 @@ class Profile:
     recovery_bytes: int
     segment_size: int
     seconds: float
+    trials: int
 
 
-FULL = Profile(200_000, 256 * MiB, GiB, 120.0)
+FULL = Profile(200_000, 256 * MiB, GiB, 120.0, 3)
 # Smaller segments in the smoke run: every load reads the unused tail of its last segment, which
 # takes seconds for a 1 GiB segment (see the 1-message baseline in the recovery figures).
-QUICK = Profile(20_000, 24 * MiB, 64 * MiB, 10.0)
+QUICK = Profile(20_000, 24 * MiB, 64 * MiB, 10.0, 1)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -161,6 +162,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--seconds", type=float, help="time bound of every loop, in seconds (default 120; 10 with --quick)"
     )
+    parser.add_argument("--trials", type=int, help="rounds of the dispatch variants (default 3; 1 with --quick)")
     parser.add_argument(
         "--only", help=f"run only these sections, comma-separated: {','.join(SECTIONS)} (default: all)"
     )
@@ -181,6 +183,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.recovery_bytes = profile.recovery_bytes if args.recovery_mib is None else args.recovery_mib * MiB
     args.seconds = profile.seconds if args.seconds is None else args.seconds
     args.segment_size = profile.segment_size if args.segment_size is None else args.segment_size
+    args.trials = profile.trials if args.trials is None else args.trials
+    if args.trials <= 0:
+        parser.error("--trials must be positive")
     if args.segment_size < 4096:
         parser.error("--segment-size must be at least 4096")
     if args.messages <= 0 or args.recovery_bytes <= 0 or args.seconds <= 0:
@@ -363,6 +368,7 @@ class DispatchResult:
     index_files: int = 0
     stop: str = ""
     error: str = ""
+    trials_msgs_per_s: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def msgs_per_s(self) -> float:
@@ -414,7 +420,7 @@ def index_consumer(index: IndexService) -> Callable[[DispatchRequest], None]:
 
 
 def run_dispatch(
-    variant: DispatchVariant, source: Built, run_dir: Path, seconds: float, profiler: Profiler
+    variant: DispatchVariant, source: Built, run_dir: Path, seconds: float, profiler: Profiler, profile: bool
 ) -> DispatchResult:
     result = DispatchResult(variant.name)
     config = source.config
@@ -442,7 +448,7 @@ def run_dispatch(
         label = f"dispatch {variant.name}"
         dispatched = 0
         stop = "count"
-        with profiler.section(f"dispatch {variant.name}", enabled=variant.index):
+        with profiler.section(f"dispatch {variant.name}", enabled=profile):
             began = time.perf_counter()
             deadline = began + seconds
             next_report = began + PROGRESS_EVERY_S
@@ -485,8 +491,31 @@ def run_dispatch(
         if index is not None:
             index.close()
         shutil.rmtree(root, ignore_errors=True)
-    progress(f"[dispatch] {describe_dispatch(result)}")
     return result
+
+
+def run_all_dispatch(
+    source: Built, args: argparse.Namespace, run_dir: Path, profiler: Profiler
+) -> list[DispatchResult]:
+    """--trials rounds of every variant, interleaved (a slow spell of a shared machine does not
+    land on one variant only); per variant, the median trial by msgs/s with every trial's rate."""
+    trials: dict[str, list[DispatchResult]] = {v.name: [] for v in DISPATCH_VARIANTS}
+    for n in range(args.trials):
+        for variant in DISPATCH_VARIANTS:
+            profile = n == 0 and variant.index
+            result = run_dispatch(variant, source, run_dir, args.seconds, profiler, profile)
+            progress(f"[dispatch {n + 1}/{args.trials}] {describe_dispatch(result)}")
+            trials[variant.name].append(result)
+    chosen = []
+    for runs in trials.values():
+        failed = [r for r in runs if r.error]
+        if failed:
+            chosen.append(failed[0])
+            continue
+        median = sorted(runs, key=lambda r: r.msgs_per_s)[len(runs) // 2]
+        median.trials_msgs_per_s = [r.msgs_per_s for r in runs]
+        chosen.append(median)
+    return chosen
 
 
 def describe_dispatch(r: DispatchResult) -> str:
@@ -768,9 +797,10 @@ def run_recovery(store_name: str, case: str, cache: str, built: Built, profiler:
 def describe_recovery(r: RecoveryResult) -> str:
     if r.error and not r.load_seconds:
         return f"{r.store} {r.case} {r.cache}: ERROR {r.error}"
+    rates = f" {r.s_per_gib:.2f} s/GiB, {r.mb_per_s:,.1f} MB/s;" if r.store == "main" else ""
     text = (
         f"{r.store} {r.case} {r.cache}: load {r.load_seconds:.2f} s, start {r.start_seconds:.2f} s,"
-        f" {r.s_per_gib:.2f} s/GiB, {r.mb_per_s:,.1f} MB/s; {r.messages_scanned:,} scanned,"
+        f"{rates} {r.messages_scanned:,} scanned,"
         f" {r.redispatched_messages:,} re-dispatched; shutdown {r.shutdown_seconds:.2f} s"
     )
     return text + (f" ERROR {r.error}" if r.error else "")
@@ -855,16 +885,26 @@ def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
         if not args.no_cold
         else "               indexMsgTimestamp 0; cache warm only (--no-cold)"
     )
-    print(f"  bounds       every loop stops at its count or after {args.seconds:g} s")
+    print(
+        f"  bounds       every loop stops at its count or after {args.seconds:g} s;"
+        f" dispatch runs {args.trials} trial(s) per variant, interleaved"
+    )
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"  load avg     {load} (1, 5, 15 min) at start: other work on the machine skews every figure")
     print("  units        MB = 10^6 bytes of CommitLog records; msgs/s over the timed loop; s/GiB = (load + start) / log GiB")
     print()
 
 
-def format_table(columns: Sequence[tuple[str, int]], rows: list[list[str]], left: int = 1) -> list[str]:
-    """Fixed-width columns, the first `left` ones left-aligned; extra cells (an error) trail."""
+def format_table(
+    columns: Sequence[tuple[str, int]], rows: list[list[str]], left: int = 1, last_left: bool = False
+) -> list[str]:
+    """Fixed-width columns, the first `left` ones (and the last with `last_left`) left-aligned,
+    the others right-aligned; extra cells (an error) trail."""
+    last = len(columns) - 1
+
     def line(cells: list[str]) -> str:
         shown = [
-            cell.ljust(width) if i < left else cell.rjust(width)
+            cell.ljust(width) if i < left or (last_left and i == last) else cell.rjust(width)
             for i, (cell, (_, width)) in enumerate(zip(cells, columns))
         ]
         return ("  " + "  ".join(shown + cells[len(columns):])).rstrip()
@@ -876,7 +916,7 @@ def print_builds(builds: list[Built], reads_open_s: float | None) -> None:
     print("Stores written (puts untimed here; see bench/store_bench.py)")
     for b in builds:
         print(
-            f"  {b.label:<16} {b.messages:>9,} messages, {b.log_bytes / MiB:8,.1f} MiB CommitLog"
+            f"  {b.label:<16} {b.messages:>9,} message(s), {b.log_bytes / MiB:8,.1f} MiB CommitLog"
             f" ({b.record_size:,.0f} B per record), put in {b.put_seconds:.1f} s, clean shutdown"
             f" {b.shutdown_seconds:.1f} s, stop: {b.stop}"
         )
@@ -887,20 +927,20 @@ def print_builds(builds: list[Built], reads_open_s: float | None) -> None:
 
 DISPATCH_COLUMNS = (
     ("consumers", 10), ("messages", 9), ("MB", 7), ("seconds", 7), ("msgs/s", 8), ("MB/s", 6),
-    ("us/msg", 6), ("flush s", 7), ("units", 8), ("idx entries", 11), ("stop", 5),
+    ("us/msg", 6), ("flush s", 7), ("units", 8), ("idx entries", 11), ("stop", 5), ("trials msgs/s", 13),
 )
 
 
 def print_dispatch(results: list[DispatchResult]) -> None:
-    print("1. Dispatch: CommitLog -> ConsumeQueue (+ IndexFile), one thread")
+    print("1. Dispatch: CommitLog -> ConsumeQueue (+ IndexFile), one thread; the median of the trials by msgs/s")
     rows = []
     for r in results:
         rows.append([
             r.variant, f"{r.messages:,}", f"{r.log_bytes / MB:,.1f}", f"{r.seconds:.2f}", f"{r.msgs_per_s:,.0f}",
             f"{r.mb_per_s:,.1f}", f"{r.us_per_msg:.1f}", f"{r.flush_seconds:.2f}", f"{r.queue_units:,}",
-            f"{r.index_entries:,}", r.stop,
+            f"{r.index_entries:,}", r.stop, " ".join(f"{v:,.0f}" for v in r.trials_msgs_per_s),
         ] + ([f"ERROR {r.error}"] if r.error else []))
-    for line in format_table(DISPATCH_COLUMNS, rows):
+    for line in format_table(DISPATCH_COLUMNS, rows, last_left=True):
         print(line)
     by_name = {r.variant: r for r in results if not r.error and r.messages}
     parse, cq, full = by_name.get("parse only"), by_name.get("cq only"), by_name.get("cq+index")
@@ -1045,8 +1085,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             builds.append(workload)
             if "dispatch" in args.sections:
-                for variant in DISPATCH_VARIANTS:
-                    dispatch.append(run_dispatch(variant, workload, run_dir, args.seconds, profiler))
+                dispatch = run_all_dispatch(workload, args, run_dir, profiler)
             if "reads" in args.sections:
                 reads, reads_open_s = run_all_reads(workload, args.seconds, profiler)
             shutil.rmtree(root, ignore_errors=True)
@@ -1086,6 +1125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "recovery_body_size": args.recovery_body_size,
                 "segment_size": args.segment_size,
                 "seconds": args.seconds,
+                "trials": args.trials,
                 "cold": not args.no_cold,
                 "profile": args.profile,
             },

@@ -121,7 +121,30 @@ class GroupCommitService(ServiceThread):
         self._on_flushed(flushed)
 
 
-class FlushRealTimeService(ServiceThread):
+class _PagedService(ServiceThread):
+    """A round every `interval_ms` that works on at least `least_pages` dirty pages, and on every
+    dirty page once per `thorough_interval_ms` (RocketMQ's flush and commit services)."""
+
+    def __init__(self, queue: MappedFileQueue, interval_ms: int, least_pages: int, thorough_interval_ms: int, clock: Clock):
+        super().__init__()
+        self._queue = queue
+        self._interval_s = interval_ms / 1000
+        self._least_pages = least_pages
+        self._thorough_interval_ms = thorough_interval_ms
+        self._clock = clock
+        self._last_thorough_ms = clock()
+
+    def _next_round_least_pages(self) -> int:
+        """Wait for the next round; the least pages it works on (0: everything)."""
+        self.wait_for_running(self._interval_s)
+        now = self._clock()
+        if now - self._last_thorough_ms >= self._thorough_interval_ms:
+            self._last_thorough_ms = now
+            return 0
+        return self._least_pages
+
+
+class FlushRealTimeService(_PagedService):
     name = "flush-real-time"
 
     def __init__(
@@ -134,23 +157,12 @@ class FlushRealTimeService(ServiceThread):
         on_error: Callable[[BaseException], None],
         clock: Clock = wall_clock_ms,
     ) -> None:
-        super().__init__()
-        self._queue = queue
-        self._interval_s = interval_ms / 1000
-        self._least_pages = least_pages
-        self._thorough_interval_ms = thorough_interval_ms
+        super().__init__(queue, interval_ms, least_pages, thorough_interval_ms, clock)
         self._on_flushed = on_flushed
         self._on_error = on_error
-        self._clock = clock
-        self._last_thorough_ms = clock()
 
     def run_once(self) -> None:
-        self.wait_for_running(self._interval_s)
-        now = self._clock()
-        least = self._least_pages
-        if now - self._last_thorough_ms >= self._thorough_interval_ms:
-            self._last_thorough_ms = now
-            least = 0
+        least = self._next_round_least_pages()
         before = self._queue.flushed_where
         try:
             while self._queue.flush(least):
@@ -170,7 +182,7 @@ class FlushRealTimeService(ServiceThread):
         self._on_flushed(self._queue.flushed_where)
 
 
-class CommitRealTimeService(ServiceThread):
+class CommitRealTimeService(_PagedService):
     name = "commit-real-time"
 
     def __init__(
@@ -182,14 +194,8 @@ class CommitRealTimeService(ServiceThread):
         flusher: ServiceThread,
         clock: Clock = wall_clock_ms,
     ) -> None:
-        super().__init__()
-        self._queue = queue
-        self._interval_s = interval_ms / 1000
-        self._least_pages = least_pages
-        self._thorough_interval_ms = thorough_interval_ms
+        super().__init__(queue, interval_ms, least_pages, thorough_interval_ms, clock)
         self._flusher = flusher
-        self._clock = clock
-        self._last_thorough_ms = clock()
 
     def _commit(self, least: int) -> None:
         moved = False
@@ -199,13 +205,7 @@ class CommitRealTimeService(ServiceThread):
             self._flusher.wakeup()
 
     def run_once(self) -> None:
-        self.wait_for_running(self._interval_s)
-        now = self._clock()
-        least = self._least_pages
-        if now - self._last_thorough_ms >= self._thorough_interval_ms:
-            self._last_thorough_ms = now
-            least = 0
-        self._commit(least)
+        self._commit(self._next_round_least_pages())
 
     def on_stop(self) -> None:
         self._commit(0)

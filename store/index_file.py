@@ -53,7 +53,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from .codec import java_string_hash
-from .mapped_file import fsync_dir
+from .mapped_file import create_file_atomically, reserve_blocks
 from .message import TRANSACTION_ROLLBACK_TYPE, transaction_type
 
 log = logging.getLogger(__name__)
@@ -256,18 +256,6 @@ def _check_geometry(hash_slot_num: int, index_num: int) -> int:
 _RESERVE_STEP = 1 << 20
 
 
-def _reserve(fd: int, offset: int, length: int) -> int:
-    """Reserve blocks for [offset, offset + length); return the new reserved end. OSError
-    (ENOSPC) when the disk is full, before anything is written there."""
-    if length > 0:
-        try:
-            os.posix_fallocate(fd, offset, length)
-        except OSError as exc:
-            if exc.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: the filesystem cannot reserve
-                raise
-    return offset + max(length, 0)
-
-
 class IndexFile:
     """One memory-mapped IndexFile. The header fields live both in the mapping and in attributes:
     readers use the attributes, which only change after the bytes they describe are written."""
@@ -321,21 +309,11 @@ class IndexFile:
             begin_phy_offset=max(end_phy_offset, 0),
             end_phy_offset=max(end_phy_offset, 0),
         )
-        tmp = path.with_name(name + ".tmp")
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.ftruncate(fd, size)
-            # Header and slots are reserved now; entries as they come (`_reserve_entries`): a
-            # default file is 420 MB, most of it entries that a quiet broker never writes.
-            _reserve(fd, 0, entry_position(hash_slot_num, 1))
-            os.pwrite(fd, encode_header(header), 0)
-            os.fsync(fd)
-            os.rename(tmp, path)
-            fsync_dir(directory)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
+        # Header and slots are reserved now, entries as they come (`put_key`): a default file is
+        # 420 MB, most of it entries that a quiet broker never writes.
+        fd = create_file_atomically(
+            path, size, reserve=entry_position(hash_slot_num, 1), head=encode_header(header)
+        )
         index_file = cls(path, hash_slot_num, index_num, fd, header)
         index_file._dirty = False
         return index_file
@@ -450,7 +428,7 @@ class IndexFile:
             buf = self._buf
             entry_pos = entry_position(self.hash_slot_num, count)
             if entry_pos + INDEX_ENTRY_SIZE > self._reserved_end:
-                self._reserved_end = _reserve(
+                self._reserved_end = reserve_blocks(
                     self._fd, self._reserved_end, min(_RESERVE_STEP, self.file_size - self._reserved_end)
                 )
             hash_ = key_hash(key)

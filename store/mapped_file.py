@@ -16,6 +16,7 @@ concurrently with it, each reading positions that only grow. fdatasync releases 
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -37,6 +38,42 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def reserve_blocks(fd: int, offset: int, length: int) -> int:
+    """Reserve disk blocks for [offset, offset + length), so that a full disk fails here
+    (OSError ENOSPC) rather than as SIGBUS on a write through a mapping. Returns the new reserved
+    end. Filesystems that cannot reserve are left sparse."""
+    if length > 0:
+        try:
+            os.posix_fallocate(fd, offset, length)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+    return offset + max(length, 0)
+
+
+def create_file_atomically(path: Path, size: int, *, reserve: int, head: bytes = b"") -> int:
+    """Create `path` of `size` bytes (zeros but `head` at 0, the first `reserve` bytes' blocks
+    reserved) under a `.tmp` name, fsync it, rename it in place and fsync the directory: a crash
+    never leaves a short or half-initialised file under the real name. Returns an O_RDWR fd."""
+    if path.exists():
+        raise FileExistsError(f"{path} already exists")
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        reserve_blocks(fd, 0, reserve)
+        if head:
+            os.pwrite(fd, head, 0)
+        os.fsync(fd)
+        os.rename(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    return fd
 
 
 class MappedFile:
@@ -63,24 +100,7 @@ class MappedFile:
     def create(cls, directory: Path, file_from_offset: int, file_size: int, *, warm: bool = False) -> "MappedFile":
         """Create a new, zero-filled segment crash-safely. Raises OSError (e.g. ENOSPC)."""
         path = directory / segment_name(file_from_offset)
-        if path.exists():
-            raise FileExistsError(f"segment {path} already exists")
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            try:
-                os.posix_fallocate(fd, 0, file_size)
-            except OSError as exc:
-                if exc.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: the filesystem cannot reserve
-                    raise
-                os.ftruncate(fd, file_size)
-            os.fsync(fd)
-            os.rename(tmp, path)
-            fsync_dir(directory)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
+        fd = create_file_atomically(path, file_size, reserve=file_size)
         segment = cls(path, file_from_offset, file_size, fd)
         if warm:
             segment.warm()
