@@ -33,13 +33,14 @@ What it measures
                   dropped, and start() re-dispatches every message
        each with a warm page cache (a process crash) and a cold one (every file of the store
        evicted with posix_fadvise(DONTNEED) after a sync; a machine restart). Figures: seconds,
-       s/GiB extrapolated linearly from the log's size, MB/s. The same two cases (warm) then run
-       on a store of one message with the same segment size: what a load costs whatever the log's
-       size; "net s/GiB" subtracts it.
+       s/GiB extrapolated linearly from the log's size, MB/s. A load also looks for stray bytes
+       in the unused tail of the last segment (`store.recovery.last_nonzero_end`), a cost set by
+       the segment size rather than the log's: the time in that function is shown apart (it is
+       timed by wrapping it, when the store has it), and "s/GiB w/o tail" leaves it out.
 
-    With --profile, the ConsumeQueue + index dispatch, the single-thread unfiltered read and the
-    warm abnormal recovery (load, then start) run under cProfile, and the top functions by own time
-    are printed (those runs' figures include the profiler's overhead).
+    With --profile, the first ConsumeQueue + index dispatch, the single-thread unfiltered read and
+    the warm recoveries of the main store (load; start after an abnormal one) run under cProfile,
+    and the top functions by own time are printed (those runs' figures include its overhead).
 
 How to run (from the repository root)
     .venv/bin/python -m bench.store2_bench                # 200k messages, 256 MiB recovery, ~1-2 min
@@ -84,6 +85,7 @@ from bench.common import (
     size_label,
 )
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
+from store import recovery as commitlog_recovery
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import NO_QUEUE_OFFSET_TYPES
 from store.consume_queue import ConsumeQueueTable
@@ -134,7 +136,7 @@ class Profile:
 
 FULL = Profile(200_000, 256 * MiB, GiB, 120.0, 3)
 # Smaller segments in the smoke run: every load reads the unused tail of its last segment, which
-# takes seconds for a 1 GiB segment (see the 1-message baseline in the recovery figures).
+# takes seconds for a 1 GiB segment (the "tail s" of the recovery figures).
 QUICK = Profile(20_000, 24 * MiB, 64 * MiB, 10.0, 1)
 
 
@@ -683,12 +685,12 @@ def run_all_reads(source: Built, seconds: float, profiler: Profiler) -> tuple[li
 
 @dataclasses.dataclass
 class RecoveryResult:
-    store: str  # main | baseline (one message)
     case: str  # normal | abnormal
     cache: str  # warm | cold
     log_bytes: int = 0
     resident_before: int | None = None  # bytes of the store's files in the page cache at load
     load_seconds: float = 0.0
+    tail_seconds: float | None = None  # of load_seconds, in recovery.last_nonzero_end
     start_seconds: float = 0.0
     shutdown_seconds: float = 0.0
     crc_from: int = 0
@@ -708,6 +710,48 @@ class RecoveryResult:
     @property
     def mb_per_s(self) -> float:
         return self.log_bytes / self.total_seconds / MB if self.total_seconds else 0.0
+
+    @property
+    def s_per_gib_without_tail(self) -> float | None:
+        if self.tail_seconds is None or not self.log_bytes:
+            return None
+        return (self.total_seconds - self.tail_seconds) / (self.log_bytes / GiB)
+
+
+class FunctionTimer:
+    """Accumulates the time spent in `module.name` while active, by replacing the module
+    attribute with a timing wrapper (callers look it up at each call); `seconds` stays None when
+    the module has no such function (the store changed)."""
+
+    def __init__(self, module: object, name: str) -> None:
+        self._module = module
+        self._name = name
+        self._real: Callable | None = None
+        self.seconds: float | None = None
+        self.calls = 0
+
+    def __enter__(self) -> "FunctionTimer":
+        real = getattr(self._module, self._name, None)
+        if not callable(real):
+            return self
+        self._real = real
+        self.seconds = 0.0
+
+        def timed(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - began  # type: ignore[operator]
+                self.calls += 1
+
+        setattr(self._module, self._name, timed)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._real is not None:
+            setattr(self._module, self._name, self._real)
+            self._real = None
 
 
 def store_files(root: Path) -> list[Path]:
@@ -758,8 +802,8 @@ def make_abnormal(root: Path) -> None:
     AbortFile(root).create()
 
 
-def run_recovery(store_name: str, case: str, cache: str, built: Built, profiler: Profiler, profile: bool) -> RecoveryResult:
-    result = RecoveryResult(store_name, case, cache, log_bytes=built.log_bytes)
+def run_recovery(case: str, cache: str, built: Built, profiler: Profiler, profile: bool) -> RecoveryResult:
+    result = RecoveryResult(case, cache, log_bytes=built.log_bytes)
     root = built.root
     if case == "abnormal":
         make_abnormal(root)
@@ -768,15 +812,17 @@ def run_recovery(store_name: str, case: str, cache: str, built: Built, profiler:
     result.resident_before = resident_bytes(root)
     store = MessageStore(built.config)
     try:
-        with profiler.section("recovery abnormal warm: load()", enabled=profile):
-            began = time.perf_counter()
-            report = store.load()
-            loaded = time.perf_counter()
-        with profiler.section("recovery abnormal warm: start()", enabled=profile):
+        with profiler.section(f"recovery {case} {cache}: load()", enabled=profile):
+            with FunctionTimer(commitlog_recovery, "last_nonzero_end") as tail:
+                began = time.perf_counter()
+                report = store.load()
+                loaded = time.perf_counter()
+        with profiler.section(f"recovery {case} {cache}: start()", enabled=profile and case == "abnormal"):
             store.start()
             started = time.perf_counter()
         snapshot = store.stats_snapshot()
         result.load_seconds = loaded - began
+        result.tail_seconds = tail.seconds
         result.start_seconds = started - loaded
         result.crc_from = report.scan_start_offset
         result.messages_scanned = report.messages_scanned
@@ -796,34 +842,23 @@ def run_recovery(store_name: str, case: str, cache: str, built: Built, profiler:
 
 def describe_recovery(r: RecoveryResult) -> str:
     if r.error and not r.load_seconds:
-        return f"{r.store} {r.case} {r.cache}: ERROR {r.error}"
-    rates = f" {r.s_per_gib:.2f} s/GiB, {r.mb_per_s:,.1f} MB/s;" if r.store == "main" else ""
+        return f"{r.case} {r.cache}: ERROR {r.error}"
+    tail = "?" if r.tail_seconds is None else f"{r.tail_seconds:.2f}"
     text = (
-        f"{r.store} {r.case} {r.cache}: load {r.load_seconds:.2f} s, start {r.start_seconds:.2f} s,"
-        f"{rates} {r.messages_scanned:,} scanned,"
+        f"{r.case} {r.cache}: load {r.load_seconds:.2f} s (tail {tail} s), start {r.start_seconds:.2f} s,"
+        f" {r.s_per_gib:.2f} s/GiB, {r.mb_per_s:,.1f} MB/s; {r.messages_scanned:,} scanned,"
         f" {r.redispatched_messages:,} re-dispatched; shutdown {r.shutdown_seconds:.2f} s"
     )
     return text + (f" ERROR {r.error}" if r.error else "")
 
 
-def run_all_recovery(
-    built: Built, args: argparse.Namespace, run_dir: Path, profiler: Profiler
-) -> tuple[list[RecoveryResult], Built]:
-    """The main store's cases, then the same (warm) on a store of one message with the same
-    segment size: what a load costs whatever the log's size."""
+def run_all_recovery(built: Built, args: argparse.Namespace, profiler: Profiler) -> list[RecoveryResult]:
     caches = ("warm",) if args.no_cold else ("warm", "cold")
-    results = [
-        run_recovery("main", case, cache, built, profiler, profile=(case, cache) == ("abnormal", "warm"))
+    return [
+        run_recovery(case, cache, built, profiler, profile=cache == "warm")
         for cache in caches
         for case in ("normal", "abnormal")
     ]
-    root = run_dir / "baseline"
-    baseline = build_store(
-        "baseline store", root, store_config(root, args), args.recovery_body_size, 1, 1 << 62, args.seconds
-    )
-    results += [run_recovery("baseline", case, "warm", baseline, profiler, False) for case in ("normal", "abnormal")]
-    shutil.rmtree(root, ignore_errors=True)
-    return results, baseline
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -946,8 +981,8 @@ def print_dispatch(results: list[DispatchResult]) -> None:
     parse, cq, full = by_name.get("parse only"), by_name.get("cq only"), by_name.get("cq+index")
     if parse and cq and full:
         print(
-            f"  per message: walk + parse {parse.us_per_msg:.1f} us, ConsumeQueue +{cq.us_per_msg - parse.us_per_msg:.1f} us,"
-            f" IndexFile +{full.us_per_msg - cq.us_per_msg:.1f} us"
+            f"  per message: walk + parse {parse.us_per_msg:.1f} us, ConsumeQueue {cq.us_per_msg - parse.us_per_msg:+.1f} us,"
+            f" IndexFile {full.us_per_msg - cq.us_per_msg:+.1f} us (differences of medians; the CQ files' creation included)"
         )
     print()
 
@@ -976,50 +1011,39 @@ def print_reads(results: list[ReadResult]) -> None:
 
 
 RECOVERY_COLUMNS = (
-    ("store", 8), ("shutdown", 8), ("cache", 5), ("log MiB", 7), ("cached MiB", 10), ("load s", 6), ("start s", 7),
-    ("s/GiB", 6), ("net s/GiB", 9), ("MB/s", 7), ("CRC from", 8), ("scanned", 8), ("dispatched", 10), ("close s", 7),
+    ("shutdown", 8), ("cache", 5), ("log MiB", 7), ("cached MiB", 10), ("load s", 6), ("tail s", 6),
+    ("start s", 7), ("s/GiB", 6), ("w/o tail", 8), ("MB/s", 6), ("CRC from", 8), ("scanned", 8),
+    ("dispatched", 10), ("close s", 7),
 )
 
 
-def net_s_per_gib(r: RecoveryResult, results: list[RecoveryResult]) -> float | None:
-    """(load + start - the 1-message store's load + start in the same case) / log GiB."""
-    base = next(
-        (b for b in results if b.store == "baseline" and b.case == r.case and not b.error and b.load_seconds), None
-    )
-    if r.store == "baseline" or base is None or not r.log_bytes:
-        return None
-    return (r.total_seconds - base.total_seconds) / (r.log_bytes / GiB)
-
-
 def print_recovery(results: list[RecoveryResult], built: Built) -> None:
-    print(
-        "3. Recovery: MessageStore(cfg).load(), then start() (catch-up dispatch); s/GiB and MB/s over load + start"
-    )
+    print("3. Recovery: MessageStore(cfg).load(), then start() (catch-up dispatch); s/GiB and MB/s over load + start")
     rows = []
     for r in results:
-        head = [r.store, r.case, r.cache]
+        head = [r.case, r.cache]
         if r.error and not r.load_seconds:
             rows.append(head + [f"ERROR {r.error}"])
             continue
         cached = "?" if r.resident_before is None else f"{r.resident_before / MiB:,.1f}"
-        net = net_s_per_gib(r, results)
-        main = r.store == "main"
+        tail = "?" if r.tail_seconds is None else f"{r.tail_seconds:.2f}"
+        without = r.s_per_gib_without_tail
         rows.append(head + [
-            f"{r.log_bytes / MiB:,.1f}", cached, f"{r.load_seconds:.2f}", f"{r.start_seconds:.2f}",
-            f"{r.s_per_gib:.2f}" if main else "-", "-" if net is None else f"{net:.2f}",
-            f"{r.mb_per_s:,.1f}" if main else "-", f"{r.crc_from:,}", f"{r.messages_scanned:,}",
-            f"{r.redispatched_messages:,}", f"{r.shutdown_seconds:.2f}",
+            f"{r.log_bytes / MiB:,.1f}", cached, f"{r.load_seconds:.2f}", tail, f"{r.start_seconds:.2f}",
+            f"{r.s_per_gib:.2f}", "?" if without is None else f"{without:.2f}", f"{r.mb_per_s:,.1f}",
+            f"{r.crc_from:,}", f"{r.messages_scanned:,}", f"{r.redispatched_messages:,}", f"{r.shutdown_seconds:.2f}",
         ] + ([f"ERROR {r.error}"] if r.error else []))
-    for line in format_table(RECOVERY_COLUMNS, rows, left=3):
+    for line in format_table(RECOVERY_COLUMNS, rows, left=2):
         print(line)
-    segments = max(1, -(-built.end_offset // built.config.mapped_file_size_commit_log))
+    segment = built.config.mapped_file_size_commit_log
+    segments = max(1, -(-built.end_offset // segment))
+    tail = segments * segment - built.end_offset
     print(
-        f"  main: {built.messages:,} messages in {segments} segment(s) of"
-        f" {size_label(built.config.mapped_file_size_commit_log)}; baseline: 1 message, same segment size;"
-        " net s/GiB = s/GiB after subtracting the baseline's load + start"
+        f"  {built.messages:,} messages in {segments} segment(s) of {size_label(segment)}, {tail / MiB:,.0f} MiB unused"
+        " in the last; tail s = time in store.recovery.last_nonzero_end (the unused tail's scan), part of load s"
     )
     print(
-        "  cached MiB = the store's files in the page cache at load (fincore);"
+        "  w/o tail = s/GiB without tail s; cached MiB = the store's files in the page cache at load (fincore);"
         " close s = shutdown() (flushes; not in s/GiB)"
     )
     print(
@@ -1096,8 +1120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.recovery_bytes // args.recovery_body_size + 1, args.recovery_bytes, args.seconds,
             )
             builds.append(recovery_store)
-            recovery, baseline = run_all_recovery(recovery_store, args, run_dir, profiler)
-            builds.append(baseline)
+            recovery = run_all_recovery(recovery_store, args, profiler)
     except BenchError as exc:
         progress(f"store2_bench: ERROR {exc}")
         failed = True
@@ -1147,7 +1170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 | {
                     "total_seconds": r.total_seconds,
                     "s_per_gib": r.s_per_gib,
-                    "net_s_per_gib": net_s_per_gib(r, recovery),
+                    "s_per_gib_without_tail": r.s_per_gib_without_tail,
                     "mb_per_s": r.mb_per_s,
                 }
                 for r in recovery

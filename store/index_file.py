@@ -727,6 +727,24 @@ class IndexService:
 
     # -- expiry (the clean service) ---------------------------------------------------------------
 
+    def truncate_past(self, commit_log_end: int) -> int | None:
+        """Drop the newest files that index a message at or past `commit_log_end` (the CommitLog
+        was cut there at recovery): otherwise their endPhyOffset would make `build_index` skip the
+        messages later written into the cut range. Returns the lowest beginPhyOffset dropped, from
+        where re-dispatch rebuilds them, or None when nothing went. Runs before dispatch starts."""
+        rebuild_from = None
+        with self._list_lock:
+            files = list(self._files)
+            dropped = []
+            while files and files[-1].entry_count and files[-1].end_phy_offset >= commit_log_end:
+                dropped.append(files.pop())
+            self._files = tuple(files)
+        for index_file in dropped:
+            log.info("dropping index file %s: it indexes past the CommitLog's end %d", index_file.path, commit_log_end)
+            rebuild_from = index_file.begin_phy_offset
+            index_file.destroy()
+        return rebuild_from
+
     def delete_expired_files(self, commit_log_min_offset: int) -> int:
         """Delete the oldest files whose endPhyOffset is below the CommitLog's first offset, in
         order, never the newest (it takes the next entries). Returns how many went."""

@@ -121,6 +121,10 @@ def recover_store(
         if segment.end_offset > walk_start:
             os.fdatasync(segment.fd)
     consume_queues.truncate_dirty(end)
+    if index is not None:
+        rebuild_from = index.truncate_past(end)
+        if rebuild_from is not None:
+            dispatch_from = max(min_offset, min(dispatch_from, rebuild_from))
     consume_queues.correct_min_offset(queue.min_offset)
 
     table = consume_queues.queue_offset_table()
