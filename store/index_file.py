@@ -736,7 +736,7 @@ class IndexService:
         with self._list_lock:
             files = list(self._files)
             dropped = []
-            while files and files[-1].entry_count and files[-1].end_phy_offset >= commit_log_end:
+            while files and files[-1].entry_count > 0 and files[-1].end_phy_offset >= commit_log_end:
                 dropped.append(files.pop())
             self._files = tuple(files)
         for index_file in dropped:
