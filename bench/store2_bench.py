@@ -43,7 +43,7 @@ What it measures
     and the top functions by own time are printed (those runs' figures include its overhead).
 
 How to run (from the repository root)
-    .venv/bin/python -m bench.store2_bench                # 200k messages, 256 MiB recovery, ~1-2 min
+    .venv/bin/python -m bench.store2_bench                # 200k messages, 256 MiB recovery, ~1.5 min
     .venv/bin/python -m bench.store2_bench --quick        # smoke run (64 MiB segments), under 30 s
     .venv/bin/python -m bench.store2_bench --only recovery --recovery-mib 1024 --json rec.json
     .venv/bin/python -m bench.store2_bench --only dispatch --profile
@@ -625,7 +625,7 @@ def run_reads(
         with profiler.section("get_message 1 thread, no filter", enabled=tag is None):
             try:
                 read_loop(store, readers[0], tag_filter, time.perf_counter_ns() + int(seconds * 1e9))
-            except BaseException as exc:
+            except Exception as exc:
                 readers[0].error = exc
         hung = 0
     else:

@@ -102,6 +102,7 @@ def recover_store(
         on_message=on_message,
         on_progress=on_progress if starts and starts[-1] - walk_start > (256 << 20) else None,
         probe_bytes=config.max_append_size + 8,
+        probe_tail=abnormal or trusted is None,
     )
     check_recoverable(result, trusted, config.store_path_root_dir)
     end = result.end_offset
