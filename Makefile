@@ -23,6 +23,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.store_bench
+	$(BIN)/python -m bench.store2_bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

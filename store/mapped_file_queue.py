@@ -86,6 +86,17 @@ class SegmentAllocator:
             if not self._closed:
                 self._submit(offset)
 
+    def wait_prepared(self, offset: int, timeout_s: float) -> bool:
+        """Block until the segment at `offset`, if under way, is created; True when it exists."""
+        with self._lock:
+            future = self._pending.get(offset)
+        if future is not None:
+            try:
+                future.result(timeout_s)
+            except Exception:
+                return False
+        return (self._directory / segment_name(offset)).exists()
+
     def get(self, offset: int) -> MappedFile:
         """The segment at `offset`, created now if it was not prepared; prepares the next one."""
         with self._lock:

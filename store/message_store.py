@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from .checkpoint import StoreCheckpoint
@@ -393,6 +394,36 @@ class MessageStore:
         """Delete expired CommitLog segments now (RocketMQ's executeDeleteFilesManually)."""
         if self._cleaner is not None:
             self._cleaner.request_delete_now()
+
+    # -- barriers: block until a background service has caught up (tools, tests, shutdown paths) --
+
+    @staticmethod
+    def _await(service: ServiceThread | None, condition: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            left = deadline - time.monotonic()
+            if service is None or left <= 0:
+                return False
+            service.wait_round(left)
+        return True
+
+    def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
+        """Block until every message appended before the call is readable by queue (within the
+        dispatch limit); False at the timeout."""
+        target = self.max_offset
+        return self._await(self._reput, lambda: self.dispatcher.reput_from_offset >= min(target, self.dispatcher.limit), timeout_s)
+
+    def wait_flushed(self, offset: int, timeout_s: float = 10.0) -> bool:
+        """Block until the CommitLog is fsynced up to `offset`; False at the timeout."""
+        return self._await(self._flusher, lambda: self.flushed_offset >= offset, timeout_s)
+
+    def wait_readable(self, offset: int, timeout_s: float = 10.0) -> bool:
+        """Block until CommitLog bytes up to `offset` are readable (with write buffers: committed)."""
+        return self._await(self._committer or self._flusher, lambda: self.max_offset >= offset, timeout_s)
+
+    def wait_cleaned(self, condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+        """Block, one retention round at a time, until `condition()` holds; False at the timeout."""
+        return self._await(self._cleaner, condition, timeout_s)
 
     # -- puts ----------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """A named background thread that runs `run_once` until stopped, woken early by `wakeup`
 (RocketMQ's ServiceThread). Subclasses decide what one round does and how long to idle.
 
-Thread-safety: `wakeup` and `stop` may be called from any thread.
+Thread-safety: `wakeup`, `stop` and `wait_round` may be called from any thread.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ class ServiceThread:
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._rounds = 0
+        self._round_done = threading.Condition()
 
     @property
     def stopping(self) -> bool:
@@ -44,6 +46,16 @@ class ServiceThread:
             if self._thread.is_alive():
                 log.error("%s did not stop within %.0f s", self.name, timeout_s)
 
+    def wait_round(self, timeout_s: float) -> bool:
+        """Wake the service and block until it finishes a round that began after this call
+        (so whatever the caller did before is seen by it). False at the timeout or once stopped."""
+        with self._round_done:
+            target = self._rounds + 2  # the round under way may have begun before the call
+            self.wakeup()
+            return self._round_done.wait_for(lambda: self._rounds >= target or self._stopping, timeout_s) and (
+                self._rounds >= target
+            )
+
     def _run(self) -> None:
         while not self._stopping:
             try:
@@ -51,7 +63,12 @@ class ServiceThread:
             except Exception:
                 log.exception("%s failed a round; it keeps running", self.name)
                 self.wait_for_running(0.1)
+            with self._round_done:
+                self._rounds += 1
+                self._round_done.notify_all()
         self.on_stop()
+        with self._round_done:
+            self._round_done.notify_all()
 
     def run_once(self) -> None:
         raise NotImplementedError

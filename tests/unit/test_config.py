@@ -348,7 +348,7 @@ def test_role_and_flush_type_accept_names():
     assert config.store_path_root_dir == "123"
 
 
-def test_to_properties_round_trip():
+def test_store_config_to_properties_round_trip():
     config = StoreConfig(
         store_path_root_dir="/data/s",
         broker_role=BrokerRole.SLAVE,

@@ -45,14 +45,6 @@ def config(tmp_path: Path, **kw) -> StoreConfig:
     return StoreConfig(store_path_root_dir=str(tmp_path / "store"), **kw)
 
 
-def wait_until(condition, timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.002)
-
-
 def run_threads(targets) -> None:
     """Run callables on threads at once; re-raise the first exception any of them raised."""
     errors: list[BaseException] = []
@@ -333,10 +325,8 @@ def test_sync_flush_flushes_bytes_of_timed_out_puts_once_the_disk_recovers(tmp_p
             disk.release.set()
         assert first.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
         assert late and late[0].status is PutMessageStatus.FLUSH_DISK_TIMEOUT
-        wait_until(
-            lambda: store.flushed_offset >= late[0].next_offset,
-            timeout_s=3,
-            what=f"the timed-out put's bytes (up to {late[0].next_offset}) to be flushed",
+        assert store.wait_flushed(late[0].next_offset, 3), (
+            f"the timed-out put's bytes (up to {late[0].next_offset}) were not flushed"
         )
         monkeypatch.undo()
 
@@ -347,11 +337,7 @@ def test_sync_flush_also_flushes_puts_that_do_not_wait(tmp_path):
     with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
         r = store.put_message(Message("NoWaitTopic", 0, b"fire and forget", properties={"WAIT": "false"}))
         assert r.status is OK
-        wait_until(
-            lambda: store.flushed_offset >= r.next_offset,
-            timeout_s=3,
-            what=f"the WAIT=false put's bytes (up to {r.next_offset}) to be flushed",
-        )
+        assert store.wait_flushed(r.next_offset, 3), f"the WAIT=false put's bytes (up to {r.next_offset}) were not flushed"
 
 
 def test_flush_error_times_out_the_put_and_turns_the_store_read_only(tmp_path, monkeypatch):

@@ -11,7 +11,6 @@ import os
 import random
 import struct
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -70,14 +69,6 @@ def raw_at(cfg: StoreConfig, offset: int, n: int) -> bytes:
 
 def header_at(cfg: StoreConfig, offset: int) -> tuple[int, int]:
     return struct.unpack(">ii", raw_at(cfg, offset, 8))
-
-
-def wait_until(condition, timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.002)
 
 
 def segment_files(cfg: StoreConfig) -> list[Path]:
@@ -286,13 +277,13 @@ def test_next_segment_is_prepared_ahead(tmp_path):
     with MessageStore(cfg) as store:
         store.put_message(msg(3000, 1))
         # Writing into segment 0 prepares segment 1 before anything needs it.
-        wait_until(lambda: segment_path(cfg, SEG).exists(), what="segment 1 to be prepared")
+        assert store.queue.allocator.wait_prepared(SEG, 10), "segment 1 was not prepared"
         assert segment_path(cfg, SEG).stat().st_size == SEG
         assert store.max_offset == 3000
         # Crossing into segment 1 prepares segment 2.
         r = store.put_message(msg(2000, 2))
         assert r.wrote_offset == SEG
-        wait_until(lambda: segment_path(cfg, 2 * SEG).exists(), what="segment 2 to be prepared")
+        assert store.queue.allocator.wait_prepared(2 * SEG, 10), "segment 2 was not prepared"
         assert segment_path(cfg, 2 * SEG).stat().st_size == SEG
         assert store.max_offset == SEG + 2000
         assert not segment_path(cfg, 3 * SEG).exists()
@@ -304,7 +295,7 @@ def test_next_segment_is_prepared_ahead(tmp_path):
     assert not segment_path(cfg, 3 * SEG).exists()
     # After a restart the segment after the last one is prepared ahead too.
     with MessageStore(cfg) as store:
-        wait_until(lambda: segment_path(cfg, 3 * SEG).exists(), what="segment 3 to be prepared after a restart")
+        assert store.queue.allocator.wait_prepared(3 * SEG, 10), "segment 3 was not prepared after a restart"
         assert segment_path(cfg, 3 * SEG).stat().st_size == SEG
         assert store.max_offset == 2 * SEG + 2500
         r = store.put_message(msg(2000, 4))
@@ -349,7 +340,7 @@ def test_transient_store_pool_round_trip_across_segments_and_restarts(tmp_path):
     with MessageStore(cfg) as store:
         written = _put_random(store, rng, 40, 0)
         end = written[-1][0] + len(written[-1][2]) + encoded_size(0)
-        wait_until(lambda: store.max_offset >= end, what="the write buffer to be committed")
+        assert store.wait_readable(end, 10), "the write buffer was not committed"
         assert store.max_offset == end
         for offset, queue_offset, body in written:
             m = store.read_message(offset)
@@ -414,7 +405,7 @@ def test_transient_pool_every_message_below_max_offset_is_readable(tmp_path, mon
         finally:
             stall.release.set()
         # Once commits go through, everything becomes visible, in order, and readable.
-        wait_until(lambda: store.max_offset >= results[-1].next_offset, what="the stalled commit to finish")
+        assert store.wait_readable(results[-1].next_offset, 10), "the stalled commit did not finish"
         assert store.max_offset == results[-1].next_offset
         for i, r in enumerate(results):
             assert store.read_message(r.wrote_offset).body == body_of_total(1300, i)

@@ -72,17 +72,9 @@ def config(tmp_path: Path, name: str = "store", **kw) -> StoreConfig:
     return StoreConfig(store_path_root_dir=str(tmp_path / name), **kw)
 
 
-def wait_until(condition, what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.002)
-
-
 def wait_dispatched(store: MessageStore) -> None:
     """Reads by queue see a message once the dispatcher thread has passed it."""
-    wait_until(lambda: store.dispatched_offset >= store.max_offset, "the dispatcher to reach the CommitLog end")
+    assert store.wait_dispatched(10), "the dispatcher did not reach the CommitLog end"
 
 
 def run_threads(targets) -> None:
@@ -223,7 +215,7 @@ def test_consumers_read_while_producers_put_across_consume_queue_files(tmp_path)
                 assert time.monotonic() < deadline, f"consumer {queue_id} stuck at {offset}"
                 r = store.get_message(GROUP, "LiveTopic", queue_id, offset, 32)
                 if r.status in (OVERFLOW_ONE, NO_QUEUE, EMPTY_QUEUE):
-                    time.sleep(0.001)
+                    store.wait_dispatched(1)
                     continue
                 assert r.status is FOUND, r
                 assert [m.queue_offset for m in r.messages] == list(range(offset, offset + len(r.messages)))
@@ -417,7 +409,9 @@ def test_retention_message_was_removing_then_offset_too_small(tmp_path):
         # segments but the last and corrects the queues.
         clock.now = int(time.time() * 1000) + 100 * DAY_MS
         store.request_delete_files_now()
-        wait_until(lambda: len(store.queue.files) == 1 and store.min_queue_offset(topic, 0) > first_live, "retention")
+        assert store.wait_cleaned(lambda: len(store.queue.files) == 1 and store.min_queue_offset(topic, 0) > first_live), (
+            "retention did not delete the expired segments"
+        )
         commit_log_min = store.min_offset
         cq_min = next(r.queue_offset for r in puts if r.wrote_offset >= commit_log_min)
         assert store.min_queue_offset(topic, 0) == cq_min
