@@ -35,7 +35,7 @@ import socket
 import struct
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .message import (
     BORNHOST_V6_FLAG,
@@ -442,9 +442,9 @@ class RecordKind:
     END = "end"
 
 
-@dataclass(frozen=True, slots=True)
-class RecordCheck:
-    """What lies at a position: a message or blank of `size` bytes, or the end of written data."""
+class RecordCheck(NamedTuple):
+    """What lies at a position: a message or blank of `size` bytes, or the end of written data.
+    (A named tuple: scans build one per record, and tuples are the cheapest immutable value.)"""
 
     kind: str
     size: int
@@ -458,6 +458,25 @@ class RecordCheck:
     prepared_transaction_offset: int = 0
 
 
+_END = RecordCheck(RecordKind.END, 0)
+_MIN_MESSAGE_SIZE = _FIXED[8, 8].size + 1 + 2
+_topic_names: dict[bytes, str] = {}
+
+
+def _topic_name(raw: bytes, physical_offset: int) -> str:
+    name = _topic_names.get(raw)
+    if name is None:
+        if 0 in raw:
+            raise CorruptMessage(physical_offset, "topic contains a NUL byte")
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptMessage(physical_offset, "topic is not UTF-8") from None
+        if len(_topic_names) < 65536:
+            _topic_names[raw] = name
+    return name
+
+
 def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc: bool = True) -> RecordCheck:
     """Check the record at `buf[pos:]` whose CommitLog offset is `physical_offset`.
 
@@ -465,61 +484,50 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     Raises CorruptMessage for anything that is neither a whole valid message nor a blank end.
     """
     remaining = limit - pos
-    if remaining < 4:
-        if remaining > 0 and any(buf[pos:limit]):
-            raise CorruptMessage(physical_offset, "non-zero bytes in the last bytes of the segment")
-        return RecordCheck(RecordKind.END, 0)
-    size = _I32.unpack_from(buf, pos)[0]
-    if size == 0:
-        return RecordCheck(RecordKind.END, 0)
     if remaining < 8:
-        raise CorruptMessage(physical_offset, "record header runs past the segment end")
-    magic = _I32.unpack_from(buf, pos + 4)[0]
+        if remaining >= 4 and _I32.unpack_from(buf, pos)[0] == 0:
+            return _END
+        if remaining > 0 and any(buf[pos:limit]):
+            raise CorruptMessage(physical_offset, "record header runs past the segment end")
+        return _END
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if size == 0:
+        return _END
     if magic == BLANK_MAGIC_CODE:
         if size != remaining:
             raise CorruptMessage(physical_offset, f"blank record of {size} bytes, but {remaining} remain in the segment")
         return RecordCheck(RecordKind.BLANK, size)
     if magic != MESSAGE_MAGIC_CODE:
         raise CorruptMessage(physical_offset, f"bad magic code {magic}")
-    if size < 48 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2 or size > remaining:
+    if size < _MIN_MESSAGE_SIZE or size > remaining:
         raise CorruptMessage(physical_offset, f"total size {size} out of range (remaining {remaining})")
-    (_, _, crc, queue_id, _, queue_offset, phys, sys_flag, _) = _HEAD.unpack_from(buf, pos)
+    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
+    fixed = _FIXED[20 if sys_flag & BORNHOST_V6_FLAG else 8, 20 if sys_flag & STOREHOST_V6_FLAG else 8]
+    if size < fixed.size + 1 + 2:
+        raise CorruptMessage(physical_offset, f"total size {size} is too small for its host addresses")
+    (_, _, crc, queue_id, _, queue_offset, phys, _, _, _, store_ts, _, _, prepared, body_len) = fixed.unpack_from(buf, pos)
     if phys != physical_offset:
         raise CorruptMessage(physical_offset, f"physical offset field says {phys}")
-    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
-    if size < 48 + born_len + 8 + store_len + 16 + 1 + 2:
-        raise CorruptMessage(physical_offset, f"total size {size} is too small for its host addresses")
-    p = pos + 48 + born_len
-    store_ts = _I64.unpack_from(buf, p)[0]
-    p += 8 + store_len + 4
-    prepared = _I64.unpack_from(buf, p)[0]
-    p += 8
-    body_len = _I32.unpack_from(buf, p)[0]
-    p += 4
-    if body_len < 0 or p + body_len + 3 > pos + size:
+    end = pos + size
+    p = pos + fixed.size
+    if body_len < 0 or p + body_len + 3 > end:
         raise CorruptMessage(physical_offset, f"body length {body_len} does not fit total size {size}")
-    if verify_crc and body_crc(memoryview(buf)[p : p + body_len]) != crc:
+    if verify_crc and zlib.crc32(memoryview(buf)[p : p + body_len]) & 0x7FFFFFFF != crc:
         raise CorruptMessage(physical_offset, "body CRC mismatch")
     p += body_len
     topic_len = buf[p]
-    topic_raw = bytes(buf[p + 1 : p + 1 + topic_len])
+    topic_raw = buf[p + 1 : p + 1 + topic_len]
     p += 1 + topic_len
-    if topic_len == 0 or p + 2 > pos + size:
+    if topic_len == 0 or p + 2 > end:
         raise CorruptMessage(physical_offset, f"topic length {topic_len} does not fit total size {size}")
     props_len = _I16.unpack_from(buf, p)[0]
-    if props_len < 0 or p + 2 + props_len != pos + size:
+    if props_len < 0 or p + 2 + props_len != end:
         raise CorruptMessage(physical_offset, f"properties length {props_len} does not add up to total size {size}")
     # The body CRC covers only the body; a record cut short leaves zeros at its end, which these
     # two checks see in the topic or in the properties' final separator.
-    if props_len and buf[pos + size - 1] != 0x02:
+    if props_len and buf[end - 1] != 0x02:
         raise CorruptMessage(physical_offset, "properties do not end with a separator")
-    if 0 in topic_raw:
-        raise CorruptMessage(physical_offset, "topic contains a NUL byte")
-    try:
-        topic = topic_raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CorruptMessage(physical_offset, "topic is not UTF-8") from None
+    topic = _topic_name(bytes(topic_raw), physical_offset)
     return RecordCheck(
         RecordKind.MESSAGE, size, queue_id, queue_offset, sys_flag, store_ts, topic, p + 2, props_len, prepared
     )
