@@ -50,8 +50,6 @@ class MessageReader:
         commit_log: CommitLog,
         queues: ConsumeQueueTable,
         index: IndexService | None,
-        *,
-        visible_limit=None,
     ) -> None:
         self._commit_log = commit_log
         self._queues = queues

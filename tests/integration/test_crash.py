@@ -24,19 +24,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import random
-import signal
-import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import LineProcess
 
 from store import MessageStore
+from store.demo import Ack, parse_ack
 from store.codec import BLANK_MAGIC_CODE, RecordKind, check_record
 from store.demo import body_for, route_for, seq_of, writer_config
 from store.inspect import inspect_store
@@ -51,78 +47,25 @@ ACK_TIMEOUT_S = 15.0
 SEQ_STRIDE = 1_000_000  # each round's sequence numbers start at round * SEQ_STRIDE
 
 
-@dataclass(frozen=True)
-class Ack:
-    seq: int
-    topic: str
-    queue_id: int
-    queue_offset: int
-    offset: int
-    size: int
-    msg_id: str
-
-
-class Writer:
-    """The writer subprocess; its stdout is read by a thread into a queue so that every wait has
-    a deadline."""
+class Writer(LineProcess):
+    """The writer subprocess; every wait on its output has a deadline."""
 
     def __init__(self, store_dir: Path, log_dir: Path, *, flush: str, first_seq: int, transient_pool: bool) -> None:
-        self.stderr_path = log_dir / f"writer-{first_seq}.stderr"
         command = [
             sys.executable, "-m", "store.demo", "--writer", str(store_dir),
             "--flush-disk-type", flush, "--first-seq", str(first_seq), "--messages", str(SEQ_STRIDE - 1),
             "--size", str(BODY_SIZE), "--threads", str(THREADS), "--segment-size", str(SEGMENT_SIZE),
             "--topics", str(TOPICS), "--queues", str(QUEUES),
         ] + (["--transient-pool"] if transient_pool else [])
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
-        self.lines: queue.Queue[bytes | None] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
         self.acks: list[Ack] = []
         self.ready: dict | None = None
-        self.eof = False
+        super().__init__(command, log_dir / f"writer-{first_seq}.stderr")
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw)
-        self.lines.put(None)
-
-    def _take(self, raw: bytes | None) -> None:
-        if raw is None:
-            self.eof = True
-            return
-        if not raw.endswith(b"\n"):
-            return  # cut by the kill: never acknowledged
-        parts = raw.decode().split()
-        if parts[0] == "READY":
-            self.ready = json.loads(raw.decode()[6:])
-        elif parts[0] == "ACK":
-            self.acks.append(Ack(int(parts[1]), parts[2], int(parts[3]), int(parts[4]), int(parts[5]), int(parts[6]), parts[7]))
-
-    def wait_for(self, condition, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not condition() and not self.eof:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            with contextlib.suppress(queue.Empty):
-                self._take(self.lines.get(timeout=remaining))
-        return condition()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self.reader.join(timeout=30)
-        while not self.eof:
-            self._take(self.lines.get(timeout=30))
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
+    def on_line(self, line: str) -> None:
+        if line.startswith("READY "):
+            self.ready = json.loads(line[6:])
+        elif (ack := parse_ack(line)) is not None:
+            self.acks.append(ack)
 
 
 @contextlib.contextmanager

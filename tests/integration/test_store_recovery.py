@@ -28,11 +28,8 @@ import contextlib
 import itertools
 import json
 import os
-import queue
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -42,6 +39,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support import LineProcess
 
 from store import CorruptMessage, Message, MessageStore, PutMessageStatus, StoreConfig
 from store.checkpoint import StoreCheckpoint
@@ -188,60 +186,22 @@ class Ack:
     msg_id: str
 
 
-class Writer:
-    """The writer process; its stdout is read by a thread into a queue so every wait has a deadline."""
+class Writer(LineProcess):
+    """The writer process; every wait on its output has a deadline."""
 
     def __init__(self, store_dir: Path, log_dir: Path, flush: str, first_seq: int) -> None:
-        self.stderr_path = log_dir / f"writer-{flush}-{first_seq}.stderr"
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]))
         command = [sys.executable, __file__, "--writer", str(store_dir), "--flush", flush, "--first-seq", str(first_seq)]
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, cwd=REPO, env=env, bufsize=0)
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
         self.acks: list[Ack] = []
         self.abnormal: bool | None = None
-        self.eof = False
+        super().__init__(command, log_dir / f"writer-{flush}-{first_seq}.stderr", cwd=REPO, env=env)
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self._lines.put(raw)
-        self._lines.put(None)
-
-    def _take(self, raw: bytes | None) -> None:
-        if raw is None:
-            self.eof = True
-        elif raw.endswith(b"\n"):  # a line cut by the kill was never acknowledged
-            parts = raw.decode().split()
-            if parts[0] == "READY":
-                self.abnormal = parts[1] == "1"
-            elif parts[0] == "ACK":
-                self.acks.append(Ack(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), parts[6]))
-
-    def wait_for(self, condition, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not condition() and not self.eof:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            with contextlib.suppress(queue.Empty):
-                self._take(self._lines.get(timeout=remaining))
-        return condition()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self._reader.join(timeout=30)
-        while not self.eof:
-            self._take(self._lines.get(timeout=30))
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
+    def on_line(self, line: str) -> None:
+        parts = line.split()
+        if parts[0] == "READY":
+            self.abnormal = parts[1] == "1"
+        elif parts[0] == "ACK":
+            self.acks.append(Ack(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), parts[6]))
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import run_threads
 
 from store import (
     CorruptMessage,
@@ -43,26 +44,6 @@ def config(tmp_path: Path, **kw) -> StoreConfig:
     kw.setdefault("max_hash_slot_num", 512)
     kw.setdefault("max_index_num", 2048)
     return StoreConfig(store_path_root_dir=str(tmp_path / "store"), **kw)
-
-
-def run_threads(targets) -> None:
-    """Run callables on threads at once; re-raise the first exception any of them raised."""
-    errors: list[BaseException] = []
-
-    def guard(target):
-        try:
-            target()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guard, args=(t,)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a putter thread hangs"
-    if errors:
-        raise errors[0]
 
 
 def count_messages(cfg: StoreConfig) -> int:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import run_threads
 
 from store import CorruptMessage, Message, MessageStore, PutMessageStatus, StoreConfig, make_msg_id
 from store.clean import CleanPolicy, CleanService
@@ -75,25 +76,6 @@ def config(tmp_path: Path, name: str = "store", **kw) -> StoreConfig:
 def wait_dispatched(store: MessageStore) -> None:
     """Reads by queue see a message once the dispatcher thread has passed it."""
     assert store.wait_dispatched(10), "the dispatcher did not reach the CommitLog end"
-
-
-def run_threads(targets) -> None:
-    errors: list[BaseException] = []
-
-    def guard(target):
-        try:
-            target()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guard, args=(t,)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a producer or consumer thread hangs"
-    if errors:
-        raise errors[0]
 
 
 def put_ok(store: MessageStore, msg: Message):

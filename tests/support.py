@@ -1,0 +1,90 @@
+"""Helpers the test suites share: threads run together, and child processes whose stdout lines
+are read on a thread so that every wait on them has a deadline.
+
+Importable as `support` from any test (pytest puts `tests/` on sys.path for its conftest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+
+def run_threads(targets, timeout_s: float = 120) -> None:
+    """Run callables on threads at once; re-raise the first exception any of them raised."""
+    errors: list[BaseException] = []
+
+    def guard(target):
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guard, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads), "a test thread hangs"
+    if errors:
+        raise errors[0]
+
+
+class LineProcess:
+    """A child process whose complete stdout lines go to `on_line(fields)`; a line cut short by a
+    kill is dropped (whatever it announced never happened). stderr goes to a file for dumps."""
+
+    def __init__(self, command: list[str], stderr_path: Path, **popen) -> None:
+        self.stderr_path = stderr_path
+        with open(stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, bufsize=0, **popen)
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.eof = False
+
+    def on_line(self, line: str) -> None:
+        raise NotImplementedError
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self._lines.put(raw)
+        self._lines.put(None)
+
+    def _take(self, raw: bytes | None) -> None:
+        if raw is None:
+            self.eof = True
+        elif raw.endswith(b"\n"):
+            self.on_line(raw.decode())
+
+    def wait_for(self, condition, timeout_s: float) -> bool:
+        """Consume lines until `condition()` holds, the child's stdout ends, or the deadline."""
+        deadline = time.monotonic() + timeout_s
+        while not condition() and not self.eof:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(queue.Empty):
+                self._take(self._lines.get(timeout=remaining))
+        return condition()
+
+    def kill(self) -> None:
+        """SIGKILL the child and take every line it wrote before dying."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
+        while not self.eof:
+            self._take(self._lines.get(timeout=30))
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
