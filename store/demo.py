@@ -333,6 +333,25 @@ class LogCheck:
     problems: tuple[str, ...]
 
 
+def consume_all(store: MessageStore, group: str = "DemoConsumerGroup") -> int:
+    """Read every queue the log has from offset 0 through the ConsumeQueues, as a consumer
+    does; return how many messages came back."""
+    if not store.wait_dispatched(30):
+        raise RuntimeError("dispatch did not catch up within 30 s")
+    consumed = 0
+    for key in sorted(store.commit_log.topic_queue_table):
+        topic, _, queue_id = key.rpartition("-")
+        offset = 0
+        while True:
+            page = store.get_message(group, topic, int(queue_id), offset, 32)
+            if not page.found:
+                break
+            consumed += len(page.messages)
+            offset = page.next_begin_offset
+        store.consumer_offsets.commit_offset(group, topic, int(queue_id), offset)
+    return consumed
+
+
 def check_log(store: MessageStore, size: int, from_offset: int = 0) -> LogCheck:
     """Iterate the whole log: each record decodes with its CRC, records tile the log (a gap only
     as a blank end of segment), demo bodies match their sequence numbers, queue offsets are dense."""
@@ -409,6 +428,7 @@ class DemoSummary:
     final_min_offset: int
     final_end_offset: int
     final_messages: int
+    consumed: int
     final_queues: dict[str, int]
     problems: tuple[str, ...] = field(default=())
 
@@ -508,6 +528,7 @@ def run_demo(
         store = MessageStore(config)
         normal = store.load()
         try:
+            store.start()
             if normal.abnormal:
                 problems.append("the store saw a crash after a clean shutdown")
             missing_later = check_acked(store, list(acks) + extra_acks, size)
@@ -516,6 +537,9 @@ def run_demo(
             final = check_log(store, size, start_offset)
             problems += [f"after restart: {p}" for p in final.problems]
             final_min, final_end = store.min_offset, store.max_offset
+            consumed = consume_all(store)
+            if consumed != final.messages:
+                problems.append(f"consumed {consumed} messages through the queues; the log holds {final.messages}")
         finally:
             store.shutdown()
         succeeded = not problems
@@ -546,6 +570,7 @@ def run_demo(
             final_min_offset=final_min,
             final_end_offset=final_end,
             final_messages=final.messages,
+            consumed=consumed,
             final_queues=dict(sorted(final.queue_counts.items())),
             problems=tuple(problems),
         )
@@ -582,6 +607,7 @@ def format_summary(s: DemoSummary) -> str:
         f"{s.normal_recovery_seconds * 1000:.1f} ms",
         f"  final offsets       CommitLog [{s.final_min_offset}, {s.final_end_offset}), {s.final_messages} messages; "
         f"next queue offsets {queues}",
+        f"  consumed            {s.consumed} messages through the ConsumeQueues, every queue from offset 0",
     ]
     for problem in s.problems[:20]:
         lines.append(f"  PROBLEM: {problem}")
