@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .codec import CorruptMessage, RecordKind, check_record, decode_properties, java_string_hash
 from .mapped_file_queue import MappedFileQueue
@@ -31,8 +31,10 @@ from .service_thread import ServiceThread
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchRequest:
+class DispatchRequest(NamedTuple):
+    """One record to dispatch. (A named tuple: one is built per message on the hot path, and
+    tuples are the cheapest immutable value.)"""
+
     topic: str
     queue_id: int
     commit_log_offset: int
@@ -128,13 +130,15 @@ class Dispatcher:
         offset = self.reput_from_offset
         dispatched = 0
         consumers = self._consumers
+        segment = None
         while offset < limit and dispatched < max_records:
-            segment = self._queue.find(offset)
-            if segment is None:
-                if offset < self._queue.min_offset:
-                    offset = self._queue.min_offset  # retention removed what was not dispatched yet
-                    continue
-                break
+            if segment is None or offset >= segment.end_offset:
+                segment = self._queue.find(offset)
+                if segment is None:
+                    if offset < self._queue.min_offset:
+                        offset = self._queue.min_offset  # retention removed what was not dispatched yet
+                        continue
+                    break
             pos = offset - segment.file_from_offset
             buf = segment.buf
             try:
