@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 Host = tuple[str, int]
 
@@ -91,3 +92,22 @@ class MessageExt:
     @property
     def keys(self) -> str | None:
         return self.properties.get(PROPERTY_KEYS)
+
+    def to_message(self, **changes: Any) -> Message:
+        """This stored message as a `Message` to put again (a delayed delivery, a transaction's
+        end), with `changes` applied; properties are copied, never shared."""
+        fields: dict[str, Any] = {
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "body": self.body,
+            "properties": dict(self.properties),
+            "flag": self.flag,
+            "sys_flag": self.sys_flag,
+            "born_host": self.born_host,
+            "store_host": self.store_host,
+            "born_timestamp_ms": self.born_timestamp_ms,
+            "reconsume_times": self.reconsume_times,
+            "prepared_transaction_offset": self.prepared_transaction_offset,
+        }
+        fields.update(changes)
+        return Message(**fields)

@@ -497,17 +497,8 @@ class MessageStore:
             return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=f"the message at {prepared_offset} is not prepared")
         end_type = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
         return self.put_message(
-            Message(
-                prepared.topic,
-                prepared.queue_id,
-                prepared.body,
-                properties=dict(prepared.properties),
-                flag=prepared.flag,
+            prepared.to_message(
                 sys_flag=(prepared.sys_flag & ~TRANSACTION_TYPE_MASK) | end_type,
-                born_host=prepared.born_host,
-                store_host=prepared.store_host,
-                born_timestamp_ms=prepared.born_timestamp_ms,
-                reconsume_times=prepared.reconsume_times,
                 prepared_transaction_offset=prepared_offset,
             )
         )

@@ -256,19 +256,7 @@ def restore_real_message(msg: MessageExt) -> Message:
         raise ValueError(f"{where} has {PROPERTY_REAL_QUEUE_ID}={real_qid!r}, not a queue id")
     properties.pop(PROPERTY_DELAY_TIME_LEVEL, None)
     properties[PROPERTY_WAIT_STORE_MSG_OK] = "false"
-    return Message(
-        topic=real_topic,
-        queue_id=queue_id,
-        body=msg.body,
-        properties=properties,
-        flag=msg.flag,
-        sys_flag=msg.sys_flag,
-        born_host=msg.born_host,
-        store_host=msg.store_host,
-        born_timestamp_ms=msg.born_timestamp_ms,
-        reconsume_times=msg.reconsume_times,
-        prepared_transaction_offset=msg.prepared_transaction_offset,
-    )
+    return msg.to_message(topic=real_topic, queue_id=queue_id, properties=properties)
 
 
 def delay_offset_path(store_root: Path | str) -> Path:
