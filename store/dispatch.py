@@ -5,7 +5,7 @@ IndexFile entries and message-arrival notifications.
 offsets, size, tags code, keys). `Dispatcher.dispatch_available` walks the CommitLog from
 `reput_from_offset` up to a limit (the CommitLog max offset, or the confirmed offset replication
 sets) and hands each request to the registered consumers in order; it never reads past the limit.
-`ReputMessageService` is the thread that calls it whenever a put wakes it.
+`ReputMessageService` is the thread that calls it, every millisecond when idle (RocketMQ's rhythm).
 
 Thread-safety: one dispatching thread; `reput_from_offset` is read by others (an int, atomic under
 the GIL); consumers are registered before start.
@@ -169,7 +169,7 @@ class Dispatcher:
 class ReputMessageService(ServiceThread):
     name = "reput-message"
 
-    def __init__(self, dispatcher: Dispatcher, idle_s: float = 0.05) -> None:
+    def __init__(self, dispatcher: Dispatcher, idle_s: float = 0.001) -> None:
         super().__init__()
         self.dispatcher = dispatcher
         self._idle_s = idle_s
