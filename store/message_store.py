@@ -222,8 +222,10 @@ class MessageStore:
             files_lock=self.commit_log.lock,
             deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
         )
-        # The dispatcher is not woken by puts: it polls every millisecond, as RocketMQ's
-        # ReputMessageService does; a wake per put costs every putter a lock and a futex call.
+        # The dispatcher polls every millisecond, as RocketMQ's ReputMessageService does; only a
+        # put about to wait for its flush or replicas wakes it (a wake on every put would cost
+        # every putter a lock and a futex call).
+        self._put_path.wake_when_waiting = (self._reput.wakeup,)
         wake = []
         if self._committer is not None:
             wake.append(self._committer.wakeup)

@@ -76,6 +76,9 @@ class PutPath:
         self.request_flush: Callable[[int, int], Outcome] | None = None
         self.replica: ReplicaGate | None = None
         self.wake: tuple[Callable[[], None], ...] = ()
+        # Woken only by puts about to block on a future: the wake costs them nothing then, and
+        # the service works while they wait (the dispatcher, during an fsync).
+        self.wake_when_waiting: tuple[Callable[[], None], ...] = ()
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -124,6 +127,9 @@ class PutPath:
                 flush = self.request_flush(next_offset, now)
             if self.replica is not None:
                 replica = self.replica.request(next_offset, now)
+            if not (isinstance(flush, Status) and isinstance(replica, Status)):
+                for wake in self.wake_when_waiting:
+                    wake()
         return _Pending(encoded, appended, flush, replica, started)
 
     def _result(self, pending: _Pending, flush_status: Status, replica_status: Status) -> PutMessageResult:
