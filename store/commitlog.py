@@ -101,7 +101,10 @@ class CommitLog:
         segment = self.queue.find(offset)
         if segment is None:
             return b""
-        return segment.read(offset - segment.file_from_offset, size)
+        try:
+            return segment.read(offset - segment.file_from_offset, size)
+        except ValueError:  # retention or shutdown unmapped the segment after the lookup
+            return b""
 
     def read_message(self, physical_offset: int) -> MessageExt:
         """The message stored at `physical_offset`; CorruptMessage when there is none."""
@@ -109,7 +112,10 @@ class CommitLog:
         if segment is None or physical_offset >= self.max_offset:
             raise CorruptMessage(physical_offset, "no message at this offset (outside the log)")
         pos = physical_offset - segment.file_from_offset
-        view = memoryview(segment.buf)[: segment.read_position]
+        try:
+            view = memoryview(segment.buf)[: segment.read_position]
+        except ValueError:  # retention or shutdown unmapped the segment after the lookup
+            raise CorruptMessage(physical_offset, "its segment was deleted") from None
         try:
             return decode_message(view, pos, physical_offset)
         finally:
@@ -125,7 +131,10 @@ class CommitLog:
                 return
             pos = offset - segment.file_from_offset
             limit = segment.read_position
-            view = memoryview(segment.buf)
+            try:
+                view = memoryview(segment.buf)
+            except ValueError:  # retention or shutdown unmapped the segment after the lookup
+                return
             try:
                 record = check_record(view, pos, limit, offset)
                 if record.kind == RecordKind.END:

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .codec import java_string_hash
-from .mapped_file import MappedFile, fsync_dir
+from .mapped_file import MappedFile, fsync_dir, mkdir_durable
 from .mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -393,7 +393,7 @@ class ConsumeQueue:
         fillers in front (RocketMQ's fillPreBlank); nothing below it is readable."""
         byte_offset = queue_offset * UNIT_SIZE
         file_start = byte_offset - byte_offset % self.file_size
-        self.directory.mkdir(parents=True, exist_ok=True)
+        mkdir_durable(self.directory)
         self._files.reset_to(file_start)
         self._files.last_for_append(file_start)
         self._max_offset = file_start // UNIT_SIZE

@@ -53,7 +53,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from .codec import java_string_hash
-from .mapped_file import create_file_atomically, reserve_blocks
+from .mapped_file import create_file_atomically, mkdir_durable, reserve_blocks
 from .message import TRANSACTION_ROLLBACK_TYPE, transaction_type
 
 log = logging.getLogger(__name__)
@@ -554,7 +554,7 @@ class IndexService:
         deleted files (None when none went): the CommitLog offset from which messages must be
         dispatched to `build_index` again, which skips what the kept files already hold.
         ValueError when a file does not match the geometry."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        mkdir_durable(self.directory)
         loaded: list[IndexFile] = []
         reindex_from: int | None = None
         try:
@@ -670,7 +670,7 @@ class IndexService:
         if files and not files[-1].is_write_full:
             return files[-1]
         previous = files[-1] if files else None
-        self.directory.mkdir(parents=True, exist_ok=True)
+        mkdir_durable(self.directory)
         name = next_index_file_name(self._clock_ms(), previous.name if previous else None)
         index_file = IndexFile.create(
             self.directory, name, self.hash_slot_num, self.index_num,

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .mapped_file import fsync_dir
+from .mapped_file import fsync_dir, mkdir_durable
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def _quote_int_keys(text: str) -> str:
 
 
 def write_json_atomically(path: Path, content: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    mkdir_durable(path.parent)
     data = json.dumps(content, indent=2, sort_keys=True).encode("utf-8")
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

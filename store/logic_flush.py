@@ -59,8 +59,13 @@ class FlushConsumeQueueService(ServiceThread):
         self._queues.flush(0)
         if self._index is not None:
             self._index.flush()
+        # One millisecond lower for the index: messages of the same millisecond dispatched after
+        # the capture may sit unflushed in a file whose end time equals it; after a crash such a
+        # file must count as newer than the checkpoint, so that it is rebuilt.
         self._checkpoint.advance(
-            logics_flushed_offset=dispatched, logics_msg_timestamp=timestamp, index_msg_timestamp=timestamp
+            logics_flushed_offset=dispatched,
+            logics_msg_timestamp=timestamp,
+            index_msg_timestamp=max(0, timestamp - 1),
         )
         self._checkpoint.persist()
 

@@ -40,6 +40,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def mkdir_durable(directory: Path) -> None:
+    """Create `directory` and any missing parents, fsyncing the parent of each one created, so
+    that a power loss cannot take away a directory whose files were fsynced."""
+    missing = []
+    path = Path(directory)
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir()
+        except FileExistsError:
+            continue
+        fsync_dir(created.parent)
+
+
 def reserve_blocks(fd: int, offset: int, length: int) -> int:
     """Reserve disk blocks for [offset, offset + length), so that a full disk fails here
     (OSError ENOSPC) rather than as SIGBUS on a write through a mapping. Returns the new reserved

@@ -17,7 +17,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from .mapped_file import MappedFile, fsync_dir, segment_name
+from .mapped_file import MappedFile, fsync_dir, mkdir_durable, segment_name
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class MappedFileQueue:
 
     def load(self) -> None:
         """Open every segment on disk; each is taken as full until recovery says otherwise."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        mkdir_durable(self.directory)
         for tmp in self.directory.glob("*.tmp"):
             log.warning("removing unfinished segment creation %s", tmp)
             tmp.unlink()

@@ -165,6 +165,8 @@ class PutPath:
     async def _await(outcome: Outcome, timeout_s: float, on_timeout: Status) -> Status:
         if isinstance(outcome, Status):
             return outcome
+        if outcome.done():
+            return outcome.result()  # no loop round trip, and right even with no time left
         try:
             # Shielded: a timed-out waiter must not cancel the future the flusher completes.
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(outcome)), timeout_s)
@@ -182,14 +184,22 @@ class PutPath:
         pending = self._begin(messages, batch, self._waits(messages[0] if messages else None))
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
-        flush = self._wait(pending.flush, self._flush_wait_s, Status.FLUSH_DISK_TIMEOUT)
-        replica = self._wait(pending.replica, self._replica_wait_s, Status.FLUSH_SLAVE_TIMEOUT)
+        flush = self._wait(pending.flush, self._remaining(pending, self._flush_wait_s), Status.FLUSH_DISK_TIMEOUT)
+        replica = self._wait(pending.replica, self._remaining(pending, self._replica_wait_s), Status.FLUSH_SLAVE_TIMEOUT)
         return self._result(pending, flush, replica)
+
+    @staticmethod
+    def _remaining(pending: _Pending, timeout_s: float) -> float:
+        """What is left of a wait that started with the put: the flush and replica waits run one
+        after the other, and each must end at its own deadline from the put, not add up."""
+        return max(0.0, timeout_s - (time.perf_counter_ns() - pending.started_ns) / 1e9)
 
     async def put_async(self, messages: Sequence[Message], batch: bool) -> PutMessageResult:
         pending = self._begin(messages, batch, self._waits(messages[0] if messages else None))
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
-        flush = await self._await(pending.flush, self._flush_wait_s, Status.FLUSH_DISK_TIMEOUT)
-        replica = await self._await(pending.replica, self._replica_wait_s, Status.FLUSH_SLAVE_TIMEOUT)
+        flush = await self._await(pending.flush, self._remaining(pending, self._flush_wait_s), Status.FLUSH_DISK_TIMEOUT)
+        replica = await self._await(
+            pending.replica, self._remaining(pending, self._replica_wait_s), Status.FLUSH_SLAVE_TIMEOUT
+        )
         return self._result(pending, flush, replica)
