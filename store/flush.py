@@ -62,6 +62,7 @@ class GroupCommitService(ServiceThread):
         self._clock = clock
         self._waiters: OffsetWaiters[Future] = OffsetWaiters()
         self._lock = threading.Lock()
+        self._finished = False  # on_stop's final flush is done
 
     def request(self, next_offset: int, now_ms: int) -> Future:
         future: Future = Future()
@@ -69,9 +70,12 @@ class GroupCommitService(ServiceThread):
             if self._queue.flushed_where >= next_offset:
                 future.set_result(PutMessageStatus.PUT_OK)
                 return future
-            if self.stopping:
-                future.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            if self._finished:
+                # The final flush is over; bytes appended before puts were refused are in it.
+                done = self._queue.flushed_where >= next_offset
+                future.set_result(PutMessageStatus.PUT_OK if done else PutMessageStatus.FLUSH_DISK_TIMEOUT)
                 return future
+            # While stopping, the final flush (on_stop) releases this waiter.
             self._waiters.add(next_offset, now_ms + self._timeout_ms, future)
         self.wakeup()
         return future
@@ -116,6 +120,7 @@ class GroupCommitService(ServiceThread):
         with self._lock:
             released = self._waiters.release(flushed)
             rest = self._waiters.drain()
+            self._finished = True
         _complete(released, PutMessageStatus.PUT_OK)
         _complete(rest, PutMessageStatus.FLUSH_DISK_TIMEOUT)
         self._on_flushed(flushed)

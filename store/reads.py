@@ -84,7 +84,10 @@ class MessageReader:
         # Scan more units than wanted: filtered-out ones do not count towards max_msg_nums.
         units = cq.get_units(queue_offset, max(max_msg_nums, 16) * 4)
         if not units:
-            return GetMessageResult(Status.OFFSET_FOUND_NULL, queue_offset + 1, min_offset, max_offset)
+            # RocketMQ's rollNextFile: the units' file went away under us; go on at the next file.
+            units_per_file = cq.file_size // 20
+            next_file = (queue_offset // units_per_file + 1) * units_per_file
+            return GetMessageResult(Status.OFFSET_FOUND_NULL, next_file, min_offset, max_offset)
         commit_log_min = self._commit_log.min_offset
         messages: list[MessageExt] = []
         total = 0
