@@ -1,7 +1,8 @@
 """RocketStore's message store: RocketMQ's CommitLog on memory-mapped segments.
 
-Public API: `MessageStore`, `StoreConfig`, `Message`, `MessageExt`, `PutMessageResult`, the status
-enums, and the errors a load can raise.
+Public API: `MessageStore`, `StoreConfig`, `Message`, `MessageExt`, `PutMessageResult`,
+`GetMessageResult`, `QueryMessageResult`, `TagFilter`, `TopicConfig`, `StoreStatsSnapshot`, the
+status enums, and the errors a load can raise.
 """
 
 from .codec import CorruptMessage, decode_msg_id, make_msg_id
@@ -9,11 +10,15 @@ from .config import StoreConfig
 from .lifecycle import StoreLockedError
 from .mapped_file_queue import SegmentLayoutError
 from .message import Message, MessageExt
+from .message_filter import TagFilter
 from .message_store import MessageStore
 from .properties import ConfigError
+from .reads import GetMessageResult, QueryMessageResult
 from .recovery import StoreCorruptedError
 from .results import PutMessageResult, RecoveryReport
-from .status import AppendMessageStatus, BrokerRole, FlushDiskType, PutMessageStatus
+from .stats import StoreStatsSnapshot
+from .status import AppendMessageStatus, BrokerRole, FlushDiskType, GetMessageStatus, PutMessageStatus
+from .topic_config import TopicConfig
 
 __all__ = [
     "AppendMessageStatus",
@@ -21,16 +26,22 @@ __all__ = [
     "ConfigError",
     "CorruptMessage",
     "FlushDiskType",
+    "GetMessageResult",
+    "GetMessageStatus",
     "Message",
     "MessageExt",
     "MessageStore",
     "PutMessageResult",
     "PutMessageStatus",
+    "QueryMessageResult",
     "RecoveryReport",
     "SegmentLayoutError",
     "StoreConfig",
     "StoreCorruptedError",
     "StoreLockedError",
+    "StoreStatsSnapshot",
+    "TagFilter",
+    "TopicConfig",
     "decode_msg_id",
     "make_msg_id",
 ]
