@@ -52,6 +52,7 @@ from typing import NamedTuple
 from .codec import java_string_hash
 from .mapped_file import MappedFile, fsync_dir, mkdir_durable
 from .mapped_file_queue import MappedFileQueue
+from .recovery import first_nonzero
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +148,6 @@ class UnitScan:
     data_after_end: int | None  # first queue byte offset >= end_offset holding a non-zero byte (probed)
 
 
-def _first_nonzero(data, start: int, end: int) -> int | None:
-    piece = bytes(data[start:end])
-    stripped = piece.lstrip(b"\x00")
-    return end - len(stripped) if stripped else None
-
-
 def scan_units(
     segments: Sequence[tuple[int, object]],
     file_size: int,
@@ -203,7 +198,7 @@ def scan_units(
         pos = stop * UNIT_SIZE
         if bytes(buf[pos : pos + UNIT_SIZE]) == _ZERO_UNIT:
             reason = None
-        found = _first_nonzero(buf, pos, min(file_size, pos + max(probe_bytes, UNIT_SIZE)))
+        found = first_nonzero(buf, pos, min(file_size, pos + max(probe_bytes, UNIT_SIZE)))
         return UnitScan(
             end_offset=start + pos,
             units=units,

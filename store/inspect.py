@@ -45,14 +45,13 @@ from pathlib import Path
 from .checkpoint import decode_checkpoint
 from .codec import CorruptMessage, RecordKind, check_record, decode_message
 from .commitlog import NO_QUEUE_OFFSET_TYPES
-from .recovery import find_valid_record, last_nonzero_end
+from .recovery import find_valid_record, first_nonzero, last_nonzero_end
 from .message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, transaction_type
 
 PROGRESS_EVERY_BYTES = 64 * 1024 * 1024
 # How far past a zero TOTALSIZE the walk looks for non-zero bytes (a record written partly). The
 # largest record RocketMQ writes is maxMessageSize (4 MiB) plus its header; recovery probes as far.
 PROBE_BYTES = 4 * 1024 * 1024 + 8
-_CHUNK = 1 << 20
 
 OnProgress = Callable[[int, int], None]
 
@@ -187,18 +186,6 @@ class InspectReport:
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _first_nonzero(buf, start: int, end: int) -> int | None:
-    pos = start
-    while pos < end:
-        stop = min(end, pos + _CHUNK)
-        piece = buf[pos:stop]
-        stripped = piece.lstrip(b"\x00")
-        if stripped:
-            return pos + len(piece) - len(stripped)
-        pos = stop
-    return None
 
 
 def lock_holder_pid(lock_path: Path) -> int | None:
@@ -377,7 +364,7 @@ class _Walk:
             except CorruptMessage as exc:
                 record, reason = None, exc.reason
             if record is not None and record.kind == RecordKind.END:
-                later = _first_nonzero(buf, pos, min(size, pos + PROBE_BYTES))
+                later = first_nonzero(buf, pos, min(size, pos + PROBE_BYTES))
                 if later is None:  # zeros: this segment's data ends here
                     state = "empty" if pos == 0 else "open"
                     data_end = offset

@@ -108,7 +108,7 @@ def last_nonzero_end(buf, start: int, end: int) -> int:
     return start
 
 
-def _first_nonzero(buf, start: int, end: int) -> int | None:
+def first_nonzero(buf, start: int, end: int) -> int | None:
     """Index of the first non-zero byte in buf[start:end], or None."""
     chunk = 1 << 20
     pos = start
@@ -190,13 +190,10 @@ def scan_commitlog(
     if ended_in is not None:
         seg_start, buf = segments[ended_in]
         pos = offset - seg_start
-        found = _first_nonzero(buf, pos, min(segment_size, pos + probe_bytes))
-        if found is not None:
-            data_after = seg_start + found
         dirty = last_nonzero_end(buf, pos, segment_size if probe_tail else min(segment_size, pos + probe_bytes))
         if dirty > pos:
             dirty_end = seg_start + dirty
-            data_after = data_after if data_after is not None else seg_start + (_first_nonzero(buf, pos, dirty) or pos)
+            data_after = seg_start + first_nonzero(buf, pos, dirty)
             # One append (a message or batch) is at most `probe_bytes`: a valid record beyond
             # that cannot belong to the append the crash interrupted.
             if pos + probe_bytes < dirty:
@@ -204,7 +201,7 @@ def scan_commitlog(
                 if hit is not None:
                     valid_after = seg_start + hit
         for later_start, later_buf in segments[ended_in + 1 :]:
-            found = _first_nonzero(later_buf, 0, min(segment_size, 8))
+            found = first_nonzero(later_buf, 0, min(segment_size, 8))
             if found is not None:
                 data_after = data_after if data_after is not None else later_start + found
                 if valid_after is None:
