@@ -62,7 +62,8 @@ SYS_FLAG_POS = 36
 BORN_HOST_POS = 48
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-_TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
+# RocketMQ's character set for topic and group names (TopicValidator).
+NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP: 48 bytes
 _I32 = struct.Struct(">i")
@@ -228,7 +229,7 @@ def _topic_suffix(topic: object) -> bytes:
             PutMessageStatus.MESSAGE_ILLEGAL,
             f"topic is {len(encoded)} bytes long; the limit is {MAX_TOPIC_LENGTH}",
         )
-    if not _TOPIC_PATTERN.fullmatch(topic):
+    if not NAME_PATTERN.fullmatch(topic):
         raise MessageRejected(
             PutMessageStatus.MESSAGE_ILLEGAL, f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
         )

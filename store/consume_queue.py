@@ -98,9 +98,20 @@ FILLER = CqUnit(0, FILLER_SIZE, 0)
 # -- units, sans-IO ------------------------------------------------------------------------------
 
 
+_tags_codes: dict[str, int] = {}
+
+
 def tags_code(tags: str | None) -> int:
-    """The tags code of a message with these TAGS (RocketMQ's tagsString2tagsCode)."""
-    return java_string_hash(tags) if tags else 0
+    """The tags code of a message with these TAGS (RocketMQ's tagsString2tagsCode). Tags repeat
+    across messages, so their hashes are remembered (a bounded number of them)."""
+    if not tags:
+        return 0
+    code = _tags_codes.get(tags)
+    if code is None:
+        code = java_string_hash(tags)
+        if len(_tags_codes) < 65536:
+            _tags_codes[tags] = code
+    return code
 
 
 def encode_unit(commit_log_offset: int, size: int, tags_code: int) -> bytes:

@@ -17,7 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .codec import CorruptMessage, RecordKind, check_record, decode_properties, java_string_hash
+from .codec import CorruptMessage, RecordKind, check_record, decode_properties
+from .consume_queue import tags_code as consume_queue_tags_code
 from .mapped_file_queue import MappedFileQueue
 from .message import (
     PROPERTY_KEYS,
@@ -57,17 +58,6 @@ class DispatchRequest(NamedTuple):
 
 
 DelayTime = Callable[[int, int], int]  # (delay level, store timestamp) -> delivery time
-_tag_codes: dict[str, int] = {}
-
-
-def _tags_code(tags: str) -> int:
-    # Tags repeat across messages; their hash is worth remembering (bounded).
-    code = _tag_codes.get(tags)
-    if code is None:
-        code = java_string_hash(tags)
-        if len(_tag_codes) < 65536:
-            _tag_codes[tags] = code
-    return code
 
 
 def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | None) -> DispatchRequest:
@@ -80,8 +70,7 @@ def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | 
     if record.topic == SCHEDULE_TOPIC and delivery_time is not None:
         tags_code = delivery_time(delay_level_of(properties), record.store_timestamp_ms)
     else:
-        tags = properties.get(PROPERTY_TAGS)
-        tags_code = _tags_code(tags) if tags else 0
+        tags_code = consume_queue_tags_code(properties.get(PROPERTY_TAGS))
     return DispatchRequest(
         topic=record.topic,
         queue_id=record.queue_id,

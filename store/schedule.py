@@ -100,13 +100,12 @@ from .message import (
 from .results import PutMessageResult
 from .service_thread import ServiceThread
 from .status import PutMessageStatus
+from .topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-# RocketMQ's half-message topic: a delayed message must never be re-put there (RocketMQ drops it
-# with a "[BUG]" error too); a prepared transaction is never delayed in the first place.
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+# TRANS_HALF_TOPIC: a delayed message must never be re-put there (RocketMQ drops it with a
+# "[BUG]" error too); a prepared transaction is never delayed in the first place.
 DELAY_OFFSET_FILE = "delayOffset.json"
 
 DEFAULT_FLUSH_DELAY_OFFSET_INTERVAL_MS = 10_000  # RocketMQ's flushDelayOffsetInterval

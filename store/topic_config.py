@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .codec import MAX_TOPIC_LENGTH, NAME_PATTERN
 
 from .json_file import read_json, write_json_atomically
 
@@ -43,8 +44,7 @@ log = logging.getLogger(__name__)
 TOPICS_FILE = "topics.json"
 
 # RocketMQ's TopicValidator / Validators: the character set, and the lengths.
-_NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
-TOPIC_MAX_LENGTH = 127
+TOPIC_MAX_LENGTH = MAX_TOPIC_LENGTH
 GROUP_MAX_LENGTH = 255
 MAX_QUEUE_NUMS = 1024
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -75,7 +75,7 @@ def _check_name(kind: str, name: Any, max_length: int) -> None:
         raise ValueError(f"{kind} name is empty")
     if len(name) > max_length:
         raise ValueError(f"{kind} name {name[:20]!r}... is {len(name)} characters; at most {max_length} allowed")
-    if not _NAME_PATTERN.fullmatch(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise ValueError(f"{kind} name {name!r} has characters outside [%|a-zA-Z0-9_-]")
 
 
