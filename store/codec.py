@@ -65,13 +65,11 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 # RocketMQ's character set for topic and group names (TopicValidator).
 NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP: 48 bytes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _U8 = struct.Struct(">B")
 _TWO_I64 = struct.Struct(">qq")
-_TAIL_FIXED = struct.Struct(">iqi")  # RECONSUMETIMES, PREPARED TX OFFSET, BODY length
 _SIZE_MAGIC = struct.Struct(">ii")
 
 
@@ -540,44 +538,39 @@ def decode_message(buf, pos: int, physical_offset: int | None = None, *, verify_
     check = check_record(buf, pos, len(buf), expected, verify_crc=verify_crc)
     if check.kind != RecordKind.MESSAGE:
         raise CorruptMessage(expected, f"no message here ({check.kind})")
-    (size, _, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
-    p = pos + 48
-    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    born_host = decode_host(buf[p : p + born_len])
-    p += born_len
-    store_ts = _I64.unpack_from(buf, p)[0]
-    p += 8
-    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
-    store_host_raw = bytes(buf[p : p + store_len])
-    p += store_len
-    reconsume, prepared, body_len = _TAIL_FIXED.unpack_from(buf, p)
-    p += 16
-    body = bytes(buf[p : p + body_len])
-    p += body_len
-    topic_len = buf[p]
-    p += 1 + topic_len
-    props_len = _I16.unpack_from(buf, p)[0]
-    p += 2
+    return decode_checked(buf, pos, check)
+
+
+def decode_checked(buf, pos: int, check: RecordCheck) -> MessageExt:
+    """The message at `buf[pos:]` that `check_record` just found valid (`check`): only what the
+    check did not already read is parsed."""
+    sys_flag = check.sys_flag
+    fixed = _FIXED[20 if sys_flag & BORNHOST_V6_FLAG else 8, 20 if sys_flag & STOREHOST_V6_FLAG else 8]
+    (_, _, crc, _, flag, _, phys, _, born_ts, born_host_raw, _, store_host_raw, reconsume, _, body_len) = (
+        fixed.unpack_from(buf, pos)
+    )
+    body_pos = pos + fixed.size
+    props_pos = check.properties_pos
     try:
-        properties = decode_properties(buf[p : p + props_len])
+        properties = decode_properties(buf[props_pos : props_pos + check.properties_len])
     except (UnicodeDecodeError, ValueError) as exc:
         raise CorruptMessage(phys, f"bad properties: {exc}") from None
     return MessageExt(
         topic=check.topic,
-        queue_id=queue_id,
-        body=body,
+        queue_id=check.queue_id,
+        body=bytes(buf[body_pos : body_pos + body_len]),
         properties=properties,
         flag=flag,
         sys_flag=sys_flag,
-        born_host=born_host,
+        born_host=decode_host(born_host_raw),
         store_host=decode_host(store_host_raw),
         born_timestamp_ms=born_ts,
-        store_timestamp_ms=store_ts,
+        store_timestamp_ms=check.store_timestamp_ms,
         reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-        queue_offset=queue_offset,
+        prepared_transaction_offset=check.prepared_transaction_offset,
+        queue_offset=check.queue_offset,
         physical_offset=phys,
-        store_size=size,
+        store_size=check.size,
         body_crc=crc,
         msg_id=msg_id_from(store_host_raw, phys),
     )

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .codec import CorruptMessage, EncodedMessage, RecordKind, check_record, decode_message
+from .codec import CorruptMessage, EncodedMessage, RecordKind, check_record, decode_checked, decode_message
 from .mapped_file_queue import MappedFileQueue
 from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, MessageExt
 
@@ -142,7 +142,7 @@ class CommitLog:
                 if record.kind == RecordKind.BLANK:
                     offset = segment.end_offset
                     continue
-                message = decode_message(view, pos, offset)
+                message = decode_checked(view, pos, record)
             finally:
                 view.release()
             yield message

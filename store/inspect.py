@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .checkpoint import decode_checkpoint
-from .codec import CorruptMessage, RecordKind, check_record, decode_message
+from .codec import CorruptMessage, RecordKind, check_record, decode_checked
 from .commitlog import NO_QUEUE_OFFSET_TYPES
 from .recovery import find_valid_record, first_nonzero, last_nonzero_end
 from .message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, transaction_type
@@ -339,7 +339,7 @@ class _Walk:
                 stats[4] = qoff
         stats[2] += _body_length(buf, pos, record.sys_flag)
         if len(self.shown) < self.show:
-            msg = decode_message(buf, pos, offset)
+            msg = decode_checked(buf, pos, record)
             preview = msg.body[:48].decode("utf-8", "replace")
             self.shown.append(
                 MessageSummary(
