@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 
 from .mapped_file_queue import MappedFileQueue
-from .service_thread import ServiceThread
+from .service_thread import PagedService, ServiceThread
 from .status import PutMessageStatus
 from .waiters import OffsetWaiters
 
@@ -126,30 +126,7 @@ class GroupCommitService(ServiceThread):
         self._on_flushed(flushed)
 
 
-class _PagedService(ServiceThread):
-    """A round every `interval_ms` that works on at least `least_pages` dirty pages, and on every
-    dirty page once per `thorough_interval_ms` (RocketMQ's flush and commit services)."""
-
-    def __init__(self, queue: MappedFileQueue, interval_ms: int, least_pages: int, thorough_interval_ms: int, clock: Clock):
-        super().__init__()
-        self._queue = queue
-        self._interval_s = interval_ms / 1000
-        self._least_pages = least_pages
-        self._thorough_interval_ms = thorough_interval_ms
-        self._clock = clock
-        self._last_thorough_ms = clock()
-
-    def _next_round_least_pages(self) -> int:
-        """Wait for the next round; the least pages it works on (0: everything)."""
-        self.wait_for_running(self._interval_s)
-        now = self._clock()
-        if now - self._last_thorough_ms >= self._thorough_interval_ms:
-            self._last_thorough_ms = now
-            return 0
-        return self._least_pages
-
-
-class FlushRealTimeService(_PagedService):
+class FlushRealTimeService(PagedService):
     name = "flush-real-time"
 
     def __init__(
@@ -162,7 +139,8 @@ class FlushRealTimeService(_PagedService):
         on_error: Callable[[BaseException], None],
         clock: Clock = wall_clock_ms,
     ) -> None:
-        super().__init__(queue, interval_ms, least_pages, thorough_interval_ms, clock)
+        super().__init__(interval_ms, least_pages, thorough_interval_ms, clock)
+        self._queue = queue
         self._on_flushed = on_flushed
         self._on_error = on_error
 
@@ -187,7 +165,7 @@ class FlushRealTimeService(_PagedService):
         self._on_flushed(self._queue.flushed_where)
 
 
-class CommitRealTimeService(_PagedService):
+class CommitRealTimeService(PagedService):
     name = "commit-real-time"
 
     def __init__(
@@ -199,7 +177,8 @@ class CommitRealTimeService(_PagedService):
         flusher: ServiceThread,
         clock: Clock = wall_clock_ms,
     ) -> None:
-        super().__init__(queue, interval_ms, least_pages, thorough_interval_ms, clock)
+        super().__init__(interval_ms, least_pages, thorough_interval_ms, clock)
+        self._queue = queue
         self._flusher = flusher
 
     def _commit(self, least: int) -> None:

@@ -19,12 +19,12 @@ from .checkpoint import StoreCheckpoint
 from .consume_queue import ConsumeQueueTable
 from .dispatch import Dispatcher
 from .index_file import IndexService
-from .service_thread import ServiceThread
+from .service_thread import PagedService
 
 log = logging.getLogger(__name__)
 
 
-class FlushConsumeQueueService(ServiceThread):
+class FlushConsumeQueueService(PagedService):
     name = "flush-consume-queue"
 
     def __init__(
@@ -40,17 +40,12 @@ class FlushConsumeQueueService(ServiceThread):
         clock_ms: Callable[[], int],
         on_round: Callable[[int], None] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(interval_ms, least_pages, thorough_interval_ms, clock_ms)
         self._queues = queues
         self._index = index
         self._dispatcher = dispatcher
         self._checkpoint = checkpoint
-        self._interval_s = interval_ms / 1000
-        self._least_pages = least_pages
-        self._thorough_interval_ms = thorough_interval_ms
-        self._clock = clock_ms
         self._on_round = on_round
-        self._last_thorough_ms = clock_ms()
 
     def flush_all(self) -> None:
         """Flush every queue and index file, then move the checkpoint's logics offset."""
@@ -70,21 +65,19 @@ class FlushConsumeQueueService(ServiceThread):
         self._checkpoint.persist()
 
     def run_once(self) -> None:
-        self.wait_for_running(self._interval_s)
-        now = self._clock()
+        least = self._next_round_least_pages()
         try:
-            if now - self._last_thorough_ms >= self._thorough_interval_ms:
-                self._last_thorough_ms = now
+            if least == 0:
                 self.flush_all()
             else:
-                self._queues.flush(self._least_pages)
+                self._queues.flush(least)
                 if self._index is not None:
                     self._index.flush()
                 self._checkpoint.persist()
         except OSError as exc:
             log.error("ConsumeQueue/IndexFile flush failed: %s", exc)
         if self._on_round is not None:
-            self._on_round(now)
+            self._on_round(self._clock())
 
     def on_stop(self) -> None:
         try:

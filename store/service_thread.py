@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -75,3 +76,25 @@ class ServiceThread:
 
     def on_stop(self) -> None:
         """Last words in the thread after the loop ends."""
+
+
+class PagedService(ServiceThread):
+    """A round every `interval_ms` that works on at least `least_pages` dirty pages, and on every
+    dirty page once per `thorough_interval_ms` (RocketMQ's flush and commit services)."""
+
+    def __init__(self, interval_ms: int, least_pages: int, thorough_interval_ms: int, clock: Callable[[], int]) -> None:
+        super().__init__()
+        self._interval_s = interval_ms / 1000
+        self._least_pages = least_pages
+        self._thorough_interval_ms = thorough_interval_ms
+        self._clock = clock
+        self._last_thorough_ms = clock()
+
+    def _next_round_least_pages(self) -> int:
+        """Wait for the next round; the least pages it works on (0: everything)."""
+        self.wait_for_running(self._interval_s)
+        now = self._clock()
+        if now - self._last_thorough_ms >= self._thorough_interval_ms:
+            self._last_thorough_ms = now
+            return 0
+        return self._least_pages
