@@ -87,14 +87,12 @@ from bench.common import (
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
 from store import recovery as commitlog_recovery
 from store.checkpoint import StoreCheckpoint
-from store.commitlog import NO_QUEUE_OFFSET_TYPES
 from store.consume_queue import ConsumeQueueTable
-from store.dispatch import Dispatcher, DispatchRequest
+from store.dispatch import Dispatcher, index_consumer, queue_consumer
 from store.flush import wall_clock_ms
 from store.index_file import IndexService, index_file_size
 from store.lifecycle import AbortFile
 from store.mapped_file_queue import MappedFileQueue
-from store.message import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from store.message_filter import TagFilter
 from store.schedule import delivery_time_ms, parse_delay_levels
 from store.stats import StoreStats
@@ -393,32 +391,6 @@ def link_segments(source: Path, target: Path) -> None:
             os.link(segment, target / segment.name)
         except OSError:
             shutil.copy2(segment, target / segment.name)
-
-
-def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Callable[[DispatchRequest], None]:
-    """What MessageStore._dispatch_to_queue does."""
-
-    def to_queue(request: DispatchRequest) -> None:
-        stats.record_dispatch(request.topic, request.msg_size, request.store_timestamp_ms)
-        if (request.sys_flag & TRANSACTION_TYPE_MASK) in NO_QUEUE_OFFSET_TYPES:
-            return
-        queue = queues.get_or_create(request.topic, request.queue_id)
-        queue.put(request.queue_offset, request.commit_log_offset, request.msg_size, request.tags_code)
-
-    return to_queue
-
-
-def index_consumer(index: IndexService) -> Callable[[DispatchRequest], None]:
-    """What MessageStore._dispatch_to_index does."""
-
-    def to_index(request: DispatchRequest) -> None:
-        if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-            return
-        index.build_index(
-            request.topic, request.keys, request.uniq_key, request.commit_log_offset, request.store_timestamp_ms
-        )
-
-    return to_index
 
 
 def run_dispatch(

@@ -18,16 +18,21 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .codec import CorruptMessage, RecordKind, check_record, decode_properties
+from .commitlog import NO_QUEUE_OFFSET_TYPES
+from .consume_queue import ConsumeQueueTable
 from .consume_queue import tags_code as consume_queue_tags_code
+from .index_file import IndexService
 from .mapped_file_queue import MappedFileQueue
 from .message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_ROLLBACK_TYPE,
     transaction_type,
 )
 from .schedule import SCHEDULE_TOPIC, delay_level_of
 from .service_thread import ServiceThread
+from .stats import StoreStats
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +91,36 @@ def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | 
     )
 
 
+Consumer = Callable[[DispatchRequest], None]
+
+
+def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Consumer:
+    """Counts every record and writes its ConsumeQueue unit; prepared and rolled-back
+    transaction messages get no unit (they are never visible by queue)."""
+
+    def to_queue(request: DispatchRequest) -> None:
+        stats.record_dispatch(request.topic, request.msg_size, request.store_timestamp_ms)
+        if request.transaction_type in NO_QUEUE_OFFSET_TYPES:
+            return
+        queue = queues.get_or_create(request.topic, request.queue_id)
+        queue.put(request.queue_offset, request.commit_log_offset, request.msg_size, request.tags_code)
+
+    return to_queue
+
+
+def index_consumer(index: IndexService) -> Consumer:
+    """Indexes every record's keys and unique key, except rolled-back transaction messages."""
+
+    def to_index(request: DispatchRequest) -> None:
+        if request.transaction_type == TRANSACTION_ROLLBACK_TYPE:
+            return
+        index.build_index(
+            request.topic, request.keys, request.uniq_key, request.commit_log_offset, request.store_timestamp_ms
+        )
+
+    return to_index
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -99,10 +134,10 @@ class Dispatcher:
         self.last_dispatched_store_timestamp_ms = 0
         self._limit = limit
         self._delivery_time = delivery_time
-        self._consumers: list[Callable[[DispatchRequest], None]] = []
+        self._consumers: list[Consumer] = []
         self.failed_at: int | None = None
 
-    def add_consumer(self, consumer: Callable[[DispatchRequest], None]) -> None:
+    def add_consumer(self, consumer: Consumer) -> None:
         self._consumers.append(consumer)
 
     def set_limit(self, limit: Callable[[], int]) -> None:

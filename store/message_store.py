@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterator, Sequence
 from .checkpoint import StoreCheckpoint
 from .clean import CleanPolicy, CleanService
 from .codec import CorruptMessage
-from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog
+from .commitlog import CommitLog
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
-from .dispatch import Dispatcher, DispatchRequest, ReputMessageService
+from .dispatch import Dispatcher, DispatchRequest, ReputMessageService, index_consumer, queue_consumer
 from .flush import CommitRealTimeService, FlushRealTimeService, GroupCommitService, wall_clock_ms
 from .index_file import IndexService
 from .lifecycle import AbortFile, StoreLock
@@ -108,9 +108,9 @@ class MessageStore:
         self.consumer_offsets = ConsumerOffsetManager(root)
         self.stats = StoreStats(clock_ms)
         self.dispatcher = Dispatcher(self.queue, 0, self._default_dispatch_limit, self._delivery_time)
-        self.dispatcher.add_consumer(self._dispatch_to_queue)
+        self.dispatcher.add_consumer(queue_consumer(self.consume_queues, self.stats))
         if self.index is not None:
-            self.dispatcher.add_consumer(self._dispatch_to_index)
+            self.dispatcher.add_consumer(index_consumer(self.index))
         self.dispatcher.add_consumer(self._dispatch_to_listeners)
         self._reader = MessageReader(self.commit_log, self.consume_queues, self.index)
         self.schedule = ScheduleMessageService(
@@ -351,20 +351,6 @@ class MessageStore:
 
     def _delivery_time(self, level: int, store_timestamp_ms: int) -> int:
         return delivery_time_ms(level, store_timestamp_ms, self.delay_levels)
-
-    def _dispatch_to_queue(self, request: DispatchRequest) -> None:
-        self.stats.record_dispatch(request.topic, request.msg_size, request.store_timestamp_ms)
-        if (request.sys_flag & TRANSACTION_TYPE_MASK) in NO_QUEUE_OFFSET_TYPES:
-            return
-        queue = self.consume_queues.get_or_create(request.topic, request.queue_id)
-        queue.put(request.queue_offset, request.commit_log_offset, request.msg_size, request.tags_code)
-
-    def _dispatch_to_index(self, request: DispatchRequest) -> None:
-        if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-            return
-        self.index.build_index(  # type: ignore[union-attr]
-            request.topic, request.keys, request.uniq_key, request.commit_log_offset, request.store_timestamp_ms
-        )
 
     def _dispatch_to_listeners(self, request: DispatchRequest) -> None:
         for listener in self._listeners:
