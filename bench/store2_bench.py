@@ -9,8 +9,8 @@ What it measures
     1. Dispatch: CommitLog -> ConsumeQueues (and IndexFiles). The pieces MessageStore wires
        together are built directly over hard links of the workload's CommitLog segments (nothing is
        copied or written there) with empty consumequeue/ and index/ directories: MappedFileQueue,
-       ConsumeQueueTable, IndexService, Dispatcher, and consumers doing what MessageStore's do
-       (statistics + ConsumeQueue put; IndexService.build_index). The timed loop calls
+       ConsumeQueueTable, IndexService, Dispatcher, and the store's own consumers
+       (`store.dispatch.queue_consumer`, `index_consumer`). The timed loop calls
        `Dispatcher.dispatch_available(max_records=4096)` until the log's end. Three variants:
        ConsumeQueue + index (messageIndexEnable=true, the default), ConsumeQueue only
        (messageIndexEnable=false), and parse only (no consumer: the walk and the DispatchRequest
