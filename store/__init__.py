@@ -17,11 +17,10 @@ from .reads import GetMessageResult, QueryMessageResult
 from .recovery import StoreCorruptedError
 from .results import PutMessageResult, RecoveryReport
 from .stats import StoreStatsSnapshot
-from .status import AppendMessageStatus, BrokerRole, FlushDiskType, GetMessageStatus, PutMessageStatus
+from .status import BrokerRole, FlushDiskType, GetMessageStatus, PutMessageStatus
 from .topic_config import TopicConfig
 
 __all__ = [
-    "AppendMessageStatus",
     "BrokerRole",
     "ConfigError",
     "CorruptMessage",

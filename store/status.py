@@ -55,13 +55,6 @@ class GetMessageStatus(enum.Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-class AppendMessageStatus(enum.Enum):
-    """Outcome of copying one encoded message (or batch) into the current segment."""
-
-    PUT_OK = "PUT_OK"
-    END_OF_FILE = "END_OF_FILE"
-
-
 class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
