@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench proto clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.store_bench
 	$(BIN)/python -m bench.store2_bench
+
+proto: $(STAMP)
+	$(BIN)/python proto/generate.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -2,9 +2,10 @@
 
 Public API: `MessageStore`, `StoreConfig`, `Message`, `MessageExt`, `PutMessageResult`,
 `GetMessageResult`, `QueryMessageResult`, `TagFilter`, `TopicConfig`, `StoreStatsSnapshot`, the
-status enums, and the errors a load can raise.
+status enums, and the errors a load or a replicated append can raise.
 """
 
+from .commitlog import CommitLogClosed, ReplicatedAppendError
 from .codec import CorruptMessage, decode_msg_id, make_msg_id
 from .config import StoreConfig
 from .lifecycle import StoreLockedError
@@ -22,6 +23,7 @@ from .topic_config import TopicConfig
 
 __all__ = [
     "BrokerRole",
+    "CommitLogClosed",
     "ConfigError",
     "CorruptMessage",
     "FlushDiskType",
@@ -34,6 +36,7 @@ __all__ = [
     "PutMessageStatus",
     "QueryMessageResult",
     "RecoveryReport",
+    "ReplicatedAppendError",
     "SegmentLayoutError",
     "StoreConfig",
     "StoreCorruptedError",

@@ -29,6 +29,10 @@ class CommitLogClosed(Exception):
     """The CommitLog no longer takes appends (the store is shutting down)."""
 
 
+class ReplicatedAppendError(Exception):
+    """Replicated bytes that cannot go where they were sent; nothing was written."""
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     wrote_offset: int
@@ -75,6 +79,37 @@ class CommitLog:
             finally:
                 self.begin_time_in_lock_ms = 0
         return AppendResult(physical_offset, size, queue_offset, now, encoded.count)
+
+    def append_replicated(self, offset: int, data: bytes) -> int:
+        """A slave's append of its master's bytes (whole records) at exactly `offset`, which must
+        be the log's end, or a segment start when the log is empty. The bytes must not cross a
+        segment end (masters send one segment's bytes at a time). Returns the new end offset;
+        ReplicatedAppendError when the bytes cannot go there (nothing is written then)."""
+        size = len(data)
+        with self.lock:
+            if not self.accepting:
+                raise CommitLogClosed()
+            queue = self.queue
+            if queue.last is None:
+                if offset % queue.file_size:
+                    raise ReplicatedAppendError(
+                        f"an empty CommitLog starts at a segment boundary, not at {offset} "
+                        f"(segment size {queue.file_size})"
+                    )
+                if offset != queue.flushed_where:
+                    queue.reset_to(offset)
+            elif offset != queue.max_offset:
+                raise ReplicatedAppendError(f"data for offset {offset} but the CommitLog ends at {queue.max_offset}")
+            if not size:
+                return offset
+            segment = queue.last_for_append(offset)
+            if size > segment.file_size - segment.wrote_position:
+                raise ReplicatedAppendError(
+                    f"{size} bytes at {offset} cross the end of segment {segment.file_from_offset} "
+                    f"({segment.file_size - segment.wrote_position} bytes left)"
+                )
+            segment.append(data)
+            return offset + size
 
     def is_os_page_cache_busy(self, now_ms: int, timeout_ms: int) -> bool:
         begin = self.begin_time_in_lock_ms

@@ -27,12 +27,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from collections.abc import Callable, Iterator, Sequence
 
 from .checkpoint import StoreCheckpoint
 from .clean import CleanPolicy, CleanService
 from .codec import CorruptMessage
-from .commitlog import CommitLog
+from .commitlog import CommitLog, CommitLogClosed, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
@@ -131,6 +132,7 @@ class MessageStore:
             delay_levels=self.delay_levels,
         )
         self._listeners: list[ArrivalListener] = []
+        self._flush_listeners: list[Callable[[int], None]] = []
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
         self._topic_lock = threading.Lock()
         self._allocator: SegmentAllocator | None = None
@@ -199,7 +201,9 @@ class MessageStore:
         )
         self.queue.allocator = self._allocator
         last = self.queue.last
-        self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
+        if last is not None or self.broker_role is not BrokerRole.SLAVE:
+            # An empty slave learns where its log starts from its master's first chunk.
+            self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
         self._start_flush_services()
         self._reput = ReputMessageService(self.dispatcher)
         self._logic_flusher = FlushConsumeQueueService(
@@ -319,6 +323,11 @@ class MessageStore:
         self.checkpoint.advance(
             physic_flushed_offset=flushed_offset, physic_msg_timestamp=last.store_timestamp_ms if last else 0
         )
+        for listener in self._flush_listeners:
+            try:
+                listener(flushed_offset)
+            except Exception:
+                log.exception("flush listener failed")
 
     def _on_disk_error(self, exc: BaseException) -> None:
         log.error("disk error, the store turns read-only: %s", exc)
@@ -359,6 +368,10 @@ class MessageStore:
             except Exception:
                 log.exception("message-arrival listener failed")
 
+    def add_flush_listener(self, listener: Callable[[int], None]) -> None:
+        """Called on the flush thread with the flushed offset after every flush round that ran."""
+        self._flush_listeners.append(listener)
+
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called on the dispatch thread for every message as it becomes readable (long polling)."""
         self._listeners.append(listener)
@@ -379,6 +392,23 @@ class MessageStore:
 
     def set_broker_role(self, role: BrokerRole) -> None:
         self.broker_role = role
+
+    # -- replication (slave side) ------------------------------------------------------------------
+
+    def append_replicated(self, offset: int, data: bytes) -> int:
+        """Append bytes replicated from the master (whole records) at exactly `offset`; returns
+        the new end. ReplicatedAppendError when they do not belong there (nothing is written),
+        CommitLogClosed once the store is shutting down. Only a SLAVE takes replicated bytes."""
+        if self.broker_role is not BrokerRole.SLAVE:
+            raise ReplicatedAppendError(f"a {self.broker_role.name} does not take replicated data")
+        return self.commit_log.append_replicated(offset, data)
+
+    def request_flush(self, next_offset: int) -> Future | None:
+        """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status
+        under SYNC_FLUSH; under ASYNC_FLUSH None (the flusher flushes on its own rhythm)."""
+        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or self._flusher is None:
+            return None
+        return self._flusher.request(next_offset, self._clock())  # type: ignore[union-attr]
 
     def request_delete_files_now(self) -> None:
         """Delete expired CommitLog segments now (RocketMQ's executeDeleteFilesManually)."""
@@ -521,7 +551,10 @@ class MessageStore:
         return self.commit_log.read(offset, size)
 
     def max_queue_offset(self, topic: str, queue_id: int) -> int:
-        """The next queue offset a put to this queue gets (0 for a queue never written)."""
+        """The next queue offset a put to this queue gets (0 for a queue never written); on a
+        slave, whose puts arrive replicated, the end of the queue as dispatched."""
+        if self.broker_role is BrokerRole.SLAVE:
+            return self.dispatched_queue_offset(topic, queue_id)
         return self.commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:

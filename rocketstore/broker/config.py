@@ -1,0 +1,93 @@
+"""`BrokerConfig` and `load_broker_config`: a broker.conf split into its components' configs.
+
+`BrokerConfig` holds the broker-level keys (names, ids, endpoints, the admin secret, TLS of the
+client API). `load_broker_config` reads the file and `--key=value` overrides once and binds them
+to `BrokerConfig`, `store.StoreConfig` and `ha.config.HaConfig`; a key none of them knows is an
+error naming it. Frozen, thread-safe.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ha.config import HaConfig
+from store.config import StoreConfig
+from store.properties import ConfigError, bind, load_properties
+from store.status import BrokerRole
+
+
+def _key(name: str) -> Any:
+    return {"key": name}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = field(default_factory=socket.gethostname)
+    # 0 for a master, anything else for a slave (RocketMQ's convention).
+    broker_id: int = 0
+    broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
+    listen_port: int = 10911
+    # Where the client, admin and replication servers listen; empty: brokerIP1 (nothing listens
+    # on other interfaces unless the config says so).
+    bind_address: str = ""
+    # Shared secret of the admin API (inline or in a file); empty: the replication secret.
+    admin_secret: str = field(default="", repr=False)
+    admin_secret_file: str = ""
+    # TLS on the client API (off by default, as in RocketMQ).
+    tls_enable: bool = False
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    # Longest a PullMessage long poll may wait.
+    long_polling_max_ms: int = field(default=30_000, metadata=_key("longPollingMax"))
+    # The broker's log file lives here; empty: <storePathRootDir>/logs.
+    broker_log_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort out of range: {self.listen_port}")
+        if self.broker_id < 0:
+            raise ConfigError(f"brokerId must not be negative, got {self.broker_id}")
+        if self.tls_enable and not (self.tls_server_cert_path and self.tls_server_key_path):
+            raise ConfigError("tlsEnable=true needs tlsServerCertPath and tlsServerKeyPath")
+        if self.admin_secret and self.admin_secret_file:
+            raise ConfigError("set adminSecret or adminSecretFile, not both")
+        if self.long_polling_max_ms <= 0:
+            raise ConfigError(f"longPollingMax must be positive, got {self.long_polling_max_ms}")
+
+    @property
+    def host(self) -> str:
+        return self.bind_address or self.broker_ip1
+
+
+class BrokerConfigs(NamedTuple):
+    broker: BrokerConfig
+    store: StoreConfig
+    ha: HaConfig
+
+
+def configs_from_properties(props: dict[str, str], source: str = "<config>") -> BrokerConfigs:
+    broker, rest_b = bind(BrokerConfig, props)
+    store, rest_s = StoreConfig.from_properties(props)
+    ha, rest_h = HaConfig.from_properties(props)
+    unknown = set(rest_b) & set(rest_s) & set(rest_h)
+    if unknown:
+        raise ConfigError(f"{source}: unknown keys: {', '.join(sorted(unknown))}")
+    if store.broker_role is BrokerRole.SLAVE:
+        if broker.broker_id == 0:
+            raise ConfigError(f"{source}: a SLAVE needs brokerId > 0 (0 is the master's)")
+        if not ha.ha_master_address:
+            raise ConfigError(f"{source}: a SLAVE needs haMasterAddress (the master's host:haListenPort)")
+    elif broker.broker_id != 0:
+        raise ConfigError(f"{source}: a {store.broker_role.name} has brokerId 0, not {broker.broker_id}")
+    return BrokerConfigs(broker, store, ha)
+
+
+def load_broker_config(path: str | Path | None, overrides: dict[str, str] | None = None) -> BrokerConfigs:
+    """The three configs from a broker.conf (or none) plus `--key=value` overrides."""
+    props = load_properties(path) if path is not None else {}
+    props.update(overrides or {})
+    return configs_from_properties(props, str(path) if path is not None else "command line")
