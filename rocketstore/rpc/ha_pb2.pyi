@@ -21,7 +21,7 @@ class SlaveReport(_message.Message):
     def __init__(self, durable_offset: _Optional[int] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., max_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("start_offset", "data", "master_max_offset", "epoch", "checksum", "confirmed_offset", "segment_size")
+    __slots__ = ("start_offset", "data", "master_max_offset", "epoch", "checksum", "confirmed_offset", "segment_size", "master_client_endpoint")
     START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,7 @@ class Chunk(_message.Message):
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     start_offset: int
     data: bytes
     master_max_offset: int
@@ -36,4 +37,5 @@ class Chunk(_message.Message):
     checksum: int
     confirmed_offset: int
     segment_size: int
-    def __init__(self, start_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., master_max_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., checksum: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., segment_size: _Optional[int] = ...) -> None: ...
+    master_client_endpoint: str
+    def __init__(self, start_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., master_max_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., checksum: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., segment_size: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,125 @@
+"""Broker endpoints: parsing `host:port` and opening gRPC channels to them.
+
+Accepted forms: `host:port` where host is an IPv4 literal or a DNS name (RFC 1123 labels), and
+`[v6-literal]:port` (an IPv6 literal must be in brackets, since its colons would hide the port).
+Ports run from 1 to 65535. Anything else raises `EndpointError` naming what is wrong.
+`Endpoint.target` is the form gRPC takes (brackets kept for IPv6).
+
+`open_channel` makes a plaintext channel, or a TLS one trusting `tls_ca_file`, sync or grpc.aio.
+Thread-safety: `Endpoint` is immutable; sync channels may be shared between threads; an aio
+channel belongs to the event loop that created it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+import grpc
+
+from .errors import EndpointError
+
+DEFAULT_ENDPOINT = "127.0.0.1:10911"
+# Pull answers stream one message per response, but a send batch or a status with a large stats
+# snapshot can pass gRPC's 4 MiB default; a broker's maxMessageSize is 4 MiB by default.
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+)
+
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_DIGITS_AND_DOTS = re.compile(r"[0-9.]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+
+    @property
+    def is_ipv6(self) -> bool:
+        return ":" in self.host
+
+    @property
+    def target(self) -> str:
+        return f"[{self.host}]:{self.port}" if self.is_ipv6 else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return self.target
+
+
+def _check_host(host: str, text: str) -> str:
+    if not host:
+        raise EndpointError(f"endpoint {text!r} has no host (expected HOST:PORT)")
+    if ":" in host:
+        raise EndpointError(f"endpoint {text!r}: an IPv6 address needs brackets, e.g. [{host}]:10911")
+    if _DIGITS_AND_DOTS.fullmatch(host):
+        try:
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            raise EndpointError(f"endpoint {text!r}: {host!r} is not an IPv4 address") from None
+    name = host[:-1] if host.endswith(".") else host
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        raise EndpointError(f"endpoint {text!r}: {host!r} is neither an IP address nor a valid host name")
+    return host
+
+
+def _check_port(port_text: str, text: str) -> int:
+    if not port_text:
+        raise EndpointError(f"endpoint {text!r} has no port (expected HOST:PORT)")
+    if not port_text.isascii() or not port_text.isdigit():
+        raise EndpointError(f"endpoint {text!r}: port {port_text!r} is not a number")
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        raise EndpointError(f"endpoint {text!r}: port {port} is outside 1-65535")
+    return port
+
+
+def parse_endpoint(text: object, default_port: int | None = None) -> Endpoint:
+    """`host:port` or `[ipv6]:port` -> Endpoint; without a port, `default_port` when given."""
+    if isinstance(text, Endpoint):
+        return text
+    if not isinstance(text, str):
+        raise EndpointError(f"an endpoint is a 'host:port' string, not {type(text).__name__}")
+    raw = text.strip()
+    if not raw:
+        raise EndpointError("the endpoint is empty (expected HOST:PORT)")
+    if any(c.isspace() for c in raw) or "/" in raw or "@" in raw:
+        raise EndpointError(f"endpoint {text!r}: expected HOST:PORT, without spaces, scheme or path")
+    if raw.startswith("["):
+        close = raw.find("]")
+        if close < 0:
+            raise EndpointError(f"endpoint {text!r}: '[' without its ']'")
+        literal, rest = raw[1:close], raw[close + 1 :]
+        try:
+            host = str(ipaddress.IPv6Address(literal))
+        except ValueError:
+            raise EndpointError(f"endpoint {text!r}: {literal!r} in brackets is not an IPv6 address") from None
+        if rest == "" and default_port is not None:
+            return Endpoint(host, default_port)
+        if not rest.startswith(":"):
+            raise EndpointError(f"endpoint {text!r}: expected ':PORT' after ']'")
+        return Endpoint(host, _check_port(rest[1:], text))
+    if "]" in raw:
+        raise EndpointError(f"endpoint {text!r}: ']' without its '['")
+    if raw.count(":") > 1:
+        raise EndpointError(f"endpoint {text!r}: an IPv6 address needs brackets, e.g. [::1]:10911")
+    host_text, colon, port_text = raw.partition(":")
+    host = _check_host(host_text, text)
+    if not colon:
+        if default_port is None:
+            raise EndpointError(f"endpoint {text!r} has no port (expected HOST:PORT)")
+        return Endpoint(host, default_port)
+    return Endpoint(host, _check_port(port_text, text))
+
+
+def open_channel(endpoint: Endpoint, *, tls_ca_file: str | None = None, aio: bool = False):
+    """A channel to `endpoint`: TLS trusting `tls_ca_file` when given, else plaintext."""
+    module = grpc.aio if aio else grpc
+    if tls_ca_file:
+        from rocketstore.auth import channel_credentials
+
+        return module.secure_channel(endpoint.target, channel_credentials(tls_ca_file), options=CHANNEL_OPTIONS)
+    return module.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)

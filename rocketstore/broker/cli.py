@@ -1,0 +1,29 @@
+"""`rocketstore broker -c broker.conf [--key=value ...]`: arguments and the run function."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from store.properties import parse_overrides
+
+from .config import load_broker_config
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--config", metavar="FILE", help="broker.conf with RocketMQ's keys")
+    p.add_argument(
+        "overrides",
+        nargs=argparse.REMAINDER,
+        metavar="--key=value",
+        help="override any broker.conf key, e.g. --listenPort=0 --brokerRole=SYNC_MASTER",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from .process import run as run_broker
+
+    if args.config is not None and not Path(args.config).is_file():
+        args.parser.error(f"argument -c/--config: {args.config}: no such file")
+    configs = load_broker_config(args.config, parse_overrides(args.overrides))
+    return run_broker(configs, verbose=args.verbose + args.sub_verbose)

@@ -1,0 +1,240 @@
+"""Broker processes on 127.0.0.1 for the demo, the benchmark and the integration tests.
+
+`LocalBroker` runs `python -m rocketstore.cli broker --key=value ...` as a child process, waits for
+its ready line (with a deadline) to learn the ports it bound (port 0), and stops it with SIGTERM
+(clean), SIGKILL (crash), SIGSTOP/SIGCONT (pause). Its stdout and stderr go to files under its
+directory so a failing test can show them. `LocalCluster` builds a master and its slaves sharing a
+generated secret (kept in a 0600 file, passed by path, never on a command line).
+
+Thread-safety: none; drive each object from one thread.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY_PREFIX = "rocketstore broker ready: "
+# Small segments keep the files of a local run small; everything else is RocketMQ's default.
+LOCAL_DEFAULTS = {
+    "mappedFileSizeCommitLog": str(64 * 1024 * 1024),
+    "mappedFileSizeConsumeQueue": str(300_000 * 20),
+    "maxHashSlotNum": "50000",
+    "maxIndexNum": "200000",
+}
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def write_secret(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(24) + "\n")
+    return path
+
+
+@dataclass
+class LocalBroker:
+    name: str
+    directory: Path
+    settings: dict[str, str]
+    process: subprocess.Popen | None = None
+    ready: dict[str, str] = field(default_factory=dict)
+    runs: int = 0
+
+    @property
+    def store_dir(self) -> Path:
+        return self.directory / "store"
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.directory / f"stdout.{self.runs}.log"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.directory / f"stderr.{self.runs}.log"
+
+    @property
+    def client_endpoint(self) -> str:
+        return self.ready["client"]
+
+    @property
+    def ha_endpoint(self) -> str:
+        return self.ready["ha"]
+
+    @property
+    def role(self) -> str:
+        return self.ready.get("role", self.settings.get("brokerRole", "ASYNC_MASTER"))
+
+    def command(self) -> list[str]:
+        settings = {"storePathRootDir": str(self.store_dir), "brokerLogDir": str(self.directory / "logs")}
+        settings.update(self.settings)
+        return [sys.executable, "-m", "rocketstore.cli", "broker", *(f"--{k}={v}" for k, v in settings.items())]
+
+    def start(self, timeout_s: float = 60.0, env: Mapping[str, str] | None = None) -> "LocalBroker":
+        """Start the process and wait for its ready line; BrokerStartError with its stderr if it
+        exits or stays silent past the deadline."""
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError(f"{self.name} is already running")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.runs += 1
+        self.ready = {}
+        child_env = dict(os.environ if env is None else env)
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.process = subprocess.Popen(self.command(), stdout=out, stderr=err, env=child_env)
+        deadline = time.monotonic() + timeout_s
+        delay = 0.005
+        while time.monotonic() < deadline:
+            line = self._ready_line()
+            if line is not None:
+                self.ready = dict(part.split("=", 1) for part in line[len(READY_PREFIX):].split())
+                return self
+            if self.process.poll() is not None:
+                raise BrokerStartError(f"{self.name} exited with {self.process.returncode}:\n{self.tail()}")
+            # Polling a file the child appends to: the child has no other channel to us.
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        self.kill()
+        raise BrokerStartError(f"{self.name} did not become ready within {timeout_s} s:\n{self.tail()}")
+
+    def _ready_line(self) -> str | None:
+        try:
+            text = self.stdout_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+        for line in text.splitlines():
+            if line.startswith(READY_PREFIX):
+                return line
+        return None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit status."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(f"{self.name} did not stop within {timeout_s} s after SIGTERM:\n{self.tail()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def tail(self, lines: int = 60) -> str:
+        """The end of this broker's stderr over every run, for failure reports."""
+        out = []
+        for run in range(1, self.runs + 1):
+            path = self.directory / f"stderr.{run}.log"
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {self.name} run {run} stderr ---")
+                out.extend(text)
+        return "\n".join(out)
+
+
+@dataclass
+class LocalCluster:
+    """A master and `slaves` slaves of one broker group, in `base_dir`."""
+
+    base_dir: Path
+    master_role: str = "SYNC_MASTER"
+    flush_disk_type: str = "SYNC_FLUSH"
+    slaves: int = 1
+    settings: dict[str, str] = field(default_factory=dict)
+    slave_settings: dict[str, str] = field(default_factory=dict)
+    broker_name: str = "broker-a"
+    brokers: list[LocalBroker] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.secret_file = write_secret(self.base_dir / "secret")
+
+    def _common(self) -> dict[str, str]:
+        common = dict(LOCAL_DEFAULTS)
+        common.update(
+            brokerName=self.broker_name,
+            brokerIP1="127.0.0.1",
+            flushDiskType=self.flush_disk_type,
+            listenPort="0",
+            haSecretFile=str(self.secret_file),
+        )
+        common.update(self.settings)
+        return common
+
+    @property
+    def master(self) -> LocalBroker:
+        return self.brokers[0]
+
+    @property
+    def slave_brokers(self) -> list[LocalBroker]:
+        return self.brokers[1:]
+
+    def start(self, timeout_s: float = 60.0) -> "LocalCluster":
+        master_settings = self._common()
+        master_settings.update(brokerRole=self.master_role, brokerId="0", haListenPort="0")
+        master = LocalBroker("master", self.base_dir / "master", master_settings)
+        self.brokers = [master]
+        master.start(timeout_s)
+        for i in range(1, self.slaves + 1):
+            self.add_slave(i, timeout_s)
+        return self
+
+    def add_slave(self, broker_id: int, timeout_s: float = 60.0, **extra: str) -> LocalBroker:
+        settings = self._common()
+        settings.update(brokerRole="SLAVE", brokerId=str(broker_id), haMasterAddress=self.master.ha_endpoint)
+        settings.update(self.slave_settings)
+        settings.update(extra)
+        slave = LocalBroker(f"slave{broker_id}", self.base_dir / f"slave{broker_id}", settings)
+        self.brokers.append(slave)
+        slave.start(timeout_s)
+        return slave
+
+    def admin_secret(self) -> bytes:
+        return self.secret_file.read_text().strip().encode()
+
+    def stop(self) -> None:
+        """Stop every broker still running, slaves first; kill what does not stop."""
+        errors = []
+        for broker in reversed(self.brokers):
+            try:
+                broker.stop()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise RuntimeError("\n".join(errors))
+
+    def tails(self) -> str:
+        return "\n".join(b.tail() for b in self.brokers)
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

@@ -1,0 +1,346 @@
+"""The broker process: `rocketstore broker -c broker.conf [--key=value ...]`.
+
+It owns the wiring and the lifecycle, nothing else:
+- one `MessageStore`, opened with the configured role;
+- the client API (`apache.rocketmq.v2.MessagingService`) and the admin API on `listenPort`, one
+  `grpc.aio` server on the main thread's event loop (admin calls need the admin secret);
+- by role, the master's replication server on `haListenPort` (a threaded `grpc` server, one
+  stream per slave; shared secret and/or mutual TLS) and the SYNC_MASTER replica gate, or the
+  slave's replication client streaming from `haMasterAddress`.
+
+Servers bind `bindAddress` (default: brokerIP1) only. Port 0 binds a free port; the ready line on
+stdout names every bound port:
+
+    rocketstore broker ready: name=broker-a id=0 role=SYNC_MASTER client=127.0.0.1:40123 ha=127.0.0.1:40124
+
+SIGTERM or SIGINT shuts down cleanly (servers stop, the store flushes, the abort file goes); a
+second one exits at once, which the store treats as a crash and recovers from. Logs go to stderr
+and to `<brokerLogDir or storePathRootDir/logs>/broker.log`; secrets are never logged.
+Thread-safety: `Broker` is driven from one thread (the one running its event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+
+from ha.config import HaConfig
+from ha.replica_tracker import ReplicaTracker
+from master.replication_server import ReplicationServicer
+from rocketstore.auth import AuthInterceptor, Signer, Verifier, channel_credentials, load_secret, server_credentials
+from rocketstore.rpc import admin_pb2_grpc, ha_pb2_grpc, messaging_pb2_grpc
+from slave.replication_client import SlaveReplicator
+from store import BrokerRole, MessageStore
+from store.properties import ConfigError
+
+from .admin import AdminServicer
+from .config import BrokerConfigs
+from .messaging import MessagingServicer
+
+log = logging.getLogger("rocketstore.broker")
+
+ADMIN_PREFIX = "/rocketstore.admin.v1.Admin/"
+HA_PREFIX = "/rocketstore.ha.v1.Replication/"
+# Replication streams each hold a worker thread; a few spare ones serve refusals promptly.
+HA_MAX_STREAMS = 16
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _endpoint(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Secrets:
+    ha: bytes
+    admin: bytes
+
+    def __repr__(self) -> str:
+        return "Secrets(<hidden>)"
+
+
+def load_secrets(configs: BrokerConfigs) -> Secrets:
+    """The replication and admin secrets; ConfigError when an endpoint would be unauthenticated."""
+    ha, broker = configs.ha, configs.broker
+    try:
+        ha_secret = load_secret(ha.ha_secret, ha.ha_secret_file)
+        admin_secret = load_secret(broker.admin_secret, broker.admin_secret_file) or ha_secret
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot use the configured secret: {exc}") from None
+    if not ha_secret and not ha.mutual_tls:
+        raise ConfigError(
+            "replication must be authenticated: set haSecret or haSecretFile (a shared secret of at "
+            "least 16 bytes), or mutual TLS with haTlsCertFile, haTlsKeyFile and haTlsCaFile"
+        )
+    if not admin_secret:
+        raise ConfigError("the admin API must be authenticated: set adminSecret or adminSecretFile")
+    return Secrets(ha_secret, admin_secret)
+
+
+class BrokerState:
+    """What the API servicers ask about the broker (`rocketstore.broker.view.BrokerView`)."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self._broker = broker
+
+    @property
+    def role(self) -> BrokerRole:
+        return self._broker.store.broker_role
+
+    def client_endpoint(self) -> str:
+        return self._broker.client_endpoint
+
+    def ha_endpoint(self) -> str:
+        return self._broker.ha_endpoint
+
+    def master_client_endpoint(self) -> str:
+        replicator = self._broker.replicator
+        if replicator is None:
+            return self._broker.client_endpoint
+        return getattr(replicator.state(), "master_client_endpoint", "")
+
+    def confirmed_offset(self) -> int:
+        tracker = self._broker.tracker
+        return tracker.confirmed_offset if tracker is not None else self._broker.store.max_offset
+
+    def slave_snapshots(self, now_ms: int) -> list:
+        tracker = self._broker.tracker
+        return tracker.snapshots(now_ms) if tracker is not None else []
+
+    def replication_state(self):
+        replicator = self._broker.replicator
+        return replicator.state() if replicator is not None else None
+
+    def epoch(self) -> int:
+        return 0
+
+    def started_at_ms(self) -> int:
+        return self._broker.started_at_ms
+
+
+class Broker:
+    def __init__(self, configs: BrokerConfigs) -> None:
+        self.configs = configs
+        self.secrets = load_secrets(configs)
+        self.store: MessageStore | None = None
+        self.tracker: ReplicaTracker | None = None
+        self.replicator: SlaveReplicator | None = None
+        self.client_endpoint = ""
+        self.ha_endpoint = ""
+        self.started_at_ms = 0
+        self._client_server: grpc.aio.Server | None = None
+        self._ha_server: grpc.Server | None = None
+        self._ha_servicer: ReplicationServicer | None = None
+        self._stopped = False
+
+    @property
+    def role(self) -> BrokerRole:
+        return self.configs.store.broker_role
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def _client_server_credentials(self) -> grpc.ServerCredentials | None:
+        broker = self.configs.broker
+        if not broker.tls_enable:
+            return None
+        return server_credentials(broker.tls_server_cert_path, broker.tls_server_key_path)
+
+    def _ha_server_credentials(self) -> grpc.ServerCredentials | None:
+        ha = self.configs.ha
+        if not ha.ha_tls_cert_file:
+            return None
+        return server_credentials(ha.ha_tls_cert_file, ha.ha_tls_key_file, ha.ha_tls_ca_file)
+
+    @staticmethod
+    def _bind(server, host: str, port: int, credentials, what: str, key: str) -> int:
+        address = _endpoint(host, port)
+        try:
+            bound = (
+                server.add_secure_port(address, credentials)
+                if credentials is not None
+                else server.add_insecure_port(address)
+            )
+        except RuntimeError as exc:
+            raise ConfigError(f"cannot listen for the {what} on {address} ({key}): {exc}") from None
+        if bound == 0:
+            raise ConfigError(f"cannot listen for the {what} on {address} ({key}): address in use or not local")
+        return bound
+
+    async def start(self) -> None:
+        broker, store_config, ha = self.configs
+        host = broker.host
+        max_message = store_config.max_message_size * 2 + 1024 * 1024
+        self._client_server = grpc.aio.server(
+            interceptors=[AuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX])],
+            options=[
+                ("grpc.max_receive_message_length", max_message),
+                ("grpc.max_send_message_length", max_message),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        client_port = self._bind(
+            self._client_server, host, broker.listen_port, self._client_server_credentials(), "client API", "listenPort"
+        )
+        self.client_endpoint = _endpoint(broker.broker_ip1, client_port)
+        # Messages carry the broker's real address (STOREHOSTADDRESS, msgId), so a port chosen
+        # by the OS goes into the store's config before the store opens.
+        store_config = dataclasses.replace(store_config, listen_port=client_port)
+        self.store = MessageStore(store_config)
+        report = self.store.load()
+        log.info("store loaded: %s", report)
+        if self.role is BrokerRole.SLAVE:
+            self._start_slave_replication(store_config, ha)
+        else:
+            self._start_master_replication(store_config, ha, host)
+        self.store.start()
+        if self.replicator is not None:
+            self.replicator.start()
+
+        view = BrokerState(self)
+        messaging = MessagingServicer(self.store, self.configs, view)
+        admin = AdminServicer(self.store, self.configs, view)
+        messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
+        admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
+        self.store.add_arrival_listener(messaging.on_arrival)
+        messaging.bind_loop(asyncio.get_running_loop())
+        await self._client_server.start()
+        self.started_at_ms = wall_clock_ms()
+
+    def _start_master_replication(self, store_config, ha: HaConfig, host: str) -> None:
+        store = self.store
+        self.tracker = ReplicaTracker(
+            self.role,
+            ha.in_sync_replicas,
+            store_config.slave_timeout_ms,
+            ha.ha_slave_fallbehind_max,
+            lambda: store.max_offset,
+        )
+        store.set_replica_gate(self.tracker)
+        interceptors = [AuthInterceptor(Verifier(self.secrets.ha), [HA_PREFIX])] if self.secrets.ha else []
+        self._ha_server = grpc.server(
+            ThreadPoolExecutor(max_workers=HA_MAX_STREAMS + 4, thread_name_prefix="ha-stream"),
+            interceptors=interceptors,
+            options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)],
+            maximum_concurrent_rpcs=HA_MAX_STREAMS,
+        )
+        self._ha_servicer = ReplicationServicer(store, ha, self.configs.broker.broker_name, self.tracker)
+        self._ha_servicer.add_to_server(self._ha_server)
+        ha_port = self._bind(self._ha_server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
+        self.ha_endpoint = _endpoint(self.configs.broker.broker_ip1, ha_port)
+        self._ha_server.start()
+
+    def _start_slave_replication(self, store_config, ha: HaConfig) -> None:
+        credentials = None
+        if ha.ha_tls_ca_file:
+            credentials = channel_credentials(ha.ha_tls_ca_file, ha.ha_tls_cert_file, ha.ha_tls_key_file)
+        self.replicator = SlaveReplicator(
+            self.store,
+            ha,
+            broker_name=self.configs.broker.broker_name,
+            broker_id=self.configs.broker.broker_id,
+            client_endpoint=self.client_endpoint,
+            signer=Signer(self.secrets.ha) if self.secrets.ha else None,
+            channel_credentials=credentials,
+        )
+
+    def ready_line(self) -> str:
+        broker = self.configs.broker
+        parts = [
+            f"name={broker.broker_name}",
+            f"id={broker.broker_id}",
+            f"role={self.role.name}",
+            f"client={self.client_endpoint}",
+        ]
+        if self.ha_endpoint:
+            parts.append(f"ha={self.ha_endpoint}")
+        else:
+            parts.append(f"master={self.configs.ha.ha_master_address}")
+        return "rocketstore broker ready: " + " ".join(parts)
+
+    # -- stop ----------------------------------------------------------------------------------
+
+    async def stop(self, grace_s: float = 2.0) -> None:
+        """Stop taking requests, end replication, shut the store down cleanly. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        log.info("shutting down")
+        if self._ha_servicer is not None:
+            self._ha_servicer.stop()
+        if self._ha_server is not None:
+            self._ha_server.stop(grace=None)
+        if self.replicator is not None:
+            await asyncio.to_thread(self.replicator.stop)
+        if self._client_server is not None:
+            await self._client_server.stop(grace_s)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.shutdown)
+        log.info("shut down cleanly")
+
+
+# -- the process -----------------------------------------------------------------------------------
+
+
+def setup_logging(configs: BrokerConfigs, verbose: int) -> Path:
+    """Logs to stderr and to the broker's log file; returns the file's path."""
+    log_dir = Path(configs.broker.broker_log_dir or os.path.join(configs.store.store_path_root_dir, "logs"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / "broker.log"
+    formatter = logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(path, encoding="utf-8")):
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    return path
+
+
+async def serve(configs: BrokerConfigs) -> int:
+    broker = Broker(configs)
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    signals_seen = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen > 1:
+            log.error("second %s: exiting without a clean shutdown", signal.Signals(signum).name)
+            logging.shutdown()
+            os._exit(1)
+        log.info("%s: shutting down cleanly", signal.Signals(signum).name)
+        stop_requested.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop(grace_s=0)
+        raise
+    line = broker.ready_line()
+    log.info(line)
+    print(line, flush=True)
+    await stop_requested.wait()
+    await broker.stop()
+    return 0
+
+
+def run(configs: BrokerConfigs, verbose: int = 0) -> int:
+    path = setup_logging(configs, verbose)
+    log.info("starting %s as %s; log file %s", configs.broker.broker_name, configs.store.broker_role.name, path)
+    return asyncio.run(serve(configs))

@@ -1,0 +1,171 @@
+"""The `rocketstore broker` process: start-up, ports, clean and unclean stops, configuration
+errors, hostile client input, and mutual TLS on the replication stream."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+
+from test_ha_cluster import wait_until
+
+from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus
+
+TOPIC = "ProcTopic"
+
+
+def run_broker(tmp_path: Path, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", "broker", f"--storePathRootDir={tmp_path / 'store'}", *args],
+        capture_output=True, text=True, timeout=timeout_s,
+    )
+
+
+def test_broker_prints_its_ports_serves_and_shuts_down_cleanly(make_cluster):
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    master = cluster.master
+    host, port = master.client_endpoint.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    assert int(master.ha_endpoint.rsplit(":", 1)[1]) > 0
+    with Producer(master.client_endpoint) as producer:
+        result = producer.send(TOPIC, b"hello", tag="t1")
+    assert result.status is SendStatus.SEND_OK
+    # The message carries the port the broker really bound (its msgId encodes the store host).
+    assert result.msg_id
+    assert (master.store_dir / "abort").exists()
+    assert master.stop() == 0
+    assert not (master.store_dir / "abort").exists()
+    log_text = (master.directory / "logs" / "broker.log").read_text()
+    assert "shut down cleanly" in log_text
+    assert cluster.admin_secret().decode() not in log_text + master.tail(100_000)
+
+
+def test_a_second_start_after_kill_recovers(make_cluster):
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    master = cluster.master
+    with Producer(master.client_endpoint) as producer:
+        sent = [producer.send(TOPIC, f"m{i}".encode(), queue_id=0) for i in range(20)]
+    master.kill()
+    assert (master.store_dir / "abort").exists()
+    master.start()
+    with PullConsumer(master.client_endpoint, group="g") as consumer:
+        page = consumer.pull(TOPIC, 0, 0, max_messages=64)
+    assert [m.msg_id for m in page.messages] == [r.msg_id for r in sent]
+
+
+def test_unknown_key_is_an_error_naming_it(tmp_path):
+    done = run_broker(tmp_path, "--haSecret=0123456789abcdef0123", "--listenPort=0", "--haListenPort=0", "--bogusKey=1")
+    assert done.returncode == 1
+    assert "bogusKey" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_broker_without_a_secret_refuses_to_start(tmp_path):
+    done = run_broker(tmp_path, "--listenPort=0", "--haListenPort=0", "--brokerIP1=127.0.0.1")
+    assert done.returncode == 1
+    assert "haSecret" in done.stderr
+    assert not (tmp_path / "store" / "abort").exists()
+
+
+def test_slave_without_a_master_address_is_a_config_error(tmp_path):
+    done = run_broker(tmp_path, "--brokerRole=SLAVE", "--brokerId=1", "--haSecret=0123456789abcdef0123", "--listenPort=0")
+    assert done.returncode == 1
+    assert "haMasterAddress" in done.stderr
+
+
+def test_port_in_use_is_a_clear_error(make_cluster, tmp_path):
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0)
+    port = cluster.master.client_endpoint.rsplit(":", 1)[1]
+    done = run_broker(tmp_path, "--haSecret=0123456789abcdef0123", f"--listenPort={port}", "--haListenPort=0")
+    assert done.returncode == 1
+    assert "listenPort" in done.stderr
+
+
+def test_hostile_client_requests_get_errors_and_the_broker_keeps_serving(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    endpoint = cluster.master.client_endpoint
+    with grpc.insecure_channel(endpoint) as channel:
+        for method in ("SendMessage", "PullMessage", "QueryRoute", "UpdateOffset"):
+            path = f"/apache.rocketmq.v2.MessagingService/{method}"
+            garbage = bytes(range(256)) * 4
+            if method == "PullMessage":
+                call = channel.unary_stream(path)
+                with pytest.raises(grpc.RpcError) as info:
+                    list(call(garbage, timeout=10))
+            else:
+                call = channel.unary_unary(path)
+                with pytest.raises(grpc.RpcError) as info:
+                    call(garbage, timeout=10)
+            assert info.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT)
+        with pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary("/rocketstore.admin.v1.Admin/GetStatus")(b"", timeout=10)
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    with AdminClient(endpoint, b"not-the-secret-at-all-0123") as admin:
+        with pytest.raises(AuthenticationError):
+            admin.status()
+    with Producer(endpoint) as producer:
+        assert producer.send(TOPIC, b"still serving").status is SendStatus.SEND_OK
+
+
+# -- mutual TLS on the replication stream ---------------------------------------------------------
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_ca(directory: Path, name: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2", "-subj", f"/CN={name}", cwd=directory)
+
+
+def make_cert(directory: Path, ca: str, name: str) -> None:
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=directory)
+    ext = directory / f"{name}.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+             "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", ext.name, cwd=directory)
+    os.chmod(directory / f"{name}.key", 0o600)
+
+
+def tls_settings(directory: Path, ca: str, name: str) -> dict[str, str]:
+    return {
+        "haTlsCertFile": str(directory / f"{name}.crt"),
+        "haTlsKeyFile": str(directory / f"{name}.key"),
+        "haTlsCaFile": str(directory / f"{ca}.crt"),
+    }
+
+
+def test_replication_over_mutual_tls_and_a_foreign_certificate_is_refused(make_cluster, tmp_path):
+    pki = tmp_path / "pki"
+    make_ca(pki, "ca")
+    make_ca(pki, "other-ca")
+    for name in ("master", "slave1"):
+        make_cert(pki, "ca", name)
+    make_cert(pki, "other-ca", "intruder")
+    cluster = make_cluster(start=False, master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0,
+                           settings=tls_settings(pki, "ca", "master"))
+    cluster.start()
+    cluster.slave_settings = tls_settings(pki, "ca", "slave1")
+    cluster.add_slave(1)
+    with Producer(cluster.master.client_endpoint) as producer:
+        assert producer.send(TOPIC, b"over mTLS").status is SendStatus.SEND_OK
+    cluster.slave_settings = tls_settings(pki, "ca", "intruder")
+    cluster.slave_settings["haTlsCaFile"] = str(pki / "ca.crt")
+    intruder = cluster.add_slave(2)
+
+    def intruder_error() -> str:
+        with AdminClient(intruder.client_endpoint, cluster.admin_secret()) as admin:
+            return admin.status().get("replication_error", "")
+
+    assert wait_until(intruder_error, what="the intruder's stream to fail")
+    with AdminClient(cluster.master.client_endpoint, cluster.admin_secret()) as admin:
+        status = admin.status()
+    assert [int(s["broker_id"]) for s in status["slaves"]] == [1]
+    assert intruder.running()

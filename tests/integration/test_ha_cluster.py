@@ -1,0 +1,232 @@
+"""Master and slave broker processes on 127.0.0.1: RocketMQ's HATest cases and more.
+
+Every broker is a real `rocketstore broker` process (port 0, tmp dirs); conditions are awaited with
+deadlines; brokers' stderr is printed when a test fails (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from client import AdminClient, NotMasterError, Producer, PullConsumer, SendStatus
+
+TOPIC = "HaTopic"
+DEADLINE_S = 30.0
+
+
+def wait_until(condition, timeout_s: float = DEADLINE_S, what: str = "condition"):
+    """Poll `condition()` (backing off to 50 ms) until it returns a truthy value or the deadline."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def body(i: int, size: int = 600) -> bytes:
+    head = f"message-{i:08d}|".encode()
+    return head + bytes((i + k) % 251 for k in range(size - len(head)))
+
+
+def admin_of(cluster, broker=None) -> AdminClient:
+    return AdminClient((broker or cluster.master).client_endpoint, cluster.admin_secret())
+
+
+def slaves_caught_up(cluster, count: int = 1) -> bool:
+    with admin_of(cluster) as admin:
+        status = admin.status()
+    slaves = status.get("slaves", [])
+    return len(slaves) >= count and all(int(s["ack_offset"]) >= int(status["max_offset"]) for s in slaves)
+
+
+def consume_all(endpoint: str, queues=range(4)) -> dict[tuple[int, int], tuple]:
+    """(queue, queue offset) -> (commit log offset, msg id, body) of every HaTopic message."""
+    out = {}
+    with PullConsumer(endpoint, group="HaCheckGroup") as consumer:
+        for queue_id in queues:
+            offset = 0
+            for _ in range(10_000):
+                page = consumer.pull(TOPIC, queue_id, offset, max_messages=64)
+                for m in page.messages:
+                    assert m.body_crc_ok
+                    out[(m.queue_id, m.queue_offset)] = (m.commit_log_offset, m.msg_id, m.body)
+                if not page.messages or page.next_offset <= offset:
+                    break
+                offset = page.next_offset
+    return out
+
+
+def commit_log_bytes(store_dir: Path, end: int) -> bytes:
+    """The CommitLog's first `end` bytes, read from its segment files."""
+    files = sorted((store_dir / "commitlog").iterdir())
+    data = b"".join(f.read_bytes() for f in files if not f.name.startswith("."))
+    assert int(files[0].name) == 0
+    return data[:end]
+
+
+def send_all(endpoint: str, start: int, count: int, **kwargs) -> list:
+    with Producer(endpoint) as producer:
+        return [producer.send(TOPIC, body(i), keys=(f"k{i}",), **kwargs) for i in range(start, start + count)]
+
+
+# -- sync replication ----------------------------------------------------------------------------
+
+
+def test_sync_replication_leaves_master_and_slave_byte_identical(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    results = send_all(cluster.master.client_endpoint, 0, 600)  # ~400 KB: crosses segment ends
+    assert {r.status for r in results} == {SendStatus.SEND_OK}
+    # PUT_OK under SYNC_MASTER: the slave acknowledged every one of them already.
+    with admin_of(cluster) as admin:
+        status = admin.status()
+    assert [int(s["ack_offset"]) >= max(r.commit_log_offset for r in results) for s in status["slaves"]] == [True]
+
+    on_master = consume_all(cluster.master.client_endpoint)
+    on_slave = consume_all(cluster.slave_brokers[0].client_endpoint)
+    assert len(on_master) == 600
+    assert on_slave == on_master
+    for r in results:
+        assert on_master[(r.queue_id, r.queue_offset)][0] == r.commit_log_offset
+
+    end = int(status["max_offset"])
+    cluster.stop()
+    master_bytes = commit_log_bytes(cluster.master.store_dir, end)
+    slave_bytes = commit_log_bytes(cluster.slave_brokers[0].store_dir, end)
+    assert len(master_bytes) == end
+    assert slave_bytes == master_bytes
+
+
+def test_paused_slave_gives_flush_slave_timeout_and_a_dead_one_slave_not_available(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    endpoint = cluster.master.client_endpoint
+    assert send_all(endpoint, 0, 5)[-1].status is SendStatus.SEND_OK
+    slave = cluster.slave_brokers[0]
+    slave.pause()  # connected, but acknowledging nothing
+    started = time.monotonic()
+    [timed_out] = send_all(endpoint, 5, 1)
+    elapsed = time.monotonic() - started
+    assert timed_out.status is SendStatus.FLUSH_SLAVE_TIMEOUT
+    # The wait ends at slaveTimeout (1 s here), with a margin for a loaded machine.
+    assert elapsed < 1.0 + 4.0
+    slave.kill()
+    late = wait_until(
+        lambda: [r for r in send_all(endpoint, 6, 1) if r.status is SendStatus.SLAVE_NOT_AVAILABLE],
+        what="SLAVE_NOT_AVAILABLE once the slave is gone",
+    )
+    # Every message is stored on the master, whatever its status said.
+    stored = consume_all(endpoint)
+    assert stored[(timed_out.queue_id, timed_out.queue_offset)][1] == timed_out.msg_id
+    assert stored[(late[0].queue_id, late[0].queue_offset)][1] == late[0].msg_id
+
+
+def test_restarted_slave_resumes_from_its_own_offset(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    endpoint = cluster.master.client_endpoint
+    assert {r.status for r in send_all(endpoint, 0, 50)} == {SendStatus.SEND_OK}
+    slave = cluster.slave_brokers[0]
+    assert slave.stop() == 0
+    missed = send_all(endpoint, 50, 30)
+    assert {r.status for r in missed} == {SendStatus.SLAVE_NOT_AVAILABLE}
+    slave.start()
+    wait_until(lambda: slaves_caught_up(cluster), what="the restarted slave to catch up")
+    assert {r.status for r in send_all(endpoint, 80, 20)} == {SendStatus.SEND_OK}
+    assert consume_all(slave.client_endpoint) == consume_all(endpoint)
+
+
+def test_slave_far_behind_catches_up_while_the_master_keeps_writing(make_cluster):
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0)
+    endpoint = cluster.master.client_endpoint
+    with Producer(endpoint) as producer:
+        for i in range(0, 2000, 50):
+            producer.send_batch(TOPIC, [body(j, 1000) for j in range(i, i + 50)], queue_id=i // 50 % 4)
+    slave = cluster.add_slave(1)
+    with Producer(endpoint) as producer:
+        for i in range(2000, 3000, 50):
+            producer.send_batch(TOPIC, [body(j, 1000) for j in range(i, i + 50)], queue_id=i // 50 % 4)
+    wait_until(lambda: slaves_caught_up(cluster), what="the slave to catch up")
+    assert consume_all(slave.client_endpoint) == consume_all(endpoint)
+
+
+@pytest.mark.parametrize("in_sync_replicas", [2, 3])
+def test_two_slaves_with_in_sync_replicas(make_cluster, in_sync_replicas):
+    cluster = make_cluster(
+        master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=2,
+        settings={"inSyncReplicas": str(in_sync_replicas)},
+    )
+    endpoint = cluster.master.client_endpoint
+    wait_until(lambda: slaves_caught_up(cluster, 2), what="both slaves connected")
+    assert {r.status for r in send_all(endpoint, 0, 20)} == {SendStatus.SEND_OK}
+    cluster.slave_brokers[0].pause()
+    statuses = {r.status for r in send_all(endpoint, 20, 3)}
+    if in_sync_replicas == 2:
+        assert statuses == {SendStatus.SEND_OK}  # the master and the other slave are enough
+    else:
+        assert statuses == {SendStatus.FLUSH_SLAVE_TIMEOUT}
+    cluster.slave_brokers[0].resume()
+    wait_until(lambda: slaves_caught_up(cluster, 2), what="the resumed slave to catch up")
+    assert consume_all(cluster.slave_brokers[0].client_endpoint) == consume_all(endpoint)
+
+
+def test_async_master_does_not_wait_for_slaves(make_cluster):
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    cluster.slave_brokers[0].pause()
+    assert {r.status for r in send_all(cluster.master.client_endpoint, 0, 20)} == {SendStatus.SEND_OK}
+    cluster.slave_brokers[0].resume()
+    wait_until(lambda: slaves_caught_up(cluster), what="the slave to catch up")
+
+
+def test_slave_refuses_writes_and_names_its_master(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    slave = cluster.slave_brokers[0]
+    wait_until(lambda: slaves_caught_up(cluster), what="the slave connected")
+    with Producer(slave.client_endpoint) as producer:
+        with pytest.raises(NotMasterError) as info:
+            producer.send(TOPIC, b"to a slave")
+    assert info.value.master_endpoint == cluster.master.client_endpoint
+    assert consume_all(slave.client_endpoint) == {}
+
+
+def test_slave_with_a_wrong_secret_is_refused_and_the_secret_is_not_logged(make_cluster, tmp_path):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    wrong = tmp_path / "wrong-secret"
+    wrong.write_text("a-completely-different-secret-0123456789\n")
+    wrong.chmod(0o600)
+    slave = cluster.add_slave(1, haSecretFile=str(wrong))
+    wait_until(lambda: "authentication failed" in slave.tail() or "UNAUTHENTICATED" in slave.tail(),
+               what="the slave to report its refusal")
+    wait_until(lambda: "refused" in cluster.master.tail(), what="the master to log the refusal")
+    [result] = send_all(cluster.master.client_endpoint, 0, 1)
+    assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
+    secrets = [cluster.admin_secret().decode(), "a-completely-different-secret-0123456789"]
+    for broker in cluster.brokers:
+        logs = broker.tail(100_000) + "".join(p.read_text(errors="replace") for p in (broker.directory / "logs").glob("*"))
+        for secret in secrets:
+            assert secret not in logs
+
+
+def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    master, slave = cluster.master, cluster.slave_brokers[0]
+    acked = send_all(master.client_endpoint, 0, 100)
+    assert {r.status for r in acked} == {SendStatus.SEND_OK}
+    master.kill()
+    master.settings.update(listenPort=master.client_endpoint.rsplit(":", 1)[1], haListenPort=master.ha_endpoint.rsplit(":", 1)[1])
+    master.start()
+    wait_until(lambda: slaves_caught_up(cluster), what="the slave to reconnect to the restarted master")
+    more = wait_until(
+        lambda: [r for r in send_all(master.client_endpoint, 100, 1) if r.status is SendStatus.SEND_OK],
+        what="SEND_OK after the restart",
+    )
+    on_master = consume_all(master.client_endpoint)
+    for r in acked + more:
+        assert on_master[(r.queue_id, r.queue_offset)][1] == r.msg_id
+    wait_until(lambda: slaves_caught_up(cluster), what="the slave to hold everything")
+    assert consume_all(slave.client_endpoint) == on_master
