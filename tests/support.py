@@ -88,3 +88,19 @@ class LineProcess:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+
+def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
+    """Poll `condition()` (backing off from 5 to 50 ms) until it returns something truthy, which
+    is returned; AssertionError naming `what` at the deadline. For conditions only another
+    process can make true, where there is nothing to block on."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from test_ha_cluster import wait_until
+from support import wait_until
 
 from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus
 

@@ -11,24 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from support import wait_until
+
 from client import AdminClient, NotMasterError, Producer, PullConsumer, SendStatus
 
 TOPIC = "HaTopic"
-DEADLINE_S = 30.0
-
-
-def wait_until(condition, timeout_s: float = DEADLINE_S, what: str = "condition"):
-    """Poll `condition()` (backing off to 50 ms) until it returns a truthy value or the deadline."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.005
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 def body(i: int, size: int = 600) -> bytes:
