@@ -90,6 +90,8 @@ class CommitLog:
             if not self.accepting:
                 raise CommitLogClosed()
             queue = self.queue
+            if not size and queue.last is None:
+                return offset
             if queue.last is None:
                 if offset % queue.file_size:
                     raise ReplicatedAppendError(

@@ -3,7 +3,8 @@
 `BrokerConfig` holds the broker-level keys (names, ids, endpoints, the admin secret, TLS of the
 client API). `load_broker_config` reads the file and `--key=value` overrides once and binds them
 to `BrokerConfig`, `store.StoreConfig` and `ha.config.HaConfig`; a key none of them knows is an
-error naming it. Frozen, thread-safe.
+error naming it. `load_secrets` reads the secrets the configs name and refuses a config that
+would leave the replication or admin endpoint unauthenticated. Frozen, thread-safe.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ha.config import HaConfig
+from rocketstore.auth import load_secret
 from store.config import StoreConfig
 from store.properties import ConfigError, bind, load_properties
 from store.status import BrokerRole
@@ -91,3 +93,30 @@ def load_broker_config(path: str | Path | None, overrides: dict[str, str] | None
     props = load_properties(path) if path is not None else {}
     props.update(overrides or {})
     return configs_from_properties(props, str(path) if path is not None else "command line")
+
+
+@dataclass(frozen=True)
+class Secrets:
+    ha: bytes
+    admin: bytes
+
+    def __repr__(self) -> str:
+        return "Secrets(<hidden>)"
+
+
+def load_secrets(configs: BrokerConfigs) -> Secrets:
+    """The replication and admin secrets; ConfigError when an endpoint would be unauthenticated."""
+    ha, broker = configs.ha, configs.broker
+    try:
+        ha_secret = load_secret(ha.ha_secret, ha.ha_secret_file)
+        admin_secret = load_secret(broker.admin_secret, broker.admin_secret_file) or ha_secret
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot use the configured secret: {exc}") from None
+    if not ha_secret and not ha.mutual_tls:
+        raise ConfigError(
+            "replication must be authenticated: set haSecret or haSecretFile (a shared secret of at "
+            "least 16 bytes), or mutual TLS with haTlsCertFile, haTlsKeyFile and haTlsCaFile"
+        )
+    if not admin_secret:
+        raise ConfigError("the admin API must be authenticated: set adminSecret or adminSecretFile")
+    return Secrets(ha_secret, admin_secret)

@@ -36,14 +36,14 @@ import grpc
 from ha.config import HaConfig
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
-from rocketstore.auth import AuthInterceptor, Signer, Verifier, channel_credentials, load_secret, server_credentials
+from rocketstore.auth import AuthInterceptor, Signer, Verifier, channel_credentials, server_credentials
 from rocketstore.rpc import admin_pb2_grpc, ha_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
 from store.properties import ConfigError
 
 from .admin import AdminServicer
-from .config import BrokerConfigs
+from .config import BrokerConfigs, load_secrets
 from .messaging import MessagingServicer
 
 log = logging.getLogger("rocketstore.broker")
@@ -60,33 +60,6 @@ def wall_clock_ms() -> int:
 
 def _endpoint(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Secrets:
-    ha: bytes
-    admin: bytes
-
-    def __repr__(self) -> str:
-        return "Secrets(<hidden>)"
-
-
-def load_secrets(configs: BrokerConfigs) -> Secrets:
-    """The replication and admin secrets; ConfigError when an endpoint would be unauthenticated."""
-    ha, broker = configs.ha, configs.broker
-    try:
-        ha_secret = load_secret(ha.ha_secret, ha.ha_secret_file)
-        admin_secret = load_secret(broker.admin_secret, broker.admin_secret_file) or ha_secret
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot use the configured secret: {exc}") from None
-    if not ha_secret and not ha.mutual_tls:
-        raise ConfigError(
-            "replication must be authenticated: set haSecret or haSecretFile (a shared secret of at "
-            "least 16 bytes), or mutual TLS with haTlsCertFile, haTlsKeyFile and haTlsCaFile"
-        )
-    if not admin_secret:
-        raise ConfigError("the admin API must be authenticated: set adminSecret or adminSecretFile")
-    return Secrets(ha_secret, admin_secret)
 
 
 class BrokerState:

@@ -1,0 +1,66 @@
+"""A broker.conf splits into the broker's, the store's and replication's configs."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketstore.broker.config import configs_from_properties, load_broker_config, load_secrets
+from store import BrokerRole, ConfigError
+
+SECRET = "0123456789abcdef0123"
+
+
+def test_one_file_feeds_three_configs(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerClusterName=C1\nbrokerName=broker-b\nbrokerId=0\nbrokerRole=SYNC_MASTER\n"
+        "flushDiskType=SYNC_FLUSH\nlistenPort=20911\nhaListenPort=20912\nslaveTimeout=1500\n"
+        "haTransferBatchSize=65536\ninSyncReplicas=2\nhaSecret=" + SECRET + "\n"
+    )
+    broker, store, ha = load_broker_config(conf, {"listenPort": "0"})
+    assert (broker.broker_cluster_name, broker.broker_name, broker.listen_port) == ("C1", "broker-b", 0)
+    assert store.broker_role is BrokerRole.SYNC_MASTER and store.listen_port == 0
+    assert store.slave_timeout_ms == 1500
+    assert (ha.ha_listen_port, ha.ha_transfer_batch_size, ha.in_sync_replicas) == (20912, 65536, 2)
+    assert SECRET not in repr(ha) + repr(broker)
+
+
+def test_rocketmq_defaults():
+    broker, store, ha = configs_from_properties({})
+    assert (broker.listen_port, ha.ha_listen_port) == (10911, 10912)
+    assert (ha.ha_send_heartbeat_interval_ms, ha.ha_housekeeping_interval_ms) == (5000, 20000)
+    assert (ha.ha_transfer_batch_size, ha.ha_slave_fallbehind_max) == (32 * 1024, 256 * 1024 * 1024)
+    assert ha.in_sync_replicas == 1 and store.slave_timeout_ms == 3000
+    assert broker.host == "127.0.0.1"  # nothing listens beyond brokerIP1 unless bindAddress says so
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"bogusKey": "1"}, "unknown keys: bogusKey"),
+        ({"brokerRole": "SLAVE", "brokerId": "1"}, "haMasterAddress"),
+        ({"brokerRole": "SLAVE", "haMasterAddress": "h:1"}, "brokerId > 0"),
+        ({"brokerId": "2"}, "brokerId 0"),
+        ({"inSyncReplicas": "0"}, "inSyncReplicas"),
+        ({"haListenPort": "70000"}, "haListenPort"),
+        ({"haTlsCertFile": "c.pem"}, "go together"),
+        ({"haSecret": "a", "haSecretFile": "f"}, "not both"),
+        ({"tlsEnable": "true"}, "tlsServerCertPath"),
+        ({"haTransferBatchSize": "0"}, "must be positive"),
+    ],
+)
+def test_bad_configs_are_named(props, message):
+    with pytest.raises(ConfigError, match=message):
+        configs_from_properties(props)
+
+
+def test_endpoints_need_authentication():
+    with pytest.raises(ConfigError, match="haSecret"):
+        load_secrets(configs_from_properties({}))
+    with pytest.raises(ConfigError, match="at least 16 bytes"):
+        load_secrets(configs_from_properties({"haSecret": "short"}))
+    secrets = load_secrets(configs_from_properties({"haSecret": SECRET}))
+    assert secrets.admin == secrets.ha == SECRET.encode()
+    assert SECRET not in repr(secrets)
+    other = load_secrets(configs_from_properties({"haSecret": SECRET, "adminSecret": "admin-secret-0123456789"}))
+    assert other.admin == b"admin-secret-0123456789"

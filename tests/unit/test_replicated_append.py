@@ -1,0 +1,116 @@
+"""A slave's store takes its master's bytes at exactly its end: the seam replication writes through."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store import BrokerRole, Message, MessageStore, PutMessageStatus, ReplicatedAppendError, StoreConfig
+from store.codec import check_record
+
+SEGMENT = 64 * 1024
+
+
+def config(tmp_path: Path, name: str, **kw) -> StoreConfig:
+    return StoreConfig(
+        store_path_root_dir=str(tmp_path / name),
+        mapped_file_size_commit_log=SEGMENT,
+        mapped_file_size_consume_queue=20480,
+        max_hash_slot_num=512,
+        max_index_num=2048,
+        **kw,
+    )
+
+
+def whole_records(data: bytes) -> int:
+    """Length of the prefix of `data` made of whole records (TOTALSIZE hops)."""
+    pos = 0
+    while pos + 4 <= len(data):
+        size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+        if size <= 0 or pos + size > len(data):
+            break
+        pos += size
+    return pos
+
+
+def copy_log(master: MessageStore, slave: MessageStore, chunk: int = 5000) -> None:
+    offset = slave.max_offset
+    while offset < master.max_offset:
+        data = master.commit_log_data(offset, chunk)
+        cut = whole_records(data) or len(data)
+        offset = slave.append_replicated(offset, data[:cut])
+
+
+@pytest.fixture
+def pair(tmp_path):
+    master = MessageStore(config(tmp_path, "master"))
+    slave = MessageStore(config(tmp_path, "slave", broker_role="SLAVE", flush_disk_type="SYNC_FLUSH"))
+    for store in (master, slave):
+        store.load()
+        store.start()
+    yield master, slave
+    master.shutdown()
+    slave.shutdown()
+
+
+def test_replicated_bytes_land_at_the_same_offsets_and_are_dispatched(pair):
+    master, slave = pair
+    results = [master.put_message(Message("T", i % 2, bytes([i % 256]) * 700)) for i in range(300)]
+    assert {r.status for r in results} == {PutMessageStatus.PUT_OK}
+    copy_log(master, slave)
+    assert slave.max_offset == master.max_offset > 2 * SEGMENT  # segment ends were crossed
+    assert slave.commit_log_data(0, SEGMENT) == master.commit_log_data(0, SEGMENT)
+    future = slave.request_flush(slave.max_offset)
+    assert future.result(10) is PutMessageStatus.PUT_OK
+    assert slave.flushed_offset == slave.max_offset
+    assert slave.wait_dispatched()
+    assert slave.max_queue_offset("T", 0) == 150
+    page = slave.get_message("g", "T", 1, 0, max_msg_nums=200, max_total_bytes=1 << 20)
+    assert [m.physical_offset for m in page.messages] == [r.wrote_offset for r in results if r.queue_offset is not None][1::2]
+
+
+def test_bytes_for_any_other_offset_are_refused_and_nothing_is_written(pair):
+    master, slave = pair
+    master.put_message(Message("T", 0, b"x" * 100))
+    copy_log(master, slave)
+    end = slave.max_offset
+    before = slave.commit_log_data(0, end)
+    with pytest.raises(ReplicatedAppendError, match="ends at"):
+        slave.append_replicated(end + 1, b"\0" * 16)
+    with pytest.raises(ReplicatedAppendError, match="ends at"):
+        slave.append_replicated(end - 4, b"\0" * 16)
+    with pytest.raises(ReplicatedAppendError, match="cross the end"):
+        slave.append_replicated(end, b"\0" * SEGMENT)
+    assert slave.max_offset == end
+    assert slave.commit_log_data(0, end + 100) == before
+
+
+def test_an_empty_slave_starts_at_a_segment_boundary_only(tmp_path):
+    slave = MessageStore(config(tmp_path, "slave", broker_role="SLAVE"))
+    slave.load()
+    slave.start()
+    try:
+        with pytest.raises(ReplicatedAppendError, match="segment boundary"):
+            slave.append_replicated(100, b"\0" * 8)
+        master = MessageStore(config(tmp_path, "master"))
+        with master:
+            record = master.put_message(Message("T", 0, b"y" * 50))
+            data = master.commit_log_data(0, record.wrote_bytes)
+        assert slave.append_replicated(2 * SEGMENT, b"") == 2 * SEGMENT  # nothing to place yet
+        assert slave.max_offset == 0
+        # A master whose older segments are deleted starts an empty slave at one of its segments.
+        assert slave.append_replicated(2 * SEGMENT, data) == 2 * SEGMENT + len(data)
+        with pytest.raises(ReplicatedAppendError, match="ends at"):
+            slave.append_replicated(0, data)
+        assert (slave.min_offset, slave.max_offset) == (2 * SEGMENT, 2 * SEGMENT + len(data))
+    finally:
+        slave.shutdown()
+    assert check_record(data, 0, len(data), 0).size == len(data)
+
+
+def test_a_master_does_not_take_replicated_bytes(pair):
+    master, _ = pair
+    with pytest.raises(ReplicatedAppendError, match="does not take"):
+        master.append_replicated(master.max_offset, b"")
+    assert master.broker_role is BrokerRole.ASYNC_MASTER
