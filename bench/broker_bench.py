@@ -279,6 +279,10 @@ def _goal(results: list[CellResult]) -> str:
             f" ASYNC_MASTER+ASYNC_FLUSH ({base.msgs_per_s:,.0f} msgs/s); target 60%")
 
 
+def add_cli_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...", help="the benchmark's own options (--help)")
+
+
 def run(args: argparse.Namespace) -> int:
     return main(args.bench_args)
 

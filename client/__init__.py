@@ -1,1 +1,71 @@
-"""client"""
+"""RocketStore's Python client: produce, pull and administer over gRPC.
+
+    from client import Producer, PullConsumer, AdminClient
+
+    with Producer("127.0.0.1:10911") as producer:
+        result = producer.send("Orders", b"hello", tag="created", keys=["order-1"])
+    with PullConsumer("127.0.0.1:10911", group="billing") as consumer:
+        pulled = consumer.pull("Orders", 0, 0, long_polling_ms=1000)
+
+Blocking (`Producer`, `PullConsumer`, `AdminClient`) and asyncio (`AsyncProducer`,
+`AsyncPullConsumer`) flavours share one sans-IO core (`client.convert`). The messaging calls
+speak `apache.rocketmq.v2.MessagingService`; the admin calls `rocketstore.admin.v1.Admin`, signed
+with the broker's shared secret. The `rocketstore produce|consume|status|topic` commands live in
+`client.cli`.
+"""
+
+from .admin import AdminClient
+from .consumer import AsyncPullConsumer, PullConsumer
+from .convert import (
+    DEFAULT_GROUP,
+    MessageIdGenerator,
+    ProducerMessage,
+    PullResult,
+    PullStatus,
+    QueueInfo,
+    ReceivedMessage,
+    SendResult,
+    SendStatus,
+    new_message_id,
+)
+from .endpoint import DEFAULT_ENDPOINT, Endpoint, parse_endpoint
+from .errors import (
+    AuthenticationError,
+    BrokerError,
+    EndpointError,
+    NotMasterError,
+    PartialBatchError,
+    ProtocolError,
+    RocketStoreError,
+    TransportError,
+)
+from .producer import AsyncProducer, Producer
+
+__all__ = [
+    "AdminClient",
+    "AsyncProducer",
+    "AsyncPullConsumer",
+    "AuthenticationError",
+    "BrokerError",
+    "DEFAULT_ENDPOINT",
+    "DEFAULT_GROUP",
+    "Endpoint",
+    "EndpointError",
+    "MessageIdGenerator",
+    "NotMasterError",
+    "PartialBatchError",
+    "Producer",
+    "ProducerMessage",
+    "ProtocolError",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "QueueInfo",
+    "ReceivedMessage",
+    "RocketStoreError",
+    "SendResult",
+    "SendStatus",
+    "TransportError",
+    "new_message_id",
+    "parse_endpoint",
+]

@@ -2,8 +2,9 @@
 
 Owns: `SendStatus`, `SendResult`, `ProducerMessage`, `PullStatus`, `ReceivedMessage`,
 `PullResult`, `QueueInfo`; message ids; request builders and answer readers for the
-`apache.rocketmq.v2` messaging API, and plain dicts of admin messages. No sockets, threads or
-clocks here: callers pass the time; the sync and asyncio clients are thin adapters over this.
+`apache.rocketmq.v2` messaging API, and plain dicts of admin messages. No network I/O or threads
+here, and callers pass the born time (the id generator's clock is injectable); the sync and
+asyncio clients are thin adapters over this module.
 
 Wire facts used (see proto/rocketstore/rpc/messaging.proto):
 - A send carries `system_properties.message_id` (made here, 32 upper-case hex digits),
@@ -228,10 +229,6 @@ class ProducerMessage:
             raise ValueError(f"message id {message_id[:40]!r} must be at most {_MAX_MESSAGE_ID} characters, without whitespace")
 
 
-def as_producer_message(item: Any) -> ProducerMessage:
-    return item if isinstance(item, ProducerMessage) else ProducerMessage(item)
-
-
 # -- message ids -------------------------------------------------------------------------------
 
 _ID_EPOCH_S = 1_609_459_200  # 2021-01-01T00:00:00Z
@@ -318,36 +315,39 @@ def _timestamp_ms(ts) -> int:
     return ts.seconds * 1000 + ts.nanos // 1_000_000
 
 
-def to_pb_message(
+def _fill_message(
+    target: pb.Message,
     topic: str,
-    message: ProducerMessage,
-    *,
+    body: bytes,
+    message: ProducerMessage | None,
     message_id: str,
     queue_id: int | None,
-    born_ms: int,
-    born_host: str,
-) -> pb.Message:
-    sp = pb.SystemProperties(
-        keys=message.keys,
-        message_id=message_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=body_digest(message.body)),
-        body_encoding=pb.IDENTITY,
-        message_type=pb.FIFO if message.message_group else pb.NORMAL,
-        born_host=born_host,
-    )
-    sp.born_timestamp.FromMilliseconds(born_ms)
-    if message.tag is not None:
-        sp.tag = message.tag
-    if message.message_group:
-        sp.message_group = message.message_group
+    born: tuple[int, int, str],
+) -> None:
+    # Field by field into the request's own sub-message: building each piece with keyword
+    # constructors and copying it in costs several times more per message.
+    target.topic.name = topic
+    target.body = body
+    sp = target.system_properties
+    sp.message_id = message_id
+    sp.body_digest.type = pb.CRC32
+    sp.body_digest.checksum = body_digest(body)
+    sp.body_encoding = pb.IDENTITY
+    sp.born_timestamp.seconds, sp.born_timestamp.nanos, sp.born_host = born
     if queue_id is not None:
         sp.send_queue_id = queue_id
-    return pb.Message(
-        topic=pb.Resource(name=topic),
-        user_properties=dict(message.properties),
-        system_properties=sp,
-        body=message.body,
-    )
+    if message is None:
+        sp.message_type = pb.NORMAL
+        return
+    sp.message_type = pb.FIFO if message.message_group else pb.NORMAL
+    if message.tag is not None:
+        sp.tag = message.tag
+    if message.keys:
+        sp.keys.extend(message.keys)
+    if message.message_group:
+        sp.message_group = message.message_group
+    if message.properties:
+        target.user_properties.update(message.properties)
 
 
 def build_send_request(
@@ -361,19 +361,24 @@ def build_send_request(
     """The request for `messages` (bytes, str or ProducerMessage) and the message ids it carries."""
     check_name("topic", topic)
     check_queue_id(queue_id)
-    items = [as_producer_message(m) for m in messages]
+    items = messages if isinstance(messages, (list, tuple)) else list(messages)
     if not items:
         raise ValueError("a batch needs at least one message")
     if len(items) > MAX_BATCH:
         raise ValueError(f"a batch holds at most {MAX_BATCH} messages, got {len(items)}")
-    host = born_host if born_host is not None else local_host_name()
-    ids = [m.message_id or new_message_id() for m in items]
-    request = pb.SendMessageRequest(
-        messages=[
-            to_pb_message(topic, m, message_id=mid, queue_id=queue_id, born_ms=born_ms, born_host=host)
-            for m, mid in zip(items, ids)
-        ]
-    )
+    born = (born_ms // 1000, born_ms % 1000 * 1_000_000, born_host if born_host is not None else local_host_name())
+    request = pb.SendMessageRequest()
+    ids: list[str] = []
+    add = request.messages.add
+    for item in items:
+        if isinstance(item, ProducerMessage):
+            message, body = item, item.body
+            message_id = item.message_id or new_message_id()
+        else:
+            message, body = None, _body_bytes(item)
+            message_id = new_message_id()
+        _fill_message(add(), topic, body, message, message_id, queue_id, born)
+        ids.append(message_id)
     return request, ids
 
 
@@ -462,6 +467,10 @@ def queues_from_route(topic: str, response: pb.QueryRouteResponse) -> list[Queue
         for q in response.message_queues
     ]
     return sorted(queues, key=lambda q: (q.queue_id, q.broker_id))
+
+
+def readable_queue_ids(queues: Iterable[QueueInfo]) -> list[int]:
+    return sorted({q.queue_id for q in queues if q.readable})
 
 
 def committed_offset(response: pb.GetOffsetResponse) -> int | None:

@@ -43,6 +43,10 @@ class Endpoint:
         return ":" in self.host
 
     @property
+    def is_ipv4(self) -> bool:
+        return _DIGITS_AND_DOTS.fullmatch(self.host) is not None
+
+    @property
     def target(self) -> str:
         return f"[{self.host}]:{self.port}" if self.is_ipv6 else f"{self.host}:{self.port}"
 

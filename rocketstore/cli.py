@@ -205,8 +205,22 @@ COMMANDS: tuple[Command, ...] = (
             "rocketstore.cli:_inspect_arguments", "rocketstore.cli:run_inspect"),
     Command("repair", "say where a damaged CommitLog would be cut; cut it with --truncate-at OFFSET --yes",
             "rocketstore.cli:_repair_arguments", "rocketstore.cli:run_repair"),
-    Command("demo", "crash a SYNC_FLUSH writer with SIGKILL, recover, show nothing acknowledged is lost",
+    Command("demo", "start a SYNC_MASTER and a slave on 127.0.0.1, produce with sync replication, consume from both",
+            "rocketstore.broker.demo:add_arguments", "rocketstore.broker.demo:run"),
+    Command("crash-demo", "crash a SYNC_FLUSH writer with SIGKILL, recover, show nothing acknowledged is lost",
             "store.demo:add_arguments", "rocketstore.cli:run_demo"),
+    Command("broker", "run a broker (master or slave by brokerRole): -c broker.conf [--key=value ...]",
+            "rocketstore.broker.cli:add_arguments", "rocketstore.broker.cli:run"),
+    Command("bench", "end-to-end benchmark over gRPC on 127.0.0.1 (rocketstore bench --help)",
+            "bench.broker_bench:add_cli_arguments", "bench.broker_bench:run"),
+    Command("produce", "send N messages to a broker from C concurrent senders; summary of statuses and latency",
+            "client.cli:produce_arguments", "client.cli:run_produce"),
+    Command("consume", "pull a topic's messages from a broker and print them (commit offsets with --group)",
+            "client.cli:consume_arguments", "client.cli:run_consume"),
+    Command("status", "the cluster as a broker sees it: roles, offsets, each slave's ack, lag and fitness",
+            "client.cli:status_arguments", "client.cli:run_status"),
+    Command("topic", "create or list topics on a broker (admin API)",
+            "client.cli:topic_arguments", "client.cli:run_topic"),
 )
 
 
@@ -281,4 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the package module, so that exception classes the subcommands raise
+    # (CommandError) are the ones main() catches, not copies defined in __main__.
+    from rocketstore.cli import main as _main
+
+    sys.exit(_main())

@@ -328,8 +328,8 @@ def test_repair_refuses_while_another_process_holds_the_store(good_store):
 # -- demo --------------------------------------------------------------------------------------
 
 
-def test_demo_runs_and_loses_nothing():
-    result = run_cli("demo", "--messages", "800", "--seed", "7", timeout=120)
+def test_crash_demo_runs_and_loses_nothing():
+    result = run_cli("crash-demo", "--messages", "800", "--seed", "7", timeout=120)
     assert result.returncode == 0
     out = result.stdout
     assert "lost                0" in out
@@ -339,11 +339,25 @@ def test_demo_runs_and_loses_nothing():
     assert acked == recovered > 0
 
 
-def test_demo_keeps_its_store_with_dir(tmp_path):
+def test_crash_demo_keeps_its_store_with_dir(tmp_path):
     target = tmp_path / "kept"
-    result = run_cli("demo", "--dir", target, "--messages", "300", "--threads", "2")
+    result = run_cli("crash-demo", "--dir", target, "--messages", "300", "--threads", "2")
     assert result.returncode == 0 and "RESULT: OK" in result.stdout
     assert run_cli("inspect", "--store-dir", target).returncode == 0
+
+
+def test_cluster_demo_produces_with_sync_replication_and_consumes_from_both(tmp_path):
+    target = tmp_path / "cluster"
+    result = run_cli("demo", "--dir", target, "--messages", "300", "--concurrency", "8", "--json", timeout=180)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["statuses"] == {"SEND_OK": 300}
+    assert summary["consumed"] == {"master": 300, "slave": 300}
+    assert summary["lost"] == 0 and summary["ok"]
+    assert summary["replication"]["lag_bytes"] == 0
+    # Both brokers were shut down cleanly.
+    assert not (target / "master" / "store" / "abort").exists()
+    assert not (target / "slave1" / "store" / "abort").exists()
 
 
 # -- usage -------------------------------------------------------------------------------------
@@ -360,8 +374,10 @@ def test_demo_keeps_its_store_with_dir(tmp_path):
         (["repair", "--store-dir", "{tmp}", "--yes"], "--yes needs --truncate-at"),
         (["repair", "--store-dir", "{tmp}", "--truncate-at", "ten"], "not an offset: 'ten'"),
         (["repair", "--store-dir", "{tmp}", "--truncate-at", "-5"], "argument --truncate-at"),
-        (["demo", "--messages", "0"], "must be positive, got 0"),
-        (["demo", "--size", "300000"], "above the demo's limit"),
+        (["crash-demo", "--messages", "0"], "must be positive, got 0"),
+        (["crash-demo", "--size", "300000"], "above the demo's limit"),
+        (["demo", "--messages", "0"], "must be at least 1"),
+        (["demo", "--size", "9000000"], "at most"),
         (["inspect", "--store-dir", "{tmp}", "--bogus"], "unrecognized arguments: --bogus"),
     ],
 )
@@ -382,5 +398,5 @@ def test_a_directory_that_is_not_a_store_is_an_error_not_a_crash(tmp_path):
 def test_help_lists_the_commands():
     result = run_cli("--help")
     assert result.returncode == 0
-    for name in ("inspect", "repair", "demo"):
+    for name in ("inspect", "repair", "demo", "crash-demo", "broker", "produce", "consume", "status", "topic", "bench"):
         assert name in result.stdout
