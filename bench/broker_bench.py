@@ -280,11 +280,12 @@ def _goal(results: list[CellResult]) -> str:
 
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...", help="the benchmark's own options (--help)")
+    p.epilog = "The benchmark's own options follow: rocketstore bench --quick, --modes ..., --seconds ..."
+    p.add_help = False
 
 
 def run(args: argparse.Namespace) -> int:
-    return main(args.bench_args)
+    return main(args.extra)
 
 
 if __name__ == "__main__":

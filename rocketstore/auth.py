@@ -11,9 +11,10 @@ clock, and refuses a nonce it saw within that window (a captured header cannot b
 secret itself never crosses the wire and is never logged; refusals log the peer, the method and
 the reason only.
 
-`Verifier` is the sans-IO core (header, method, now -> None or a reason); `AuthInterceptor` is the
-gRPC adapter, `Signer` makes headers for clients. Thread-safety: `Signer` is stateless;
-`Verifier.check` takes a lock around its nonce cache.
+`Verifier` is the sans-IO core (header, method, now -> None or a reason); `AuthInterceptor` and
+`AsyncAuthInterceptor` are the gRPC adapters (threaded and asyncio servers); `Signer` makes
+headers for clients. Thread-safety: `Signer` is stateless; `Verifier.check` takes a lock around
+its nonce cache.
 """
 
 from __future__ import annotations
@@ -133,16 +134,50 @@ class Verifier:
         return "Verifier(<secret>)"
 
 
-def _refuse(reason: str):
-    def deny(request_or_iterator, context):
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {reason}")
+def _refusing_handler(handler, reason: str, *, aio: bool):
+    """A handler of the same shape as `handler` that answers UNAUTHENTICATED."""
+    message = f"authentication failed: {reason}"
+    if aio:
 
-    return deny
+        async def deny(request_or_iterator, context):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    else:
+
+        def deny(request_or_iterator, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(deny)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(deny)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(deny)
+    return grpc.unary_unary_rpc_method_handler(deny)
+
+
+class _Gate:
+    """The decision both interceptor flavours share: None (let the call in) or a reason."""
+
+    def __init__(self, verifier: Verifier, protected_prefixes: Iterable[str], clock_ms: Callable[[], int]) -> None:
+        self._verifier = verifier
+        self._prefixes = tuple(protected_prefixes)
+        self._clock = clock_ms
+
+    def refusal(self, handler_call_details) -> str | None:
+        method = handler_call_details.method
+        if not method.startswith(self._prefixes):
+            return None
+        header = next((v for k, v in handler_call_details.invocation_metadata or () if k == HEADER), None)
+        reason = self._verifier.check(header, method, self._clock())
+        if reason is not None:
+            log.warning("refused %s: %s", method, reason)
+        return reason
 
 
 class AuthInterceptor(grpc.ServerInterceptor):
-    """Refuses calls to methods under `protected_prefixes` without a valid `x-rs-auth` header.
-    Methods outside them (the RocketMQ client API) pass through untouched."""
+    """Refuses calls to methods under `protected_prefixes` without a valid `x-rs-auth` header,
+    on a threaded `grpc.server`. Methods outside them (the RocketMQ client API) pass untouched."""
 
     def __init__(
         self,
@@ -150,30 +185,33 @@ class AuthInterceptor(grpc.ServerInterceptor):
         protected_prefixes: Iterable[str],
         clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
-        self._verifier = verifier
-        self._prefixes = tuple(protected_prefixes)
-        self._clock = clock_ms
+        self._gate = _Gate(verifier, protected_prefixes, clock_ms)
 
     def intercept_service(self, continuation, handler_call_details):
-        method = handler_call_details.method
-        if not method.startswith(self._prefixes):
-            return continuation(handler_call_details)
-        header = next((v for k, v in handler_call_details.invocation_metadata or () if k == HEADER), None)
-        reason = self._verifier.check(header, method, self._clock())
-        if reason is None:
-            return continuation(handler_call_details)
-        log.warning("refused %s: %s", method, reason)
+        reason = self._gate.refusal(handler_call_details)
         handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        deny = _refuse(reason)
-        if handler.request_streaming and handler.response_streaming:
-            return grpc.stream_stream_rpc_method_handler(deny)
-        if handler.request_streaming:
-            return grpc.stream_unary_rpc_method_handler(deny)
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(deny)
-        return grpc.unary_unary_rpc_method_handler(deny)
+        if reason is None or handler is None:
+            return handler
+        return _refusing_handler(handler, reason, aio=False)
+
+
+class AsyncAuthInterceptor(grpc.aio.ServerInterceptor):
+    """`AuthInterceptor` for a `grpc.aio` server."""
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        protected_prefixes: Iterable[str],
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._gate = _Gate(verifier, protected_prefixes, clock_ms)
+
+    async def intercept_service(self, continuation, handler_call_details):
+        reason = self._gate.refusal(handler_call_details)
+        handler = await continuation(handler_call_details)
+        if reason is None or handler is None:
+            return handler
+        return _refusing_handler(handler, reason, aio=True)
 
 
 # -- mutual TLS ----------------------------------------------------------------------------------

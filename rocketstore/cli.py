@@ -38,6 +38,9 @@ class Command:
     help: str
     configure: str  # "module:function" declaring the arguments on the subcommand's parser
     run: str  # "module:function" taking the parsed arguments (`args.parser` is the subparser), returning an exit status
+    # Arguments the parser does not know go to the command as `args.extra` (broker.conf
+    # `--key=value` overrides, a benchmark's own options) instead of being a usage error.
+    passthrough: bool = False
 
 
 class CommandError(Exception):
@@ -210,9 +213,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("crash-demo", "crash a SYNC_FLUSH writer with SIGKILL, recover, show nothing acknowledged is lost",
             "store.demo:add_arguments", "rocketstore.cli:run_demo"),
     Command("broker", "run a broker (master or slave by brokerRole): -c broker.conf [--key=value ...]",
-            "rocketstore.broker.cli:add_arguments", "rocketstore.broker.cli:run"),
+            "rocketstore.broker.cli:add_arguments", "rocketstore.broker.cli:run", passthrough=True),
     Command("bench", "end-to-end benchmark over gRPC on 127.0.0.1 (rocketstore bench --help)",
-            "bench.broker_bench:add_cli_arguments", "bench.broker_bench:run"),
+            "bench.broker_bench:add_cli_arguments", "bench.broker_bench:run", passthrough=True),
     Command("produce", "send N messages to a broker from C concurrent senders; summary of statuses and latency",
             "client.cli:produce_arguments", "client.cli:run_produce"),
     Command("consume", "pull a topic's messages from a broker and print them (commit offsets with --group)",
@@ -265,7 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     try:
-        args = parser.parse_args(argv)
+        command = next((c for c in COMMANDS if c.name == _chosen(argv)), None)
+        if command is not None and command.passthrough:
+            args, extra = parser.parse_known_args(argv)
+            args.extra = extra
+        else:
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     verbose = args.verbose + args.sub_verbose

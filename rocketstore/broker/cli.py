@@ -12,12 +12,7 @@ from .config import load_broker_config
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--config", metavar="FILE", help="broker.conf with RocketMQ's keys")
-    p.add_argument(
-        "overrides",
-        nargs=argparse.REMAINDER,
-        metavar="--key=value",
-        help="override any broker.conf key, e.g. --listenPort=0 --brokerRole=SYNC_MASTER",
-    )
+    p.epilog = "Any broker.conf key can follow as --key=value, e.g. --listenPort=0 --brokerRole=SYNC_MASTER."
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,5 +20,5 @@ def run(args: argparse.Namespace) -> int:
 
     if args.config is not None and not Path(args.config).is_file():
         args.parser.error(f"argument -c/--config: {args.config}: no such file")
-    configs = load_broker_config(args.config, parse_overrides(args.overrides))
+    configs = load_broker_config(args.config, parse_overrides(args.extra))
     return run_broker(configs, verbose=args.verbose + args.sub_verbose)

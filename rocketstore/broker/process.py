@@ -36,7 +36,7 @@ import grpc
 from ha.config import HaConfig
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
-from rocketstore.auth import AuthInterceptor, Signer, Verifier, channel_credentials, server_credentials
+from rocketstore.auth import AsyncAuthInterceptor, AuthInterceptor, Signer, Verifier, channel_credentials, server_credentials
 from rocketstore.rpc import admin_pb2_grpc, ha_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
@@ -44,7 +44,7 @@ from store.properties import ConfigError
 
 from .admin import AdminServicer
 from .config import BrokerConfigs, load_secrets
-from .messaging import MessagingServicer
+from .messaging import MalformedRequestGuard, MessagingServicer
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -156,7 +156,7 @@ class Broker:
         host = broker.host
         max_message = store_config.max_message_size * 2 + 1024 * 1024
         self._client_server = grpc.aio.server(
-            interceptors=[AuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX])],
+            interceptors=[AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]), MalformedRequestGuard()],
             options=[
                 ("grpc.max_receive_message_length", max_message),
                 ("grpc.max_send_message_length", max_message),

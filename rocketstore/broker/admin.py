@@ -1,0 +1,192 @@
+"""The admin API: `rocketstore.admin.v1.Admin` (grpc.aio servicer): broker status, topics, and
+the cluster as this broker sees it.
+
+- GetStatus: a `BrokerStatus` of the store's offsets and statistics and the view's role, epoch,
+  endpoints, slaves (on a master) or replication stream (on a slave).
+- CreateTopic: creates or updates a topic (a master only: a slave answers FAILED_PRECONDITION
+  naming its master). Zero queue counts mean defaultTopicQueueNums and a zero perm means
+  READ|WRITE (proto3 cannot tell an unset field from 0, and a topic nobody may use is never what
+  a caller means). System topics cannot be changed.
+- ListTopics: every topic the store serves, by name (system topics included).
+- GetClusterView: a master fills `master` with its own status, a slave fills `self`.
+
+Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
+logged and answered INTERNAL. Authentication is not this module's: the broker installs
+`rocketstore.auth.AuthInterceptor` in front of every method. Thread-safety: runs on the broker's
+event loop; the topic table is written from a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable
+
+import grpc
+
+from rocketstore.rpc import admin_pb2, admin_pb2_grpc
+from store import BrokerRole, MessageStore, TopicConfig
+from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_topic_name
+
+from .config import BrokerConfigs
+from .view import BrokerView
+
+log = logging.getLogger("rocketstore.broker.admin")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _guarded(method):
+    """An unexpected exception is logged and answered INTERNAL (never a bare UNKNOWN)."""
+
+    @functools.wraps(method)
+    async def guarded(self, request, context):
+        try:
+            return await method(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            log.exception("%s failed", method.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
+
+    return guarded
+
+
+def topic_spec(config: TopicConfig) -> admin_pb2.TopicSpec:
+    return admin_pb2.TopicSpec(
+        name=config.topic_name,
+        read_queue_nums=config.read_queue_nums,
+        write_queue_nums=config.write_queue_nums,
+        perm=config.perm,
+    )
+
+
+class AdminServicer(admin_pb2_grpc.AdminServicer):
+    def __init__(
+        self,
+        store: MessageStore,
+        configs: BrokerConfigs,
+        view: BrokerView,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._store = store
+        self._configs = configs
+        self._view = view
+        self._clock = clock_ms
+
+    def broker_status(self) -> admin_pb2.BrokerStatus:
+        """This broker's status now."""
+        store, view = self._store, self._view
+        broker = self._configs.broker
+        now = self._clock()
+        role = view.role
+        max_offset = store.max_offset
+        dispatched = store.dispatched_offset
+        started = view.started_at_ms()
+        status = admin_pb2.BrokerStatus(
+            cluster_name=broker.broker_cluster_name,
+            broker_name=broker.broker_name,
+            broker_id=broker.broker_id,
+            role=role.name,
+            epoch=view.epoch(),
+            client_endpoint=view.client_endpoint(),
+            ha_endpoint=view.ha_endpoint(),
+            flush_disk_type=self._configs.store.flush_disk_type.name,
+            min_offset=store.min_offset,
+            max_offset=max_offset,
+            flushed_offset=store.flushed_offset,
+            confirmed_offset=view.confirmed_offset(),
+            dispatched_offset=dispatched,
+            dispatch_lag_bytes=max(0, max_offset - dispatched),
+            uptime_ms=max(0, now - started) if started else 0,
+            in_sync_replicas=self._configs.ha.in_sync_replicas,
+            stats_json=json.dumps(store.stats_snapshot().as_dict(), sort_keys=True),
+        )
+        if role is not BrokerRole.SLAVE:
+            for snap in view.slave_snapshots(now):
+                status.slaves.append(
+                    admin_pb2.SlaveStatus(
+                        ha_peer=snap.ha_peer,
+                        broker_id=snap.broker_id,
+                        client_endpoint=snap.client_endpoint,
+                        ack_offset=snap.ack_offset,
+                        lag_bytes=snap.lag_bytes,
+                        lag_seconds=snap.lag_seconds,
+                        fit=snap.fit,
+                        connected_at_ms=snap.connected_at_ms,
+                    )
+                )
+        state = view.replication_state()
+        if state is not None:
+            status.master_ha_address = state.master_address or ""
+            status.master_connected = bool(state.connected)
+            status.master_max_offset = state.master_max_offset
+            status.replication_error = state.last_error or ""
+        return status
+
+    @_guarded
+    async def GetStatus(self, request: admin_pb2.GetStatusRequest, context) -> admin_pb2.BrokerStatus:
+        return self.broker_status()
+
+    @_guarded
+    async def GetClusterView(self, request: admin_pb2.ClusterViewRequest, context) -> admin_pb2.ClusterView:
+        own = self.broker_status()
+        if self._view.role is BrokerRole.SLAVE:
+            return admin_pb2.ClusterView(self=own)
+        return admin_pb2.ClusterView(master=own)
+
+    @_guarded
+    async def ListTopics(self, request: admin_pb2.ListTopicsRequest, context) -> admin_pb2.ListTopicsResponse:
+        return admin_pb2.ListTopicsResponse(topics=[topic_spec(c) for c in self._store.topics.topics()])
+
+    @_guarded
+    async def CreateTopic(self, request: admin_pb2.CreateTopicRequest, context) -> admin_pb2.CreateTopicResponse:
+        if self._view.role is BrokerRole.SLAVE:
+            broker = self._configs.broker
+            master = self._view.master_client_endpoint() or "an unknown endpoint"
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{broker.broker_name} (id {broker.broker_id}) is not master (role SLAVE): "
+                f"create topics on the MASTER at {master}",
+            )
+        config = self._requested_topic(request)
+        if isinstance(config, str):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, config)
+        stored = await asyncio.to_thread(self._store.create_or_update_topic, config)
+        log.info("admin: topic %s is now %s", stored.topic_name, stored)
+        return admin_pb2.CreateTopicResponse(topic=topic_spec(stored))
+
+    def _requested_topic(self, request: admin_pb2.CreateTopicRequest) -> TopicConfig | str:
+        """The TopicConfig a request asks for, or what is wrong with it."""
+        if not request.HasField("topic"):
+            return "CreateTopicRequest.topic is required"
+        spec = request.topic
+        try:
+            validate_topic_name(spec.name)
+        except ValueError as exc:
+            return str(exc)
+        if spec.name in SYSTEM_TOPICS:
+            return f"{spec.name} is a system topic; the broker manages it"
+        default = self._store.config.default_topic_queue_nums
+        read = spec.read_queue_nums or default
+        write = spec.write_queue_nums or default
+        for label, value in (("read_queue_nums", read), ("write_queue_nums", write)):
+            if not 1 <= value <= MAX_QUEUE_NUMS:
+                return f"{label} must be in 1..{MAX_QUEUE_NUMS}, got {value}"
+        perm = spec.perm or int(Permission.READ_WRITE)
+        if not 0 <= perm <= 15:
+            return f"perm must be RocketMQ PermName bits in 0..15 (2 write, 4 read, 6 both), got {perm}"
+        existing = self._store.topics.get(spec.name)
+        try:
+            if existing is not None:
+                return dataclasses.replace(existing, read_queue_nums=read, write_queue_nums=write, perm=perm)
+            return TopicConfig(spec.name, read, write, perm)
+        except ValueError as exc:
+            return str(exc)

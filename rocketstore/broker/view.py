@@ -1,0 +1,119 @@
+"""`BrokerView`: what the client and admin API servicers ask about the broker around the store.
+
+The servicers read the store directly; everything else they report or decide on (the broker's
+current role, its endpoints, its replication state, its epoch) comes through this protocol, so
+they never import the replication modules and tests can hand them a `StaticView`.
+
+The objects `slave_snapshots` and `replication_state` return are duck-typed: any object with the
+attributes of `SlaveInfo` and `ReplicationInfo` will do (the replication modules' own snapshots
+are such objects). Thread-safety: the broker's implementation is called from its event loop;
+`StaticView` is a plain value a test mutates between calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from store import BrokerRole
+
+
+class BrokerView(Protocol):
+    @property
+    def role(self) -> BrokerRole:
+        """The broker's role now (it may change at run time)."""
+
+    def client_endpoint(self) -> str:
+        """This broker's advertised client API endpoint, host:port."""
+
+    def master_client_endpoint(self) -> str:
+        """The master's client endpoint; on a master its own; "" when unknown."""
+
+    def ha_endpoint(self) -> str:
+        """The replication endpoint a master serves; "" on a slave."""
+
+    def confirmed_offset(self) -> int:
+        """CommitLog offset that enough replicas hold (inSyncReplicas)."""
+
+    def slave_snapshots(self, now_ms: int) -> list:
+        """On a master, one `SlaveInfo`-like object per connected slave."""
+
+    def replication_state(self) -> Any:
+        """None on a master; on a slave a `ReplicationInfo`-like object."""
+
+    def epoch(self) -> int:
+        """The replication epoch this broker serves under."""
+
+    def started_at_ms(self) -> int:
+        """Wall-clock ms at which the broker started serving (0: not yet)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveInfo:
+    """A master's view of one slave."""
+
+    ha_peer: str
+    broker_id: int
+    client_endpoint: str = ""
+    ack_offset: int = 0
+    lag_bytes: int = 0
+    lag_seconds: float = 0.0
+    fit: bool = True
+    connected_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationInfo:
+    """A slave's view of its replication stream."""
+
+    master_address: str
+    connected: bool = False
+    master_max_offset: int = 0
+    durable_offset: int = 0
+    last_chunk_ms: int = 0
+    last_error: str = ""
+
+
+@dataclass
+class StaticView:
+    """A `BrokerView` whose answers are its fields (for tests and tools)."""
+
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    client: str = "127.0.0.1:10911"
+    master_client: str = ""
+    ha: str = ""
+    confirmed: int = 0
+    slaves: list = field(default_factory=list)
+    replication: Any = None
+    epoch_value: int = 0
+    started_ms: int = 0
+
+    @property
+    def role(self) -> BrokerRole:
+        return self.broker_role
+
+    def client_endpoint(self) -> str:
+        return self.client
+
+    def master_client_endpoint(self) -> str:
+        if self.broker_role is not BrokerRole.SLAVE:
+            return self.master_client or self.client
+        return self.master_client
+
+    def ha_endpoint(self) -> str:
+        return self.ha
+
+    def confirmed_offset(self) -> int:
+        return self.confirmed
+
+    def slave_snapshots(self, now_ms: int) -> list:
+        return list(self.slaves)
+
+    def replication_state(self) -> Any:
+        return self.replication
+
+    def epoch(self) -> int:
+        return self.epoch_value
+
+    def started_at_ms(self) -> int:
+        return self.started_ms

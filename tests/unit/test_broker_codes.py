@@ -1,0 +1,233 @@
+"""Store statuses as client API codes (rocketstore/broker/codes.py), with the store's own reason
+texts, and the pure conversions of the messaging servicer."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from rocketstore.broker import codes
+from rocketstore.broker.codes import PullAction
+from rocketstore.broker.messaging import (
+    Refusal,
+    choose_queue,
+    delay_level_for,
+    endpoints_of,
+    message_properties,
+    peer_host,
+    settings_reply,
+    to_pb_message,
+)
+from rocketstore.rpc import messaging_pb2 as pb
+from store import GetMessageStatus, Message, MessageExt, PutMessageResult, PutMessageStatus, TopicConfig
+from store.codec import MessageRejected, encode_batch, encode_message, java_string_hash
+from store.schedule import to_schedule_message
+
+P = PutMessageStatus
+
+
+def test_every_put_status_maps_to_a_code_and_a_text():
+    for put_status in PutMessageStatus:
+        code = codes.put_code(put_status)
+        assert code in pb.Code.values(), put_status
+        assert put_status.name in codes.put_text(put_status)
+    assert set(codes.PUT_CODES) == set(PutMessageStatus)
+
+
+@pytest.mark.parametrize(
+    ("put_status", "code"),
+    [
+        (P.PUT_OK, pb.OK),
+        (P.FLUSH_DISK_TIMEOUT, pb.MASTER_PERSISTENCE_TIMEOUT),
+        (P.FLUSH_SLAVE_TIMEOUT, pb.SLAVE_PERSISTENCE_TIMEOUT),
+        (P.SLAVE_NOT_AVAILABLE, pb.HA_NOT_AVAILABLE),
+        (P.IN_SYNC_REPLICAS_NOT_ENOUGH, pb.HA_NOT_AVAILABLE),
+        (P.MESSAGE_ILLEGAL, pb.BAD_REQUEST),
+        (P.PROPERTIES_SIZE_EXCEEDED, pb.MESSAGE_PROPERTIES_TOO_LARGE),
+        (P.SERVICE_NOT_AVAILABLE, pb.INTERNAL_SERVER_ERROR),
+        (P.OS_PAGE_CACHE_BUSY, pb.TOO_MANY_REQUESTS),
+        (P.CREATE_MAPPED_FILE_FAILED, pb.INTERNAL_ERROR),
+        (P.UNKNOWN_ERROR, pb.INTERNAL_ERROR),
+    ],
+)
+def test_put_codes(put_status, code):
+    assert codes.put_code(put_status) == code
+
+
+def test_stored_statuses_are_exactly_the_stored_codes():
+    for put_status in PutMessageStatus:
+        assert (codes.put_code(put_status) in codes.STORED_CODES) == put_status.is_stored, put_status
+
+
+def _rejection(build) -> MessageRejected:
+    with pytest.raises(MessageRejected) as info:
+        build()
+    return info.value
+
+
+def _encode(msg: Message, limit: int = 4096):
+    return encode_message(msg, default_store_host=("127.0.0.1", 10911), max_message_size=limit, now_ms=0)
+
+
+def test_illegal_message_reasons_from_the_store_map_to_precise_codes():
+    cases = [
+        (lambda: _encode(Message("bad topic!", 0, b"x")), pb.ILLEGAL_TOPIC),
+        (lambda: _encode(Message("", 0, b"x")), pb.ILLEGAL_TOPIC),
+        (lambda: _encode(Message("t" * 200, 0, b"x")), pb.ILLEGAL_TOPIC),
+        (lambda: _encode(Message("T", 0, b"x" * 5000)), pb.MESSAGE_BODY_TOO_LARGE),
+        (
+            lambda: encode_batch(
+                [Message("T", 0, b"x" * 3000)] * 2,
+                default_store_host=("127.0.0.1", 1), max_message_size=4096, now_ms=0,
+            ),
+            pb.MESSAGE_BODY_TOO_LARGE,
+        ),
+        (lambda: to_schedule_message(Message("T", 0, b"x", {"DELAY": "soon"}), (1000,)), pb.ILLEGAL_DELIVERY_TIME),
+        (lambda: _encode(Message("T", -1, b"x")), pb.BAD_REQUEST),
+        (lambda: _encode(Message("T", 0, b"x", {"k\x01": "v"})), pb.BAD_REQUEST),
+    ]
+    for build, code in cases:
+        rejected = _rejection(build)
+        assert rejected.status is P.MESSAGE_ILLEGAL
+        assert codes.put_code(rejected.status, rejected.reason) == code, rejected.reason
+
+
+def test_properties_too_large_from_the_store():
+    rejected = _rejection(lambda: _encode(Message("T", 0, b"x", {"k": "v" * 40000}), limit=1 << 20))
+    assert codes.put_code(rejected.status, rejected.reason) == pb.MESSAGE_PROPERTIES_TOO_LARGE
+
+
+def test_topic_admission_and_service_reasons():
+    assert codes.put_code(P.MESSAGE_ILLEGAL, "topic T does not exist and autoCreateTopicEnable is false") == pb.TOPIC_NOT_FOUND
+    assert codes.put_code(P.MESSAGE_ILLEGAL, "topic T is not writable (perm 4)") == pb.FORBIDDEN
+    assert codes.put_code(P.MESSAGE_ILLEGAL, "the message at 12 is not prepared") == pb.INVALID_TRANSACTION_ID
+    assert codes.put_code(P.SERVICE_NOT_AVAILABLE, "a slave does not accept puts") == pb.FORBIDDEN
+    assert codes.put_code(P.SERVICE_NOT_AVAILABLE, "the disk is full") == pb.INTERNAL_SERVER_ERROR
+
+
+def test_put_status_keeps_the_reason():
+    result = PutMessageResult(P.SERVICE_NOT_AVAILABLE, reason="the disk is full")
+    st = codes.put_status(result)
+    assert st.code == pb.INTERNAL_SERVER_ERROR
+    assert "the disk is full" in st.message
+    timeout = codes.put_status(PutMessageResult(P.FLUSH_DISK_TIMEOUT, wrote_offset=0, wrote_bytes=10))
+    assert timeout.code == pb.MASTER_PERSISTENCE_TIMEOUT and "stored" in timeout.message
+
+
+def test_summarize():
+    ok = pb.Status(code=pb.OK)
+    slow = pb.Status(code=pb.SLAVE_PERSISTENCE_TIMEOUT, message="late")
+    assert codes.summarize([ok, ok]).code == pb.OK
+    shared = codes.summarize([slow, slow])
+    assert (shared.code, shared.message) == (pb.SLAVE_PERSISTENCE_TIMEOUT, "late")
+    mixed = codes.summarize([ok, slow])
+    assert mixed.code == pb.MULTIPLE_RESULTS and "SLAVE_PERSISTENCE_TIMEOUT x1" in mixed.message
+    assert codes.summarize([]).code == pb.BAD_REQUEST
+
+
+def test_every_get_status_has_a_pull_action():
+    assert set(codes.PULL_ACTIONS) == set(GetMessageStatus)
+    assert codes.pull_action(GetMessageStatus.FOUND) is PullAction.DELIVER
+    assert codes.pull_action(GetMessageStatus.NO_MATCHED_MESSAGE) is PullAction.SKIP
+    assert codes.pull_action(GetMessageStatus.OFFSET_OVERFLOW_ONE) is PullAction.WAIT
+    assert codes.pull_action(GetMessageStatus.OFFSET_TOO_SMALL) is PullAction.RESET
+    assert {codes.PULL_CODES[a] for a in PullAction} == {pb.OK, pb.MESSAGE_NOT_FOUND, pb.ILLEGAL_OFFSET}
+
+
+# -- conversions ---------------------------------------------------------------------------------
+
+
+def test_endpoints_schemes():
+    v4 = endpoints_of("10.0.0.1:8081")
+    assert v4.scheme == pb.IPv4 and (v4.addresses[0].host, v4.addresses[0].port) == ("10.0.0.1", 8081)
+    v6 = endpoints_of("[::1]:8081")
+    assert v6.scheme == pb.IPv6 and v6.addresses[0].host == "::1"
+    assert endpoints_of("broker-a.example:8081").scheme == pb.DOMAIN_NAME
+    assert not endpoints_of("nonsense").addresses
+
+
+def test_peer_host():
+    assert peer_host("ipv4:127.0.0.1:5000") == ("127.0.0.1", 5000)
+    assert peer_host("ipv6:[::1]:5000") == ("::1", 5000)
+    assert peer_host("unix:/tmp/sock") is None
+    assert peer_host("ipv4:not-an-ip:1") is None
+
+
+def test_queue_choice():
+    config = TopicConfig("T", 8, 4)
+    explicit = pb.SystemProperties(send_queue_id=3)
+    assert choose_queue(explicit, config, lambda: 0) == 3
+    refused = choose_queue(pb.SystemProperties(send_queue_id=4), config, lambda: 0)
+    assert isinstance(refused, Refusal) and refused.code == pb.BAD_REQUEST
+    grouped = pb.SystemProperties(message_group="order-17")
+    assert choose_queue(grouped, config, lambda: 0) == abs(java_string_hash("order-17")) % 4
+    assert choose_queue(pb.SystemProperties(), config, lambda: 6) == 2
+
+
+def test_message_properties_mapping_and_refusals():
+    levels = (1000, 5000, 10000)
+    msg = pb.Message(
+        topic=pb.Resource(name="T"),
+        user_properties={"a": "1"},
+        system_properties=pb.SystemProperties(tag="TagA", keys=["k1", "k2"], message_id="ID1", message_group="g"),
+        body=b"x",
+    )
+    msg.system_properties.delivery_timestamp.FromMilliseconds(1_000 + 4_000)
+    props = message_properties(msg, levels, now_ms=1_000)
+    assert props == {"a": "1", "TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1", "__SHARDINGKEY": "g", "DELAY": "2"}
+    assert delay_level_for(10001, levels) is None
+
+    def refused(**fields) -> int:
+        m = pb.Message(topic=pb.Resource(name="T"), body=b"x", **fields)
+        outcome = message_properties(m, levels, now_ms=0)
+        assert isinstance(outcome, Refusal)
+        return outcome.code
+
+    assert refused(user_properties={"TAGS": "x"}) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert refused(user_properties={"k": "a\x01b"}) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert refused(system_properties=pb.SystemProperties(tag="a||b")) == pb.ILLEGAL_MESSAGE_TAG
+    assert refused(system_properties=pb.SystemProperties(keys=["has space"])) == pb.ILLEGAL_MESSAGE_KEY
+    assert refused(system_properties=pb.SystemProperties(message_group=" ")) == pb.ILLEGAL_MESSAGE_GROUP
+    assert refused(system_properties=pb.SystemProperties(message_id="x" * 200)) == pb.ILLEGAL_MESSAGE_ID
+    assert refused(user_properties={"big": "v" * 40000}) == pb.MESSAGE_PROPERTIES_TOO_LARGE
+    far = pb.SystemProperties()
+    far.delivery_timestamp.FromMilliseconds(60_000)
+    assert refused(system_properties=far) == pb.ILLEGAL_DELIVERY_TIME
+
+
+def test_stored_message_to_v2():
+    ext = MessageExt(
+        topic="T", queue_id=2, body=b"hello",
+        properties={"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1", "__SHARDINGKEY": "g", "user": "u"},
+        flag=7, sys_flag=0, born_host=("10.0.0.2", 4000), store_host=("::1", 10911),
+        born_timestamp_ms=1_700_000_000_123, store_timestamp_ms=1_700_000_000_456, reconsume_times=2,
+        prepared_transaction_offset=0, queue_offset=41, physical_offset=9000, store_size=120, body_crc=0,
+        msg_id="00",
+    )
+    m = to_pb_message(ext, "ns")
+    sp = m.system_properties
+    assert (m.topic.resource_namespace, m.topic.name, m.body) == ("ns", "T", b"hello")
+    assert dict(m.user_properties) == {"user": "u"}
+    assert (sp.tag, list(sp.keys), sp.message_id, sp.message_group) == ("TagA", ["k1", "k2"], "ID1", "g")
+    assert sp.body_digest.type == pb.CRC32 and sp.body_digest.checksum == f"{zlib.crc32(b'hello'):08X}"
+    assert sp.body_encoding == pb.IDENTITY and sp.message_type == pb.FIFO
+    assert sp.born_timestamp.ToMilliseconds() == 1_700_000_000_123
+    assert sp.store_timestamp.ToMilliseconds() == 1_700_000_000_456
+    assert (sp.born_host, sp.store_host) == ("10.0.0.2:4000", "[::1]:10911")
+    assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt) == (2, 41, 3)
+    assert (sp.commit_log_offset, sp.sys_flag, sp.reconsume_times, sp.flag) == (9000, 0, 2, 7)
+
+
+def test_settings_reply_for_producer_and_consumer():
+    producer = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name="T")]))
+    reply = settings_reply(producer, max_body_size=4096, long_polling_ms=20_000)
+    assert reply.client_type == pb.PRODUCER and reply.publishing.max_body_size == 4096
+    assert [t.name for t in reply.publishing.topics] == ["T"]
+    assert not reply.metric.on and reply.backoff_policy.max_attempts > 0
+    consumer = pb.Settings(client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name="G")))
+    reply = settings_reply(consumer, max_body_size=4096, long_polling_ms=20_000)
+    assert reply.subscription.long_polling_timeout.ToMilliseconds() == 20_000
+    assert reply.subscription.HasField("fifo") and not reply.subscription.fifo
+    assert reply.subscription.group.name == "G"
+    assert reply.backoff_policy.HasField("exponential_backoff")
