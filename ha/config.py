@@ -45,6 +45,11 @@ class HaConfig:
                      "ha_reconnect_backoff_min_ms", "ha_reconnect_backoff_max_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.ha_reconnect_backoff_min_ms > self.ha_reconnect_backoff_max_ms:
+            raise ConfigError(
+                f"haReconnectBackoffMin ({self.ha_reconnect_backoff_min_ms}) must not exceed "
+                f"haReconnectBackoffMax ({self.ha_reconnect_backoff_max_ms})"
+            )
         if not 0 <= self.ha_listen_port <= 65535:
             raise ConfigError(f"haListenPort (ha_listen_port) out of range: {self.ha_listen_port}")
         if self.ha_slave_fallbehind_max < 0:

@@ -82,7 +82,7 @@ class BrokerState:
         replicator = self._broker.replicator
         if replicator is None:
             return self._broker.client_endpoint
-        return getattr(replicator.state(), "master_client_endpoint", "")
+        return replicator.state().master_client_endpoint
 
     def confirmed_offset(self) -> int:
         tracker = self._broker.tracker
@@ -208,7 +208,9 @@ class Broker:
             options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)],
             maximum_concurrent_rpcs=HA_MAX_STREAMS,
         )
-        self._ha_servicer = ReplicationServicer(store, ha, self.configs.broker.broker_name, self.tracker)
+        self._ha_servicer = ReplicationServicer(
+            store, ha, self.configs.broker.broker_name, self.tracker, client_endpoint=self.client_endpoint
+        )
         self._ha_servicer.add_to_server(self._ha_server)
         ha_port = self._bind(self._ha_server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
         self.ha_endpoint = _endpoint(self.configs.broker.broker_ip1, ha_port)
@@ -251,9 +253,11 @@ class Broker:
         self._stopped = True
         log.info("shutting down")
         if self._ha_servicer is not None:
-            self._ha_servicer.stop()
+            await asyncio.to_thread(self._ha_servicer.stop)
         if self._ha_server is not None:
             self._ha_server.stop(grace=None)
+        if self.tracker is not None:
+            self.tracker.close()  # puts still waiting for a slave get their answer now
         if self.replicator is not None:
             await asyncio.to_thread(self.replicator.stop)
         if self._client_server is not None:

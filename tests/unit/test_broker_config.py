@@ -47,6 +47,7 @@ def test_rocketmq_defaults():
         ({"haSecret": "a", "haSecretFile": "f"}, "not both"),
         ({"tlsEnable": "true"}, "tlsServerCertPath"),
         ({"haTransferBatchSize": "0"}, "must be positive"),
+        ({"haReconnectBackoffMin": "900", "haReconnectBackoffMax": "100"}, "must not exceed"),
     ],
 )
 def test_bad_configs_are_named(props, message):

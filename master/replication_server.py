@@ -1,0 +1,437 @@
+"""The master's side of replication: the gRPC adapter of `rocketstore.ha.v1.Replication`.
+
+One bidirectional `Replicate` stream per slave, served by a sync `grpc.server` (one pool thread
+runs the response generator of each stream, and a helper thread reads the stream's reports):
+
+1. Handshake: the slave's first `SlaveReport` names it and asks for the log from
+   `durable_offset`. Refused with FAILED_PRECONDITION and the reason when the broker name is not
+   this master's, when the slave's log is longer than the master's, when the master no longer
+   holds the bytes after the slave's end, or when that end is not a record boundary of the
+   master's log. An empty slave (0) starts where the master's log starts.
+2. Streaming: `ha.chunks.next_chunk` cuts whole records from `store.max_offset`'s side of the
+   log, at most `haTransferBatchSize` bytes each, pipelined: chunks go out without waiting for
+   acks, but never more than `WINDOW_BYTES` (or four batches, when larger) past the slave's last
+   ack. A put's bytes go out at once (the `ReplicaTracker` signals new data on every put); puts
+   that do not wait are noticed within `IDLE_POLL_S`. An idle stream carries a heartbeat (an
+   empty chunk at the slave's expected end) every haSendHeartbeatInterval.
+3. Acks: every later report is fed to `ReplicaTracker.ack`; an ack beyond what was sent is a
+   protocol error. A stream with no report for haHousekeepingInterval is closed (a watchdog
+   thread closes it even when the stream is stuck sending to a slave that stopped reading).
+
+Every exit path removes the session from the tracker at once, so waiting puts learn that the
+slave is gone. Sessions are logged when they open (peer, slave, start offset) and close (reason).
+
+Thread-safety: `Replicate` runs concurrently for any number of streams; `stop` from any thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+
+from ha.chunks import MalformedRecords, crc32c, next_chunk
+from ha.config import HaConfig
+from ha.replica_tracker import ReplicaTracker
+from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from store import BrokerRole, MessageStore
+from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+
+log = logging.getLogger(__name__)
+
+# How far (bytes) the master streams past a slave's last ack.
+WINDOW_BYTES = 4 * 1024 * 1024
+# Fallback wake-up of an idle stream, for puts that do not wait (and so send no new-data signal).
+IDLE_POLL_S = 0.01
+# A stream that does not end within this after being closed is cancelled (it is stuck sending).
+CANCEL_GRACE_MS = 1000
+_HEADER = struct.Struct(">ii")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Stream:
+    """One slave's stream. `close` is first-reason-wins and wakes both of its threads."""
+
+    def __init__(self, session_id: int, peer: str, context: grpc.ServicerContext, now_ms: int) -> None:
+        self.session_id = session_id
+        self.peer = peer
+        self.context = context
+        self.wake = threading.Event()
+        self.acks_open = threading.Event()  # the reader may read acks (or must stop: closing)
+        self.handshake: ha_pb2.SlaveReport | None = None
+        self.slave = ""
+        self.registered = False
+        self.last_report_ms = now_ms
+        self.sent = 0
+        self.acked = 0
+        self.start_offset = 0
+        self.closing: tuple[grpc.StatusCode | None, str] | None = None
+        self.closing_since_ms = 0
+        self._lock = threading.Lock()
+
+    def close(self, code: grpc.StatusCode | None, reason: str, now_ms: int) -> bool:
+        with self._lock:
+            if self.closing is not None:
+                return False
+            self.closing = (code, reason)
+            self.closing_since_ms = now_ms
+        self.wake.set()
+        self.acks_open.set()
+        return True
+
+
+class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
+    def __init__(
+        self,
+        store: MessageStore,
+        ha: HaConfig,
+        broker_name: str,
+        tracker: ReplicaTracker,
+        *,
+        client_endpoint: str = "",
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._store = store
+        self._ha = ha
+        self._broker_name = broker_name
+        self._tracker = tracker
+        self.client_endpoint = client_endpoint
+        self._clock = clock_ms
+        self._segment_size = store.config.mapped_file_size_commit_log
+        self._batch = ha.ha_transfer_batch_size
+        self._window = max(WINDOW_BYTES, 4 * ha.ha_transfer_batch_size)
+        self._heartbeat_ms = ha.ha_send_heartbeat_interval_ms
+        self._housekeeping_ms = ha.ha_housekeeping_interval_ms
+        self._ids = itertools.count(1)
+        self._lock = threading.Condition()
+        self._streams: dict[int, _Stream] = {}
+        self._stream_list: tuple[_Stream, ...] = ()  # copy-on-write, for the put path's wake-up
+        self._stopping = threading.Event()
+        self._watchdog: threading.Thread | None = None
+        tracker.add_new_data_listener(self._wake_all)
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def add_to_server(self, server: grpc.Server) -> None:
+        ha_pb2_grpc.add_ReplicationServicer_to_server(self, server)
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """End every stream (the slaves see UNAVAILABLE and reconnect later); streams still open
+        after half of `timeout_s` (stuck sending) are cancelled. New streams are refused."""
+        self._stopping.set()
+        self._tracker.remove_new_data_listener(self._wake_all)
+        now = self._clock()
+        for stream in self._stream_list:
+            self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down", now)
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            cancelled = False
+            while self._streams:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if not cancelled and left < timeout_s / 2:
+                    for stream in self._streams.values():
+                        stream.context.cancel()
+                    cancelled = True
+                self._lock.wait(min(left, 0.05))
+        watchdog = self._watchdog
+        if watchdog is not None:
+            watchdog.join(timeout_s)
+
+    @property
+    def stream_count(self) -> int:
+        with self._lock:
+            return len(self._streams)
+
+    def _wake_all(self) -> None:
+        for stream in self._stream_list:
+            stream.wake.set()
+
+    def _track(self, stream: _Stream) -> None:
+        with self._lock:
+            self._streams[stream.session_id] = stream
+            self._stream_list = tuple(self._streams.values())
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch, name="ha-housekeeping", daemon=True)
+                self._watchdog.start()
+
+    def _untrack(self, stream: _Stream) -> None:
+        with self._lock:
+            self._streams.pop(stream.session_id, None)
+            self._stream_list = tuple(self._streams.values())
+            self._lock.notify_all()
+
+    def _close(self, stream: _Stream, code: grpc.StatusCode | None, reason: str, now_ms: int) -> None:
+        if stream.close(code, reason, now_ms) and stream.registered:
+            self._tracker.remove(stream.session_id, now_ms)
+
+    # -- the stream ----------------------------------------------------------------------------
+
+    def Replicate(self, request_iterator: Iterator[ha_pb2.SlaveReport], context: grpc.ServicerContext):
+        stream = _Stream(next(self._ids), context.peer(), context, self._clock())
+        if self._stopping.is_set():
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
+        if not context.add_callback(stream.wake.set):
+            return
+        self._track(stream)
+        reader = threading.Thread(
+            target=self._read_reports, args=(stream, request_iterator), name=f"ha-reports-{stream.session_id}", daemon=True
+        )
+        reader.start()
+        try:
+            yield from self._serve(stream)
+        finally:
+            now = self._clock()
+            self._close(stream, None, "the stream ended", now)
+            if stream.registered:
+                self._tracker.remove(stream.session_id, now)
+            self._untrack(stream)
+            code, reason = stream.closing or (None, "")
+            if stream.registered:
+                level = logging.INFO if code in (None, grpc.StatusCode.UNAVAILABLE) else logging.WARNING
+                log.log(
+                    level,
+                    "replication session %d with %s (%s) closed at offset %d (acked %d, started at %d): %s",
+                    stream.session_id, stream.slave, stream.peer, stream.sent, stream.acked, stream.start_offset, reason,
+                )
+            elif code not in (None, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE):
+                log.warning("replication stream from %s closed before its handshake: %s", stream.peer, reason)
+
+    def _read_reports(self, stream: _Stream, request_iterator: Iterator[ha_pb2.SlaveReport]) -> None:
+        reason = "the slave closed the stream"
+        try:
+            for report in request_iterator:
+                now = self._clock()
+                stream.last_report_ms = now
+                if stream.handshake is None:
+                    stream.handshake = report
+                    stream.wake.set()
+                    stream.acks_open.wait()
+                    if stream.closing is not None:
+                        return
+                    continue
+                durable = report.durable_offset
+                if durable > stream.sent:
+                    self._close(
+                        stream,
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"protocol error: the slave acknowledged offset {durable}, beyond the {stream.sent} sent",
+                        now,
+                    )
+                    return
+                if durable > stream.acked:
+                    stream.acked = durable
+                self._tracker.ack(stream.session_id, durable, now)
+                stream.wake.set()
+                if stream.closing is not None:
+                    return
+        except grpc.RpcError:
+            reason = "the stream was cancelled"
+        except Exception:  # noqa: BLE001 - a reader must end its session, whatever went wrong
+            log.exception("replication session %d: reading reports failed", stream.session_id)
+            reason = "reading the slave's reports failed"
+        self._close(stream, None, reason, self._clock())
+
+    def _wait(self, stream: _Stream, timeout_s: float) -> None:
+        stream.wake.wait(timeout_s)
+        stream.wake.clear()
+
+    def _end(self, stream: _Stream) -> None:
+        """Leave the response generator as the stream's closing reason says."""
+        code, reason = stream.closing or (None, "")
+        if code is not None:
+            stream.context.abort(code, reason)
+
+    def _serve(self, stream: _Stream) -> Iterator[ha_pb2.Chunk]:
+        start = self._handshake(stream)
+        if start is None:
+            self._end(stream)
+            return
+        store = self._store
+        tracker = self._tracker
+        read = store.commit_log_data
+        last_send_ms = self._clock()
+        yield self._chunk(start, b"", store.max_offset)  # tells the slave the handshake is accepted
+        while True:
+            if stream.closing is not None:
+                self._end(stream)
+                return
+            if self._stopping.is_set():
+                self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down", self._clock())
+                continue
+            if not stream.context.is_active():
+                self._close(stream, None, "the stream ended", self._clock())
+                continue
+            now = self._clock()
+            if now - stream.last_report_ms > self._housekeeping_ms:
+                self._close(
+                    stream,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"no report from the slave within {self._housekeeping_ms} ms (haHousekeepingInterval)",
+                    now,
+                )
+                continue
+            readable = store.max_offset
+            sent = stream.sent
+            if sent < readable and sent - stream.acked < self._window:
+                try:
+                    data = next_chunk(read, sent, readable, self._batch)
+                except MalformedRecords as exc:
+                    log.error("the CommitLog is corrupt at offset %d: %s", sent, exc)
+                    self._close(stream, grpc.StatusCode.DATA_LOSS, f"the master's CommitLog is corrupt at offset {sent}", now)
+                    continue
+                if data:
+                    stream.sent = sent + len(data)
+                    last_send_ms = now
+                    yield self._chunk(sent, data, readable)
+                    continue
+                if sent < store.min_offset:
+                    self._close(
+                        stream,
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        f"the master no longer has offset {sent}: its log now starts at {store.min_offset}",
+                        now,
+                    )
+                    continue
+            if now - last_send_ms >= self._heartbeat_ms:
+                last_send_ms = now
+                tracker.expire(now)
+                yield self._chunk(stream.sent, b"", readable)
+                continue
+            self._wait(stream, min(IDLE_POLL_S, (self._heartbeat_ms - (now - last_send_ms)) / 1000))
+
+    def _chunk(self, start: int, data: bytes, master_max_offset: int) -> ha_pb2.Chunk:
+        return ha_pb2.Chunk(
+            start_offset=start,
+            data=data,
+            master_max_offset=master_max_offset,
+            epoch=0,
+            checksum=crc32c(data),
+            confirmed_offset=self._tracker.confirmed_offset,
+            segment_size=self._segment_size,
+            master_client_endpoint=self.client_endpoint,
+        )
+
+    # -- the handshake -------------------------------------------------------------------------
+
+    def _handshake(self, stream: _Stream) -> int | None:
+        """Wait for the first report, check it, register the slave: its start offset, or None
+        (the stream is closing, with the reason)."""
+        deadline = self._clock() + self._housekeeping_ms
+        while stream.handshake is None:
+            now = self._clock()
+            if stream.closing is not None:
+                return None
+            if self._stopping.is_set():
+                self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down", now)
+                return None
+            if now >= deadline:
+                self._close(
+                    stream,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"no handshake within {self._housekeeping_ms} ms (haHousekeepingInterval)",
+                    now,
+                )
+                return None
+            self._wait(stream, min(0.5, (deadline - now) / 1000))
+        report = stream.handshake
+        stream.slave = f"{report.broker_name}/{report.broker_id}"
+        now = self._clock()
+        start, refusal = self._start_offset(report)
+        if refusal:
+            log.warning("refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
+            self._close(stream, grpc.StatusCode.FAILED_PRECONDITION, refusal, now)
+            return None
+        stream.sent = stream.acked = stream.start_offset = start
+        replaced = self._tracker.register(
+            stream.session_id,
+            ha_peer=stream.peer,
+            broker_id=report.broker_id,
+            client_endpoint=report.client_endpoint,
+            start_offset=start,
+            now_ms=now,
+        )
+        stream.registered = True
+        with self._lock:
+            older = [self._streams[i] for i in replaced if i in self._streams]
+        for old in older:
+            self._close(old, grpc.StatusCode.ABORTED, f"replaced by a newer stream from {stream.slave}", now)
+        stream.acks_open.set()
+        if stream.closing is not None:
+            self._tracker.remove(stream.session_id, now)
+            return None
+        log.info(
+            "replication session %d opened: slave %s at %s (client %s), from offset %d (slave max %d, master max %d)",
+            stream.session_id, stream.slave, stream.peer, report.client_endpoint or "-", start,
+            report.max_offset, self._store.max_offset,
+        )
+        return start
+
+    def _start_offset(self, report: ha_pb2.SlaveReport) -> tuple[int, str]:
+        """Where the slave's stream starts, or why it cannot."""
+        store = self._store
+        if store.broker_role is BrokerRole.SLAVE:
+            return 0, "this broker is a slave, it does not serve replication"
+        if report.broker_name != self._broker_name:
+            return 0, (
+                f"the slave belongs to broker {report.broker_name!r}, this master is {self._broker_name!r}"
+            )
+        durable = report.durable_offset
+        master_max = store.max_offset
+        master_min = store.min_offset
+        if durable < 0:
+            return 0, f"the slave's offset {durable} is negative"
+        if durable > master_max:
+            return 0, (
+                f"the slave's log ({durable}) is longer than the master's ({master_max}); "
+                "it has to be truncated first"
+            )
+        if durable == 0:
+            return master_min, ""
+        if durable < master_min:
+            return 0, (
+                f"the slave's log ends at {durable} but the master's log now starts at {master_min}: "
+                "the master no longer has the bytes in between"
+            )
+        if durable < master_max and not self._record_starts_at(durable):
+            return 0, (
+                f"the slave's log ends at {durable}, which is not a record boundary of the master's log: "
+                "the logs diverge"
+            )
+        return durable, ""
+
+    def _record_starts_at(self, offset: int) -> bool:
+        header = self._store.commit_log_data(offset, _HEADER.size)
+        if len(header) < _HEADER.size:
+            return True  # not readable in full yet (a write buffer): the stream's checks decide
+        size, magic = _HEADER.unpack(header)
+        return size >= _HEADER.size and magic in (MESSAGE_MAGIC_CODE, BLANK_MAGIC_CODE)
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Closes streams whose slave went silent, and cancels closed streams stuck sending."""
+        interval_s = min(1.0, self._housekeeping_ms / 4000)
+        while not self._stopping.wait(interval_s):
+            now = self._clock()
+            self._tracker.expire(now)
+            for stream in self._stream_list:
+                if stream.closing is None:
+                    if now - stream.last_report_ms > self._housekeeping_ms:
+                        self._close(
+                            stream,
+                            grpc.StatusCode.DEADLINE_EXCEEDED,
+                            f"no report from the slave within {self._housekeeping_ms} ms (haHousekeepingInterval)",
+                            now,
+                        )
+                elif now - stream.closing_since_ms > CANCEL_GRACE_MS:
+                    stream.context.cancel()

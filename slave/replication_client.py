@@ -1,0 +1,376 @@
+"""The slave's side of replication: `SlaveReplicator`, a thread streaming CommitLog chunks from
+the master (`rocketstore.ha.v1.Replication/Replicate` on haMasterAddress) into the slave's store.
+
+One stream at a time. Its first report is the handshake: broker name and id, client endpoint,
+and `durable_offset` = where the slave wants the log from. That is the slave's durable end: its
+flushed offset under SYNC_FLUSH (the replicator flushes everything it holds before the
+handshake), its max offset under ASYNC_FLUSH, whose durability promise is "written", the same
+promise its own puts would make. Every later report acknowledges that every byte below its
+`durable_offset` is durable in that sense.
+
+The decisions are the sans-IO `ha.slave_session.SlaveSession` (per stream) and
+`ReconnectPolicy` (across streams); this module is their thread and gRPC adapter. Each chunk is
+checked (offset, checksum, segment size, whole records) and appended with
+`MessageStore.append_replicated`. Under SYNC_FLUSH the chunk's end is acknowledged once `store.request_flush(end)` completes with PUT_OK, while later chunks keep
+arriving; under ASYNC_FLUSH at once. Acks are coalesced (one report carries the newest durable
+offset) and go out at least every haSendHeartbeatInterval. A stream with no chunk (heartbeats
+count) for haHousekeepingInterval is given up.
+
+A protocol error, a refused append or a transport error closes the stream and logs why; the
+replicator reconnects after a backoff doubling from haReconnectBackoffMin to
+haReconnectBackoffMax (back to the minimum once a stream was accepted). A master's refusal
+(FAILED_PRECONDITION, UNAUTHENTICATED, PERMISSION_DENIED: e.g. the slave's log is longer than the
+master's, or a wrong secret) is logged at ERROR once per distinct message and retried at the
+maximum backoff. A restarted slave resumes from what its store recovered.
+
+Thread-safety: `start`, `stop` and `state` from any thread. The replicator's thread receives and
+appends; gRPC's request thread sends reports; flush callbacks run on the store's flush thread.
+Shared state is behind one condition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import grpc
+
+from ha.chunks import ChunkVerdict
+from ha.config import HaConfig
+from ha.slave_session import ReconnectPolicy, SlaveSession
+from rocketstore.auth import Signer
+from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
+
+log = logging.getLogger(__name__)
+
+METHOD = "/rocketstore.ha.v1.Replication/Replicate"
+_REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+_MAX_GRPC_MESSAGE = 2**31 - 1
+_MIN_RECEIVE_LIMIT = 64 * 1024 * 1024
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationState:
+    master_address: str
+    connected: bool
+    master_max_offset: int
+    durable_offset: int
+    last_chunk_ms: int
+    last_error: str
+    # What the master's chunks said: its client API endpoint and its confirmed offset.
+    master_client_endpoint: str = ""
+    confirmed_offset: int = 0
+    # Streams the master accepted so far.
+    sessions: int = 0
+
+
+class _StreamFailed(Exception):
+    """This stream must close; `refusal` when the master refused it."""
+
+    def __init__(self, message: str, *, refusal: bool = False, stopped: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.refusal = refusal
+        self.stopped = stopped
+
+
+class _Stream:
+    """The adapter's side of one stream: the sans-IO session plus its call and end flags."""
+
+    __slots__ = ("session", "call", "ended", "failure")
+
+    def __init__(self, session: SlaveSession) -> None:
+        self.session = session
+        self.call: grpc.Future | None = None
+        self.ended = False
+        self.failure: str | None = None
+
+
+class SlaveReplicator:
+    def __init__(
+        self,
+        store: MessageStore,
+        ha: HaConfig,
+        *,
+        broker_name: str,
+        broker_id: int,
+        client_endpoint: str,
+        signer: Signer | None,
+        channel_credentials: grpc.ChannelCredentials | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        if not ha.ha_master_address:
+            raise ValueError("a slave needs haMasterAddress")
+        self._store = store
+        self._ha = ha
+        self._address = ha.ha_master_address
+        self._broker_name = broker_name
+        self._broker_id = broker_id
+        self._client_endpoint = client_endpoint
+        self._signer = signer
+        self._credentials = channel_credentials
+        self._clock = clock_ms
+        self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._segment_size = store.config.mapped_file_size_commit_log
+        self._flush_timeout_s = store.config.sync_flush_timeout_ms / 1000
+        # A chunk is one batch, or one record or blank segment end larger than a batch: bounded
+        # by the master's maxMessageSize, which may exceed this slave's, hence the generous floor.
+        largest = max(_MIN_RECEIVE_LIMIT, 2 * store.config.max_message_size + ha.ha_transfer_batch_size + 1024 * 1024)
+        self._options = [
+            ("grpc.max_receive_message_length", min(largest, _MAX_GRPC_MESSAGE)),
+            ("grpc.max_send_message_length", 1024 * 1024),
+        ]
+        self._policy = ReconnectPolicy(ha.ha_reconnect_backoff_min_ms, ha.ha_reconnect_backoff_max_ms)
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._current: _Stream | None = None
+        # The last stream's view, for state() between streams (under _cond).
+        self._last: SlaveSession | None = None
+        self._last_error = ""
+        self._sessions = 0
+
+    def __repr__(self) -> str:
+        return f"SlaveReplicator(master={self._address!r}, broker={self._broker_name}/{self._broker_id})"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the replicator was started already")
+        self._thread = threading.Thread(target=self._run, name="ha-slave", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5) -> None:
+        """End the stream and the thread (an append in progress finishes first). Idempotent."""
+        self._stop.set()
+        with self._cond:
+            current = self._current
+            self._cond.notify_all()
+        if current is not None and current.call is not None:
+            current.call.cancel()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+            if thread.is_alive():
+                log.warning("the replication thread did not end within %.1f s", timeout_s)
+
+    def state(self) -> ReplicationState:
+        with self._cond:
+            current = self._current
+            session = current.session if current is not None else self._last
+            connected = current is not None and session is not None and session.accepted
+            return ReplicationState(
+                master_address=self._address,
+                connected=connected,
+                master_max_offset=session.master_max_offset if session else 0,
+                durable_offset=session.durable_offset if session else self._store_durable(),
+                last_chunk_ms=session.last_chunk_ms if session and session.accepted else 0,
+                last_error=self._last_error,
+                master_client_endpoint=session.master_client_endpoint if session else "",
+                confirmed_offset=session.confirmed_offset if session else 0,
+                sessions=self._sessions,
+            )
+
+    def _store_durable(self) -> int:
+        store = self._store
+        return store.flushed_offset if self._sync_flush else store.max_offset
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                failure = self._stream()
+            except CommitLogClosed:
+                log.info("the store is shutting down: replication from %s ends", self._address)
+                break
+            except Exception as exc:  # noqa: BLE001 - the replication thread must outlive any one stream
+                log.exception("replication stream from %s failed unexpectedly", self._address)
+                failure = _StreamFailed(f"unexpected error: {type(exc).__name__}: {exc}")
+            if failure.stopped or self._stop.is_set():
+                break
+            with self._cond:
+                self._last_error = failure.message
+            level = self._policy.log_level(failure.message, refused=failure.refusal)
+            if failure.refusal:
+                log.log(level, "the master at %s refused replication: %s", self._address, failure.message)
+            else:
+                log.log(level, "replication stream from %s closed: %s", self._address, failure.message)
+            self._stop.wait(self._policy.delay_ms(refused=failure.refusal) / 1000)
+        log.info("replication from %s stopped", self._address)
+
+    def _durable_end(self) -> int:
+        """The handshake's offset: everything the store holds, made durable first under SYNC_FLUSH."""
+        store = self._store
+        end = store.max_offset
+        if not self._sync_flush:
+            return end
+        future = store.request_flush(end)
+        if future is not None:
+            try:
+                status = future.result(self._flush_timeout_s)
+            except TimeoutError:
+                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            if status is not PutMessageStatus.PUT_OK or store.flushed_offset < end:
+                raise _StreamFailed(f"the slave's own log could not be flushed to {end} before the handshake ({status.name})")
+        return end
+
+    def _stream(self) -> _StreamFailed:
+        """One stream, from the handshake to its end; returns why it ended."""
+        try:
+            durable = self._durable_end()
+        except _StreamFailed as exc:
+            return exc
+        store = self._store
+        end = store.max_offset
+        session = SlaveSession(
+            segment_size=self._segment_size,
+            log_end=end,
+            log_empty=end == 0,
+            durable_offset=durable,
+            now_ms=self._clock(),
+            heartbeat_ms=self._ha.ha_send_heartbeat_interval_ms,
+            housekeeping_ms=self._ha.ha_housekeeping_interval_ms,
+        )
+        stream = _Stream(session)
+        metadata = self._signer.metadata(METHOD) if self._signer is not None else None
+        if self._credentials is not None:
+            channel = grpc.secure_channel(self._address, self._credentials, options=self._options)
+        else:
+            channel = grpc.insecure_channel(self._address, options=self._options)
+        try:
+            with channel:
+                with self._cond:
+                    if self._stop.is_set():
+                        return _StreamFailed("stopped", stopped=True)
+                    self._current = stream
+                    stream.call = ha_pb2_grpc.ReplicationStub(channel).Replicate(
+                        self._reports(stream, durable), metadata=metadata
+                    )
+                try:
+                    for chunk in stream.call:
+                        self._take(stream, chunk)
+                except grpc.RpcError as exc:
+                    return self._rpc_failure(stream, exc)
+                except _StreamFailed as exc:
+                    return exc
+                if stream.failure is not None:
+                    return _StreamFailed(stream.failure)
+                return _StreamFailed("the master ended the stream")
+        finally:
+            with self._cond:
+                stream.ended = True
+                self._current = None
+                self._last = session
+                self._cond.notify_all()
+            if stream.call is not None:
+                stream.call.cancel()
+
+    def _rpc_failure(self, stream: _Stream, exc: grpc.RpcError) -> _StreamFailed:
+        if self._stop.is_set():
+            return _StreamFailed("stopped", stopped=True)
+        if stream.failure is not None:
+            return _StreamFailed(stream.failure)
+        code = exc.code() if hasattr(exc, "code") else None
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        name = code.name if code is not None else "UNKNOWN"
+        return _StreamFailed(f"{name}: {details}", refusal=code in _REFUSALS)
+
+    def _take(self, stream: _Stream, chunk: ha_pb2.Chunk) -> None:
+        session = stream.session
+        now = self._clock()
+        with self._cond:
+            first = not session.accepted
+            check = session.receive(chunk, now)
+            if first and session.accepted:
+                self._sessions += 1
+                self._last_error = ""
+        if not check.ok:
+            raise _StreamFailed(f"protocol error ({check.verdict.name}): {check.reason}")
+        if first:
+            self._policy.accepted()
+            log.info(
+                "replicating from %s from offset %d (master max %d)", self._address, chunk.start_offset, chunk.master_max_offset
+            )
+        if check.verdict is ChunkVerdict.HEARTBEAT:
+            return
+        try:
+            end = self._store.append_replicated(chunk.start_offset, chunk.data)
+        except ReplicatedAppendError as exc:
+            raise _StreamFailed(f"the chunk at {chunk.start_offset} cannot be appended: {exc}") from None
+        except OSError as exc:  # a new segment cannot be created (disk full, permissions)
+            raise _StreamFailed(f"the chunk at {chunk.start_offset} cannot be stored: {exc}") from None
+        with self._cond:
+            session.appended(check)
+        if not self._sync_flush:
+            self._advance(session, end)
+            return
+        future = self._store.request_flush(end)
+        if future is None:
+            self._advance(session, end)
+        else:
+            future.add_done_callback(lambda done, end=end: self._flushed(session, end, done))
+
+    def _flushed(self, session: SlaveSession, end: int, future: Future) -> None:
+        if future.cancelled():
+            return
+        status = future.result()
+        if status is PutMessageStatus.PUT_OK:
+            self._advance(session, end)
+        else:
+            log.warning("flushing replicated bytes to %d: %s; a later flush acknowledges them", end, status.name)
+
+    def _advance(self, session: SlaveSession, durable: int) -> None:
+        with self._cond:
+            if session.durable(durable):
+                self._cond.notify_all()
+
+    def _fail(self, stream: _Stream, message: str) -> None:
+        """Close the stream from inside: the receive loop ends with `message`."""
+        with self._cond:
+            if stream.failure is None:
+                stream.failure = message
+            self._cond.notify_all()
+        if stream.call is not None:
+            stream.call.cancel()
+
+    def _reports(self, stream: _Stream, durable: int) -> Iterator[ha_pb2.SlaveReport]:
+        """The stream's reports (run by gRPC's sending thread): the handshake, then acks as the
+        session says; gives up a stream whose master went silent."""
+        store = self._store
+        session = stream.session
+        yield ha_pb2.SlaveReport(
+            durable_offset=durable,
+            broker_name=self._broker_name,
+            broker_id=self._broker_id,
+            client_endpoint=self._client_endpoint,
+            max_offset=store.max_offset,
+            epoch=0,
+        )
+        while True:
+            offset = None
+            with self._cond:
+                while True:
+                    if stream.ended or stream.failure is not None or self._stop.is_set():
+                        return
+                    now = self._clock()
+                    if session.silent(now):
+                        break
+                    offset = session.report_due(now)
+                    if offset is not None:
+                        break
+                    self._cond.wait(session.wait_ms(now) / 1000)
+            if offset is None:
+                self._fail(stream, f"no chunk from the master within {session.housekeeping_ms} ms (haHousekeepingInterval)")
+                return
+            yield ha_pb2.SlaveReport(durable_offset=offset, max_offset=store.max_offset)
