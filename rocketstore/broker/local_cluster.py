@@ -206,7 +206,9 @@ class LocalCluster:
             self.add_slave(i, timeout_s)
         return self
 
-    def add_slave(self, broker_id: int, timeout_s: float = 60.0, **extra: str) -> LocalBroker:
+    def add_slave(self, broker_id: int, timeout_s: float = 60.0, *, wait_connected: bool = True, **extra: str) -> LocalBroker:
+        """Start a slave; with `wait_connected`, return once the master lists it among its
+        replication sessions (a SYNC_MASTER put made earlier would find no slave)."""
         settings = self._common()
         settings.update(brokerRole="SLAVE", brokerId=str(broker_id), haMasterAddress=self.master.ha_endpoint)
         settings.update(self.slave_settings)
@@ -214,7 +216,24 @@ class LocalCluster:
         slave = LocalBroker(f"slave{broker_id}", self.base_dir / f"slave{broker_id}", settings)
         self.brokers.append(slave)
         slave.start(timeout_s)
+        if wait_connected:
+            self.wait_connected(broker_id, timeout_s)
         return slave
+
+    def connected_slaves(self) -> set[int]:
+        from client import AdminClient
+
+        with AdminClient(self.master.client_endpoint, self.admin_secret()) as admin:
+            return {int(s["broker_id"]) for s in admin.status().get("slaves", [])}
+
+    def wait_connected(self, broker_id: int, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.005
+        while broker_id not in self.connected_slaves():
+            if time.monotonic() > deadline:
+                raise BrokerStartError(f"slave {broker_id} did not connect within {timeout_s} s:\n{self.tails()}")
+            time.sleep(delay)  # the master learns of the slave on its own; the admin API is polled
+            delay = min(delay * 2, 0.05)
 
     def admin_secret(self) -> bytes:
         return self.secret_file.read_text().strip().encode()

@@ -154,11 +154,17 @@ def test_replication_over_mutual_tls_and_a_foreign_certificate_is_refused(make_c
     cluster.start()
     cluster.slave_settings = tls_settings(pki, "ca", "slave1")
     cluster.add_slave(1)
+
+    def slave_connected() -> bool:
+        with AdminClient(cluster.master.client_endpoint, cluster.admin_secret()) as admin:
+            return len(admin.status().get("slaves", [])) == 1
+
+    wait_until(slave_connected, what="the slave to connect over mutual TLS")
     with Producer(cluster.master.client_endpoint) as producer:
         assert producer.send(TOPIC, b"over mTLS").status is SendStatus.SEND_OK
     cluster.slave_settings = tls_settings(pki, "ca", "intruder")
     cluster.slave_settings["haTlsCaFile"] = str(pki / "ca.crt")
-    intruder = cluster.add_slave(2)
+    intruder = cluster.add_slave(2, wait_connected=False)
 
     def intruder_error() -> str:
         with AdminClient(intruder.client_endpoint, cluster.admin_secret()) as admin:

@@ -188,7 +188,7 @@ def test_slave_with_a_wrong_secret_is_refused_and_the_secret_is_not_logged(make_
     wrong = tmp_path / "wrong-secret"
     wrong.write_text("a-completely-different-secret-0123456789\n")
     wrong.chmod(0o600)
-    slave = cluster.add_slave(1, haSecretFile=str(wrong))
+    slave = cluster.add_slave(1, wait_connected=False, haSecretFile=str(wrong))
     wait_until(lambda: "authentication failed" in slave.tail() or "UNAUTHENTICATED" in slave.tail(),
                what="the slave to report its refusal")
     wait_until(lambda: "refused" in cluster.master.tail(), what="the master to log the refusal")
