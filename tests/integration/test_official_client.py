@@ -1,0 +1,72 @@
+"""The official RocketMQ 5 Python client (rocketmq-python-client 5.1.2) produces to a RocketStore
+master unmodified; the messages read back through our client carry its ids, tags, keys and
+properties. The official client runs in its own virtualenv (`.venv-rocketmq`, made by `make test`
+from tests/official-client-requirements.txt): its generated stubs cannot share a process with ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from client import PullConsumer
+
+REPO = Path(__file__).resolve().parents[2]
+OFFICIAL_PYTHON = REPO / ".venv-rocketmq" / "bin" / "python"
+TOPIC = "OfficialTopic"
+
+PRODUCER = r"""
+import json, sys
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
+
+endpoint, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+producer = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=10), (topic,))
+producer.startup()
+ids = []
+try:
+    for i in range(count):
+        message = Message()
+        message.topic = topic
+        message.body = f"official-{i}".encode()
+        message.tag = "official"
+        message.keys = f"key-{i}"
+        message.add_property("seq", str(i))
+        ids.append(producer.send(message).message_id)
+finally:
+    producer.shutdown()
+print(json.dumps(ids))
+"""
+
+
+def test_official_producer_sends_and_our_consumer_reads_what_it_sent(make_cluster, tmp_path):
+    assert OFFICIAL_PYTHON.exists(), f"{OFFICIAL_PYTHON} is missing: `make test` creates it"
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    endpoint = cluster.master.client_endpoint
+    # The client writes its log under HOME and probes the local address; keep both in the test.
+    env = dict(os.environ, HOME=str(tmp_path))
+    done = subprocess.run(
+        [str(OFFICIAL_PYTHON), "-c", PRODUCER, endpoint, TOPIC, "5"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    client_log = tmp_path / "logs" / "rocketmq_python" / "rocketmq_client.log"
+    assert done.returncode == 0, done.stderr + (client_log.read_text() if client_log.exists() else "")
+    ids = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(ids) == 5 and len(set(ids)) == 5
+
+    received = {}
+    for broker in (cluster.master, cluster.slave_brokers[0]):
+        with PullConsumer(broker.client_endpoint, group="official-check") as consumer:
+            messages = [m for q in consumer.queues(TOPIC) for m in consumer.pull(TOPIC, q, 0, max_messages=32).messages]
+        received[broker.name] = {m.msg_id: m for m in messages}
+    # The official producer retries a failed send with the same id: duplicates are allowed, losses not.
+    assert set(received["master"]) == set(ids)
+    assert set(received["slave1"]) == set(ids)  # SYNC_MASTER: on the slave before SEND_OK
+    for i, msg_id in enumerate(ids):
+        m = received["master"][msg_id]
+        assert m.body == f"official-{i}".encode()
+        assert m.tag == "official"
+        assert f"key-{i}" in m.keys
+        assert m.properties.get("seq") == str(i)
+        assert m.body_crc_ok
