@@ -37,14 +37,15 @@ from ha.config import HaConfig
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
 from rocketstore.auth import AsyncAuthInterceptor, AuthInterceptor, Signer, Verifier, channel_credentials, server_credentials
-from rocketstore.rpc import admin_pb2_grpc, ha_pb2_grpc, messaging_pb2_grpc
+from rocketstore.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
 from store.properties import ConfigError
 
 from .admin import AdminServicer
 from .config import BrokerConfigs, load_secrets
-from .messaging import MalformedRequestGuard, MessagingServicer
+from .guard import MalformedRequestGuard
+from .messaging import MessagingServicer
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import grpc
 
 from ha.config import HaConfig
-from rocketstore import auth
 from rocketstore.auth import AsyncAuthInterceptor, Signer, Verifier
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.messaging import MalformedRequestGuard, MessagingServicer
+from rocketstore.broker.guard import MalformedRequestGuard
+from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import ReplicationInfo, SlaveInfo, StaticView
 from rocketstore.rpc import admin_pb2, admin_pb2_grpc
 from rocketstore.rpc import messaging_pb2 as pb

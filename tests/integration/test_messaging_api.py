@@ -15,7 +15,8 @@ from google.protobuf import duration_pb2
 
 from ha.config import HaConfig
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.messaging import MalformedRequestGuard, MessagingServicer
+from rocketstore.broker.guard import MalformedRequestGuard
+from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
 from rocketstore.rpc import messaging_pb2 as pb
 from rocketstore.rpc import messaging_pb2_grpc
