@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
-import hashlib
 import itertools
 import json
 import os
@@ -46,6 +45,7 @@ from typing import Any
 from google.protobuf.message import Message as _ProtoMessage
 
 from rocketstore.rpc import messaging_pb2 as pb
+from rocketstore.digests import crc32_hex, digest_matches
 
 from .errors import BrokerError, NotMasterError, PartialBatchError, ProtocolError
 
@@ -288,10 +288,6 @@ def local_host_name() -> str:
 # -- sending -----------------------------------------------------------------------------------
 
 
-def body_digest(body: bytes) -> str:
-    return f"{zlib.crc32(body) & 0xFFFFFFFF:08X}"
-
-
 def check_queue_id(queue_id: Any) -> int | None:
     if queue_id is None:
         return None
@@ -331,7 +327,7 @@ def _fill_message(
     sp = target.system_properties
     sp.message_id = message_id
     sp.body_digest.type = pb.CRC32
-    sp.body_digest.checksum = body_digest(body)
+    sp.body_digest.checksum = crc32_hex(body)
     sp.body_encoding = pb.IDENTITY
     sp.born_timestamp.seconds, sp.born_timestamp.nanos, sp.born_host = born
     if queue_id is not None:
@@ -540,24 +536,10 @@ def build_pull_request(
     return request
 
 
-def _digest_ok(digest: pb.Digest, body: bytes) -> bool:
-    expected = digest.checksum.strip()
-    if digest.type == pb.CRC32:
-        try:
-            return int(expected, 16) == zlib.crc32(body) & 0xFFFFFFFF
-        except ValueError:
-            return False
-    if digest.type == pb.MD5:
-        return expected.lower() == hashlib.md5(body).hexdigest()
-    if digest.type == pb.SHA1:
-        return expected.lower() == hashlib.sha1(body).hexdigest()
-    return True
-
-
 def received_message(message: pb.Message) -> ReceivedMessage:
     sp = message.system_properties
     body = message.body
-    ok = _digest_ok(sp.body_digest, body) if sp.HasField("body_digest") else True
+    ok = digest_matches(sp.body_digest, body) if sp.HasField("body_digest") else True
     if sp.body_encoding == pb.GZIP and ok:
         try:
             body = zlib.decompress(body, wbits=47)  # 32 + 15: a gzip or a zlib header

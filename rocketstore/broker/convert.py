@@ -8,16 +8,15 @@ reply. No I/O; thread-safe (stateless).
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from rocketstore.rpc import messaging_pb2 as pb
+from rocketstore.digests import crc32_hex, digest_matches
 from store import MessageExt
 from store.codec import MAX_PROPERTIES_LENGTH, encode_properties, java_string_hash
 from store.message import (
@@ -192,20 +191,6 @@ def _has_separator(text: str) -> bool:
     return any(sep in text for sep in _SEPARATORS)
 
 
-def _digest_matches(digest: pb.Digest, body: bytes) -> bool:
-    expected = digest.checksum.strip()
-    if digest.type == pb.CRC32:
-        try:
-            return int(expected, 16) == zlib.crc32(body)
-        except ValueError:
-            return False
-    if digest.type == pb.MD5:
-        return expected.lower() == hashlib.md5(body).hexdigest()
-    if digest.type == pb.SHA1:
-        return expected.lower() == hashlib.sha1(body).hexdigest()
-    return True
-
-
 def _timestamp_ms(ts: timestamp_pb2.Timestamp) -> int:
     return ts.seconds * 1000 + ts.nanos // 1_000_000
 
@@ -286,7 +271,7 @@ def body_problem(msg: pb.Message, max_body_size: int) -> Refusal | None:
         return Refusal(pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(body)} bytes; maxMessageSize is {max_body_size}")
     if sp.body_encoding not in (pb.ENCODING_UNSPECIFIED, pb.IDENTITY, pb.GZIP):
         return Refusal(pb.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
-    if sp.HasField("body_digest") and sp.body_digest.checksum and not _digest_matches(sp.body_digest, body):
+    if sp.HasField("body_digest") and sp.body_digest.checksum and not digest_matches(sp.body_digest, body):
         return Refusal(pb.MESSAGE_CORRUPTED, "the body does not match its digest")
     if sp.message_type == pb.TRANSACTION:
         return Refusal(pb.UNSUPPORTED, "transactional messages are not supported by this broker")
@@ -332,7 +317,7 @@ def to_pb_message(ext: MessageExt, namespace: str = "") -> pb.Message:
     properties: Mapping[str, str] = ext.properties
     sp = pb.SystemProperties(
         message_id=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ext.msg_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(ext.body):08X}"),
+        body_digest=pb.Digest(type=pb.CRC32, checksum=crc32_hex(ext.body)),
         body_encoding=pb.GZIP if ext.sys_flag & COMPRESSED_FLAG else pb.IDENTITY,
         message_type=message_type_of(ext),
         born_timestamp=_timestamp(ext.born_timestamp_ms),
