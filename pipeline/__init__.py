@@ -1,1 +1,25 @@
-"""pipeline"""
+"""RocketStore's data pipeline on Apache Spark (PySpark): read CommitLogs at scale.
+
+- `rocketstore-commitlog`, a batch data source over store directories (`commitlog_source`), built
+  on a deterministic record walk (`walk`), a partition plan (`layout`) and a vectorised decoder
+  that agrees with the store's codec (`decode`);
+- replica audits (`audit.audit_replicas`), offline rebuilds of ConsumeQueues and IndexFiles
+  (`rebuild.rebuild_store`), Parquet export by topic and date (`export.export_topics`);
+- the `rocketstore pipeline` subcommand (`cli`); sessions (`spark.session`).
+
+Importing this package imports neither Spark nor Arrow; `register(spark)` does.
+"""
+
+from __future__ import annotations
+
+FORMAT = "rocketstore-commitlog"
+
+
+def register(spark) -> None:
+    """Register the `rocketstore-commitlog` data source in `spark`."""
+    from .spark import register as _register
+
+    _register(spark)
+
+
+__all__ = ["FORMAT", "register"]

@@ -214,6 +214,8 @@ COMMANDS: tuple[Command, ...] = (
             "store.demo:add_arguments", "rocketstore.cli:run_demo"),
     Command("broker", "run a broker (master or slave by brokerRole): -c broker.conf [--key=value ...]",
             "rocketstore.broker.cli:add_arguments", "rocketstore.broker.cli:run", passthrough=True),
+    Command("pipeline", "Spark jobs over CommitLogs: scan, audit replicas, rebuild queues/indexes, export Parquet",
+            "pipeline.cli:add_arguments", "pipeline.cli:run"),
     Command("bench", "end-to-end benchmark over gRPC on 127.0.0.1 (rocketstore bench --help)",
             "bench.broker_bench:add_cli_arguments", "bench.broker_bench:run", passthrough=True),
     Command("produce", "send N messages to a broker from C concurrent senders; summary of statuses and latency",

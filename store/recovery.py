@@ -87,8 +87,10 @@ def find_valid_record(buf, start: int, size: int, segment_start: int) -> int | N
         field = int.from_bytes(buf[pos + PHYSICAL_OFFSET_POS : pos + PHYSICAL_OFFSET_POS + 8], "big", signed=True)
         if field == segment_start + pos:
             try:
-                check_record(buf, pos, size, segment_start + pos)
-                return pos
+                # A zeroed TOTALSIZE over an intact rest (an append cut before its last write)
+                # checks as the end of the log, not as a message to resume at.
+                if check_record(buf, pos, size, segment_start + pos).kind == RecordKind.MESSAGE:
+                    return pos
             except CorruptMessage:
                 pass
         hit = buf.find(_MAGIC, hit + 1, size)

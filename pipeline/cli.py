@@ -1,0 +1,244 @@
+"""`rocketstore pipeline scan|audit|rebuild|export`: the Spark pipeline from the command line.
+
+    rocketstore pipeline [--master SPARK_MASTER] scan    --store-dir DIR [--store-dir DIR ...]
+    rocketstore pipeline [--master SPARK_MASTER] audit   --master DIR --slave DIR [--slave DIR] [--up-to OFFSET]
+    rocketstore pipeline rebuild --store-dir DIR --out-dir DIR
+    rocketstore pipeline [--master SPARK_MASTER] export  --store-dir DIR --out-dir DIR [--topics A,B]
+
+`--master` before the job names the Spark master (default local[*], bound to 127.0.0.1); the
+audit's own `--master` after the job names the master broker's store directory. Conventions of
+`rocketstore.cli`: results on stdout (`--json` for JSON), progress on stderr, exit 0 when all is
+well, 1 when problems were found (corrupt records, a divergence, a gap, a rebuild stopped by a bad
+record) or the job failed, 2 for usage errors; expected failures print one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+
+
+def _dir(text: str) -> str:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such directory")
+    return text
+
+
+def _offset(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an offset: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"an offset cannot be negative: {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _offset(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _topics(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", "--spark-master", dest="spark_master", default="local[*]", metavar="SPARK_MASTER",
+                        help="Spark master URL (default local[*])")
+    jobs = parser.add_subparsers(dest="pipeline_command", metavar="JOB", required=True)
+
+    scan = jobs.add_parser("scan", help="read CommitLogs: messages per broker and topic, corrupt records")
+    scan.add_argument("--store-dir", dest="store_dirs", action="append", required=True, type=_dir, metavar="DIR")
+    scan.add_argument("--start-offset", type=_offset, metavar="OFFSET")
+    scan.add_argument("--end-offset", type=_offset, metavar="OFFSET")
+    scan.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
+    scan.add_argument("--show", type=_offset, default=0, metavar="N", help="also list the first N messages")
+    scan.add_argument("--partition-bytes", type=_positive, metavar="BYTES")
+    scan.add_argument("--json", action="store_true")
+
+    audit = jobs.add_parser("audit", help="are the slaves' CommitLogs byte-identical to the master's?")
+    audit.add_argument("--master", dest="master_dir", required=True, type=_dir, metavar="DIR",
+                       help="the master broker's store directory")
+    audit.add_argument("--slave", dest="slave_dirs", action="append", required=True, type=_dir, metavar="DIR")
+    audit.add_argument("--up-to", type=_offset, metavar="OFFSET", help="acknowledged/confirmed offset both must hold")
+    audit.add_argument("--context", type=_offset, default=3, metavar="N", help="records shown around a divergence")
+    audit.add_argument("--json", action="store_true")
+
+    rebuild = jobs.add_parser("rebuild", help="write ConsumeQueues and IndexFiles from a CommitLog")
+    rebuild.add_argument("--store-dir", required=True, type=_dir, metavar="DIR")
+    rebuild.add_argument("--out-dir", required=True, metavar="DIR", help="where consumequeue/ and index/ go")
+    rebuild.add_argument("--consume-queue-file-size", type=_positive, metavar="BYTES",
+                         help="mappedFileSizeConsumeQueue (default 6000000)")
+    rebuild.add_argument("--hash-slot-num", type=_positive, metavar="N", help="maxHashSlotNum (default 5000000)")
+    rebuild.add_argument("--index-num", type=_positive, metavar="N", help="maxIndexNum (default 20000000)")
+    rebuild.add_argument("--message-delay-level", metavar="LEVELS", help="messageDelayLevel (RocketMQ's default)")
+    rebuild.add_argument("--no-index", action="store_true", help="ConsumeQueues only")
+    rebuild.add_argument("--json", action="store_true")
+
+    export = jobs.add_parser("export", help="topics to Parquet, partitioned by topic and date")
+    export.add_argument("--store-dir", dest="store_dirs", action="append", required=True, type=_dir, metavar="DIR")
+    export.add_argument("--out-dir", required=True, metavar="DIR")
+    export.add_argument("--topics", type=_topics, metavar="A,B")
+    export.add_argument("--start-offset", type=_offset, metavar="OFFSET")
+    export.add_argument("--end-offset", type=_offset, metavar="OFFSET")
+    export.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
+    export.add_argument("--json", action="store_true")
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _fail(message: str):
+    from rocketstore.cli import CommandError
+
+    return CommandError(message)
+
+
+def _layouts(dirs: list[str]):
+    from .layout import LayoutError, read_layout
+
+    try:
+        return [read_layout(d) for d in dirs]
+    except LayoutError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _session(args):
+    from .spark import session
+
+    _progress(f"pipeline {args.pipeline_command}: starting Spark ({args.spark_master})")
+    return session(args.spark_master, progress_bar=sys.stderr.isatty())
+
+
+def run(args: argparse.Namespace) -> int:
+    job = {"scan": run_scan, "audit": run_audit, "rebuild": run_rebuild, "export": run_export}[args.pipeline_command]
+    return job(args)
+
+
+def run_scan(args: argparse.Namespace) -> int:
+    from pyspark.sql import functions as F
+
+    layouts = _layouts(args.store_dirs)
+    for layout in layouts:
+        for problem in layout.problems:
+            _progress(f"pipeline scan: {problem}")
+    spark = _session(args)
+    reader = spark.read.format("rocketstore-commitlog").option("paths", json.dumps(args.store_dirs))
+    for name, value in (("startOffset", args.start_offset), ("endOffset", args.end_offset),
+                        ("partitionBytes", args.partition_bytes)):
+        if value is not None:
+            reader = reader.option(name, str(value))
+    if args.topics:
+        reader = reader.option("topics", ",".join(args.topics))
+    total = sum(layout.total_bytes for layout in layouts)
+    _progress(f"pipeline scan: {len(layouts)} store(s), {total >> 20} MiB of segments")
+    df = reader.load().cache()
+    try:
+        topics = (df.where("error is null").groupBy("broker", "topic")
+                  .agg(F.count("*").alias("messages"), F.sum("size").alias("bytes"),
+                       F.min("physical_offset").alias("first_offset"), F.max("physical_offset").alias("last_offset"))
+                  .orderBy("broker", "topic").collect())
+        errors = df.where("error is not null").orderBy("broker", "physical_offset").select(
+            "broker", "physical_offset", "error").collect()
+        shown = []
+        if args.show:
+            shown = df.where("error is null").orderBy("broker", "physical_offset").limit(args.show).select(
+                "broker", "physical_offset", "topic", "queue_id", "queue_offset", "msg_id", "tags", "keys",
+                "store_timestamp").collect()
+    finally:
+        df.unpersist()
+    summary = {
+        "stores": [
+            {"store_dir": l.store_dir, "segment_size": l.segment_size, "segments": len(l.segments),
+             "min_offset": l.min_offset, "flushed_offset": l.flushed_offset, "problems": list(l.problems)}
+            for l in layouts
+        ],
+        "topics": [r.asDict() for r in topics],
+        "messages": sum(r["messages"] for r in topics),
+        "errors": [r.asDict() for r in errors],
+        "first_messages": [r.asDict() for r in shown],
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"Scanned {len(layouts)} store(s): {summary['messages']} messages, {len(errors)} error row(s)")
+        for r in topics:
+            print(f"  {r['broker']}  {r['topic']}: {r['messages']} messages, {r['bytes']} bytes, "
+                  f"offsets {r['first_offset']}..{r['last_offset']}")
+        for r in errors:
+            print(f"  ERROR {r['broker']} @ {r['physical_offset']}: {r['error']}")
+        for r in shown:
+            print(f"  {r['broker']} @ {r['physical_offset']} {r['topic']}-{r['queue_id']} qoff={r['queue_offset']} "
+                  f"msgId={r['msg_id']} tags={r['tags']} keys={r['keys']}")
+        print("RESULT: OK" if not errors else "RESULT: PROBLEMS FOUND")
+    return EXIT_PROBLEMS if errors else EXIT_OK
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    from .audit import audit_replicas, format_audit
+
+    _layouts([args.master_dir, *args.slave_dirs])
+    spark = _session(args)
+    report = audit_replicas(spark, args.master_dir, args.slave_dirs, args.up_to, context=args.context,
+                            on_progress=_progress)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(format_audit(report))
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def run_rebuild(args: argparse.Namespace) -> int:
+    from .rebuild import RebuildError, format_rebuild, rebuild_store
+
+    _layouts([args.store_dir])
+    options = {}
+    for name, value in (("consume_queue_file_size", args.consume_queue_file_size),
+                        ("hash_slot_num", args.hash_slot_num), ("index_num", args.index_num),
+                        ("message_delay_level", args.message_delay_level)):
+        if value is not None:
+            options[name] = value
+
+    def progress(done: int, total: int) -> None:
+        _progress(f"pipeline rebuild: dispatched {done >> 20} of {total >> 20} MiB")
+
+    try:
+        report = rebuild_store(args.store_dir, args.out_dir, index=not args.no_index, on_progress=progress, **options)
+    except (RebuildError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    if args.json:
+        print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
+    else:
+        print(format_rebuild(report))
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from .export import export_topics
+
+    _layouts(args.store_dirs)
+    out = Path(args.out_dir)
+    if args.mode == "errorifexists" and out.exists():
+        raise _fail(f"{out} exists; choose --mode append or overwrite, or another --out-dir")
+    spark = _session(args)
+    report = export_topics(spark, args.store_dirs, args.out_dir, topics=args.topics,
+                           start_offset=args.start_offset, end_offset=args.end_offset, mode=args.mode)
+    if args.json:
+        print(json.dumps(asdict(report), indent=2))
+    else:
+        print(f"Exported {report.rows} messages to {report.out_dir} in {len(report.partitions)} topic/date partition(s)"
+              + (f"; {report.error_rows} corrupt record(s) not exported" if report.error_rows else ""))
+        for topic, date, rows in report.partitions:
+            print(f"  topic={topic}/date={date}: {rows}")
+    return EXIT_PROBLEMS if report.error_rows else EXIT_OK
