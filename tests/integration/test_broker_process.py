@@ -13,7 +13,7 @@ import pytest
 
 from support import wait_until
 
-from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus
+from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus, TransportError
 
 TOPIC = "ProcTopic"
 
@@ -175,3 +175,26 @@ def test_replication_over_mutual_tls_and_a_foreign_certificate_is_refused(make_c
         status = admin.status()
     assert [int(s["broker_id"]) for s in status["slaves"]] == [1]
     assert intruder.running()
+
+
+def test_client_api_over_tls(make_cluster, tmp_path):
+    pki = tmp_path / "pki"
+    make_ca(pki, "ca")
+    make_cert(pki, "ca", "broker")
+    cluster = make_cluster(
+        master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0,
+        settings={
+            "tlsEnable": "true",
+            "tlsServerCertPath": str(pki / "broker.crt"),
+            "tlsServerKeyPath": str(pki / "broker.key"),
+        },
+    )
+    endpoint = cluster.master.client_endpoint
+    with Producer(endpoint, tls_ca_file=str(pki / "ca.crt")) as producer:
+        assert producer.send(TOPIC, b"over TLS").status is SendStatus.SEND_OK
+    with AdminClient(endpoint, cluster.admin_secret(), tls_ca_file=str(pki / "ca.crt")) as admin:
+        assert admin.status()["role"] == "ASYNC_MASTER"
+    # A plaintext client cannot talk to a TLS port.
+    with Producer(endpoint, timeout_s=3) as producer:
+        with pytest.raises(TransportError):
+            producer.send(TOPIC, b"in the clear")
