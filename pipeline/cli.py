@@ -20,6 +20,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from rocketstore.cli import _offset
+
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 
@@ -29,16 +31,6 @@ def _dir(text: str) -> str:
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: no such directory")
     return text
-
-
-def _offset(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an offset: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"an offset cannot be negative: {value}")
-    return value
 
 
 def _positive(text: str) -> int:
