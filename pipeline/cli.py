@@ -86,6 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
     export.add_argument("--json", action="store_true")
 
+    from .stream_cli import add_stream_arguments
+
+    stream = jobs.add_parser("stream", help="topics of a running broker into Parquet (Structured Streaming, exactly once)")
+    add_stream_arguments(stream)
+
 
 def _progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
@@ -114,8 +119,16 @@ def _session(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    job = {"scan": run_scan, "audit": run_audit, "rebuild": run_rebuild, "export": run_export}[args.pipeline_command]
+    job = {
+        "scan": run_scan, "audit": run_audit, "rebuild": run_rebuild, "export": run_export, "stream": run_stream,
+    }[args.pipeline_command]
     return job(args)
+
+
+def run_stream(args: argparse.Namespace) -> int:
+    from .stream_cli import run_stream as run
+
+    return run(args)
 
 
 def run_scan(args: argparse.Namespace) -> int:

@@ -49,7 +49,10 @@ def session(
 
 
 def register(spark) -> None:
-    """Make `spark.read.format("rocketstore-commitlog")` available in this session."""
+    """Make `spark.read.format("rocketstore-commitlog")` and `spark.readStream.format("rocketstore")`
+    available in this session."""
     from .commitlog_source import CommitLogSource
+    from .stream_source import RocketStoreStreamSource
 
     spark.dataSource.register(CommitLogSource)
+    spark.dataSource.register(RocketStoreStreamSource)
