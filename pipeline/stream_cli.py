@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketstore.cli import _positive
+
 AVAILABLE_NOW = "available-now"
 PROCESSING_TIME = "processing-time"
 PROGRESS_POLL_S = 1.0
@@ -59,16 +61,6 @@ def _trigger(text: str) -> tuple[str, float | None]:
         return parse_trigger(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _seconds(text: str) -> float:

@@ -104,3 +104,18 @@ def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+# Broker settings for tests that run broker processes: small segments and indexes (tests write
+# little, and segment ends get crossed), short replication intervals.
+BROKER_TEST_SETTINGS = {
+    "mappedFileSizeCommitLog": str(256 * 1024),
+    "mappedFileSizeConsumeQueue": str(20480),
+    "maxHashSlotNum": "512",
+    "maxIndexNum": "2048",
+    "slaveTimeout": "1000",
+    "haSendHeartbeatInterval": "200",
+    "haHousekeepingInterval": "2000",
+    "haReconnectBackoffMin": "50",
+    "haReconnectBackoffMax": "500",
+}

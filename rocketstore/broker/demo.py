@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client import AdminClient, AsyncProducer, PullConsumer, SendStatus
+from rocketstore.cli import _positive
 from store.demo import body_for, seq_of
 
 from .local_cluster import LocalCluster
@@ -35,16 +36,6 @@ from .local_cluster import LocalCluster
 TOPIC = "DemoTopic"
 GROUP = "DemoConsumerGroup"
 MAX_BODY = 4 * 1024 * 1024 - 1024
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from support import BROKER_TEST_SETTINGS
+
 from rocketstore.broker.local_cluster import LocalCluster
 
-# Small segments and indexes: tests write little, and segment ends get crossed.
-TEST_SETTINGS = {
-    "mappedFileSizeCommitLog": str(256 * 1024),
-    "mappedFileSizeConsumeQueue": str(20480),
-    "maxHashSlotNum": "512",
-    "maxIndexNum": "2048",
-    "slaveTimeout": "1000",
-    "haSendHeartbeatInterval": "200",
-    "haHousekeepingInterval": "2000",
-    "haReconnectBackoffMin": "50",
-    "haReconnectBackoffMax": "500",
-}
+TEST_SETTINGS = BROKER_TEST_SETTINGS
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

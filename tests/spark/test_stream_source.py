@@ -12,23 +12,15 @@ from collections import Counter
 
 import pytest
 
+from support import BROKER_TEST_SETTINGS
+
 from client import PullConsumer, Producer
 from pipeline.stream_cli import add_stream_arguments, query_error_line, run_stream
 from pipeline.stream_source import lag_from_progress, register
 from rocketstore.broker.local_cluster import LocalCluster
 from rocketstore.cli import CommandError
 
-SETTINGS = {
-    "mappedFileSizeCommitLog": str(256 * 1024),
-    "mappedFileSizeConsumeQueue": str(20480),
-    "maxHashSlotNum": "512",
-    "maxIndexNum": "2048",
-    "slaveTimeout": "1000",
-    "haSendHeartbeatInterval": "200",
-    "haHousekeepingInterval": "2000",
-    "haReconnectBackoffMin": "50",
-    "haReconnectBackoffMax": "500",
-}
+SETTINGS = BROKER_TEST_SETTINGS
 QUEUES = 4  # defaultTopicQueueNums
 QUERY_TIMEOUT_S = 120
 
