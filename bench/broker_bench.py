@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.common import default_parent_dir, environment, parse_size, progress, size_label
 from client import AdminClient, AsyncProducer, ProducerMessage
-from rocketstore.broker.local_cluster import LocalCluster
+from rocketstore.broker.local_cluster import LocalCluster, poll_until
 
 MODES = [
     ("ASYNC_MASTER", "ASYNC_FLUSH"),
@@ -146,19 +146,6 @@ async def run_cell(endpoint: str, admin: AdminClient, cell: CellResult, seconds:
         cell.lag_bytes_p50 = int(statistics.median(lags))
 
 
-def wait_caught_up(admin: AdminClient, timeout_s: float) -> tuple[int, float] | None:
-    started = time.monotonic()
-    delay = 0.005
-    while time.monotonic() - started < timeout_s:
-        status = admin.status()
-        slaves = status.get("slaves", [])
-        if slaves and all(int(s["ack_offset"]) >= int(status["max_offset"]) for s in slaves):
-            return int(status["max_offset"]), time.monotonic() - started
-        time.sleep(delay)  # polling the admin API: the slave acks on its own schedule
-        delay = min(delay * 2, 0.05)
-    return None
-
-
 def measure_catch_up(run_dir: Path, size: int) -> dict:
     """Load a lone ASYNC_MASTER with `size` bytes, then time a fresh slave until it holds them."""
     cluster = LocalCluster(run_dir / "catch-up", master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0)
@@ -178,14 +165,12 @@ def measure_catch_up(run_dir: Path, size: int) -> dict:
                 await asyncio.gather(*(task(per_task) for _ in range(8)))
 
         asyncio.run(load())
-        with AdminClient(cluster.master.client_endpoint, cluster.admin_secret()) as admin:
-            started = time.monotonic()
-            cluster.add_slave(1)
-            caught = wait_caught_up(admin, 600)
-        if caught is None:
+        started = time.monotonic()
+        cluster.add_slave(1)
+        if not poll_until(cluster.caught_up, 600):
             return {"error": "the slave did not catch up within 600 s"}
-        total, _ = caught
         elapsed = time.monotonic() - started
+        total, _ = cluster.replication_progress()
         return {"bytes": total, "seconds": round(elapsed, 3), "mb_per_s": round(total / elapsed / 1e6, 1)}
     finally:
         cluster.stop()

@@ -91,19 +91,13 @@ class LineProcess:
 
 
 def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
-    """Poll `condition()` (backing off from 5 to 50 ms) until it returns something truthy, which
-    is returned; AssertionError naming `what` at the deadline. For conditions only another
-    process can make true, where there is nothing to block on."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.005
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+    """`poll_until` for tests: the truthy value, or AssertionError naming `what` at the deadline."""
+    from rocketstore.broker.local_cluster import poll_until
+
+    value = poll_until(condition, timeout_s)
+    if not value:
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    return value
 
 
 # Broker settings for tests that run broker processes: small segments and indexes (tests write

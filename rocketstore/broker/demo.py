@@ -27,11 +27,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from client import AdminClient, AsyncProducer, PullConsumer, SendStatus
+from client import AsyncProducer, PullConsumer, SendStatus
 from rocketstore.cli import _positive
 from store.demo import body_for, seq_of
 
-from .local_cluster import LocalCluster
+from .local_cluster import LocalCluster, poll_until
 
 TOPIC = "DemoTopic"
 GROUP = "DemoConsumerGroup"
@@ -147,24 +147,6 @@ def _consume(endpoint: str, queues: list[int]) -> dict[int, tuple]:
     return found
 
 
-def _wait_replicated(admin: AdminClient, timeout_s: float) -> tuple[int, int, float]:
-    """Block until every slave acknowledged the master's whole log; (max, ack, seconds)."""
-    started = time.monotonic()
-    delay = 0.005
-    status = admin.status()
-    while True:
-        status = admin.status()
-        master_max = int(status["max_offset"])
-        acks = [int(s["ack_offset"]) for s in status.get("slaves", [])]
-        ack = min(acks) if acks else 0
-        if acks and ack >= master_max:
-            return master_max, ack, time.monotonic() - started
-        if time.monotonic() - started > timeout_s:
-            return master_max, ack, time.monotonic() - started
-        time.sleep(delay)  # the slave acks on its own; polling the admin API is all we can do
-        delay = min(delay * 2, 0.1)
-
-
 def run_demo(directory: str | None, messages: int, size: int, concurrency: int) -> DemoSummary:
     base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="rocketstore-demo-"))
     summary = DemoSummary(messages, size, concurrency, directory=str(base))
@@ -174,8 +156,11 @@ def run_demo(directory: str | None, messages: int, size: int, concurrency: int) 
         master, slave = cluster.master, cluster.slave_brokers[0]
         acked = asyncio.run(_produce(master.client_endpoint, summary))
         summary.acknowledged = len(acked)
-        with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
-            summary.master_max_offset, summary.slave_ack_offset, summary.catch_up_s = _wait_replicated(admin, 60)
+        started = time.monotonic()
+        poll_until(cluster.caught_up, 60, max_delay_s=0.1)
+        summary.catch_up_s = time.monotonic() - started
+        summary.master_max_offset, acks = cluster.replication_progress()
+        summary.slave_ack_offset = min(acks, default=0)
         with PullConsumer(master.client_endpoint, group=GROUP) as consumer:
             queues = consumer.queues(TOPIC)
         on_master = _consume(master.client_endpoint, queues)

@@ -35,6 +35,21 @@ class BrokerStartError(RuntimeError):
     pass
 
 
+def poll_until(condition, timeout_s: float, *, max_delay_s: float = 0.05):
+    """Call `condition()` (backing off from 5 ms to `max_delay_s`) until it returns something
+    truthy or `timeout_s` passed; returns its last value. For conditions only another process
+    can make true (a broker's ready line, a slave's acknowledgement), where nothing can be
+    blocked on."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(delay)
+        delay = min(delay * 2, max_delay_s)
+
+
 def write_secret(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -93,20 +108,21 @@ class LocalBroker:
         child_env.setdefault("PYTHONUNBUFFERED", "1")
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.process = subprocess.Popen(self.command(), stdout=out, stderr=err, env=child_env)
-        deadline = time.monotonic() + timeout_s
-        delay = 0.005
-        while time.monotonic() < deadline:
+        process = self.process
+
+        def ready_or_exited() -> str | None:
+            # The ready line goes to a file the child appends to: it has no other channel to us.
             line = self._ready_line()
-            if line is not None:
-                self.ready = dict(part.split("=", 1) for part in line[len(READY_PREFIX):].split())
-                return self
-            if self.process.poll() is not None:
-                raise BrokerStartError(f"{self.name} exited with {self.process.returncode}:\n{self.tail()}")
-            # Polling a file the child appends to: the child has no other channel to us.
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-        self.kill()
-        raise BrokerStartError(f"{self.name} did not become ready within {timeout_s} s:\n{self.tail()}")
+            if line is None and process.poll() is not None:
+                raise BrokerStartError(f"{self.name} exited with {process.returncode}:\n{self.tail()}")
+            return line
+
+        line = poll_until(ready_or_exited, timeout_s)
+        if line is None:
+            self.kill()
+            raise BrokerStartError(f"{self.name} did not become ready within {timeout_s} s:\n{self.tail()}")
+        self.ready = dict(part.split("=", 1) for part in line[len(READY_PREFIX):].split())
+        return self
 
     def _ready_line(self) -> str | None:
         try:
@@ -220,20 +236,28 @@ class LocalCluster:
             self.wait_connected(broker_id, timeout_s)
         return slave
 
-    def connected_slaves(self) -> set[int]:
+    def _master_status(self) -> dict:
         from client import AdminClient
 
         with AdminClient(self.master.client_endpoint, self.admin_secret()) as admin:
-            return {int(s["broker_id"]) for s in admin.status().get("slaves", [])}
+            return admin.status()
+
+    def connected_slaves(self) -> set[int]:
+        return {int(s["broker_id"]) for s in self._master_status().get("slaves", [])}
+
+    def replication_progress(self) -> tuple[int, list[int]]:
+        """The master's max offset and each connected slave's acknowledged offset."""
+        status = self._master_status()
+        return int(status["max_offset"]), [int(s["ack_offset"]) for s in status.get("slaves", [])]
+
+    def caught_up(self, slaves: int = 1) -> bool:
+        """At least `slaves` slaves are connected and every one acknowledged the master's log."""
+        master_max, acks = self.replication_progress()
+        return len(acks) >= slaves and all(ack >= master_max for ack in acks)
 
     def wait_connected(self, broker_id: int, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        delay = 0.005
-        while broker_id not in self.connected_slaves():
-            if time.monotonic() > deadline:
-                raise BrokerStartError(f"slave {broker_id} did not connect within {timeout_s} s:\n{self.tails()}")
-            time.sleep(delay)  # the master learns of the slave on its own; the admin API is polled
-            delay = min(delay * 2, 0.05)
+        if not poll_until(lambda: broker_id in self.connected_slaves(), timeout_s):
+            raise BrokerStartError(f"slave {broker_id} did not connect within {timeout_s} s:\n{self.tails()}")
 
     def admin_secret(self) -> bytes:
         return self.secret_file.read_text().strip().encode()

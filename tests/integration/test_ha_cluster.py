@@ -27,13 +27,6 @@ def admin_of(cluster, broker=None) -> AdminClient:
     return AdminClient((broker or cluster.master).client_endpoint, cluster.admin_secret())
 
 
-def slaves_caught_up(cluster, count: int = 1) -> bool:
-    with admin_of(cluster) as admin:
-        status = admin.status()
-    slaves = status.get("slaves", [])
-    return len(slaves) >= count and all(int(s["ack_offset"]) >= int(status["max_offset"]) for s in slaves)
-
-
 def consume_all(endpoint: str, queues=range(4)) -> dict[tuple[int, int], tuple]:
     """(queue, queue offset) -> (commit log offset, msg id, body) of every HaTopic message."""
     out = {}
@@ -123,7 +116,7 @@ def test_restarted_slave_resumes_from_its_own_offset(make_cluster):
     missed = send_all(endpoint, 50, 30)
     assert {r.status for r in missed} == {SendStatus.SLAVE_NOT_AVAILABLE}
     slave.start()
-    wait_until(lambda: slaves_caught_up(cluster), what="the restarted slave to catch up")
+    wait_until(lambda: cluster.caught_up(), what="the restarted slave to catch up")
     assert {r.status for r in send_all(endpoint, 80, 20)} == {SendStatus.SEND_OK}
     assert consume_all(slave.client_endpoint) == consume_all(endpoint)
 
@@ -138,7 +131,7 @@ def test_slave_far_behind_catches_up_while_the_master_keeps_writing(make_cluster
     with Producer(endpoint) as producer:
         for i in range(2000, 3000, 50):
             producer.send_batch(TOPIC, [body(j, 1000) for j in range(i, i + 50)], queue_id=i // 50 % 4)
-    wait_until(lambda: slaves_caught_up(cluster), what="the slave to catch up")
+    wait_until(lambda: cluster.caught_up(), what="the slave to catch up")
     assert consume_all(slave.client_endpoint) == consume_all(endpoint)
 
 
@@ -149,7 +142,7 @@ def test_two_slaves_with_in_sync_replicas(make_cluster, in_sync_replicas):
         settings={"inSyncReplicas": str(in_sync_replicas)},
     )
     endpoint = cluster.master.client_endpoint
-    wait_until(lambda: slaves_caught_up(cluster, 2), what="both slaves connected")
+    wait_until(lambda: cluster.caught_up(2), what="both slaves connected")
     assert {r.status for r in send_all(endpoint, 0, 20)} == {SendStatus.SEND_OK}
     cluster.slave_brokers[0].pause()
     # One send: a paused slave's session is closed after haHousekeepingInterval (2 s here), and
@@ -160,7 +153,7 @@ def test_two_slaves_with_in_sync_replicas(make_cluster, in_sync_replicas):
     else:
         assert statuses == {SendStatus.FLUSH_SLAVE_TIMEOUT}
     cluster.slave_brokers[0].resume()
-    wait_until(lambda: slaves_caught_up(cluster, 2), what="the resumed slave to catch up")
+    wait_until(lambda: cluster.caught_up(2), what="the resumed slave to catch up")
     assert consume_all(cluster.slave_brokers[0].client_endpoint) == consume_all(endpoint)
 
 
@@ -169,13 +162,13 @@ def test_async_master_does_not_wait_for_slaves(make_cluster):
     cluster.slave_brokers[0].pause()
     assert {r.status for r in send_all(cluster.master.client_endpoint, 0, 20)} == {SendStatus.SEND_OK}
     cluster.slave_brokers[0].resume()
-    wait_until(lambda: slaves_caught_up(cluster), what="the slave to catch up")
+    wait_until(lambda: cluster.caught_up(), what="the slave to catch up")
 
 
 def test_slave_refuses_writes_and_names_its_master(make_cluster):
     cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
     slave = cluster.slave_brokers[0]
-    wait_until(lambda: slaves_caught_up(cluster), what="the slave connected")
+    wait_until(lambda: cluster.caught_up(), what="the slave connected")
     with Producer(slave.client_endpoint) as producer:
         with pytest.raises(NotMasterError) as info:
             producer.send(TOPIC, b"to a slave")
@@ -209,7 +202,7 @@ def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
     master.kill()
     master.settings.update(listenPort=master.client_endpoint.rsplit(":", 1)[1], haListenPort=master.ha_endpoint.rsplit(":", 1)[1])
     master.start()
-    wait_until(lambda: slaves_caught_up(cluster), what="the slave to reconnect to the restarted master")
+    wait_until(lambda: cluster.caught_up(), what="the slave to reconnect to the restarted master")
     more = wait_until(
         lambda: [r for r in send_all(master.client_endpoint, 100, 1) if r.status is SendStatus.SEND_OK],
         what="SEND_OK after the restart",
@@ -217,5 +210,5 @@ def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
     on_master = consume_all(master.client_endpoint)
     for r in acked + more:
         assert on_master[(r.queue_id, r.queue_offset)][1] == r.msg_id
-    wait_until(lambda: slaves_caught_up(cluster), what="the slave to hold everything")
+    wait_until(lambda: cluster.caught_up(), what="the slave to hold everything")
     assert consume_all(slave.client_endpoint) == on_master

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ha.chunks import whole_records
 from store import BrokerRole, Message, MessageStore, PutMessageStatus, ReplicatedAppendError, StoreConfig
 from store.codec import check_record
 
@@ -21,17 +22,6 @@ def config(tmp_path: Path, name: str, **kw) -> StoreConfig:
         max_index_num=2048,
         **kw,
     )
-
-
-def whole_records(data: bytes) -> int:
-    """Length of the prefix of `data` made of whole records (TOTALSIZE hops)."""
-    pos = 0
-    while pos + 4 <= len(data):
-        size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
-        if size <= 0 or pos + size > len(data):
-            break
-        pos += size
-    return pos
 
 
 def copy_log(master: MessageStore, slave: MessageStore, chunk: int = 5000) -> None:
