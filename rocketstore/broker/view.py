@@ -4,9 +4,8 @@ The servicers read the store directly; everything else they report or decide on 
 current role, its endpoints, its replication state, its epoch) comes through this protocol, so
 they never import the replication modules and tests can hand them a `StaticView`.
 
-The objects `slave_snapshots` and `replication_state` return are duck-typed: any object with the
-attributes of `SlaveInfo` and `ReplicationInfo` will do (the replication modules' own snapshots
-are such objects). Thread-safety: the broker's implementation is called from its event loop;
+`slave_snapshots` returns `ha.replica_tracker.SlaveSnapshot`s and `replication_state` a
+`slave.replication_client.ReplicationState` (read by attribute, so the servicers import neither). Thread-safety: the broker's implementation is called from its event loop;
 `StaticView` is a plain value a test mutates between calls.
 """
 
@@ -36,42 +35,16 @@ class BrokerView(Protocol):
         """CommitLog offset that enough replicas hold (inSyncReplicas)."""
 
     def slave_snapshots(self, now_ms: int) -> list:
-        """On a master, one `SlaveInfo`-like object per connected slave."""
+        """On a master, one `SlaveSnapshot` per connected slave."""
 
     def replication_state(self) -> Any:
-        """None on a master; on a slave a `ReplicationInfo`-like object."""
+        """None on a master; on a slave its `ReplicationState`."""
 
     def epoch(self) -> int:
         """The replication epoch this broker serves under."""
 
     def started_at_ms(self) -> int:
         """Wall-clock ms at which the broker started serving (0: not yet)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SlaveInfo:
-    """A master's view of one slave."""
-
-    ha_peer: str
-    broker_id: int
-    client_endpoint: str = ""
-    ack_offset: int = 0
-    lag_bytes: int = 0
-    lag_seconds: float = 0.0
-    fit: bool = True
-    connected_at_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicationInfo:
-    """A slave's view of its replication stream."""
-
-    master_address: str
-    connected: bool = False
-    master_max_offset: int = 0
-    durable_offset: int = 0
-    last_chunk_ms: int = 0
-    last_error: str = ""
 
 
 @dataclass

@@ -16,7 +16,9 @@ from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
-from rocketstore.broker.view import ReplicationInfo, SlaveInfo, StaticView
+from ha.replica_tracker import SlaveSnapshot
+from rocketstore.broker.view import StaticView
+from slave.replication_client import ReplicationState
 from rocketstore.rpc import admin_pb2, admin_pb2_grpc
 from rocketstore.rpc import messaging_pb2 as pb
 from rocketstore.rpc import messaging_pb2_grpc
@@ -105,8 +107,8 @@ def master_view() -> StaticView:
         ha="127.0.0.1:20912",
         confirmed=0,
         slaves=[
-            SlaveInfo("127.0.0.1:50001", 1, "127.0.0.1:30911", ack_offset=10, lag_bytes=5, lag_seconds=1.5, fit=True,
-                      connected_at_ms=NOW_MS - 5000),
+            SlaveSnapshot("127.0.0.1:50001", 1, "127.0.0.1:30911", ack_offset=10, lag_bytes=5, lag_seconds=1.5, fit=True,
+                          connected_at_ms=NOW_MS - 5000),
         ],
         epoch_value=3,
         started_ms=NOW_MS - 60_000,
@@ -153,8 +155,8 @@ def test_slave_status_and_cluster_view(tmp_path):
         view = StaticView(
             BrokerRole.SLAVE,
             master_client="127.0.0.1:10911",
-            replication=ReplicationInfo("127.0.0.1:10912", connected=True, master_max_offset=4096, durable_offset=0,
-                                        last_error="chunk at 5 does not start at 0"),
+            replication=ReplicationState("127.0.0.1:10912", connected=True, master_max_offset=4096, durable_offset=0,
+                                         last_chunk_ms=0, last_error="chunk at 5 does not start at 0"),
         )
         async with serving(tmp_path, view, broker_id=1) as h:
             status = await h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=h.creds("GetStatus"), timeout=10)
