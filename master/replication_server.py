@@ -41,6 +41,7 @@ from ha.replica_tracker import ReplicaTracker
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from store.clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +52,6 @@ IDLE_POLL_S = 0.01
 # A stream that does not end within this after being closed is cancelled (it is stuck sending).
 CANCEL_GRACE_MS = 1000
 _HEADER = struct.Struct(">ii")
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Stream:

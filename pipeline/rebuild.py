@@ -30,6 +30,7 @@ from store.dispatch import build_dispatch_request, index_consumer, queue_consume
 from store.index_file import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, IndexService
 from store.schedule import delivery_time_ms, parse_delay_levels
 from store.config import DEFAULT_MESSAGE_DELAY_LEVEL
+from store.clock import wall_clock_ms
 from store.stats import StoreStats
 
 from .layout import read_layout
@@ -79,7 +80,7 @@ def rebuild_store(
         if target.exists() and any(target.iterdir()):
             raise RebuildError(f"{target} already holds files; rebuild into an empty directory")
     out.mkdir(parents=True, exist_ok=True)
-    clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
+    clock = clock_ms or wall_clock_ms
     queues = ConsumeQueueTable(out, consume_queue_file_size)
     indexes = IndexService(out, hash_slot_num=hash_slot_num, index_num=index_num, clock_ms=clock) if index else None
     levels = parse_delay_levels(message_delay_level)

@@ -41,6 +41,7 @@ MIN_SECRET_BYTES = 16
 
 
 def wall_clock_ms() -> int:
+    # Not store.clock's: the client imports this module and must not load the store package.
     return time.time_ns() // 1_000_000
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from ha.slave_session import ReconnectPolicy, SlaveSession
 from rocketstore.auth import Signer
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
+from store.clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +52,6 @@ METHOD = "/rocketstore.ha.v1.Replication/Replicate"
 _REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 _MAX_GRPC_MESSAGE = 2**31 - 1
 _MIN_RECEIVE_LIMIT = 64 * 1024 * 1024
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,10 @@ positions only grow while the store runs).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from .clock import wall_clock_ms
 from .codec import CorruptMessage, EncodedMessage, RecordKind, check_record, decode_checked, decode_message
 from .mapped_file_queue import MappedFileQueue
 from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, MessageExt
@@ -49,7 +49,7 @@ class CommitLog:
         self.topic_queue_table: dict[str, int] = {}
         self.begin_time_in_lock_ms = 0
         self.accepting = False
-        self._clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock = clock_ms or wall_clock_ms
 
     # -- the critical section -------------------------------------------------------------------
 

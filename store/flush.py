@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import PagedService, ServiceThread
+from .clock import wall_clock_ms
 from .status import PutMessageStatus
 from .waiters import OffsetWaiters
 
@@ -29,10 +29,6 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 _IDLE_S = 0.05
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _complete(futures: list[Future], status: PutMessageStatus) -> None:

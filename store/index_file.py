@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from .clock import wall_clock_ms
 from .codec import java_string_hash
 from .mapped_file import create_file_atomically, mkdir_durable, reserve_blocks
 from .message import TRANSACTION_ROLLBACK_TYPE, transaction_type
@@ -535,7 +536,7 @@ class IndexService:
         self.directory = Path(store_path_root) / "index"
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or wall_clock_ms
         self._files: tuple[IndexFile, ...] = ()
         self._list_lock = threading.Lock()  # serializes swaps of _files (roll vs expiry vs close)
         self._durable_timestamp = 0

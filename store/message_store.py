@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from .checkpoint import StoreCheckpoint
 from .clean import CleanPolicy, CleanService
 from .codec import CorruptMessage
-from .commitlog import CommitLog, CommitLogClosed, ReplicatedAppendError
+from .commitlog import CommitLog, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager

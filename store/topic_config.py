@@ -29,12 +29,12 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .clock import wall_clock_ms
 from .codec import MAX_TOPIC_LENGTH, NAME_PATTERN
 
 from .json_file import read_json, write_json_atomically
@@ -92,10 +92,6 @@ def validate_group_name(group: Any) -> None:
 def _is_int(value: Any) -> bool:
     # bool is an int subclass; a JSON `true` where a number belongs is a broken file, not 1.
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +187,7 @@ class TopicConfigManager:
         auto_create_topic_enable: bool = True,
         default_topic_queue_nums: int = 4,
         delay_levels: int = DEFAULT_DELAY_LEVELS,
-        clock: Callable[[], int] = now_ms,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         if not _is_int(default_topic_queue_nums) or not 1 <= default_topic_queue_nums <= MAX_QUEUE_NUMS:
             raise ValueError(f"default_topic_queue_nums must be in 1..{MAX_QUEUE_NUMS}, got {default_topic_queue_nums!r}")

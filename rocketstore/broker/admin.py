@@ -23,7 +23,6 @@ import dataclasses
 import functools
 import json
 import logging
-import time
 from collections.abc import Callable
 
 import grpc
@@ -31,15 +30,12 @@ import grpc
 from rocketstore.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole, MessageStore, TopicConfig
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_topic_name
+from store.clock import wall_clock_ms
 
 from .config import BrokerConfigs
 from .view import BrokerView
 
 log = logging.getLogger("rocketstore.broker.admin")
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _guarded(method):

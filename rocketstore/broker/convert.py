@@ -9,7 +9,6 @@ reply. No I/O; thread-safe (stateless).
 from __future__ import annotations
 
 import ipaddress
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -68,10 +67,6 @@ RESERVED_PROPERTY_KEYS = frozenset(
 )
 
 Host = tuple[str, int]
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def status(code: int, message: str = "", master_endpoint: str = "") -> pb.Status:

@@ -43,6 +43,7 @@ import grpc
 from rocketstore.rpc import messaging_pb2 as pb
 from rocketstore.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, TagFilter
+from store.clock import wall_clock_ms
 from store.codec import decode_msg_id, encode_properties
 from store.message import (
     COMPRESSED_FLAG,
@@ -75,7 +76,6 @@ from .convert import (
     settings_reply,
     status,
     to_pb_message,
-    wall_clock_ms,
 )
 
 log = logging.getLogger("rocketstore.broker.messaging")

@@ -27,7 +27,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from rocketstore.auth import AsyncAuthInterceptor, AuthInterceptor, Signer, Veri
 from rocketstore.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
+from store.clock import wall_clock_ms
 from store.properties import ConfigError
 
 from .admin import AdminServicer
@@ -53,10 +53,6 @@ ADMIN_PREFIX = "/rocketstore.admin.v1.Admin/"
 HA_PREFIX = "/rocketstore.ha.v1.Replication/"
 # Replication streams each hold a worker thread; a few spare ones serve refusals promptly.
 HA_MAX_STREAMS = 16
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _endpoint(host: str, port: int) -> str:
