@@ -88,6 +88,24 @@ class AdminClient:
         response = self._call("ListTopics", admin_pb2.ListTopicsRequest())
         return [proto_to_dict(t) for t in response.topics]
 
+    def elect_master(self, broker_id: int, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Planned switchover (controller mode), asked of the master: `broker_id` becomes master
+        once it holds the whole log. The call waits up to `timeout_s` for that (and the RPC's
+        deadline is stretched to cover it)."""
+        if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id < 0:
+            raise ValueError(f"broker_id must be a non-negative int, got {broker_id!r}")
+        timeout_s = check_timeout(timeout_s)
+        request = admin_pb2.ElectMasterRequest(broker_id=broker_id, timeout_ms=int(timeout_s * 1000))
+        if self._closed:
+            raise RocketStoreError(f"the admin client for {self._endpoint} is closed")
+        try:
+            answer = self._stub.ElectMaster(
+                request, timeout=timeout_s + self._timeout_s, metadata=self._signer.metadata(SERVICE + "ElectMaster")
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, self.endpoint) from exc
+        return proto_to_dict(answer)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

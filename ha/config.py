@@ -1,6 +1,9 @@
 """`HaConfig`: replication settings, RocketMQ's keys and defaults (haListenPort, haMasterAddress,
 haSendHeartbeatInterval, haHousekeepingInterval, haTransferBatchSize, haSlaveFallbehindMax,
-inSyncReplicas) plus RocketStore's authentication keys. Frozen, thread-safe.
+inSyncReplicas, haMaxTimeSlaveNotCatchup, enableElectUncleanMaster) plus RocketStore's
+authentication keys and the controller mode's etcd keys (enableControllerMode, etcdEndpoints,
+etcdPrefix, etcdLeaseTtlSeconds, etcdPollInterval, etcdRequestTimeout, etcdLeaseFenceMargin).
+Frozen, thread-safe.
 
 `slaveTimeout` (how long a SYNC_MASTER put waits for its slaves) belongs to the put path and lives
 in `store.StoreConfig`.
@@ -39,6 +42,22 @@ class HaConfig:
     ha_tls_cert_file: str = ""
     ha_tls_key_file: str = ""
     ha_tls_ca_file: str = ""
+    # Controller mode: roles decided by elections on etcd instead of brokerRole/haMasterAddress.
+    enable_controller_mode: bool = False
+    # etcd client URLs, separated by ';' or ',' (http://127.0.0.1:2379).
+    etcd_endpoints: str = ""
+    etcd_prefix: str = "/rocketstore"
+    # The master's lease: when it is not renewed for this long, a slave is elected. etcd
+    # grants at least its own minimum (2 s with etcd's default timings).
+    etcd_lease_ttl_s: int = field(default=2, metadata=_key("etcdLeaseTtlSeconds"))
+    etcd_poll_interval_ms: int = field(default=100, metadata=_key("etcdPollInterval"))
+    etcd_request_timeout_ms: int = field(default=500, metadata=_key("etcdRequestTimeout"))
+    # A master stops acknowledging this long before its lease can expire at etcd.
+    etcd_lease_fence_margin_ms: int = field(default=500, metadata=_key("etcdLeaseFenceMargin"))
+    # An in-sync slave that has not caught up with the master for this long leaves the set.
+    ha_max_time_slave_not_catchup_ms: int = field(default=15_000, metadata=_key("haMaxTimeSlaveNotCatchup"))
+    # Allow electing a slave outside the in-sync set when none in it is alive (may lose messages).
+    enable_elect_unclean_master: bool = False
 
     def __post_init__(self) -> None:
         for name in ("ha_send_heartbeat_interval_ms", "ha_housekeeping_interval_ms", "ha_transfer_batch_size",
@@ -62,6 +81,22 @@ class HaConfig:
             raise ConfigError("haTlsCaFile needs haTlsCertFile and haTlsKeyFile (mutual TLS)")
         if self.ha_secret and self.ha_secret_file:
             raise ConfigError("set haSecret or haSecretFile, not both")
+        for name in ("etcd_lease_ttl_s", "etcd_poll_interval_ms", "etcd_request_timeout_ms",
+                     "etcd_lease_fence_margin_ms", "ha_max_time_slave_not_catchup_ms"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.enable_controller_mode:
+            if not self.etcd_endpoints.strip():
+                raise ConfigError("enableControllerMode=true needs etcdEndpoints")
+            if self.ha_master_address:
+                raise ConfigError("haMasterAddress is not used in controller mode: elections choose the master")
+            if self.etcd_lease_fence_margin_ms * 2 > self.etcd_lease_ttl_s * 1000:
+                raise ConfigError(
+                    f"etcdLeaseFenceMargin ({self.etcd_lease_fence_margin_ms} ms) must be at most half of "
+                    f"etcdLeaseTtlSeconds ({self.etcd_lease_ttl_s} s)"
+                )
+            if not self.etcd_prefix.startswith("/") or self.etcd_prefix.endswith("/"):
+                raise ConfigError(f"etcdPrefix must start with '/' and not end with it, got {self.etcd_prefix!r}")
 
     @property
     def mutual_tls(self) -> bool:

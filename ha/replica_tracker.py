@@ -18,6 +18,14 @@ One slave (broker id) counts once: a slave that reconnects before its old stream
 replaces the old session. `request` is also the "new data" signal: it calls every listener added
 with `add_new_data_listener`, so streaming sessions send a put's bytes at once.
 
+Controller mode (`set_isr`): the in-sync set in etcd replaces "the needed-th highest ack". A
+SYNC_MASTER put is PUT_OK once every slave of the set (and every slave proposed to join it:
+`propose_join`, which admits only a slave that holds everything confirmed) acknowledged it;
+with fewer than `max(2, in_sync_replicas)` replicas in the set (the master counts) it is
+IN_SYNC_REPLICAS_NOT_ENOUGH at once. A member whose stream ends stays required until the
+controller has removed it from the set in etcd (`set_isr` again): acknowledging without it
+before that could lose a message it alone was missing if it were elected.
+
 `confirmed_offset` is what the needed slaves hold (the master's max offset on an ASYNC_MASTER);
 it never goes back. `snapshots(now_ms)` describe the slaves for the admin API.
 `lag_seconds` is the time since the slave last held everything the master had: the tracker keeps
@@ -105,6 +113,10 @@ class ReplicaTracker:
         self._confirmed = 0
         self._marks: deque[tuple[int, int]] = deque(maxlen=MAX_MARKS)
         self._listeners: tuple[Callable[[], None], ...] = ()
+        # Controller mode: committed in-sync slave ids (None: static mode) and proposed joiners.
+        self._isr: frozenset[int] | None = None
+        self._pending: frozenset[int] = frozenset()
+        self._min_isr = max(2, in_sync_replicas)
 
     # -- the new-data signal -------------------------------------------------------------------
 
@@ -172,10 +184,11 @@ class ReplicaTracker:
             if self._sessions.pop(session_id, None) is None:
                 return False
             unavailable = []
-            if self._waiters and self._fit_count() < self.needed:
+            shortage = self._shortage()
+            if self._waiters and shortage is not None:
                 unavailable = self._waiters.drain()
             expired = self._waiters.expire(now_ms)
-        _complete(unavailable, Status.SLAVE_NOT_AVAILABLE)
+        _complete(unavailable, shortage or Status.SLAVE_NOT_AVAILABLE)
         _complete(expired, Status.FLUSH_SLAVE_TIMEOUT)
         return True
 
@@ -203,8 +216,9 @@ class ReplicaTracker:
             with self._lock:
                 self._mark(now_ms)
                 expired = self._waiters.expire(now_ms)
-                if self._fit_count() < self.needed:
-                    outcome: Status | Future = Status.SLAVE_NOT_AVAILABLE
+                shortage = self._shortage()
+                if shortage is not None:
+                    outcome: Status | Future = shortage
                 elif self._watermark() >= next_offset:
                     outcome = Status.PUT_OK
                 else:
@@ -215,11 +229,65 @@ class ReplicaTracker:
         finally:
             self._signal_new_data()
 
+    # -- controller mode -----------------------------------------------------------------------
+
+    def set_isr(self, slave_ids: frozenset[int] | None) -> None:
+        """The in-sync slaves as committed in etcd (the master not included); None: static mode.
+        Waiters are released or, when the set became too small, answered at once."""
+        with self._lock:
+            self._isr = frozenset(slave_ids) if slave_ids is not None else None
+            self._pending = self._pending - (self._isr or frozenset())
+            released = self._release()
+            shortage = self._shortage()
+            short = self._waiters.drain() if shortage is not None and self._waiters else []
+        _complete(released, Status.PUT_OK)
+        _complete(short, shortage or Status.IN_SYNC_REPLICAS_NOT_ENOUGH)
+
+    def propose_join(self, broker_id: int) -> bool:
+        """Require `broker_id`'s acks from now on, if it holds everything confirmed so far (so
+        that it holds every acknowledged message once the controller commits it to the set)."""
+        with self._lock:
+            if self._isr is None or broker_id in self._isr:
+                return False
+            acks = [s.ack_offset for s in self._sessions.values() if s.broker_id == broker_id]
+            if not acks or max(acks) < self._confirm():
+                return False
+            self._pending = self._pending | {broker_id}
+            return True
+
+    def cancel_join(self, broker_id: int) -> None:
+        """The join was not committed: stop requiring `broker_id` (releases waiters)."""
+        with self._lock:
+            self._pending = self._pending - {broker_id}
+            released = self._release()
+        _complete(released, Status.PUT_OK)
+
+    def reset(self, role: BrokerRole, confirmed_floor: int = 0) -> None:
+        """A role change: sessions are forgotten, waiters answered SLAVE_NOT_AVAILABLE, the
+        in-sync set emptied (controller mode stays on), and the confirmed offset starts at
+        `confirmed_floor` (what the new master knows was confirmed by its predecessor)."""
+        with self._lock:
+            pending = self._waiters.drain()
+            self._sessions.clear()
+            self._marks.clear()
+            self.role = role
+            self.needed = max(1, self.in_sync_replicas - 1) if role is BrokerRole.SYNC_MASTER else 0
+            if self._isr is not None:
+                self._isr = frozenset()
+            self._pending = frozenset()
+            self._confirmed = confirmed_floor
+        _complete(pending, Status.SLAVE_NOT_AVAILABLE)
+
+    def in_sync(self) -> tuple[frozenset[int], frozenset[int]] | None:
+        """(committed, proposed) in-sync slave ids; None in static mode."""
+        with self._lock:
+            return None if self._isr is None else (self._isr, self._pending)
+
     # -- views ---------------------------------------------------------------------------------
 
     @property
     def confirmed_offset(self) -> int:
-        if self.needed <= 0:
+        if self.needed <= 0 and self._isr is None:
             return self._master_max_offset()
         with self._lock:
             return self._confirm()
@@ -263,8 +331,28 @@ class ReplicaTracker:
         limit = self.fallbehind_max
         return sum(1 for s in self._sessions.values() if master_max - s.ack_offset <= limit)
 
+    def _shortage(self) -> Status | None:
+        """Why a SYNC_MASTER put cannot be acknowledged at all now, or None."""
+        if self._isr is not None:
+            if len(self._isr | self._pending) + 1 < self._min_isr:
+                return Status.IN_SYNC_REPLICAS_NOT_ENOUGH
+            return None
+        if self._fit_count() < self.needed:
+            return Status.SLAVE_NOT_AVAILABLE
+        return None
+
     def _watermark(self) -> int:
-        """The needed-th highest ack: every byte below it is on `needed` slaves."""
+        """Static mode: the needed-th highest ack, every byte below it is on `needed` slaves.
+        Controller mode: the lowest ack of the required slaves (the master's end without any)."""
+        if self._isr is not None:
+            required = self._isr | self._pending
+            if not required:
+                return self._master_max_offset()
+            acks = {}
+            for s in self._sessions.values():
+                if s.broker_id in required:
+                    acks[s.broker_id] = max(acks.get(s.broker_id, 0), s.ack_offset)
+            return min(acks.get(i, 0) for i in required)
         needed = self.needed
         if needed <= 0 or len(self._sessions) < needed:
             return 0
@@ -273,7 +361,7 @@ class ReplicaTracker:
 
     def _release(self) -> list[Future]:
         self._confirm()
-        if not self._waiters:
+        if not self._waiters or (self._isr is not None and self._shortage() is not None):
             return []
         return self._waiters.release(self._watermark())
 

@@ -18,6 +18,14 @@ runs the response generator of each stream, and a helper thread reads the stream
    protocol error. A stream with no report for haHousekeepingInterval is closed (a watchdog
    thread closes it even when the stream is stuck sending to a slave that stopped reading).
 
+Controller mode (an epoch history is given): every chunk carries the epoch of its bytes and where
+that epoch starts, and never spans two epochs, so a slave records each epoch before appending its
+first byte. The handshake also checks the slave's last epoch: the master must hold the same epoch
+starting at the same offset, and the slave's log must not reach past that epoch's end in the
+master's log (else the slave holds a divergent tail: FAILED_PRECONDITION, truncate first).
+`GetEpochs` gives a joining slave the history to compute that point from. A slave whose last
+epoch is 0 holds data from before controller mode and is checked by record boundary only.
+
 Every exit path removes the session from the tracker at once, so waiting puts learn that the
 slave is gone. Sessions are logged when they open (peer, slave, start offset) and close (reason).
 
@@ -37,6 +45,7 @@ import grpc
 
 from ha.chunks import MalformedRecords, crc32c, next_chunk
 from ha.config import HaConfig
+from ha.epochs import EpochHistory
 from ha.replica_tracker import ReplicaTracker
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
@@ -95,6 +104,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         *,
         client_endpoint: str = "",
         clock_ms: Callable[[], int] = wall_clock_ms,
+        epochs: Callable[[], EpochHistory] | None = None,
     ) -> None:
         self._store = store
         self._ha = ha
@@ -102,6 +112,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         self._tracker = tracker
         self.client_endpoint = client_endpoint
         self._clock = clock_ms
+        self._epochs = epochs
         self._segment_size = store.config.mapped_file_size_commit_log
         self._batch = ha.ha_transfer_batch_size
         self._window = max(WINDOW_BYTES, 4 * ha.ha_transfer_batch_size)
@@ -143,6 +154,12 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         watchdog = self._watchdog
         if watchdog is not None:
             watchdog.join(timeout_s)
+
+    def close_all(self, reason: str) -> None:
+        """End every stream (a master stepping down); new streams are refused by role."""
+        now = self._clock()
+        for stream in self._stream_list:
+            self._close(stream, grpc.StatusCode.UNAVAILABLE, reason, now)
 
     @property
     def stream_count(self) -> int:
@@ -203,6 +220,22 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             elif code not in (None, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE):
                 log.warning("replication stream from %s closed before its handshake: %s", stream.peer, reason)
 
+    def GetEpochs(self, request: ha_pb2.EpochsRequest, context: grpc.ServicerContext) -> ha_pb2.EpochsResponse:
+        store = self._store
+        if request.broker_name != self._broker_name:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the slave belongs to broker {request.broker_name!r}, this broker is {self._broker_name!r}",
+            )
+        history = self._epochs() if self._epochs is not None else EpochHistory()
+        return ha_pb2.EpochsResponse(
+            epochs=[ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset) for e in history.entries],
+            min_offset=store.min_offset,
+            max_offset=store.max_offset,
+            confirmed_offset=self._tracker.confirmed_offset,
+            is_master=store.broker_role is not BrokerRole.SLAVE,
+        )
+
     def _read_reports(self, stream: _Stream, request_iterator: Iterator[ha_pb2.SlaveReport]) -> None:
         reason = "the slave closed the stream"
         try:
@@ -257,7 +290,8 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         tracker = self._tracker
         read = store.commit_log_data
         last_send_ms = self._clock()
-        yield self._chunk(start, b"", store.max_offset)  # tells the slave the handshake is accepted
+        # An empty chunk tells the slave the handshake is accepted.
+        yield self._chunk(start, b"", store.max_offset, self._epochs() if self._epochs is not None else None)
         while True:
             if stream.closing is not None:
                 self._end(stream)
@@ -277,8 +311,11 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     now,
                 )
                 continue
-            readable = store.max_offset
+            readable = master_max = store.max_offset
             sent = stream.sent
+            epochs = self._epochs() if self._epochs is not None else None
+            if epochs is not None:
+                readable = self._epoch_end(epochs, sent, readable)
             if sent < readable and sent - stream.acked < self._window:
                 try:
                     data = next_chunk(read, sent, readable, self._batch)
@@ -289,7 +326,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 if data:
                     stream.sent = sent + len(data)
                     last_send_ms = now
-                    yield self._chunk(sent, data, readable)
+                    yield self._chunk(sent, data, master_max, epochs)
                     continue
                 if sent < store.min_offset:
                     self._close(
@@ -302,16 +339,31 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             if now - last_send_ms >= self._heartbeat_ms:
                 last_send_ms = now
                 tracker.expire(now)
-                yield self._chunk(stream.sent, b"", readable)
+                yield self._chunk(stream.sent, b"", master_max, epochs)
                 continue
             self._wait(stream, min(IDLE_POLL_S, (self._heartbeat_ms - (now - last_send_ms)) / 1000))
 
-    def _chunk(self, start: int, data: bytes, master_max_offset: int) -> ha_pb2.Chunk:
+    @staticmethod
+    def _epoch_end(epochs: EpochHistory, offset: int, readable: int) -> int:
+        """Where the epoch holding `offset` ends (a chunk never crosses it), within `readable`."""
+        epoch = epochs.epoch_at(offset)
+        if epoch is None:
+            return readable
+        return min(readable, epochs.end_offset(epoch, readable))
+
+    def _chunk(self, start: int, data: bytes, master_max_offset: int, epochs: EpochHistory | None = None) -> ha_pb2.Chunk:
+        epoch = epoch_start = 0
+        if epochs is not None:
+            held = epochs.epoch_at(start)
+            if held is not None:
+                epoch = held
+                epoch_start = epochs.entry(held).start_offset
         return ha_pb2.Chunk(
             start_offset=start,
             data=data,
             master_max_offset=master_max_offset,
-            epoch=0,
+            epoch=epoch,
+            epoch_start_offset=epoch_start,
             checksum=crc32c(data),
             confirmed_offset=self._tracker.confirmed_offset,
             segment_size=self._segment_size,
@@ -399,12 +451,34 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 f"the slave's log ends at {durable} but the master's log now starts at {master_min}: "
                 "the master no longer has the bytes in between"
             )
+        if self._epochs is not None and report.epoch > 0:
+            divergence = self._divergence(report, master_max)
+            if divergence:
+                return 0, divergence
         if durable < master_max and not self._record_starts_at(durable):
             return 0, (
                 f"the slave's log ends at {durable}, which is not a record boundary of the master's log: "
                 "the logs diverge"
             )
         return durable, ""
+
+    def _divergence(self, report: ha_pb2.SlaveReport, master_max: int) -> str:
+        """Why the slave's log is not a prefix of the master's, judged by epochs ("" when it is)."""
+        history = self._epochs()
+        entry = history.entry(report.epoch)
+        if entry is None or entry.start_offset != report.epoch_start_offset:
+            held = f"starting at {entry.start_offset}" if entry is not None else "unknown here"
+            return (
+                f"the slave's last epoch {report.epoch} (from offset {report.epoch_start_offset}) is {held} "
+                "in the master's history: the logs diverge, the slave must truncate first"
+            )
+        end = history.end_offset(report.epoch, master_max)
+        if report.durable_offset > end:
+            return (
+                f"the slave's log ends at {report.durable_offset}, past the end of epoch {report.epoch} at {end} "
+                "in the master's log: the slave must truncate first"
+            )
+        return ""
 
     def _record_starts_at(self, offset: int) -> bool:
         header = self._store.commit_log_data(offset, _HEADER.size)

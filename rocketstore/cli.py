@@ -224,6 +224,8 @@ COMMANDS: tuple[Command, ...] = (
             "client.cli:consume_arguments", "client.cli:run_consume"),
     Command("status", "the cluster as a broker sees it: roles, offsets, each slave's ack, lag and fitness",
             "client.cli:status_arguments", "client.cli:run_status"),
+    Command("admin", "operator actions: `admin elect --broker ID` makes a slave the master (planned switchover)",
+            "client.admin_cli:admin_arguments", "client.admin_cli:run_admin"),
     Command("topic", "create or list topics on a broker (admin API)",
             "client.cli:topic_arguments", "client.cli:run_topic"),
 )

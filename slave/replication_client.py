@@ -23,6 +23,15 @@ haReconnectBackoffMax (back to the minimum once a stream was accepted). A master
 master's, or a wrong secret) is logged at ERROR once per distinct message and retried at the
 maximum backoff. A restarted slave resumes from what its store recovered.
 
+Controller mode (an `EpochKeeper` is given, and the master's address by the controller): before
+each stream the replicator asks the master for its epoch history (`GetEpochs`), computes the
+consistent point with its own (`ha.epochs.consistent_point`) and, when its log goes past it,
+truncates the divergent tail (`MessageStore.truncate_to`, crash-safe, then the epoch file). Its
+handshake names the epoch of its last byte and where that epoch starts, which the master checks.
+Before appending the first bytes of a newer epoch it records the epoch (fsync); a chunk of an
+older epoch, or of a known epoch starting elsewhere, is a protocol error. `confirmed_offset` is
+the master's confirmed offset as the last chunk said (the slave's dispatch limit).
+
 Thread-safety: `start`, `stop` and `state` from any thread. The replicator's thread receives and
 appends; gRPC's request thread sends reports; flush callbacks run on the store's flush thread.
 Shared state is behind one condition.
@@ -40,6 +49,8 @@ import grpc
 
 from ha.chunks import ChunkVerdict
 from ha.config import HaConfig
+from ha.epoch_keeper import EpochKeeper
+from ha.epochs import EpochEntry, EpochHistory, consistent_point
 from ha.slave_session import ReconnectPolicy, SlaveSession
 from rocketstore.auth import Signer
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
@@ -49,6 +60,7 @@ from store.clock import wall_clock_ms
 log = logging.getLogger(__name__)
 
 METHOD = "/rocketstore.ha.v1.Replication/Replicate"
+EPOCHS_METHOD = "/rocketstore.ha.v1.Replication/GetEpochs"
 _REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 _MAX_GRPC_MESSAGE = 2**31 - 1
 _MIN_RECEIVE_LIMIT = 64 * 1024 * 1024
@@ -103,12 +115,18 @@ class SlaveReplicator:
         signer: Signer | None,
         channel_credentials: grpc.ChannelCredentials | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        master_address: str = "",
+        epochs: EpochKeeper | None = None,
     ) -> None:
-        if not ha.ha_master_address:
+        address = master_address or ha.ha_master_address
+        if not address:
             raise ValueError("a slave needs haMasterAddress")
         self._store = store
         self._ha = ha
-        self._address = ha.ha_master_address
+        self._address = address
+        self._epochs = epochs
+        # The master's confirmed offset, from its last chunk (read without a lock: an int).
+        self.confirmed_offset = 0
         self._broker_name = broker_name
         self._broker_id = broker_id
         self._client_endpoint = client_endpoint
@@ -221,8 +239,80 @@ class SlaveReplicator:
                 raise _StreamFailed(f"the slave's own log could not be flushed to {end} before the handshake ({status.name})")
         return end
 
+    def _channel(self) -> grpc.Channel:
+        if self._credentials is not None:
+            return grpc.secure_channel(self._address, self._credentials, options=self._options)
+        return grpc.insecure_channel(self._address, options=self._options)
+
+    def _reconcile(self, channel: grpc.Channel) -> None:
+        """Controller mode: cut this slave's log back to the consistent point with the master."""
+        store = self._store
+        keeper = self._epochs
+        metadata = self._signer.metadata(EPOCHS_METHOD) if self._signer is not None else None
+        try:
+            answer = ha_pb2_grpc.ReplicationStub(channel).GetEpochs(
+                ha_pb2.EpochsRequest(broker_name=self._broker_name),
+                metadata=metadata,
+                timeout=self._ha.ha_housekeeping_interval_ms / 1000,
+            )
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            details = exc.details() if hasattr(exc, "details") else str(exc)
+            raise _StreamFailed(f"GetEpochs: {code.name if code else 'UNKNOWN'}: {details}", refusal=code in _REFUSALS) from None
+        local_max = store.max_offset
+        local = keeper.open(local_max)
+        if local_max <= store.min_offset or not len(local):
+            return  # empty, or data from before controller mode: the handshake checks boundaries
+        remote = EpochHistory(EpochEntry(e.epoch, e.start_offset) for e in answer.epochs)
+        point = consistent_point(local, local_max, remote, answer.max_offset)
+        if point is None:
+            raise _StreamFailed(
+                f"this slave's epochs {list(local)} share none with the master's {list(remote)}: "
+                "its log cannot be reconciled automatically",
+                refusal=True,
+            )
+        if point < local_max:
+            log.warning(
+                "truncating this slave's log from %d to %d: the tail diverges from the master's (epochs %s vs %s)",
+                local_max, point, list(local), list(remote),
+            )
+            store.truncate_to(point)
+            keeper.truncate(point)
+
+    def _last_epoch(self, durable: int) -> tuple[int, int]:
+        """The epoch of the byte before `durable` and where it starts (0, 0 without epochs)."""
+        if self._epochs is None or durable <= 0:
+            return 0, 0
+        history = self._epochs.history
+        epoch = history.epoch_at(durable - 1)
+        if epoch is None:
+            return 0, 0
+        return epoch, history.entry(epoch).start_offset
+
+    def _check_epoch(self, chunk: ha_pb2.Chunk) -> None:
+        """Record a newer epoch before its first byte is appended; refuse an inconsistent one."""
+        keeper = self._epochs
+        history = keeper.history
+        last = history.last()
+        if last is None or chunk.epoch > last.epoch:
+            keeper.begin(chunk.epoch, chunk.epoch_start_offset)
+            log.info("epoch %d begins at offset %d", chunk.epoch, chunk.epoch_start_offset)
+            return
+        known = history.entry(chunk.epoch)
+        if chunk.epoch < last.epoch or known is None or known.start_offset != chunk.epoch_start_offset:
+            raise _StreamFailed(
+                f"protocol error: a chunk at {chunk.start_offset} of epoch {chunk.epoch} (from {chunk.epoch_start_offset}) "
+                f"does not continue this slave's epochs {list(history)}"
+            )
+
     def _stream(self) -> _StreamFailed:
         """One stream, from the handshake to its end; returns why it ended."""
+        if self._epochs is not None:
+            try:
+                with self._channel() as channel:
+                    self._reconcile(channel)
+            except _StreamFailed as exc:
+                return exc
         try:
             durable = self._durable_end()
         except _StreamFailed as exc:
@@ -240,10 +330,7 @@ class SlaveReplicator:
         )
         stream = _Stream(session)
         metadata = self._signer.metadata(METHOD) if self._signer is not None else None
-        if self._credentials is not None:
-            channel = grpc.secure_channel(self._address, self._credentials, options=self._options)
-        else:
-            channel = grpc.insecure_channel(self._address, options=self._options)
+        channel = self._channel()
         try:
             with channel:
                 with self._cond:
@@ -298,8 +385,11 @@ class SlaveReplicator:
             log.info(
                 "replicating from %s from offset %d (master max %d)", self._address, chunk.start_offset, chunk.master_max_offset
             )
+        self.confirmed_offset = chunk.confirmed_offset
         if check.verdict is ChunkVerdict.HEARTBEAT:
             return
+        if self._epochs is not None and chunk.epoch > 0:
+            self._check_epoch(chunk)
         try:
             end = self._store.append_replicated(chunk.start_offset, chunk.data)
         except ReplicatedAppendError as exc:
@@ -345,13 +435,15 @@ class SlaveReplicator:
         session says; gives up a stream whose master went silent."""
         store = self._store
         session = stream.session
+        epoch, epoch_start = self._last_epoch(durable)
         yield ha_pb2.SlaveReport(
             durable_offset=durable,
             broker_name=self._broker_name,
             broker_id=self._broker_id,
             client_endpoint=self._client_endpoint,
             max_offset=store.max_offset,
-            epoch=0,
+            epoch=epoch,
+            epoch_start_offset=epoch_start,
         )
         while True:
             offset = None

@@ -14,6 +14,10 @@ It owns the components and their lifecycle, and delegates the work:
 | retention | `clean.CleanService` |
 | statistics | `stats.StoreStats` |
 
+Role changes while running (controller mode): `become_master`, `become_slave`, `truncate_to`
+(a slave's divergent tail, crash-safe: `store.truncation`), and `set_put_fence` (puts refused
+before they are appended while a master may not acknowledge).
+
 Lifecycle: `load()` (lock, recover), `start()` (abort file, catch-up dispatch, services),
 `shutdown()` (deliveries stop, puts refused, everything flushed and dispatched, checkpoint and
 metadata written, abort file removed); as a context manager it does all three.
@@ -32,8 +36,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from .checkpoint import StoreCheckpoint
 from .clean import CleanPolicy, CleanService
-from .codec import CorruptMessage
-from .commitlog import CommitLog, ReplicatedAppendError
+from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage
+from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
@@ -50,6 +54,7 @@ from .message import (
     TRANSACTION_TYPE_MASK,
     Message,
     MessageExt,
+    transaction_type,
 )
 from .message_filter import TagFilter
 from .put_path import PutPath
@@ -59,6 +64,7 @@ from .results import PutMessageResult, RecoveryReport
 from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
 from .service_thread import ServiceThread
 from .stats import StoreStats, StoreStatsSnapshot
+from .truncation import TruncateResult, clear_intent, cut_commit_log, read_intent, write_intent
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
 from .store_recovery import recover_store
 from .topic_config import MAX_QUEUE_NUMS, Permission, TopicConfig, TopicConfigManager
@@ -145,6 +151,9 @@ class MessageStore:
         self._running = False
         self._writable = True
         self._disk_full = False
+        self._fence: Callable[[], str | None] | None = None
+        # Tests inject a crash between the steps of a cut (`truncation.STEPS`).
+        self.truncation_hook: Callable[[str], None] | None = None
         self.recovery: RecoveryReport | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -187,15 +196,26 @@ class MessageStore:
         self.dispatcher.reput_from_offset = recovered.dispatch_from_offset
         self.recovery = recovered.report
         self._loaded = True
+        pending = read_intent(self._root)
+        if pending is not None:
+            log.warning("a cut of the CommitLog to %d was interrupted (a crash): finishing it", pending)
+            self._finish_cut(pending)
         return self.recovery
 
     def start(self) -> None:
         if not self._loaded:
             raise RuntimeError("load() the store before start()")
-        config = self.config
         self._abort.create()
         while self.dispatcher.dispatch_available():
             pass  # what recovery left undispatched reaches its queues before any put or read
+        self._start_services()
+        self.commit_log.accepting = True
+        self._running = True
+        if self.broker_role is not BrokerRole.SLAVE:
+            self.schedule.start()  # a slave's deliveries arrive replicated from its master
+
+    def _start_services(self) -> None:
+        config = self.config
         self._allocator = SegmentAllocator(
             config.commit_log_dir, config.mapped_file_size_commit_log, warm=config.warm_mapped_file_enable
         )
@@ -239,10 +259,17 @@ class MessageStore:
         self._put_path.replica = self._replica
         for service in (self._reput, self._logic_flusher, self._cleaner):
             service.start()
-        self.commit_log.accepting = True
-        self._running = True
-        if self.broker_role is not BrokerRole.SLAVE:
-            self.schedule.start()  # a slave's deliveries arrive replicated from its master
+
+    def _stop_services(self) -> None:
+        for service in (self._cleaner, self._committer, self._flusher, self._reput, self._logic_flusher):
+            if service is not None:
+                service.stop()
+        self._cleaner = self._committer = self._flusher = self._reput = self._logic_flusher = None
+        if self._allocator is not None:
+            for unused in self._allocator.shutdown():
+                unused.destroy()
+            self._allocator = None
+            self.queue.allocator = None
 
     def _wake_flusher_on_put(self) -> bool:
         return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH or not self.config.flush_commit_log_timed
@@ -288,14 +315,7 @@ class MessageStore:
         with self.commit_log.lock:
             # Appends already inside the lock finish first; later ones are refused.
             self.commit_log.accepting = False
-        for service in (self._cleaner, self._committer, self._flusher, self._reput, self._logic_flusher):
-            if service is not None:
-                service.stop()
-        self._cleaner = self._committer = self._flusher = self._reput = self._logic_flusher = None
-        if self._allocator is not None:
-            for unused in self._allocator.shutdown():
-                unused.destroy()
-            self._allocator = None
+        self._stop_services()
         if self._loaded:
             self.queue.flush_to(self.queue.max_read_offset)
             self._on_flushed(self.queue.flushed_where)
@@ -393,6 +413,116 @@ class MessageStore:
     def set_broker_role(self, role: BrokerRole) -> None:
         self.broker_role = role
 
+    def set_put_fence(self, fence: Callable[[], str | None] | None) -> None:
+        """`fence()` runs before every put: a reason refuses it (SERVICE_NOT_AVAILABLE) before
+        anything is appended. Called on the put path: keep it cheap."""
+        self._fence = fence
+
+    # -- role changes (controller mode) --------------------------------------------------------
+
+    def become_master(self, role: BrokerRole) -> None:
+        """SLAVE -> `role` while running. Queue offsets continue after every record in the log,
+        dispatched or not (a dispatch limit may hold the tail back from the queues)."""
+        if role is BrokerRole.SLAVE:
+            raise ValueError("become_master needs SYNC_MASTER or ASYNC_MASTER")
+        if self.broker_role is role:
+            return
+        if not self._running:
+            raise RuntimeError("become_master needs a running store")
+        with self.commit_log.lock:
+            table = self.consume_queues.queue_offset_table()
+            for msg in self.commit_log.iter_messages(self.dispatcher.reput_from_offset):
+                if transaction_type(msg.sys_flag) in NO_QUEUE_OFFSET_TYPES:
+                    continue
+                key = f"{msg.topic}-{msg.queue_id}"
+                if msg.queue_offset + 1 > table.get(key, 0):
+                    table[key] = msg.queue_offset + 1
+            self.commit_log.topic_queue_table.clear()
+            self.commit_log.topic_queue_table.update(table)
+            self._writable_topics.clear()
+            self.broker_role = role
+            last = self.queue.last
+            if self._allocator is not None:
+                self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
+        if not self.schedule.running:
+            self.schedule.start()
+        log.info("the store is %s now (log end %d)", role.name, self.max_offset)
+
+    def become_slave(self) -> None:
+        """A master -> SLAVE while running: later puts are refused, appends already inside the
+        CommitLog lock finish first, delayed deliveries stop, everything written is flushed."""
+        if self.broker_role is BrokerRole.SLAVE:
+            return
+        with self.commit_log.lock:
+            self.broker_role = BrokerRole.SLAVE
+        self.schedule.shutdown()
+        if not self.wait_flushed(self.max_offset, self.config.sync_flush_timeout_ms / 1000 + 5):
+            log.warning("demotion: the CommitLog is not flushed to %d yet", self.max_offset)
+        log.info("the store is SLAVE now (log end %d)", self.max_offset)
+
+    def truncate_to(self, offset: int) -> TruncateResult:
+        """Cut a slave's CommitLog back to `offset`, a record boundary in [min_offset, max_offset]
+        (below min_offset: empty it). Crash-safe (`store.truncation`); services pause meanwhile."""
+        if self.broker_role is not BrokerRole.SLAVE:
+            raise RuntimeError(f"only a SLAVE's log is cut, this store is {self.broker_role.name}")
+        if not self._loaded:
+            raise RuntimeError("load() the store before truncate_to()")
+        before = self.max_offset
+        if offset == before:
+            return TruncateResult(offset, before, 0, 0)
+        if not 0 <= offset < before:
+            raise ValueError(f"cannot cut the CommitLog to {offset}: it ends at {before}")
+        if offset >= self.min_offset and not self._record_starts_at(offset):
+            raise ValueError(f"{offset} is not a record boundary of the CommitLog")
+        write_intent(self._root, offset)
+        self._step("after_intent")
+        running = self._running
+        if running:
+            self._stop_services()
+        deleted = self._finish_cut(offset)
+        if running:
+            self._start_services()
+        log.info("CommitLog cut from %d to %d (%d bytes removed)", before, self.max_offset, before - self.max_offset)
+        return TruncateResult(self.max_offset, before, before - self.max_offset, deleted)
+
+    def _finish_cut(self, offset: int) -> int:
+        state = self.checkpoint.state
+        self.checkpoint.update(
+            physic_flushed_offset=min(state.physic_flushed_offset, offset),
+            logics_flushed_offset=min(state.logics_flushed_offset, offset),
+        )
+        self.checkpoint.persist()
+        self._step("after_checkpoint")
+        with self.commit_log.lock:
+            deleted = cut_commit_log(self.queue, offset)
+        self._step("after_commitlog")
+        end = self.max_offset
+        self.consume_queues.truncate_dirty(end)
+        reput_from = min(self.dispatcher.reput_from_offset, end)
+        if self.index is not None:
+            rebuild_from = self.index.truncate_past(end)
+            if rebuild_from is not None:
+                reput_from = min(reput_from, rebuild_from)
+        self.dispatcher.reput_from_offset = max(self.min_offset, reput_from) if self.queue.files else 0
+        table = self.consume_queues.queue_offset_table()
+        self.commit_log.topic_queue_table.clear()
+        self.commit_log.topic_queue_table.update(table)
+        self._step("after_queues")
+        clear_intent(self._root)
+        return deleted
+
+    def _step(self, name: str) -> None:
+        if self.truncation_hook is not None:
+            self.truncation_hook(name)
+
+    def _record_starts_at(self, offset: int) -> bool:
+        header = self.commit_log.read(offset, 8)
+        if len(header) < 8:
+            return False
+        size = int.from_bytes(header[:4], "big", signed=True)
+        magic = int.from_bytes(header[4:], "big", signed=True)
+        return size >= 8 and magic in (MESSAGE_MAGIC_CODE, BLANK_MAGIC_CODE)
+
     # -- replication (slave side) ------------------------------------------------------------------
 
     def append_replicated(self, offset: int, data: bytes) -> int:
@@ -450,6 +580,11 @@ class MessageStore:
     def _refusal(self, now_ms: int) -> PutMessageResult | None:
         if not self._running:
             return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="the store is not running")
+        fence = self._fence
+        if fence is not None:
+            reason = fence()
+            if reason is not None:
+                return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason=reason)
         if self.broker_role is BrokerRole.SLAVE:
             return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="a slave does not accept puts")
         if not self._writable:

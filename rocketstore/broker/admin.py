@@ -9,6 +9,10 @@ the cluster as this broker sees it.
   a caller means). System topics cannot be changed.
 - ListTopics: every topic the store serves, by name (system topics included).
 - GetClusterView: a master fills `master` with its own status, a slave fills `self`.
+- ElectMaster (controller mode): a planned switchover to the given slave, asked of the master: it
+  stops taking writes, waits until that slave holds its whole log, and hands the master key over
+  (`controller_agent.ControllerAgent.hand_over`). FAILED_PRECONDITION when this broker is not
+  the master or the slave is not in the in-sync set; DEADLINE_EXCEEDED when it did not catch up.
 
 Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
 logged and answered INTERNAL. Authentication is not this module's: the broker installs
@@ -103,6 +107,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             dispatch_lag_bytes=max(0, max_offset - dispatched),
             uptime_ms=max(0, now - started) if started else 0,
             in_sync_replicas=self._configs.ha.in_sync_replicas,
+            master_client_endpoint=view.master_client_endpoint(),
             stats_json=json.dumps(store.stats_snapshot().as_dict(), sort_keys=True),
         )
         if role is not BrokerRole.SLAVE:
@@ -119,6 +124,15 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                         connected_at_ms=snap.connected_at_ms,
                     )
                 )
+        controller = view.controller_status()
+        if controller is not None:
+            status.controller_mode = True
+            status.master_broker_id = controller.master.broker_id if controller.master is not None else -1
+            if controller.state is not None:
+                status.in_sync_replica_ids.extend(sorted(controller.state.isr))
+                status.unclean_lost_bytes = controller.state.unclean_lost_bytes
+            status.lease_valid_ms = controller.lease_valid_ms
+            status.controller_error = controller.last_error
         state = view.replication_state()
         if state is not None:
             status.master_ha_address = state.master_address or ""
@@ -137,6 +151,29 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         if self._view.role is BrokerRole.SLAVE:
             return admin_pb2.ClusterView(self=own)
         return admin_pb2.ClusterView(master=own)
+
+    @_guarded
+    async def ElectMaster(self, request: admin_pb2.ElectMasterRequest, context) -> admin_pb2.ElectMasterResponse:
+        hand_over = getattr(self._view, "hand_over", None)
+        if not self._view.controller_mode() or hand_over is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "a planned switchover needs controller mode (enableControllerMode=true): static roles come from broker.conf",
+            )
+        timeout_s = (request.timeout_ms or 30_000) / 1000
+        try:
+            master, offset = await asyncio.to_thread(hand_over, request.broker_id, timeout_s)
+        except TimeoutError as exc:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc))
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return admin_pb2.ElectMasterResponse(
+            epoch=master.epoch,
+            master_broker_id=master.broker_id,
+            master_client_endpoint=master.client_endpoint,
+            handover_offset=offset,
+            message=f"broker {master.broker_id} is master of epoch {master.epoch} from offset {offset}",
+        )
 
     @_guarded
     async def ListTopics(self, request: admin_pb2.ListTopicsRequest, context) -> admin_pb2.ListTopicsResponse:

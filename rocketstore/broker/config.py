@@ -78,6 +78,13 @@ def configs_from_properties(props: dict[str, str], source: str = "<config>") -> 
     unknown = set(rest_b) & set(rest_s) & set(rest_h)
     if unknown:
         raise ConfigError(f"{source}: unknown keys: {', '.join(sorted(unknown))}")
+    if ha.enable_controller_mode:
+        if store.broker_role is BrokerRole.SLAVE:
+            raise ConfigError(
+                f"{source}: in controller mode elections choose the master; brokerRole says how this broker "
+                "acknowledges when elected: SYNC_MASTER or ASYNC_MASTER, not SLAVE"
+            )
+        return BrokerConfigs(broker, store, ha)
     if store.broker_role is BrokerRole.SLAVE:
         if broker.broker_id == 0:
             raise ConfigError(f"{source}: a SLAVE needs brokerId > 0 (0 is the master's)")

@@ -281,3 +281,113 @@ class LocalCluster:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+
+@dataclass
+class ControllerCluster:
+    """`size` brokers of one group in controller mode (ids 0..size-1), roles decided by elections
+    on the etcd at `etcd_endpoints`; every broker is configured `master_role` for when it wins."""
+
+    base_dir: Path
+    etcd_endpoints: str
+    size: int = 3
+    master_role: str = "SYNC_MASTER"
+    flush_disk_type: str = "SYNC_FLUSH"
+    settings: dict[str, str] = field(default_factory=dict)
+    broker_name: str = "broker-a"
+    brokers: list[LocalBroker] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.secret_file = write_secret(self.base_dir / "secret")
+        self.etcd_prefix = f"/rocketstore-test-{secrets.token_hex(4)}"
+
+    def broker_settings(self, broker_id: int) -> dict[str, str]:
+        settings = dict(LOCAL_DEFAULTS)
+        settings.update(
+            brokerName=self.broker_name,
+            brokerId=str(broker_id),
+            brokerIP1="127.0.0.1",
+            brokerRole=self.master_role,
+            flushDiskType=self.flush_disk_type,
+            listenPort="0",
+            haListenPort="0",
+            haSecretFile=str(self.secret_file),
+            enableControllerMode="true",
+            etcdEndpoints=self.etcd_endpoints,
+            etcdPrefix=self.etcd_prefix,
+        )
+        settings.update(self.settings)
+        return settings
+
+    def start(self, timeout_s: float = 60.0) -> "ControllerCluster":
+        self.brokers = [
+            LocalBroker(f"broker{i}", self.base_dir / f"broker{i}", self.broker_settings(i)) for i in range(self.size)
+        ]
+        for broker in self.brokers:
+            broker.start(timeout_s)
+        return self
+
+    def admin_secret(self) -> bytes:
+        return self.secret_file.read_text().strip().encode()
+
+    def restart(self, broker: LocalBroker, timeout_s: float = 60.0, env: Mapping[str, str] | None = None) -> LocalBroker:
+        """Start a stopped or killed broker again on the ports it had (clients keep its address)."""
+        if broker.ready:
+            broker.settings.update(
+                listenPort=broker.client_endpoint.rsplit(":", 1)[1], haListenPort=broker.ha_endpoint.rsplit(":", 1)[1]
+            )
+        return broker.start(timeout_s, env=env)
+
+    def status(self, broker: LocalBroker, timeout_s: float = 2.0) -> dict | None:
+        """The broker's admin status, or None when it is down or does not answer in time."""
+        from client import AdminClient, RocketStoreError
+
+        if not broker.running():
+            return None
+        try:
+            with AdminClient(broker.client_endpoint, self.admin_secret(), timeout_s=timeout_s) as admin:
+                return admin.status()
+        except RocketStoreError:
+            return None
+
+    def acting_master(self) -> LocalBroker | None:
+        """The broker that says it is master on a live lease (None while there is none)."""
+        masters = []
+        for broker in self.brokers:
+            status = self.status(broker)
+            if status is not None and status["role"] != "SLAVE" and int(status.get("lease_valid_ms", 0)) > 0:
+                masters.append(broker)
+        return masters[0] if len(masters) == 1 else None
+
+    def wait_master(self, timeout_s: float = 30.0, *, not_: LocalBroker | None = None, in_sync: int = 2) -> LocalBroker:
+        """Wait for a master (other than `not_`) with at least `in_sync` in-sync replicas."""
+
+        def ready() -> LocalBroker | None:
+            master = self.acting_master()
+            if master is None or master is not_:
+                return None
+            status = self.status(master)
+            if status is None or len(status.get("in_sync_replica_ids", [])) < in_sync:
+                return None
+            return master
+
+        master = poll_until(ready, timeout_s, max_delay_s=0.1)
+        if master is None:
+            raise BrokerStartError(f"no master with {in_sync} in-sync replicas within {timeout_s} s:\n{self.tails()}")
+        return master
+
+    def client_endpoints(self) -> str:
+        return ";".join(b.client_endpoint for b in self.brokers if b.ready)
+
+    def stop(self) -> None:
+        errors = []
+        for broker in self.brokers:
+            try:
+                broker.stop()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise RuntimeError("\n".join(errors))
+
+    def tails(self) -> str:
+        return "\n".join(b.tail() for b in self.brokers)

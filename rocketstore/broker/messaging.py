@@ -177,6 +177,16 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             pb.FORBIDDEN, f"{broker.broker_name} (id {broker.broker_id}) is a SLAVE: {where}", master_endpoint=master
         )
 
+    def _fenced(self, reason: str | None, late: bool = False) -> pb.Status | None:
+        """Controller mode's refusal of a write this broker may not take or acknowledge now."""
+        if reason is None:
+            return None
+        master = self._view.master_client_endpoint()
+        if master == self._view.client_endpoint():
+            master = ""  # this broker itself, fenced: the client rediscovers the master
+        outcome = "the write may or may not be kept: retry it" if late else "nothing was written"
+        return status(pb.FORBIDDEN, f"not acknowledged: {reason}; {outcome}", master_endpoint=master)
+
     @property
     def _is_slave(self) -> bool:
         return self._view.role is BrokerRole.SLAVE
@@ -232,6 +242,18 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         if problem is not None:
             return pb.QueryRouteResponse(status=status(pb.ILLEGAL_TOPIC, problem))
         slave = self._is_slave
+        if slave and self._view.controller_mode():
+            # Controller mode: route writers to the elected master (it creates the topic).
+            master = self._view.master_client_endpoint()
+            if not master:
+                return pb.QueryRouteResponse(
+                    status=status(pb.HA_NOT_AVAILABLE, f"broker {self._configs.broker.broker_name} has no master elected now")
+                )
+            known = self._store.topics.get(topic) or self._topic_from_queues(topic)
+            count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
+            config = TopicConfig(topic, count, count)
+            queues = route_queues(request.topic, config, self._configs.broker.broker_name, 0, master, read_only=False)
+            return pb.QueryRouteResponse(status=OK, message_queues=queues)
         config = await self._topic_config(topic, create=not slave)
         if config is None and slave:
             config = self._topic_from_queues(topic)
@@ -274,8 +296,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             return pb.SendMessageResponse(
                 status=status(pb.BAD_REQUEST, f"{len(messages)} messages in one request; at most {MAX_SEND_MESSAGES}")
             )
-        if self._is_slave:
-            refused = self._not_master()
+        refused = self._not_master() if self._is_slave else self._fenced(self._view.write_refusal())
+        if refused is not None:
             entries = [pb.SendResultEntry(status=refused, message_id=m.system_properties.message_id) for m in messages]
             return pb.SendMessageResponse(status=refused, entries=entries)
         entries: list[pb.SendResultEntry | None] = [None] * len(messages)
@@ -289,6 +311,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             for index, entry in placed:
                 entries[index] = entry
         done = [e if e is not None else pb.SendResultEntry(status=status(pb.INTERNAL_ERROR)) for e in entries]
+        # The fence again, as late as possible: a master that lost its lease (or is handing over)
+        # while these puts waited must not acknowledge them; a retry is safe, a false OK is not.
+        late = self._fenced(self._view.write_refusal(), late=True)
+        if late is not None:
+            done = [pb.SendResultEntry(status=late, message_id=e.message_id) if e.status.code in codes.STORED_CODES else e for e in done]
         return pb.SendMessageResponse(status=codes.summarize(e.status for e in done), entries=done)
 
     async def _plan(

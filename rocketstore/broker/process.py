@@ -13,6 +13,15 @@ stdout names every bound port:
 
     rocketstore broker ready: name=broker-a id=0 role=SYNC_MASTER client=127.0.0.1:40123 ha=127.0.0.1:40124
 
+Controller mode (enableControllerMode=true): the store opens as a slave and every broker serves
+replication on haListenPort; `controller_agent.ControllerAgent` decides the role from etcd and
+calls `promote`, `follow` and `step_down` here (the `Roles` protocol), on its own thread, under
+the broker's role lock. brokerRole then names how the broker acknowledges when it is master
+(SYNC_MASTER or ASYNC_MASTER). Consumers see messages up to the confirmed offset only (the
+dispatch limit), puts are fenced before they are appended when the broker may not acknowledge
+(`set_put_fence`), and again before an answer leaves (`BrokerState.write_refusal`). The ready
+line says role=CONTROLLER; the admin status says what the broker is now.
+
 SIGTERM or SIGINT shuts down cleanly (servers stop, the store flushes, the abort file goes); a
 second one exits at once, which the store treats as a crash and recovers from. Logs go to stderr
 and to `<brokerLogDir or storePathRootDir/logs>/broker.log`; secrets are never logged.
@@ -27,12 +36,18 @@ import logging
 import os
 import signal
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
 
+import threading
+
 from ha.config import HaConfig
+from ha.controller import ReplicaProgress
+from ha.epoch_keeper import EpochKeeper
+from ha.group_state import BrokerRecord, GroupKeys, MasterRecord
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
 from rocketstore.auth import AsyncAuthInterceptor, AuthInterceptor, Signer, Verifier, channel_credentials, server_credentials
@@ -42,7 +57,10 @@ from store import BrokerRole, MessageStore
 from store.clock import wall_clock_ms
 from store.properties import ConfigError
 
+from rocketstore.coordination import EtcdClient
+
 from .admin import AdminServicer
+from .controller_agent import ControllerAgent
 from .config import BrokerConfigs, load_secrets
 from .guard import MalformedRequestGuard
 from .messaging import MessagingServicer
@@ -76,14 +94,43 @@ class BrokerState:
         return self._broker.ha_endpoint
 
     def master_client_endpoint(self) -> str:
-        replicator = self._broker.replicator
+        broker = self._broker
+        if broker.agent is not None:
+            if broker.acting_epoch() is not None:
+                return broker.client_endpoint
+            master = broker.agent.master
+            if master is None or master.broker_id == broker.configs.broker.broker_id:
+                return ""
+            return master.client_endpoint
+        replicator = broker.replicator
         if replicator is None:
-            return self._broker.client_endpoint
+            return broker.client_endpoint
         return replicator.state().master_client_endpoint
 
-    def confirmed_offset(self) -> int:
+    def controller_mode(self) -> bool:
+        return self._broker.agent is not None
+
+    def write_refusal(self) -> str | None:
+        """Why this broker must not take or acknowledge a write now (controller mode), or None."""
+        agent = self._broker.agent
+        return agent.may_acknowledge() if agent is not None else None
+
+    def controller_status(self):
+        agent = self._broker.agent
+        return agent.status() if agent is not None else None
+
+    def hand_over(self, broker_id: int, timeout_s: float):
+        agent = self._broker.agent
+        if agent is None:
+            raise ValueError("not in controller mode")
+        return agent.hand_over(broker_id, timeout_s)
+
+    def in_sync(self):
         tracker = self._broker.tracker
-        return tracker.confirmed_offset if tracker is not None else self._broker.store.max_offset
+        return tracker.in_sync() if tracker is not None else None
+
+    def confirmed_offset(self) -> int:
+        return self._broker.confirmed_offset()
 
     def slave_snapshots(self, now_ms: int) -> list:
         tracker = self._broker.tracker
@@ -94,7 +141,11 @@ class BrokerState:
         return replicator.state() if replicator is not None else None
 
     def epoch(self) -> int:
-        return 0
+        broker = self._broker
+        if broker.keeper is None:
+            return 0
+        acting = broker.acting_epoch()
+        return acting if acting is not None else broker.keeper.last_epoch
 
     def started_at_ms(self) -> int:
         return self._broker.started_at_ms
@@ -114,10 +165,22 @@ class Broker:
         self._ha_server: grpc.Server | None = None
         self._ha_servicer: ReplicationServicer | None = None
         self._stopped = False
+        # Controller mode only.
+        self.agent: ControllerAgent | None = None
+        self.keeper: EpochKeeper | None = None
+        self._role_lock = threading.RLock()
+        self._acting_epoch: int | None = None
+        self._following: MasterRecord | None = None
+        self._confirmed_floor = 0
+        self._replicator_factory = None
 
     @property
     def role(self) -> BrokerRole:
         return self.configs.store.broker_role
+
+    @property
+    def controller_mode(self) -> bool:
+        return self.configs.ha.enable_controller_mode
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -167,10 +230,22 @@ class Broker:
         # Messages carry the broker's real address (STOREHOSTADDRESS, msgId), so a port chosen
         # by the OS goes into the store's config before the store opens.
         store_config = dataclasses.replace(store_config, listen_port=client_port)
+        if self.controller_mode:
+            # Elections decide the role: no put before this broker wins one.
+            store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
         self.store = MessageStore(store_config)
         report = self.store.load()
         log.info("store loaded: %s", report)
-        if self.role is BrokerRole.SLAVE:
+        if self.controller_mode:
+            self.keeper = EpochKeeper(store_config.root)
+            history = self.keeper.open(self.store.max_offset)
+            log.info("epochs: %s", list(history) or "none yet")
+            self._start_master_replication(store_config, ha, host)
+            self.tracker.set_isr(frozenset())
+            self._confirmed_floor = self.store.dispatched_offset
+            self.store.set_dispatch_limit(self.confirmed_offset)
+            self.store.set_put_fence(self._put_fence)
+        elif self.role is BrokerRole.SLAVE:
             self._start_slave_replication(store_config, ha)
         else:
             self._start_master_replication(store_config, ha, host)
@@ -187,6 +262,15 @@ class Broker:
         messaging.bind_loop(asyncio.get_running_loop())
         await self._client_server.start()
         self.started_at_ms = wall_clock_ms()
+        if self.controller_mode:
+            broker = self.configs.broker
+            self.agent = ControllerAgent(
+                EtcdClient(ha.etcd_endpoints, timeout_s=ha.etcd_request_timeout_ms / 1000),
+                GroupKeys.of(ha.etcd_prefix, broker.broker_cluster_name, broker.broker_name),
+                ha,
+                self,
+            )
+            self.agent.start()
 
     def _start_master_replication(self, store_config, ha: HaConfig, host: str) -> None:
         store = self.store
@@ -206,14 +290,19 @@ class Broker:
             maximum_concurrent_rpcs=HA_MAX_STREAMS,
         )
         self._ha_servicer = ReplicationServicer(
-            store, ha, self.configs.broker.broker_name, self.tracker, client_endpoint=self.client_endpoint
+            store,
+            ha,
+            self.configs.broker.broker_name,
+            self.tracker,
+            client_endpoint=self.client_endpoint,
+            epochs=(lambda: self.keeper.history) if self.keeper is not None else None,
         )
         self._ha_servicer.add_to_server(self._ha_server)
         ha_port = self._bind(self._ha_server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
         self.ha_endpoint = _endpoint(self.configs.broker.broker_ip1, ha_port)
         self._ha_server.start()
 
-    def _start_slave_replication(self, store_config, ha: HaConfig) -> None:
+    def _start_slave_replication(self, store_config, ha: HaConfig, master_address: str = "") -> None:
         credentials = None
         if ha.ha_tls_ca_file:
             credentials = channel_credentials(ha.ha_tls_ca_file, ha.ha_tls_cert_file, ha.ha_tls_key_file)
@@ -225,18 +314,153 @@ class Broker:
             client_endpoint=self.client_endpoint,
             signer=Signer(self.secrets.ha) if self.secrets.ha else None,
             channel_credentials=credentials,
+            master_address=master_address,
+            epochs=self.keeper,
         )
+
+    # -- controller mode: the agent's `Roles` ----------------------------------------------------
+
+    def confirmed_offset(self) -> int:
+        """What every in-sync replica holds, as far as this broker knows (the dispatch limit)."""
+        store = self.store
+        if self.agent is None and self.keeper is None:
+            return self.tracker.confirmed_offset if self.tracker is not None else store.max_offset
+        if self._acting_epoch is not None:
+            return self.tracker.confirmed_offset
+        replicator = self.replicator
+        confirmed = max(self._confirmed_floor, replicator.confirmed_offset if replicator is not None else 0)
+        return min(confirmed, store.max_offset)
+
+    def _put_fence(self) -> str | None:
+        agent = self.agent
+        if agent is None:
+            return "this broker has not joined its group in etcd yet"
+        reason = agent.may_acknowledge()
+        if reason is not None:
+            return reason
+        tracker = self.tracker
+        if tracker.role is BrokerRole.SYNC_MASTER:
+            committed, proposed = tracker.in_sync() or (frozenset(), frozenset())
+            needed = max(2, self.configs.ha.in_sync_replicas)
+            if len(committed | proposed) + 1 < needed:
+                return (
+                    f"IN_SYNC_REPLICAS_NOT_ENOUGH: {len(committed | proposed) + 1} in-sync replicas, "
+                    f"a SYNC_MASTER needs {needed}: waiting for a slave to catch up"
+                )
+        return None
+
+    def record(self) -> BrokerRecord:
+        store = self.store
+        max_offset = store.max_offset
+        history = self.keeper.history
+        epoch = history.epoch_at(max_offset - 1) if max_offset > 0 else None
+        entry = history.entry(epoch) if epoch is not None else None
+        broker = self.configs.broker
+        return BrokerRecord(
+            broker_id=broker.broker_id,
+            client_endpoint=self.client_endpoint,
+            ha_endpoint=self.ha_endpoint,
+            max_offset=max_offset,
+            last_epoch=entry.epoch if entry is not None else 0,
+            last_epoch_start=entry.start_offset if entry is not None else 0,
+        )
+
+    def acting_epoch(self) -> int | None:
+        return self._acting_epoch
+
+    def promote(self, epoch: int) -> None:
+        with self._role_lock:
+            if self._acting_epoch == epoch:
+                return
+            if self._acting_epoch is not None:
+                self.step_down(f"re-elected for epoch {epoch}")
+            replicator = self._stop_replicator()
+            if replicator is not None:
+                self._confirmed_floor = max(self._confirmed_floor, replicator.confirmed_offset)
+            store = self.store
+            start = store.max_offset
+            self.keeper.begin(epoch, start)
+            master_role = self.role
+            self.tracker.reset(master_role, confirmed_floor=min(self._confirmed_floor, start))
+            self.tracker.set_isr(frozenset())
+            store.become_master(master_role)
+            self._following = None
+            self._acting_epoch = epoch
+            log.warning("master of epoch %d from offset %d (%s)", epoch, start, master_role.name)
+
+    def step_down(self, reason: str) -> None:
+        with self._role_lock:
+            if self._acting_epoch is None:
+                return
+            epoch, self._acting_epoch = self._acting_epoch, None
+            self._confirmed_floor = max(self._confirmed_floor, self.tracker.confirmed_offset)
+            self._ha_servicer.close_all(f"the master stepped down: {reason}")
+            self.tracker.reset(self.role, confirmed_floor=self._confirmed_floor)
+            self.tracker.set_isr(frozenset())
+            self.store.become_slave()
+            log.warning("no longer master of epoch %d: %s", epoch, reason)
+
+    def follow(self, master: MasterRecord) -> None:
+        with self._role_lock:
+            if master.broker_id == self.configs.broker.broker_id:
+                return
+            if self._acting_epoch is not None:
+                self.step_down(f"broker {master.broker_id} is master of epoch {master.epoch}")
+            current = self._following
+            if current is not None and (current.ha_endpoint, current.epoch) == (master.ha_endpoint, master.epoch):
+                return
+            self._stop_replicator()
+            self._start_slave_replication(self.configs.store, self.configs.ha, master.ha_endpoint)
+            self.replicator.start()
+            self._following = master
+            log.info("following broker %d (epoch %d) at %s", master.broker_id, master.epoch, master.ha_endpoint)
+
+    def _stop_replicator(self) -> SlaveReplicator | None:
+        replicator, self.replicator = self.replicator, None
+        if replicator is not None:
+            replicator.stop()
+        return replicator
+
+    def replica_progress(self) -> list[ReplicaProgress]:
+        return [
+            ReplicaProgress(s.broker_id, s.ack_offset, s.lag_bytes, int(s.lag_seconds * 1000))
+            for s in self.tracker.snapshots(wall_clock_ms())
+        ]
+
+    def set_in_sync(self, slave_ids: frozenset[int]) -> None:
+        current = self.tracker.in_sync()
+        if current is None or current[0] != slave_ids:
+            self.tracker.set_isr(slave_ids)
+
+    def propose_join(self, broker_id: int) -> bool:
+        return self.tracker.propose_join(broker_id)
+
+    def cancel_join(self, broker_id: int) -> None:
+        self.tracker.cancel_join(broker_id)
+
+    def wait_caught_up(self, broker_id: int, timeout_s: float) -> int | None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            target = self.store.max_offset
+            acks = [s.ack_offset for s in self.tracker.snapshots(wall_clock_ms()) if s.broker_id == broker_id]
+            if acks and max(acks) >= target and self.tracker.waiting == 0 and self.store.max_offset == target:
+                return target
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
 
     def ready_line(self) -> str:
         broker = self.configs.broker
         parts = [
             f"name={broker.broker_name}",
             f"id={broker.broker_id}",
-            f"role={self.role.name}",
+            f"role={'CONTROLLER' if self.controller_mode else self.role.name}",
             f"client={self.client_endpoint}",
         ]
         if self.ha_endpoint:
             parts.append(f"ha={self.ha_endpoint}")
+            if self.controller_mode:
+                parts.append(f"etcd={self.configs.ha.etcd_endpoints}")
         else:
             parts.append(f"master={self.configs.ha.ha_master_address}")
         return "rocketstore broker ready: " + " ".join(parts)
@@ -249,6 +473,11 @@ class Broker:
             return
         self._stopped = True
         log.info("shutting down")
+        if self.agent is not None:
+            # The lease goes first: a master's key vanishes at once and a slave is elected.
+            await asyncio.to_thread(self.agent.stop)
+            with self._role_lock:
+                self._acting_epoch = None
         if self._ha_servicer is not None:
             await asyncio.to_thread(self._ha_servicer.stop)
         if self._ha_server is not None:

@@ -46,6 +46,18 @@ class BrokerView(Protocol):
     def started_at_ms(self) -> int:
         """Wall-clock ms at which the broker started serving (0: not yet)."""
 
+    def controller_mode(self) -> bool:
+        """True when elections on etcd decide the role (enableControllerMode)."""
+
+    def write_refusal(self) -> str | None:
+        """Controller mode: why this broker may not take or acknowledge a write now, or None."""
+
+    def controller_status(self) -> Any:
+        """Controller mode: `controller_agent.ControllerStatus`; None otherwise."""
+
+    def in_sync(self) -> Any:
+        """Controller mode: (committed, proposed) in-sync slave ids; None otherwise."""
+
 
 @dataclass
 class StaticView:
@@ -90,3 +102,15 @@ class StaticView:
 
     def started_at_ms(self) -> int:
         return self.started_ms
+
+    def controller_mode(self) -> bool:
+        return False
+
+    def write_refusal(self) -> str | None:
+        return None
+
+    def controller_status(self) -> Any:
+        return None
+
+    def in_sync(self) -> Any:
+        return None

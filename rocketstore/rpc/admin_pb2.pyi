@@ -27,7 +27,7 @@ class SlaveStatus(_message.Message):
     def __init__(self, ha_peer: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ack_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., fit: _Optional[bool] = ..., connected_at_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerStatus(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "role", "epoch", "client_endpoint", "ha_endpoint", "flush_disk_type", "min_offset", "max_offset", "flushed_offset", "confirmed_offset", "dispatched_offset", "dispatch_lag_bytes", "slaves", "master_ha_address", "master_connected", "master_max_offset", "uptime_ms", "in_sync_replicas", "stats_json", "replication_error")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "role", "epoch", "client_endpoint", "ha_endpoint", "flush_disk_type", "min_offset", "max_offset", "flushed_offset", "confirmed_offset", "dispatched_offset", "dispatch_lag_bytes", "slaves", "master_ha_address", "master_connected", "master_max_offset", "uptime_ms", "in_sync_replicas", "stats_json", "replication_error", "controller_mode", "master_broker_id", "in_sync_replica_ids", "lease_valid_ms", "controller_error", "unclean_lost_bytes", "master_client_endpoint")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,13 @@ class BrokerStatus(_message.Message):
     IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     STATS_JSON_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_MODE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_REPLICA_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_VALID_MS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ERROR_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_LOST_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -72,7 +79,14 @@ class BrokerStatus(_message.Message):
     in_sync_replicas: int
     stats_json: str
     replication_error: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ha_endpoint: _Optional[str] = ..., flush_disk_type: _Optional[str] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., dispatched_offset: _Optional[int] = ..., dispatch_lag_bytes: _Optional[int] = ..., slaves: _Optional[_Iterable[_Union[SlaveStatus, _Mapping]]] = ..., master_ha_address: _Optional[str] = ..., master_connected: _Optional[bool] = ..., master_max_offset: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., in_sync_replicas: _Optional[int] = ..., stats_json: _Optional[str] = ..., replication_error: _Optional[str] = ...) -> None: ...
+    controller_mode: bool
+    master_broker_id: int
+    in_sync_replica_ids: _containers.RepeatedScalarFieldContainer[int]
+    lease_valid_ms: int
+    controller_error: str
+    unclean_lost_bytes: int
+    master_client_endpoint: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ha_endpoint: _Optional[str] = ..., flush_disk_type: _Optional[str] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., dispatched_offset: _Optional[int] = ..., dispatch_lag_bytes: _Optional[int] = ..., slaves: _Optional[_Iterable[_Union[SlaveStatus, _Mapping]]] = ..., master_ha_address: _Optional[str] = ..., master_connected: _Optional[bool] = ..., master_max_offset: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., in_sync_replicas: _Optional[int] = ..., stats_json: _Optional[str] = ..., replication_error: _Optional[str] = ..., controller_mode: _Optional[bool] = ..., master_broker_id: _Optional[int] = ..., in_sync_replica_ids: _Optional[_Iterable[int]] = ..., lease_valid_ms: _Optional[int] = ..., controller_error: _Optional[str] = ..., unclean_lost_bytes: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
@@ -123,3 +137,25 @@ class ClusterView(_message.Message):
     master: BrokerStatus
     self: BrokerStatus
     def __init__(self_, master: _Optional[_Union[BrokerStatus, _Mapping]] = ..., self: _Optional[_Union[BrokerStatus, _Mapping]] = ...) -> None: ...
+
+class ElectMasterRequest(_message.Message):
+    __slots__ = ("broker_id", "timeout_ms")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    timeout_ms: int
+    def __init__(self, broker_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ElectMasterResponse(_message.Message):
+    __slots__ = ("epoch", "master_broker_id", "master_client_endpoint", "handover_offset", "message")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HANDOVER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    master_broker_id: int
+    master_client_endpoint: str
+    handover_offset: int
+    message: str
+    def __init__(self, epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ..., handover_offset: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

@@ -1,27 +1,31 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SlaveReport(_message.Message):
-    __slots__ = ("durable_offset", "broker_name", "broker_id", "client_endpoint", "max_offset", "epoch")
+    __slots__ = ("durable_offset", "broker_name", "broker_id", "client_endpoint", "max_offset", "epoch", "epoch_start_offset")
     DURABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     durable_offset: int
     broker_name: str
     broker_id: int
     client_endpoint: str
     max_offset: int
     epoch: int
-    def __init__(self, durable_offset: _Optional[int] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., max_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    epoch_start_offset: int
+    def __init__(self, durable_offset: _Optional[int] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., max_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., epoch_start_offset: _Optional[int] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("start_offset", "data", "master_max_offset", "epoch", "checksum", "confirmed_offset", "segment_size", "master_client_endpoint")
+    __slots__ = ("start_offset", "data", "master_max_offset", "epoch", "checksum", "confirmed_offset", "segment_size", "master_client_endpoint", "epoch_start_offset")
     START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +34,7 @@ class Chunk(_message.Message):
     CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
     MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     start_offset: int
     data: bytes
     master_max_offset: int
@@ -38,4 +43,33 @@ class Chunk(_message.Message):
     confirmed_offset: int
     segment_size: int
     master_client_endpoint: str
-    def __init__(self, start_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., master_max_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., checksum: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., segment_size: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ...) -> None: ...
+    epoch_start_offset: int
+    def __init__(self, start_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., master_max_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., checksum: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., segment_size: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ..., epoch_start_offset: _Optional[int] = ...) -> None: ...
+
+class EpochEntry(_message.Message):
+    __slots__ = ("epoch", "start_offset")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    start_offset: int
+    def __init__(self, epoch: _Optional[int] = ..., start_offset: _Optional[int] = ...) -> None: ...
+
+class EpochsRequest(_message.Message):
+    __slots__ = ("broker_name",)
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
+
+class EpochsResponse(_message.Message):
+    __slots__ = ("epochs", "min_offset", "max_offset", "confirmed_offset", "is_master")
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    IS_MASTER_FIELD_NUMBER: _ClassVar[int]
+    epochs: _containers.RepeatedCompositeFieldContainer[EpochEntry]
+    min_offset: int
+    max_offset: int
+    confirmed_offset: int
+    is_master: bool
+    def __init__(self, epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., is_master: _Optional[bool] = ...) -> None: ...

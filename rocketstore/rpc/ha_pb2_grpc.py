@@ -39,12 +39,23 @@ class ReplicationStub:
                 request_serializer=rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.SerializeToString,
                 response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.Chunk.FromString,
                 _registered_method=True)
+        self.GetEpochs = channel.unary_unary(
+                '/rocketstore.ha.v1.Replication/GetEpochs',
+                request_serializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
+                response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Replicate(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEpochs(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -57,6 +68,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.Replicate,
                     request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.FromString,
                     response_serializer=rocketstore_dot_rpc_dot_ha__pb2.Chunk.SerializeToString,
+            ),
+            'GetEpochs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEpochs,
+                    request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.FromString,
+                    response_serializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +102,33 @@ class Replication:
             '/rocketstore.ha.v1.Replication/Replicate',
             rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.SerializeToString,
             rocketstore_dot_rpc_dot_ha__pb2.Chunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEpochs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.ha.v1.Replication/GetEpochs',
+            rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
+            rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,53 @@
+"""`rocketstore admin elect --broker ID [--endpoint HOST:PORT]`: a planned switchover.
+
+The endpoint may be any broker of the group (controller mode): when it is not the master, the
+command asks the master it names. The master stops taking writes, waits until broker ID holds its
+whole log and hands over; producers that follow not-master answers (our client does) see no
+error. Prints the new master, its epoch and the offset it took over at; exit status 1 when the
+switchover was refused or timed out (nothing changed then).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .cli import CommandError, _check_tls_file, _common, _fail, _print_json, _seconds, admin_secret
+from .errors import RocketStoreError
+
+
+def admin_arguments(p: argparse.ArgumentParser) -> None:
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    elect = actions.add_parser("elect", help="planned switchover: make a slave the master (controller mode)")
+    _common(elect, admin=True)
+    elect.add_argument("--broker", type=int, required=True, metavar="ID", help="brokerId of the slave to make master")
+    elect.add_argument("--timeout-s", type=_seconds, default=30.0, metavar="S",
+                       help="how long the slave may take to catch up (default 30)")
+    elect.set_defaults(parser=elect)
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    from .admin import AdminClient
+
+    secret = admin_secret(args)
+    _check_tls_file(args)
+    endpoint = args.endpoint
+    try:
+        with AdminClient(endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as admin:
+            asked = admin.status()
+        if not asked.get("controller_mode"):
+            raise CommandError(f"{endpoint} is not in controller mode (enableControllerMode=true): roles come from broker.conf")
+        master = asked.get("master_client_endpoint") or ""
+        if asked["role"] == "SLAVE":
+            if not master:
+                raise CommandError(f"{endpoint} knows no master now: retry once one is elected")
+            endpoint = master
+        with AdminClient(endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as admin:
+            answer: dict[str, Any] = admin.elect_master(args.broker, args.timeout_s)
+    except RocketStoreError as exc:
+        raise _fail(exc) from None
+    if args.json:
+        _print_json(answer)
+    else:
+        print(answer.get("message") or answer)
+    return 0

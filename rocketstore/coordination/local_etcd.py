@@ -1,0 +1,138 @@
+"""`EtcdServer`: a single-member etcd process on 127.0.0.1, for tests, the demo and benchmarks.
+
+It runs Debian's `etcd` (package `etcd-server`) with its data directory under a given path and
+client and peer ports chosen free at start (kept across `restart`, so clients keep working), logs
+to `<dir>/etcd.log`, and waits for `/v3/maintenance/status` to answer. `stop` (SIGTERM), `kill`
+(SIGKILL), `pause`/`resume` (SIGSTOP/SIGCONT) and `restart` simulate an etcd outage. A missing
+etcd binary is an error saying what to install: tests that need etcd fail without it.
+
+Thread-safety: none; drive it from one thread.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from .etcd import EtcdClient, EtcdError
+
+START_TIMEOUT_S = 30.0
+
+
+def etcd_binary() -> str:
+    path = shutil.which("etcd") or ("/usr/bin/etcd" if Path("/usr/bin/etcd").exists() else None)
+    if path is None:
+        raise RuntimeError("etcd is not installed: apt-get install etcd-server (the failover tests need it)")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EtcdServer:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.client_port = 0
+        self.peer_port = 0
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "etcd.log"
+
+    def _command(self) -> list[str]:
+        client = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        return [
+            etcd_binary(),
+            "--name", "test",
+            "--data-dir", str(self.directory / "data"),
+            "--listen-client-urls", client,
+            "--advertise-client-urls", client,
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"test={peer}",
+            "--listen-metrics-urls", "",
+        ]
+
+    def start(self) -> "EtcdServer":
+        """Start etcd (on new free ports the first time) and wait until it answers."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            self.client_port, self.peer_port = _free_port(), _free_port()
+            if self._launch():
+                return self
+        raise RuntimeError(f"etcd did not start:\n{self.log_tail(30)}")
+
+    def restart(self) -> "EtcdServer":
+        """Start again after `stop` or `kill`, on the same ports and data."""
+        if not self._launch():
+            raise RuntimeError(f"etcd did not restart:\n{self.log_tail(30)}")
+        return self
+
+    def _launch(self) -> bool:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT)
+        client = EtcdClient(self.endpoint, timeout_s=0.5)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        delay = 0.02
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    return False  # a port clash, most likely: the caller picks new ports
+                try:
+                    client.status()
+                    return True
+                except EtcdError:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+        finally:
+            client.close()
+        self.kill()
+        return False
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=15)
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no etcd log)"
+        return "\n".join(["--- etcd log ---", *text[-lines:]])
+
+    def __enter__(self) -> "EtcdServer":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

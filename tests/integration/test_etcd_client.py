@@ -1,0 +1,91 @@
+"""rocketstore.coordination.etcd against a real etcd on 127.0.0.1 (Debian's etcd-server)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from rocketstore.coordination import Compare, Delete, EtcdClient, EtcdUnavailable, Get, LeaseNotFound, Put
+from rocketstore.coordination.local_etcd import EtcdServer
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    server = EtcdServer(tmp_path / "etcd").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def clients():
+    made: list[EtcdClient] = []
+
+    def make(endpoints: str, **kwargs) -> EtcdClient:
+        made.append(EtcdClient(endpoints, **kwargs))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def test_keys_prefixes_and_transactions(etcd, clients):
+    c = clients(etcd.endpoint)
+    assert c.get("/g/a") is None
+    rev = c.put("/g/a", b"1")
+    c.put("/g/b", b"2")
+    c.put("/h", b"3")
+    kv = c.get("/g/a")
+    assert kv.value == b"1" and kv.mod_revision == rev and kv.create_revision == rev
+    assert [k.key for k in c.get_prefix("/g/").kvs] == ["/g/a", "/g/b"]
+    # Compare-and-swap: only the transaction that saw the current revision wins.
+    won = c.txn([Compare.mod_revision("/g/a", rev)], [Put("/g/a", b"new")], [Get("/g/a")])
+    lost = c.txn([Compare.mod_revision("/g/a", rev)], [Put("/g/a", b"late")], [Get("/g/a")])
+    assert won.succeeded and not lost.succeeded
+    assert lost.ranges[0].kvs[0].value == b"new"
+    assert c.txn([Compare.absent("/g/c")], [Put("/g/c", b"x")]).succeeded
+    assert not c.txn([Compare.absent("/g/c")], [Put("/g/c", b"y")]).succeeded
+    assert c.txn([Compare.value_is("/g/c", b"x")], [Delete("/g/", prefix=True)]).succeeded
+    assert c.get_prefix("/g/").kvs == () and c.get("/h").value == b"3"
+
+
+def test_leases_bind_keys_and_expire(etcd, clients):
+    c = clients(etcd.endpoint)
+    lease = c.lease_grant(1)
+    assert lease.ttl_s >= 1  # etcd raises short TTLs to its minimum (2 s with default timings)
+    c.put("/l/k", b"v", lease=lease.id)
+    assert c.get("/l/k").lease == lease.id
+    assert c.lease_keepalive(lease.id) == lease.ttl_s
+    assert c.txn([Compare.lease("/l/k", lease.id)], [Put("/l/other", b"x")]).succeeded
+    c.lease_revoke(lease.id)
+    assert c.get("/l/k") is None
+    with pytest.raises(LeaseNotFound):
+        c.lease_keepalive(lease.id)
+    c.lease_revoke(lease.id)  # a lease already gone is not an error
+    short = c.lease_grant(1)
+    c.put("/l/short", b"v", lease=short.id)
+    deadline = time.monotonic() + short.ttl_s + 5
+    while c.get("/l/short") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert c.get("/l/short") is None and c.lease_time_to_live(short.id) == -1
+
+
+def test_unavailable_within_the_timeout_then_back_and_failover_between_endpoints(etcd, clients):
+    c = clients(etcd.endpoint, timeout_s=0.5)
+    c.put("/u", b"1")
+    etcd.stop()
+    started = time.monotonic()
+    with pytest.raises(EtcdUnavailable):
+        c.get("/u")
+    assert time.monotonic() - started < 2
+    etcd.restart()
+    assert c.get("/u").value == b"1"
+    with socket.socket() as s:  # a closed port on 127.0.0.1 comes first
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    both = clients(f"http://127.0.0.1:{closed};{etcd.endpoint}", timeout_s=0.5)
+    assert both.get("/u").value == b"1"
+    with pytest.raises(ValueError):
+        EtcdClient("ftp://nowhere:1")
