@@ -107,6 +107,16 @@ def _perm(text: str) -> int:
     return _int(text, 0, 15)
 
 
+def _non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more seconds")
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -193,6 +203,9 @@ def produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api", choices=("asyncio", "threads"), default="asyncio",
                    help="C asyncio tasks on one AsyncProducer (default), or C threads on one Producer")
     p.add_argument("--seed", type=_natural, default=0, help="seed of the body filler (default 0)")
+    p.add_argument("--retry-timeout-s", type=_non_negative_seconds, default=10.0, metavar="S",
+                   help="how long one send may follow a moving master or retry a broker that cannot take it now "
+                        "(default 10; 0: fail at once)")
     p.add_argument("--timeout-s", type=_seconds, default=300.0, metavar="S",
                    help="stop after this long (default 300)")
 
@@ -370,7 +383,8 @@ class _Plan:
 async def _produce_asyncio(args: argparse.Namespace, plan: _Plan, tally: ProduceTally, deadline: float) -> bool:
     from .producer import AsyncProducer
 
-    producer = AsyncProducer(args.endpoint, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file)
+    producer = AsyncProducer(args.endpoint, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file,
+                             retry_timeout_s=args.retry_timeout_s)
 
     async def sender() -> None:
         while not tally.stopped and time.monotonic() < deadline:
@@ -409,7 +423,8 @@ def _produce_threads(args: argparse.Namespace, plan: _Plan, tally: ProduceTally,
     from .producer import Producer
 
     timed_out = threading.Event()
-    with Producer(args.endpoint, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as producer:
+    with Producer(args.endpoint, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file,
+                  retry_timeout_s=args.retry_timeout_s) as producer:
 
         def sender() -> None:
             while not tally.stopped:

@@ -49,6 +49,10 @@ from rocketstore.digests import crc32_hex, digest_matches
 
 from .errors import BrokerError, NotMasterError, PartialBatchError, ProtocolError
 
+# A FORBIDDEN starting so is a not-master answer even without an endpoint (the broker's
+# `codes.NOT_MASTER`; the client does not import the broker).
+NOT_MASTER_PREFIX = "not master"
+
 MAX_BATCH = 1024  # the broker refuses larger SendMessage and pull batches
 DEFAULT_GROUP = "DEFAULT_CONSUMER"  # RocketMQ's default consumer group name
 _MAX_MESSAGE_ID = 128
@@ -387,7 +391,7 @@ def code_name(code: int) -> str:
 
 def status_error(status: pb.Status) -> BrokerError:
     """The exception a non-OK broker status stands for."""
-    if status.code == pb.FORBIDDEN and status.master_endpoint:
+    if status.code == pb.FORBIDDEN and (status.master_endpoint or status.message.startswith(NOT_MASTER_PREFIX)):
         return NotMasterError(status.master_endpoint, status.message)
     return BrokerError(code_name(status.code), status.message)
 

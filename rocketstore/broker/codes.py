@@ -45,6 +45,11 @@ from store import GetMessageStatus, PutMessageResult, PutMessageStatus
 
 P = PutMessageStatus
 
+# The start of every FORBIDDEN that means "write elsewhere (or later)": a slave's refusal, or a
+# controller-mode master that may not acknowledge now. Clients look for it when the master's
+# endpoint is not known (the status then carries none).
+NOT_MASTER = "not master"
+
 PUT_CODES: dict[PutMessageStatus, int] = {
     P.PUT_OK: pb.OK,
     P.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,

@@ -52,6 +52,7 @@ from store.message import (
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, TopicConfig
 
 from . import codes
+from .codes import NOT_MASTER
 from .codes import PullAction
 from .config import BrokerConfigs
 from .view import BrokerView
@@ -174,18 +175,18 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         master = self._view.master_client_endpoint()
         where = f"send to its master at {master}" if master else "its master's client endpoint is not known yet"
         return status(
-            pb.FORBIDDEN, f"{broker.broker_name} (id {broker.broker_id}) is a SLAVE: {where}", master_endpoint=master
+            pb.FORBIDDEN, f"{NOT_MASTER}: {broker.broker_name} (id {broker.broker_id}) is a SLAVE: {where}", master_endpoint=master
         )
 
     def _fenced(self, reason: str | None, late: bool = False) -> pb.Status | None:
         """Controller mode's refusal of a write this broker may not take or acknowledge now."""
         if reason is None:
             return None
+        # The master as far as this broker knows: possibly itself, fenced (the client then asks
+        # again after a pause: its lease may come back, or a new master be elected).
         master = self._view.master_client_endpoint()
-        if master == self._view.client_endpoint():
-            master = ""  # this broker itself, fenced: the client rediscovers the master
         outcome = "the write may or may not be kept: retry it" if late else "nothing was written"
-        return status(pb.FORBIDDEN, f"not acknowledged: {reason}; {outcome}", master_endpoint=master)
+        return status(pb.FORBIDDEN, f"{NOT_MASTER}: not acknowledged: {reason}; {outcome}", master_endpoint=master)
 
     @property
     def _is_slave(self) -> bool:

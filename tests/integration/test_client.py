@@ -309,7 +309,7 @@ def test_send_batch_is_one_request_in_order(broker):
 
 def test_a_slave_refuses_with_its_masters_endpoint(broker):
     broker.messaging.slave_of = "10.1.2.3:10911"
-    with Producer(broker.endpoint) as producer:
+    with Producer(broker.endpoint, retry_timeout_s=0) as producer:
         with pytest.raises(NotMasterError) as info:
             producer.send("Orders", b"x")
         with pytest.raises(NotMasterError):
@@ -326,7 +326,7 @@ def test_unknown_topic_is_a_broker_error(broker):
 
 def test_async_producer(broker, closed_endpoint):
     async def scenario():
-        async with AsyncProducer(broker.endpoint, timeout_s=5) as producer:
+        async with AsyncProducer(broker.endpoint, timeout_s=5, retry_timeout_s=0) as producer:
             one = await producer.send("Orders", b"one", tag="TagA", queue_id=1)
             batch = await producer.send_batch("Orders", [b"x"] * 4, queue_id=2)
             many = await asyncio.gather(*(producer.send("Orders", f"m{i}") for i in range(20)))
@@ -336,7 +336,7 @@ def test_async_producer(broker, closed_endpoint):
                 await producer.send("Orders", b"refused")
             except NotMasterError as exc:
                 refused = exc
-        async with AsyncProducer(closed_endpoint, timeout_s=5) as dead:
+        async with AsyncProducer(closed_endpoint, timeout_s=5, retry_timeout_s=0) as dead:
             try:
                 await dead.send("Orders", b"x")
             except TransportError as exc:
@@ -431,7 +431,7 @@ def test_async_pull_consumer(broker):
 
 def test_unreachable_and_slow_brokers_are_transport_errors(broker, closed_endpoint):
     for call in (
-        lambda: Producer(closed_endpoint).send("Orders", b"x"),
+        lambda: Producer(closed_endpoint, retry_timeout_s=0).send("Orders", b"x"),
         lambda: PullConsumer(closed_endpoint).pull("Orders", 0, 0),
         lambda: PullConsumer(closed_endpoint).queues("Orders"),
         lambda: AdminClient(closed_endpoint, SECRET).status(),
@@ -439,7 +439,7 @@ def test_unreachable_and_slow_brokers_are_transport_errors(broker, closed_endpoi
         with pytest.raises(TransportError) as info:
             call()
         assert closed_endpoint in str(info.value) and "UNAVAILABLE" in str(info.value)
-    with Producer(broker.endpoint, timeout_s=0.3) as producer:
+    with Producer(broker.endpoint, timeout_s=0.3, retry_timeout_s=0) as producer:
         with pytest.raises(TransportError) as info:
             producer.send("Hang", b"x")
     assert info.value.code == "DEADLINE_EXCEEDED" and broker.endpoint in str(info.value)
@@ -503,10 +503,11 @@ def test_produce_command_json_and_not_ok_statuses(broker, capsys):
 
 def test_produce_command_against_a_closed_port_or_a_slave(broker, capsys, closed_endpoint):
     code, out, _ = cli(capsys, "produce", "--endpoint", closed_endpoint, "--topic", "Orders", "--count", 100,
-                       "--concurrency", 4)
+                       "--concurrency", 4, "--retry-timeout-s", 0)
     assert code == 1 and "error TRANSPORT_UNAVAILABLE" in out and "stopped by" in out and closed_endpoint in out
     broker.messaging.slave_of = "10.1.1.1:10911"
-    code, out, _ = cli(capsys, "produce", "--endpoint", broker.endpoint, "--topic", "Orders", "--count", 10, "--json")
+    code, out, _ = cli(capsys, "produce", "--endpoint", broker.endpoint, "--topic", "Orders", "--count", 10, "--json",
+                       "--retry-timeout-s", 0)
     summary = json.loads(out)
     assert code == 1 and summary["errors"] == {"NOT_MASTER": 1} and "10.1.1.1:10911" in summary["stopped_by"]
 

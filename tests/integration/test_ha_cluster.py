@@ -169,7 +169,7 @@ def test_slave_refuses_writes_and_names_its_master(make_cluster):
     cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
     slave = cluster.slave_brokers[0]
     wait_until(lambda: cluster.caught_up(), what="the slave connected")
-    with Producer(slave.client_endpoint) as producer:
+    with Producer(slave.client_endpoint, retry_timeout_s=0) as producer:
         with pytest.raises(NotMasterError) as info:
             producer.send(TOPIC, b"to a slave")
     assert info.value.master_endpoint == cluster.master.client_endpoint
