@@ -397,8 +397,11 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         now = self._clock()
         start, refusal = self._start_offset(report)
         if refusal:
-            log.warning("refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
-            self._close(stream, grpc.StatusCode.FAILED_PRECONDITION, refusal, now)
+            # A broker that is not master (yet: controller mode) is a passing condition.
+            code = grpc.StatusCode.UNAVAILABLE if self._store.broker_role is BrokerRole.SLAVE else grpc.StatusCode.FAILED_PRECONDITION
+            log.log(logging.INFO if code is grpc.StatusCode.UNAVAILABLE else logging.WARNING,
+                    "refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
+            self._close(stream, code, refusal, now)
             return None
         stream.sent = stream.acked = stream.start_offset = start
         replaced = self._tracker.register(

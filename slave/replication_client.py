@@ -259,6 +259,8 @@ class SlaveReplicator:
             code = exc.code() if hasattr(exc, "code") else None
             details = exc.details() if hasattr(exc, "details") else str(exc)
             raise _StreamFailed(f"GetEpochs: {code.name if code else 'UNKNOWN'}: {details}", refusal=code in _REFUSALS) from None
+        if not answer.is_master:
+            raise _StreamFailed(f"{self._address} is not master (yet)")
         local_max = store.max_offset
         local = keeper.open(local_max)
         if local_max <= store.min_offset or not len(local):

@@ -408,7 +408,12 @@ class ControllerAgent:
             if target is None:
                 raise HandoverError(f"broker {target_id} went away meanwhile")
             new_epoch = view.state.epoch + 1
-            new_state = replace(view.state, epoch=new_epoch, master_id=target_id, master_max_offset=offset, handover_to=NO_BROKER)
+            # The successor starts alone in its in-sync set, as after an election: the others join
+            # once they follow it (until then its puts are refused, before being stored).
+            new_state = replace(
+                view.state, epoch=new_epoch, master_id=target_id, isr=frozenset({target_id}),
+                master_max_offset=offset, handover_to=NO_BROKER,
+            )
             new_master = MasterRecord(target_id, new_epoch, target.client_endpoint, target.ha_endpoint)
             result = self._etcd.txn(
                 [

@@ -77,6 +77,21 @@ def _endpoint(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+# Tests make the broker die inside a CommitLog cut, at the named step (`store.truncation.STEPS`).
+CRASH_IN_TRUNCATION_ENV = "ROCKETSTORE_TEST_CRASH_IN_TRUNCATION"
+CRASH_EXIT_STATUS = 86
+
+
+def _crash_at(step: str):
+    def hook(name: str) -> None:
+        if name == step:
+            log.error("crashing on purpose inside a CommitLog cut (%s=%s)", CRASH_IN_TRUNCATION_ENV, step)
+            logging.shutdown()
+            os._exit(CRASH_EXIT_STATUS)
+
+    return hook
+
+
 class BrokerState:
     """What the API servicers ask about the broker (`rocketstore.broker.view.BrokerView`)."""
 
@@ -234,6 +249,9 @@ class Broker:
             # Elections decide the role: no put before this broker wins one.
             store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
         self.store = MessageStore(store_config)
+        crash_step = os.environ.get(CRASH_IN_TRUNCATION_ENV)
+        if crash_step:
+            self.store.truncation_hook = _crash_at(crash_step)
         report = self.store.load()
         log.info("store loaded: %s", report)
         if self.controller_mode:
@@ -345,7 +363,7 @@ class Broker:
             if len(committed | proposed) + 1 < needed:
                 return (
                     f"IN_SYNC_REPLICAS_NOT_ENOUGH: {len(committed | proposed) + 1} in-sync replicas, "
-                    f"a SYNC_MASTER needs {needed}: waiting for a slave to catch up"
+                    f"a SYNC_MASTER needs {needed}: waiting for a replica to join"
                 )
         return None
 
