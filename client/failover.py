@@ -35,7 +35,7 @@ RETRYABLE_CODES = frozenset({"INTERNAL_SERVER_ERROR"})
 class RetryPolicy:
     retry_timeout_s: float = 10.0
     backoff_min_s: float = 0.02
-    backoff_max_s: float = 0.5
+    backoff_max_s: float = 0.1
 
     def __post_init__(self) -> None:
         if not self.retry_timeout_s >= 0:
