@@ -70,6 +70,7 @@ class FakeMessaging(messaging_pb2_grpc.MessagingServiceServicer):
         self.sends: list[pb.SendMessageRequest] = []
         self.pulls: list[pb.PullMessageRequest] = []
         self.release = threading.Event()
+        self.fail_next = 0  # SendMessage calls to fail with UNAVAILABLE after reading them
 
     def QueryRoute(self, request, context):
         if request.topic.name not in TOPICS:
@@ -103,6 +104,10 @@ class FakeMessaging(messaging_pb2_grpc.MessagingServiceServicer):
 
     def SendMessage(self, request, context):
         self.sends.append(request)
+        with self.lock:
+            fail, self.fail_next = self.fail_next > 0, max(0, self.fail_next - 1)
+        if fail:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the answer was lost")
         if self.slave_of:
             status = _status(pb.FORBIDDEN, f"broker-a (id 1) is a SLAVE: send to its master at {self.slave_of}", self.slave_of)
             return pb.SendMessageResponse(status=status, entries=[pb.SendResultEntry(status=status) for _ in request.messages])
@@ -315,6 +320,17 @@ def test_a_slave_refuses_with_its_masters_endpoint(broker):
         with pytest.raises(NotMasterError):
             producer.send_batch("Orders", [b"x", b"y"])
     assert info.value.master_endpoint == "10.1.2.3:10911" and "SLAVE" in str(info.value)
+
+
+def test_a_send_that_failed_in_transport_is_sent_again_with_the_same_message_ids(broker):
+    broker.messaging.fail_next = 2
+    with Producer(broker.endpoint, retry_timeout_s=5) as producer:
+        result = producer.send("Orders", b"x")
+        batch = producer.send_batch("Orders", [b"a", b"b"])
+    assert result.ok and all(r.ok for r in batch)
+    first = [[m.system_properties.message_id for m in r.messages] for r in broker.messaging.sends]
+    assert first[0] == first[1] == first[2] == [result.msg_id]
+    assert first[3] == [r.msg_id for r in batch]
 
 
 def test_unknown_topic_is_a_broker_error(broker):

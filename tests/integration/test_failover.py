@@ -105,6 +105,31 @@ def test_a_group_elects_one_master_that_replicates_to_its_in_sync_slaves(group):
     final_check(cluster, {r.msg_id: r.commit_log_offset for r in results})
 
 
+def test_consumers_see_messages_only_up_to_the_confirmed_offset(group):
+    from client import PullConsumer
+
+    cluster = group(3, haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
+    master = cluster.wait_master(60, in_sync=3)
+    slaves = [b for b in cluster.brokers if b is not master]
+    with Producer(master.client_endpoint, timeout_s=3.0, retry_timeout_s=0) as producer:
+        seen = producer.send(TOPIC, b"confirmed", queue_id=0)
+        assert seen.ok
+        slaves[0].pause()  # an in-sync slave stops acknowledging: nothing new is confirmed
+        held = producer.send(TOPIC, b"stored, not confirmed", queue_id=0)
+    assert held.status.name == "FLUSH_SLAVE_TIMEOUT"
+
+    def visible(broker: LocalBroker) -> list[bytes]:
+        with PullConsumer(broker.client_endpoint) as consumer:
+            return [m.body for m in consumer.pull(TOPIC, 0, 0, max_messages=10).messages]
+
+    for broker in (master, slaves[1]):
+        assert poll_until(lambda: visible(broker) == [b"confirmed"], 10)
+        assert visible(broker) == [b"confirmed"]
+    slaves[0].resume()
+    for broker in (master, slaves[1]):
+        assert poll_until(lambda: visible(broker) == [b"confirmed", b"stored, not confirmed"], 20), visible(broker)
+
+
 def test_kill_9_of_the_master_under_load_loses_no_acknowledged_message(group):
     cluster = group(3)
     old = cluster.wait_master(60, in_sync=3)
