@@ -1,7 +1,9 @@
-"""`rocketstore admin elect --broker ID [--endpoint HOST:PORT]`: a planned switchover.
+"""`rocketstore admin elect --broker ID [--endpoint HOST:PORT]`: a planned switchover, in
+controller mode (the master key moves in etcd) and in static mode (role overrides in the two
+brokers' store directories, see `rocketstore.broker.switchover`).
 
-The endpoint may be any broker of the group (controller mode): when it is not the master, the
-command asks the master it names. The master stops taking writes, waits until broker ID holds its
+The endpoint may be any broker of the group: when it is not the master, the command asks the
+master it names. The master stops taking writes, waits until broker ID holds its
 whole log and hands over; producers that follow not-master answers (our client does) see no
 error. Prints the new master, its epoch and the offset it took over at; exit status 1 when the
 switchover was refused or timed out (nothing changed then).
@@ -35,8 +37,6 @@ def run_admin(args: argparse.Namespace) -> int:
     try:
         with AdminClient(endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as admin:
             asked = admin.status()
-        if not asked.get("controller_mode"):
-            raise CommandError(f"{endpoint} is not in controller mode (enableControllerMode=true): roles come from broker.conf")
         master = asked.get("master_client_endpoint") or ""
         if asked["role"] == "SLAVE":
             if not master:

@@ -9,10 +9,12 @@ the cluster as this broker sees it.
   a caller means). System topics cannot be changed.
 - ListTopics: every topic the store serves, by name (system topics included).
 - GetClusterView: a master fills `master` with its own status, a slave fills `self`.
-- ElectMaster (controller mode): a planned switchover to the given slave, asked of the master: it
-  stops taking writes, waits until that slave holds its whole log, and hands the master key over
-  (`controller_agent.ControllerAgent.hand_over`). FAILED_PRECONDITION when this broker is not
-  the master or the slave is not in the in-sync set; DEADLINE_EXCEEDED when it did not catch up.
+- ElectMaster: a planned switchover to the given slave, asked of the master: it stops taking
+  writes, waits until that slave holds its whole log, and hands over: the master key in
+  controller mode (`controller_agent.ControllerAgent.hand_over`), `TakeOver` on the slave and role
+  overrides in static mode (`switchover`). FAILED_PRECONDITION when this broker is not the master
+  or the slave is not eligible; DEADLINE_EXCEEDED when it did not catch up (nothing changed).
+- TakeOver (static mode, called by a master handing over): become master at the given offset.
 
 Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
 logged and answered INTERNAL. Authentication is not this module's: the broker installs
@@ -155,25 +157,33 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     @_guarded
     async def ElectMaster(self, request: admin_pb2.ElectMasterRequest, context) -> admin_pb2.ElectMasterResponse:
         hand_over = getattr(self._view, "hand_over", None)
-        if not self._view.controller_mode() or hand_over is None:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "a planned switchover needs controller mode (enableControllerMode=true): static roles come from broker.conf",
-            )
+        if hand_over is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this broker cannot hand over")
         timeout_s = (request.timeout_ms or 30_000) / 1000
         try:
-            master, offset = await asyncio.to_thread(hand_over, request.broker_id, timeout_s)
+            broker_id, epoch, endpoint, offset = await asyncio.to_thread(hand_over, request.broker_id, timeout_s)
         except TimeoutError as exc:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc))
         except ValueError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return admin_pb2.ElectMasterResponse(
-            epoch=master.epoch,
-            master_broker_id=master.broker_id,
-            master_client_endpoint=master.client_endpoint,
+            epoch=epoch,
+            master_broker_id=broker_id,
+            master_client_endpoint=endpoint,
             handover_offset=offset,
-            message=f"broker {master.broker_id} is master of epoch {master.epoch} from offset {offset}",
+            message=f"broker {broker_id} at {endpoint} is master (epoch {epoch}) from offset {offset}",
         )
+
+    @_guarded
+    async def TakeOver(self, request: admin_pb2.TakeOverRequest, context) -> admin_pb2.TakeOverResponse:
+        take_over = getattr(self._view, "take_over", None)
+        if take_over is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this broker cannot take over")
+        try:
+            ha, client, max_offset = await asyncio.to_thread(take_over, request.expected_offset, request.role)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return admin_pb2.TakeOverResponse(ha_endpoint=ha, client_endpoint=client, max_offset=max_offset)
 
     @_guarded
     async def ListTopics(self, request: admin_pb2.ListTopicsRequest, context) -> admin_pb2.ListTopicsResponse:

@@ -176,8 +176,32 @@ class LocalBroker:
         return "\n".join(out)
 
 
+class _Brokers:
+    """What both kinds of local cluster do with their `brokers` and `secret_file`."""
+
+    brokers: list[LocalBroker]
+    secret_file: Path
+
+    def admin_secret(self) -> bytes:
+        return self.secret_file.read_text().strip().encode()
+
+    def stop(self) -> None:
+        """Stop every broker still running, the last started first; kill what does not stop."""
+        errors = []
+        for broker in reversed(self.brokers):
+            try:
+                broker.stop()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise RuntimeError("\n".join(errors))
+
+    def tails(self) -> str:
+        return "\n".join(b.tail() for b in self.brokers)
+
+
 @dataclass
-class LocalCluster:
+class LocalCluster(_Brokers):
     """A master and `slaves` slaves of one broker group, in `base_dir`."""
 
     base_dir: Path
@@ -259,23 +283,6 @@ class LocalCluster:
         if not poll_until(lambda: broker_id in self.connected_slaves(), timeout_s):
             raise BrokerStartError(f"slave {broker_id} did not connect within {timeout_s} s:\n{self.tails()}")
 
-    def admin_secret(self) -> bytes:
-        return self.secret_file.read_text().strip().encode()
-
-    def stop(self) -> None:
-        """Stop every broker still running, slaves first; kill what does not stop."""
-        errors = []
-        for broker in reversed(self.brokers):
-            try:
-                broker.stop()
-            except RuntimeError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise RuntimeError("\n".join(errors))
-
-    def tails(self) -> str:
-        return "\n".join(b.tail() for b in self.brokers)
-
     def __enter__(self) -> "LocalCluster":
         return self.start()
 
@@ -284,7 +291,7 @@ class LocalCluster:
 
 
 @dataclass
-class ControllerCluster:
+class ControllerCluster(_Brokers):
     """`size` brokers of one group in controller mode (ids 0..size-1), roles decided by elections
     on the etcd at `etcd_endpoints`; every broker is configured `master_role` for when it wins."""
 
@@ -326,9 +333,6 @@ class ControllerCluster:
         for broker in self.brokers:
             broker.start(timeout_s)
         return self
-
-    def admin_secret(self) -> bytes:
-        return self.secret_file.read_text().strip().encode()
 
     def restart(self, broker: LocalBroker, timeout_s: float = 60.0, env: Mapping[str, str] | None = None) -> LocalBroker:
         """Start a stopped or killed broker again on the ports it had (clients keep its address)."""
@@ -379,15 +383,3 @@ class ControllerCluster:
     def client_endpoints(self) -> str:
         return ";".join(b.client_endpoint for b in self.brokers if b.ready)
 
-    def stop(self) -> None:
-        errors = []
-        for broker in self.brokers:
-            try:
-                broker.stop()
-            except RuntimeError as exc:
-                errors.append(str(exc))
-        if errors:
-            raise RuntimeError("\n".join(errors))
-
-    def tails(self) -> str:
-        return "\n".join(b.tail() for b in self.brokers)

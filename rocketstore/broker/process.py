@@ -59,6 +59,7 @@ from store.properties import ConfigError
 
 from rocketstore.coordination import EtcdClient
 
+from . import switchover
 from .admin import AdminServicer
 from .controller_agent import ControllerAgent
 from .config import BrokerConfigs, load_secrets
@@ -76,6 +77,9 @@ HA_MAX_STREAMS = 16
 def _endpoint(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
+
+# How long a static slave that took over refuses puts while no slave has connected to it yet.
+TAKE_OVER_SLAVE_WAIT_MS = 10_000
 
 # Tests make the broker die inside a CommitLog cut, at the named step (`store.truncation.STEPS`).
 CRASH_IN_TRUNCATION_ENV = "ROCKETSTORE_TEST_CRASH_IN_TRUNCATION"
@@ -134,11 +138,25 @@ class BrokerState:
         agent = self._broker.agent
         return agent.status() if agent is not None else None
 
-    def hand_over(self, broker_id: int, timeout_s: float):
-        agent = self._broker.agent
-        if agent is None:
-            raise ValueError("not in controller mode")
-        return agent.hand_over(broker_id, timeout_s)
+    def hand_over(self, broker_id: int, timeout_s: float) -> tuple[int, int, str, int]:
+        """Planned switchover to `broker_id`: (its id, the epoch, its client endpoint, the offset
+        it took over at). HandoverError / HandoverTimeout when nothing changed."""
+        broker = self._broker
+        with broker._role_lock:
+            if broker.agent is not None:
+                master, offset = broker.agent.hand_over(broker_id, timeout_s)
+                return master.broker_id, master.epoch, master.client_endpoint, offset
+            endpoint, offset = switchover.hand_over(broker, broker_id, timeout_s)
+            return broker_id, 0, endpoint, offset
+
+    def take_over(self, expected_offset: int, role: str) -> tuple[str, str, int]:
+        """Static mode: become master at `expected_offset` (ValueError when it cannot)."""
+        broker = self._broker
+        if broker.agent is not None:
+            raise ValueError("in controller mode elections choose the master: use ElectMaster")
+        with broker._role_lock:
+            switchover.take_over(broker, expected_offset, role)
+        return broker.ha_endpoint, broker.client_endpoint, broker.store.max_offset
 
     def in_sync(self):
         tracker = self._broker.tracker
@@ -227,6 +245,8 @@ class Broker:
         return bound
 
     async def start(self) -> None:
+        if not self.controller_mode:
+            self.configs = switchover.apply_override(self.configs)
         broker, store_config, ha = self.configs
         host = broker.host
         max_message = store_config.max_message_size * 2 + 1024 * 1024
@@ -432,6 +452,51 @@ class Broker:
             self.replicator.start()
             self._following = master
             log.info("following broker %d (epoch %d) at %s", master.broker_id, master.epoch, master.ha_endpoint)
+
+    # -- static mode's planned switchover (`switchover`) -----------------------------------------
+
+    def become_static_master(self, role: BrokerRole) -> None:
+        """A static slave whose replication stopped takes over as `role`."""
+        self.replicator = None
+        store_config = dataclasses.replace(self.configs.store, broker_role=role)
+        self.configs = self.configs._replace(store=store_config, ha=dataclasses.replace(self.configs.ha, ha_master_address=""))
+        if self._ha_server is None:
+            self._start_master_replication(store_config, self.configs.ha, self.configs.broker.host)
+        else:
+            self.tracker.reset(role)
+            self.store.set_replica_gate(self.tracker)
+        if role is BrokerRole.SYNC_MASTER:
+            self.store.set_put_fence(self._until_a_slave_connects(wall_clock_ms() + TAKE_OVER_SLAVE_WAIT_MS))
+        self.store.become_master(role)
+
+    def _until_a_slave_connects(self, deadline_ms: int):
+        """A new static SYNC_MASTER refuses puts (before storing them: clients retry) until its
+        old master has connected as its slave, or for TAKE_OVER_SLAVE_WAIT_MS at most; then the
+        fence removes itself."""
+        tracker, store = self.tracker, self.store
+
+        def fence() -> str | None:
+            if tracker.session_count >= tracker.needed or wall_clock_ms() > deadline_ms:
+                store.set_put_fence(None)
+                return None
+            return "taking over: waiting for a replica to connect"
+
+        return fence
+
+    def become_static_slave(self, master_address: str, reason: str) -> None:
+        """A static master steps down and follows `master_address`."""
+        self._ha_servicer.close_all(f"the master stepped down: {reason}")
+        self.tracker.reset(self.role)
+        self.store.become_slave()
+        store_config = dataclasses.replace(self.configs.store, broker_role=BrokerRole.SLAVE)
+        ha = dataclasses.replace(self.configs.ha, ha_master_address=master_address)
+        self.configs = self.configs._replace(store=store_config, ha=ha)
+        self._start_slave_replication(store_config, ha, master_address)
+        self.replicator.start()
+
+    def restart_replicator(self) -> None:
+        self._start_slave_replication(self.configs.store, self.configs.ha, self.configs.ha.ha_master_address)
+        self.replicator.start()
 
     def _stop_replicator(self) -> SlaveReplicator | None:
         replicator, self.replicator = self.replicator, None

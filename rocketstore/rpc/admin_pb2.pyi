@@ -159,3 +159,21 @@ class ElectMasterResponse(_message.Message):
     handover_offset: int
     message: str
     def __init__(self, epoch: _Optional[int] = ..., master_broker_id: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ..., handover_offset: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class TakeOverRequest(_message.Message):
+    __slots__ = ("expected_offset", "role")
+    EXPECTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    expected_offset: int
+    role: str
+    def __init__(self, expected_offset: _Optional[int] = ..., role: _Optional[str] = ...) -> None: ...
+
+class TakeOverResponse(_message.Message):
+    __slots__ = ("ha_endpoint", "client_endpoint", "max_offset")
+    HA_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ha_endpoint: str
+    client_endpoint: str
+    max_offset: int
+    def __init__(self, ha_endpoint: _Optional[str] = ..., client_endpoint: _Optional[str] = ..., max_offset: _Optional[int] = ...) -> None: ...

@@ -59,6 +59,11 @@ class AdminStub:
                 request_serializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterRequest.SerializeToString,
                 response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterResponse.FromString,
                 _registered_method=True)
+        self.TakeOver = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/TakeOver',
+                request_serializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
+                response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -94,6 +99,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TakeOver(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +132,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ElectMaster,
                     request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterRequest.FromString,
                     response_serializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterResponse.SerializeToString,
+            ),
+            'TakeOver': grpc.unary_unary_rpc_method_handler(
+                    servicer.TakeOver,
+                    request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverRequest.FromString,
+                    response_serializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,6 +274,33 @@ class Admin:
             '/rocketstore.admin.v1.Admin/ElectMaster',
             rocketstore_dot_rpc_dot_admin__pb2.ElectMasterRequest.SerializeToString,
             rocketstore_dot_rpc_dot_admin__pb2.ElectMasterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TakeOver(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/TakeOver',
+            rocketstore_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
+            rocketstore_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
             options,
             channel_credentials,
             insecure,

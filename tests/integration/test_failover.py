@@ -23,6 +23,9 @@ from support import BROKER_TEST_SETTINGS
 
 pytestmark = pytest.mark.timeout(600)
 
+# Slaves that stay in the in-sync set while paused, and puts that give up quickly.
+PATIENT = dict(haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
+
 
 @pytest.fixture
 def etcd(tmp_path):
@@ -108,7 +111,7 @@ def test_a_group_elects_one_master_that_replicates_to_its_in_sync_slaves(group):
 def test_consumers_see_messages_only_up_to_the_confirmed_offset(group):
     from client import PullConsumer
 
-    cluster = group(3, haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
+    cluster = group(3, **PATIENT)
     master = cluster.wait_master(60, in_sync=3)
     slaves = [b for b in cluster.brokers if b is not master]
     with Producer(master.client_endpoint, timeout_s=3.0, retry_timeout_s=0) as producer:
@@ -169,23 +172,28 @@ def test_a_paused_master_acknowledges_nothing_after_it_resumes_and_rejoins_as_sl
     final_check(cluster, acked)
 
 
-def test_the_old_masters_unacknowledged_tail_is_truncated_when_it_rejoins(group):
-    cluster = group(3, haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
+def deposed_master_with_a_tail(cluster: ControllerCluster) -> tuple[LocalBroker, LocalBroker, dict[str, int], int]:
+    """Acknowledged messages, then a tail only the master holds (its slaves paused), then
+    kill -9 of the master and an election: (old master, new master, acknowledged, tail end)."""
     old = cluster.wait_master(60, in_sync=3)
     with Producer(old.client_endpoint, timeout_s=3.0) as producer:
         acked = {r.msg_id: r.commit_log_offset for r in (producer.send(TOPIC, b"acked") for _ in range(20))}
     slaves = [b for b in cluster.brokers if b is not old]
     for slave in slaves:
         slave.pause()
-    # Appended on the master only: never acknowledged (the slaves cannot answer).
     for i in range(5):
-        response = send_raw(old, f"unacked-{i}".encode())
-        assert response.status.code != pb.OK
+        assert send_raw(old, f"unacked-{i}".encode()).status.code != pb.OK
     tail_end = int(cluster.status(old)["max_offset"])
     old.kill()
     for slave in slaves:
         slave.resume()
     new = cluster.wait_master(30, not_=old)
+    return old, new, acked, tail_end
+
+
+def test_the_old_masters_unacknowledged_tail_is_truncated_when_it_rejoins(group):
+    cluster = group(3, **PATIENT)
+    old, new, acked, tail_end = deposed_master_with_a_tail(cluster)
     cut = int(cluster.status(new)["max_offset"])
     assert cut < tail_end
     cluster.restart(old)
@@ -196,19 +204,8 @@ def test_the_old_masters_unacknowledged_tail_is_truncated_when_it_rejoins(group)
 
 
 def test_a_slave_that_crashes_in_the_middle_of_truncation_recovers(group):
-    cluster = group(3, haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
-    old = cluster.wait_master(60, in_sync=3)
-    with Producer(old.client_endpoint, timeout_s=3.0) as producer:
-        acked = {r.msg_id: r.commit_log_offset for r in (producer.send(TOPIC, b"acked") for _ in range(20))}
-    slaves = [b for b in cluster.brokers if b is not old]
-    for slave in slaves:
-        slave.pause()
-    for i in range(5):
-        assert send_raw(old, f"unacked-{i}".encode()).status.code != pb.OK
-    old.kill()
-    for slave in slaves:
-        slave.resume()
-    new = cluster.wait_master(30, not_=old)
+    cluster = group(3, **PATIENT)
+    old, new, acked, _ = deposed_master_with_a_tail(cluster)
     # The restarted old master dies inside its truncation (after the CommitLog cut, before the
     # intent is cleared), then starts again and must finish the job on its own.
     env = dict(os.environ, ROCKETSTORE_TEST_CRASH_IN_TRUNCATION="after_commitlog")

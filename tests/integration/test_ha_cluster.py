@@ -212,3 +212,50 @@ def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
         assert on_master[(r.queue_id, r.queue_offset)][1] == r.msg_id
     wait_until(lambda: cluster.caught_up(), what="the slave to hold everything")
     assert consume_all(slave.client_endpoint) == on_master
+
+
+def test_a_planned_switchover_in_static_mode_swaps_roles_for_good_and_producers_see_no_error(make_cluster):
+    from failover_support import Load, missing_acknowledged, open_store, messages_by_offset
+
+    import socket
+
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    with socket.socket() as s:  # the slave serves replication once it is master: on a port of ours
+        s.bind(("127.0.0.1", 0))
+        ha_port = s.getsockname()[1]
+    master, slave = cluster.master, cluster.add_slave(1, haListenPort=str(ha_port))
+    load = Load(f"{master.client_endpoint};{slave.client_endpoint}").start()
+    try:
+        assert load.wait_acked(100, 60), load.outcomes
+        with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
+            answer = admin.elect_master(1, timeout_s=20)
+        assert answer["master_client_endpoint"] == slave.client_endpoint
+        assert load.wait_acked(load.acked_count() + 100, 60), (load.outcomes, load.errors)
+    finally:
+        acked = load.stop()
+    assert set(load.outcomes) == {"SEND_OK"}, (load.outcomes, load.errors)
+
+    def roles() -> tuple[str, str]:
+        statuses = []
+        for broker in (master, slave):
+            with AdminClient(broker.client_endpoint, cluster.admin_secret()) as admin:
+                statuses.append(admin.status()["role"])
+        return tuple(statuses)
+
+    assert roles() == ("SLAVE", "SYNC_MASTER")
+    # The roles survive restarts (the overrides win over broker.conf), the new master first.
+    master.stop()
+    slave.stop()
+    slave.start()
+    master.start()
+    assert roles() == ("SLAVE", "SYNC_MASTER")
+    with Producer(slave.client_endpoint, retry_timeout_s=10) as producer:
+        assert producer.send(TOPIC, b"after the restart").ok
+    master.stop()
+    slave.stop()
+    for broker in (slave, master):
+        store = open_store(broker.store_dir)
+        try:
+            assert not missing_acknowledged(acked, messages_by_offset(store))
+        finally:
+            store.shutdown()

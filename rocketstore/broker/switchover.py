@@ -1,0 +1,155 @@
+"""Planned switchover in static mode (no etcd): `rocketstore admin elect --broker ID` asked of a
+master whose roles come from broker.conf.
+
+1. The master fences its puts (refused before they are appended, so a client retry is safe) and
+   waits until slave ID acknowledged its whole log and no put is waiting.
+2. It records its own new role first (a role override: SLAVE of that slave) so that a crash from
+   here on can never bring it back as a second master.
+3. It asks the slave, over the slave's admin API (`TakeOver`, the shared admin secret), to take
+   over at exactly that offset: the slave checks its log ends there, records its override
+   (master), stops replicating, becomes master and serves replication on its haListenPort.
+4. The old master steps down and follows the new one. A refused or failed step 3 removes the
+   override of step 2 and lifts the fence: nothing changed.
+
+The role override, `<storePathRootDir>/role.override` (JSON `{"brokerRole", "haMasterAddress"}`,
+written to a temporary file, fsynced, renamed), takes precedence over broker.conf's brokerRole
+and haMasterAddress at start-up, with a warning: the operator's last switchover wins over a config
+file nobody edited. Delete it to go back to the configured roles.
+
+Thread-safety: `hand_over` and `take_over` run on a worker thread of the admin API, one at a
+time per broker (the broker's role lock).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from pathlib import Path
+
+import grpc
+
+from rocketstore.auth import Signer
+from rocketstore.rpc import admin_pb2, admin_pb2_grpc
+from store import BrokerRole
+from store.mapped_file import fsync_dir
+
+from .config import BrokerConfigs
+from .controller_agent import HandoverError, HandoverTimeout
+
+log = logging.getLogger(__name__)
+
+OVERRIDE_NAME = "role.override"
+TAKE_OVER_METHOD = "/rocketstore.admin.v1.Admin/TakeOver"
+
+
+def override_path(root: str | Path) -> Path:
+    return Path(root) / OVERRIDE_NAME
+
+
+def write_override(root: str | Path, role: BrokerRole, master_address: str = "") -> None:
+    path = override_path(root)
+    tmp = path.with_name(OVERRIDE_NAME + ".tmp")
+    data = json.dumps({"brokerRole": role.name, "haMasterAddress": master_address}).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def remove_override(root: str | Path) -> None:
+    try:
+        override_path(root).unlink()
+    except FileNotFoundError:
+        return
+    fsync_dir(Path(root))
+
+
+def apply_override(configs: BrokerConfigs) -> BrokerConfigs:
+    """broker.conf's roles, or the last switchover's when a role override exists."""
+    root = configs.store.store_path_root_dir
+    try:
+        raw = override_path(root).read_bytes()
+    except FileNotFoundError:
+        return configs
+    data = json.loads(raw)
+    role = BrokerRole[data["brokerRole"]]
+    master = data.get("haMasterAddress", "") if role is BrokerRole.SLAVE else ""
+    log.warning(
+        "%s overrides broker.conf: brokerRole=%s%s (a planned switchover set it; delete the file to use broker.conf)",
+        override_path(root), role.name, f" haMasterAddress={master}" if master else "",
+    )
+    return configs._replace(
+        store=dataclasses.replace(configs.store, broker_role=role),
+        ha=dataclasses.replace(configs.ha, ha_master_address=master),
+    )
+
+
+def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
+    """On the master: steps 1-4. Returns the new master's client endpoint and the offset it took
+    over at; HandoverError / HandoverTimeout when nothing changed."""
+    store = broker.store
+    master_role = store.broker_role
+    if master_role is BrokerRole.SLAVE:
+        raise HandoverError("this broker is a slave: ask its master")
+    sessions = [s for s in broker.tracker.snapshots(0) if s.broker_id == target_id]
+    if not sessions or not sessions[0].client_endpoint:
+        raise HandoverError(f"broker {target_id} is not a connected slave of this master")
+    target_endpoint = sessions[0].client_endpoint
+    reason = f"handing over to broker {target_id}"
+    store.set_put_fence(lambda: reason)
+    root = store.config.store_path_root_dir
+    try:
+        offset = broker.wait_caught_up(target_id, timeout_s)
+        if offset is None:
+            raise HandoverTimeout(f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over")
+        write_override(root, BrokerRole.SLAVE, "")
+        try:
+            answer = _take_over(target_endpoint, broker.secrets.admin, offset, master_role, timeout_s)
+        except grpc.RpcError as exc:
+            remove_override(root)
+            raise HandoverError(f"broker {target_id} did not take over: {exc.details() if hasattr(exc, 'details') else exc}") from None
+        write_override(root, BrokerRole.SLAVE, answer.ha_endpoint)
+        broker.become_static_slave(answer.ha_endpoint, f"handed over to broker {target_id}")
+    finally:
+        store.set_put_fence(None)
+    log.warning("handed over to broker %d at %s (offset %d)", target_id, answer.client_endpoint, offset)
+    return answer.client_endpoint, offset
+
+
+def _take_over(endpoint: str, secret: bytes, offset: int, role: BrokerRole, timeout_s: float) -> admin_pb2.TakeOverResponse:
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = admin_pb2_grpc.AdminStub(channel)
+        return stub.TakeOver(
+            admin_pb2.TakeOverRequest(expected_offset=offset, role=role.name),
+            timeout=timeout_s,
+            metadata=Signer(secret).metadata(TAKE_OVER_METHOD),
+        )
+
+
+def take_over(broker, expected_offset: int, role_name: str) -> None:
+    """On the slave: step 3. ValueError (nothing changed) when it cannot."""
+    try:
+        role = BrokerRole[role_name]
+    except KeyError:
+        raise ValueError(f"unknown role {role_name!r}") from None
+    if role is BrokerRole.SLAVE:
+        raise ValueError("take over as SYNC_MASTER or ASYNC_MASTER")
+    store = broker.store
+    if store.broker_role is not BrokerRole.SLAVE:
+        raise ValueError("this broker is already a master")
+    replicator = broker.replicator
+    if replicator is not None:
+        replicator.stop()
+    if store.max_offset != expected_offset:
+        if replicator is not None:
+            broker.restart_replicator()
+        raise ValueError(f"this slave's log ends at {store.max_offset}, not at the master's {expected_offset}")
+    write_override(store.config.store_path_root_dir, role)
+    broker.become_static_master(role)
+    log.warning("took over as %s at offset %d", role.name, expected_offset)
