@@ -133,6 +133,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if controller.state is not None:
                 status.in_sync_replica_ids.extend(sorted(controller.state.isr))
                 status.unclean_lost_bytes = controller.state.unclean_lost_bytes
+                status.group_max_offset = controller.state.master_max_offset
             status.lease_valid_ms = controller.lease_valid_ms
             status.controller_error = controller.last_error
         state = view.replication_state()

@@ -133,6 +133,7 @@ class ControllerAgent:
         self._published_lease = 0
         self._published_at = 0
         self._handing_over = False
+        self._hint_at = 0
         self._declare_wait_ms = 3 * ha.etcd_poll_interval_ms + 200
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -358,6 +359,7 @@ class ControllerAgent:
             state.isr, me, self._roles.replica_progress(), max_time_not_catchup_ms=self._ha.ha_max_time_slave_not_catchup_ms
         )
         if not changes:
+            self._refresh_hint(view, state)
             return
         joins = frozenset(i for i in changes.joins if self._roles.propose_join(i))
         new_isr = (state.isr | joins) - changes.leaves
@@ -377,6 +379,18 @@ class ControllerAgent:
         else:
             for broker_id in joins:
                 self._roles.cancel_join(broker_id)
+
+    def _refresh_hint(self, view: GroupView, state: GroupState) -> None:
+        """Keep `state.master_max_offset` within PUBLISH_INTERVAL_MS of the log's end: an unclean
+        election reports how far beyond its own log the group had written from it."""
+        max_offset = self._roles.record().max_offset
+        now = self._clock()
+        if max_offset == state.master_max_offset or now - self._hint_at < PUBLISH_INTERVAL_MS:
+            return
+        self._hint_at = now
+        new_state = replace(state, master_max_offset=max_offset)
+        if self._etcd.txn([Compare.mod_revision(self._keys.state, view.state_revision)], [Put(self._keys.state, encode(new_state))]).succeeded:
+            self._state = new_state
 
     # -- planned switchover --------------------------------------------------------------------
 

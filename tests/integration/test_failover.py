@@ -272,3 +272,37 @@ def test_a_planned_switchover_loses_nothing_and_producers_see_no_error(group):
         acked = load.stop()
     assert set(load.outcomes) == {"SEND_OK"}, (load.outcomes, load.errors)
     final_check(cluster, acked)
+
+
+def test_without_a_live_in_sync_broker_only_an_unclean_election_proceeds_and_says_what_may_be_lost(group):
+    cluster = group(3, haMaxTimeSlaveNotCatchup="1000", slaveTimeout="500")
+    master = cluster.wait_master(60, in_sync=3)
+    behind = next(b for b in cluster.brokers if b is not master)
+    other = next(b for b in cluster.brokers if b is not master and b is not behind)
+    behind.pause()
+    with Producer(master.client_endpoint, timeout_s=3.0, retry_timeout_s=10) as producer:
+        # The paused slave leaves the in-sync set (not caught up for 1 s): puts are OK again.
+        assert poll_until(lambda: sorted(cluster.status(master)["in_sync_replica_ids"]) ==
+                          sorted([cluster.brokers.index(master), cluster.brokers.index(other)]), 30)
+        for i in range(20):
+            assert producer.send(TOPIC, f"only on two {i}".encode()).ok
+    end = int(cluster.status(master)["max_offset"])
+    assert poll_until(lambda: int(cluster.status(master)["group_max_offset"]) == end, 10)
+    master.kill()
+    other.kill()
+    behind.resume()
+    # The only live broker is out of the set: no election without enableElectUncleanMaster.
+    assert not poll_until(lambda: cluster.acting_master(), 5)
+    assert cluster.status(behind)["role"] == "SLAVE"
+    behind.stop()
+    behind.settings["enableElectUncleanMaster"] = "true"
+    cluster.restart(behind)
+
+    def elected() -> dict | None:
+        status = cluster.status(behind)
+        return status if status is not None and status["role"] == "SYNC_MASTER" else None
+
+    status = poll_until(elected, 30)
+    assert status, behind.tail()
+    # It holds none of the 20 messages, which the group had recorded in etcd.
+    assert int(status["unclean_lost_bytes"]) == end - int(status["max_offset"]) > 0
