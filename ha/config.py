@@ -2,7 +2,8 @@
 haSendHeartbeatInterval, haHousekeepingInterval, haTransferBatchSize, haSlaveFallbehindMax,
 inSyncReplicas, haMaxTimeSlaveNotCatchup, enableElectUncleanMaster) plus RocketStore's
 authentication keys and the controller mode's etcd keys (enableControllerMode, etcdEndpoints,
-etcdPrefix, etcdLeaseTtlSeconds, etcdPollInterval, etcdRequestTimeout, etcdLeaseFenceMargin).
+etcdPrefix, etcdLeaseTtlSeconds, etcdPollInterval, etcdRequestTimeout, etcdLeaseFenceMargin,
+etcdCaFile, etcdCertFile, etcdKeyFile, etcdUser, etcdPasswordFile).
 Frozen, thread-safe.
 
 `slaveTimeout` (how long a SYNC_MASTER put waits for its slaves) belongs to the put path and lives
@@ -47,6 +48,13 @@ class HaConfig:
     # etcd client URLs, separated by ';' or ',' (http://127.0.0.1:2379).
     etcd_endpoints: str = ""
     etcd_prefix: str = "/rocketstore"
+    # etcd's own security: TLS (https:// endpoints; a CA to trust, a client certificate for
+    # --client-cert-auth) and/or a user whose password is read from a file.
+    etcd_ca_file: str = ""
+    etcd_cert_file: str = ""
+    etcd_key_file: str = ""
+    etcd_user: str = ""
+    etcd_password_file: str = ""
     # The master's lease: when it is not renewed for this long, a slave is elected. etcd
     # grants at least its own minimum (2 s with etcd's default timings).
     etcd_lease_ttl_s: int = field(default=2, metadata=_key("etcdLeaseTtlSeconds"))
@@ -95,6 +103,10 @@ class HaConfig:
                     f"etcdLeaseFenceMargin ({self.etcd_lease_fence_margin_ms} ms) must be at most half of "
                     f"etcdLeaseTtlSeconds ({self.etcd_lease_ttl_s} s)"
                 )
+            if bool(self.etcd_user) != bool(self.etcd_password_file):
+                raise ConfigError("etcdUser and etcdPasswordFile go together")
+            if bool(self.etcd_cert_file) != bool(self.etcd_key_file):
+                raise ConfigError("etcdCertFile and etcdKeyFile go together")
             if not self.etcd_prefix.startswith("/") or self.etcd_prefix.endswith("/"):
                 raise ConfigError(f"etcdPrefix must start with '/' and not end with it, got {self.etcd_prefix!r}")
 

@@ -106,6 +106,8 @@ def load_broker_config(path: str | Path | None, overrides: dict[str, str] | None
 class Secrets:
     ha: bytes
     admin: bytes
+    # etcd's password (controller mode with etcdUser), "" without.
+    etcd: str = ""
 
     def __repr__(self) -> str:
         return "Secrets(<hidden>)"
@@ -126,4 +128,12 @@ def load_secrets(configs: BrokerConfigs) -> Secrets:
         )
     if not admin_secret:
         raise ConfigError("the admin API must be authenticated: set adminSecret or adminSecretFile")
-    return Secrets(ha_secret, admin_secret)
+    etcd_password = ""
+    if ha.etcd_password_file:
+        try:
+            etcd_password = Path(ha.etcd_password_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read etcdPasswordFile: {exc}") from None
+        if not etcd_password:
+            raise ConfigError(f"etcdPasswordFile {ha.etcd_password_file} is empty")
+    return Secrets(ha_secret, admin_secret, etcd_password)

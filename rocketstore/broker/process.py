@@ -303,7 +303,15 @@ class Broker:
         if self.controller_mode:
             broker = self.configs.broker
             self.agent = ControllerAgent(
-                EtcdClient(ha.etcd_endpoints, timeout_s=ha.etcd_request_timeout_ms / 1000),
+                EtcdClient(
+                    ha.etcd_endpoints,
+                    timeout_s=ha.etcd_request_timeout_ms / 1000,
+                    user=ha.etcd_user,
+                    password=self.secrets.etcd,
+                    ca_file=ha.etcd_ca_file,
+                    cert_file=ha.etcd_cert_file,
+                    key_file=ha.etcd_key_file,
+                ),
                 GroupKeys.of(ha.etcd_prefix, broker.broker_cluster_name, broker.broker_name),
                 ha,
                 self,

@@ -17,7 +17,12 @@ library. Every call is one POST of a JSON body:
 Keys and values travel base64-encoded; int64 fields come back as JSON strings and are left out
 when zero (read as 0). An error answer is `{"error", "code", "message"}` (gRPC codes).
 
-Transport: one keep-alive `http.client.HTTPConnection` per thread and endpoint, every request
+Security: `https://` endpoints use TLS (`ca_file` to trust the server, `cert_file` + `key_file`
+for etcd's client-certificate authentication); with `user` and `password` the client gets a token
+from `/v3/auth/authenticate` and sends it in the `Authorization` header, authenticating again once
+when etcd says the token is no longer valid. The password never appears in reprs or logs.
+
+Transport: one keep-alive `http.client.HTTP(S)Connection` per thread and endpoint, every request
 bounded by `timeout_s`. A connection error moves on to the next endpoint (the last one that
 answered is tried first); `EtcdUnavailable` when none answered. Values are never logged (they
 may hold endpoints an operator considers private; secrets never go to etcd at all).
@@ -31,12 +36,14 @@ import base64
 import http.client
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 GRPC_NOT_FOUND = 5
+GRPC_UNAUTHENTICATED = 16
 
 
 class EtcdError(Exception):
@@ -209,16 +216,17 @@ def parse_txn(answer: dict) -> TxnResult:
     )
 
 
-def parse_endpoints(endpoints: Sequence[str] | str) -> tuple[tuple[str, int], ...]:
+def parse_endpoints(endpoints: Sequence[str] | str) -> tuple[tuple[str, str, int], ...]:
+    """(scheme, host, port) of each endpoint; a bare host:port is http."""
     items = endpoints.replace(",", ";").split(";") if isinstance(endpoints, str) else list(endpoints)
     parsed = []
     for item in (i.strip() for i in items):
         if not item:
             continue
         url = urlsplit(item if "://" in item else "http://" + item)
-        if url.scheme != "http" or not url.hostname or url.port is None:
-            raise ValueError(f"etcd endpoint {item!r}: expected http://host:port")
-        parsed.append((url.hostname, url.port))
+        if url.scheme not in ("http", "https") or not url.hostname or url.port is None:
+            raise ValueError(f"etcd endpoint {item!r}: expected http://host:port or https://host:port")
+        parsed.append((url.scheme, url.hostname, url.port))
     if not parsed:
         raise ValueError("no etcd endpoint given")
     return tuple(parsed)
@@ -228,10 +236,30 @@ def parse_endpoints(endpoints: Sequence[str] | str) -> tuple[tuple[str, int], ..
 
 
 class EtcdClient:
-    def __init__(self, endpoints: Sequence[str] | str, *, timeout_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[str] | str,
+        *,
+        timeout_s: float = 1.0,
+        user: str = "",
+        password: str = "",
+        ca_file: str = "",
+        cert_file: str = "",
+        key_file: str = "",
+    ) -> None:
         self._endpoints = parse_endpoints(endpoints)
-        self.endpoints = tuple(f"http://{h}:{p}" for h, p in self._endpoints)
+        self.endpoints = tuple(f"{scheme}://{h}:{p}" for scheme, h, p in self._endpoints)
         self._timeout_s = timeout_s
+        if bool(user) != bool(password):
+            raise ValueError("etcd authentication needs both a user and a password")
+        self._user = user
+        self._password = password
+        self._token = ""
+        self._ssl: ssl.SSLContext | None = None
+        if any(scheme == "https" for scheme, _, _ in self._endpoints):
+            self._ssl = ssl.create_default_context(cafile=ca_file or None)
+            if cert_file:
+                self._ssl.load_cert_chain(cert_file, key_file or None)
         self._local = threading.local()
         self._preferred = 0
         self._closed = False
@@ -239,7 +267,8 @@ class EtcdClient:
         self._all: list[http.client.HTTPConnection] = []  # every thread's, for close()
 
     def __repr__(self) -> str:
-        return f"EtcdClient({';'.join(self.endpoints)!r})"
+        user = f", user={self._user!r}, password=<hidden>" if self._user else ""
+        return f"EtcdClient({';'.join(self.endpoints)!r}{user})"
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -247,8 +276,12 @@ class EtcdClient:
         connections = self._local.__dict__.setdefault("connections", {})
         connection = connections.get(index)
         if connection is None:
-            host, port = self._endpoints[index]
-            connection = connections[index] = http.client.HTTPConnection(host, port, timeout=self._timeout_s)
+            scheme, host, port = self._endpoints[index]
+            if scheme == "https":
+                connection = http.client.HTTPSConnection(host, port, timeout=self._timeout_s, context=self._ssl)
+            else:
+                connection = http.client.HTTPConnection(host, port, timeout=self._timeout_s)
+            connections[index] = connection
             with self._all_lock:
                 self._all.append(connection)
         return connection
@@ -259,16 +292,34 @@ class EtcdClient:
             connection.close()
 
     def _call(self, path: str, body: dict) -> dict:
+        if self._user and not self._token:
+            self._authenticate()
+        try:
+            return self._post(path, body)
+        except EtcdError as exc:
+            if not self._user or getattr(exc, "code", 0) != GRPC_UNAUTHENTICATED:
+                raise
+        self._authenticate()  # the token expired (etcd's simple tokens live 5 minutes idle)
+        return self._post(path, body)
+
+    def _authenticate(self) -> None:
+        answer = self._post("/v3/auth/authenticate", {"name": self._user, "password": self._password}, auth=False)
+        self._token = answer.get("token", "")
+
+    def _post(self, path: str, body: dict, *, auth: bool = True) -> dict:
         if self._closed:
             raise EtcdError("the etcd client is closed")
         payload = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if auth and self._token:
+            headers["Authorization"] = self._token
         failures = []
         count = len(self._endpoints)
         for step in range(count):
             index = (self._preferred + step) % count
             try:
                 connection = self._connection(index)
-                connection.request("POST", path, payload, {"Content-Type": "application/json"})
+                connection.request("POST", path, payload, headers)
                 response = connection.getresponse()
                 raw = response.read()
             except (OSError, http.client.HTTPException, socket.timeout) as exc:
@@ -293,6 +344,10 @@ class EtcdClient:
                 raise error
             return answer
         raise EtcdUnavailable(f"{path}: no etcd endpoint answered: {'; '.join(failures)}")
+
+    def call(self, path: str, body: dict) -> dict:
+        """Any other gateway call (administration: users, roles, auth), as JSON in and out."""
+        return self._call(path, body)
 
     # -- kv ----------------------------------------------------------------------------------
 

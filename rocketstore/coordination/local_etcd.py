@@ -37,25 +37,35 @@ def _free_port() -> int:
 
 
 class EtcdServer:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, tls: tuple[str, str, str] | None = None) -> None:
+        """`tls`: (server certificate, its key, the CA clients' certificates must chain to):
+        https with client-certificate authentication."""
         self.directory = Path(directory)
+        self.tls = tls
+        self.client_options: dict = {}
         self.client_port = 0
         self.peer_port = 0
         self.process: subprocess.Popen | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.client_port}"
 
     @property
     def log_path(self) -> Path:
         return self.directory / "etcd.log"
 
     def _command(self) -> list[str]:
-        client = f"http://127.0.0.1:{self.client_port}"
+        client = self.endpoint
         peer = f"http://127.0.0.1:{self.peer_port}"
+        tls = []
+        if self.tls:
+            cert, key, ca = self.tls
+            tls = ["--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth"]
         return [
             etcd_binary(),
+            *tls,
             "--name", "test",
             "--data-dir", str(self.directory / "data"),
             "--listen-client-urls", client,
@@ -84,7 +94,7 @@ class EtcdServer:
     def _launch(self) -> bool:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT)
-        client = EtcdClient(self.endpoint, timeout_s=0.5)
+        client = EtcdClient(self.endpoint, timeout_s=0.5, **self.client_options)
         deadline = time.monotonic() + START_TIMEOUT_S
         delay = 0.02
         try:
@@ -101,6 +111,16 @@ class EtcdServer:
             client.close()
         self.kill()
         return False
+
+    def enable_auth(self, password: str, user: str = "root") -> None:
+        """Turn on etcd's authentication with `user` (granted the root role) and `password`;
+        later starts check health with those credentials."""
+        with EtcdClient(self.endpoint, timeout_s=2, **self.client_options) as client:
+            client.call("/v3/auth/role/add", {"name": "root"})
+            client.call("/v3/auth/user/add", {"name": user, "password": password})
+            client.call("/v3/auth/user/grant", {"user": user, "role": "root"})
+            client.call("/v3/auth/enable", {})
+        self.client_options = dict(self.client_options, user=user, password=password)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rocketstore.coordination import Compare, Delete, EtcdClient, EtcdUnavailable, Get, LeaseNotFound, Put
+from rocketstore.coordination import Compare, Delete, EtcdClient, EtcdError, EtcdUnavailable, Get, LeaseNotFound, Put
 from rocketstore.coordination.local_etcd import EtcdServer
 
 
@@ -89,3 +89,46 @@ def test_unavailable_within_the_timeout_then_back_and_failover_between_endpoints
     assert both.get("/u").value == b"1"
     with pytest.raises(ValueError):
         EtcdClient("ftp://nowhere:1")
+
+
+def test_password_authentication(etcd, clients):
+    etcd.enable_auth("s3cret-password-for-tests")
+    anonymous = clients(etcd.endpoint)
+    with pytest.raises(EtcdError) as refused:
+        anonymous.put("/a", b"1")
+    assert "user name is empty" in str(refused.value) or "permission denied" in str(refused.value)
+    with pytest.raises(EtcdError):
+        clients(etcd.endpoint, user="root", password="wrong").put("/a", b"1")
+    good = clients(etcd.endpoint, user="root", password="s3cret-password-for-tests")
+    good.put("/a", b"1")
+    assert good.get("/a").value == b"1"
+    good._token = "expired-token"  # etcd answers "invalid auth token": the client logs in again
+    assert good.get("/a").value == b"1"
+    assert "s3cret" not in repr(good)
+
+
+def test_tls_with_client_certificates(tmp_path, clients):
+    from test_broker_process import make_ca, make_cert
+
+    pki = tmp_path / "pki"
+    make_ca(pki, "ca")
+    make_ca(pki, "other-ca")
+    for name, ca in (("server", "ca"), ("broker", "ca"), ("intruder", "other-ca")):
+        make_cert(pki, ca, name)
+    server = EtcdServer(tmp_path / "etcd", tls=(str(pki / "server.crt"), str(pki / "server.key"), str(pki / "ca.crt")))
+    server.client_options = {"ca_file": str(pki / "ca.crt"), "cert_file": str(pki / "broker.crt"), "key_file": str(pki / "broker.key")}
+    server.start()
+    try:
+        assert server.endpoint.startswith("https://")
+        good = clients(server.endpoint, **server.client_options)
+        good.put("/t", b"x")
+        assert good.get("/t").value == b"x"
+        intruder = clients(server.endpoint, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "intruder.crt"),
+                           key_file=str(pki / "intruder.key"), timeout_s=1)
+        with pytest.raises(EtcdUnavailable):
+            intruder.get("/t")
+        untrusting = clients(server.endpoint, timeout_s=1)  # the system CAs do not know our CA
+        with pytest.raises(EtcdUnavailable):
+            untrusting.get("/t")
+    finally:
+        server.stop()

@@ -306,3 +306,18 @@ def test_without_a_live_in_sync_broker_only_an_unclean_election_proceeds_and_say
     assert status, behind.tail()
     # It holds none of the 20 messages, which the group had recorded in etcd.
     assert int(status["unclean_lost_bytes"]) == end - int(status["max_offset"]) > 0
+
+
+def test_a_group_works_with_etcd_authentication_and_never_logs_the_password(group, etcd, tmp_path):
+    password = "etcd-password-for-this-test"
+    etcd.enable_auth(password)
+    password_file = tmp_path / "etcd.password"
+    password_file.write_text(password + "\n")
+    password_file.chmod(0o600)
+    cluster = group(3, etcdUser="root", etcdPasswordFile=str(password_file))
+    cluster.wait_master(60, in_sync=3)
+    with Producer(cluster.client_endpoints(), timeout_s=3.0) as producer:
+        assert producer.send(TOPIC, b"with etcd auth").ok
+    cluster.stop()
+    for broker in cluster.brokers:
+        assert password not in (broker.directory / "logs" / "broker.log").read_text()
