@@ -748,6 +748,17 @@ def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
         for r in rows
     ])
     lines = [f"cluster {asked['cluster_name']}, epoch {asked['epoch']}", table]
+    if asked.get("controller_mode"):
+        master_id = asked.get("master_broker_id", -1)
+        lines.append(
+            f"controller mode: master {'none elected' if master_id < 0 else f'broker {master_id}'}, in-sync "
+            f"{sorted(asked.get('in_sync_replica_ids') or [])}, group max offset {asked.get('group_max_offset', 0)}"
+            + (f", lease left {asked['lease_valid_ms']} ms" if asked.get("lease_valid_ms") else "")
+            + (f", LAST ELECTION WAS UNCLEAN: up to {asked['unclean_lost_bytes']} bytes may be lost"
+               if asked.get("unclean_lost_bytes") else "")
+        )
+        if asked.get("controller_error"):
+            lines.append(f"etcd: {asked['controller_error']}")
     for r in rows:
         if not r["reachable"]:
             lines.append(f"slave {r['id']} at {r['endpoint']}: unreachable: {r['error']}")

@@ -208,3 +208,16 @@ def test_perm_text_and_preview():
     assert cli.body_preview(b"hello\nworld") == "hello\\nworld"
     assert cli.body_preview(b"x" * 100).endswith("...") and len(cli.body_preview(b"x" * 100)) == 43
     assert "\\xff" in cli.body_preview(b"\xff\xfe")
+
+
+def test_status_in_controller_mode_shows_the_group():
+    master = _status("SYNC_MASTER", 0, "m:1", controller_mode=True, master_broker_id=0, in_sync_replica_ids=[2, 0],
+                     group_max_offset=1000, lease_valid_ms=1200, epoch=7)
+    text = cli.format_status(cli.status_rows(master, {}), master)
+    assert "epoch 7" in text
+    assert "controller mode: master broker 0, in-sync [0, 2], group max offset 1000, lease left 1200 ms" in text
+    unclean = _status("SLAVE", 1, "s:1", controller_mode=True, master_broker_id=-1, unclean_lost_bytes=4096,
+                      controller_error="control: no etcd endpoint answered")
+    text = cli.format_status(cli.status_rows(unclean, {}), unclean)
+    assert "master none elected" in text and "up to 4096 bytes may be lost" in text
+    assert "etcd: control: no etcd endpoint answered" in text
