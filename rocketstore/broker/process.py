@@ -15,8 +15,8 @@ stdout names every bound port:
 
 Controller mode (enableControllerMode=true): the store opens as a slave and every broker serves
 replication on haListenPort; `controller_agent.ControllerAgent` decides the role from etcd and
-calls `promote`, `follow` and `step_down` here (the `Roles` protocol), on its own thread, under
-the broker's role lock. brokerRole then names how the broker acknowledges when it is master
+calls `roles.ControllerRoles` (promote, follow, step down) on its own thread, under the broker's
+role lock. Static mode's planned switchover is `switchover`. brokerRole then names how the broker acknowledges when it is master
 (SYNC_MASTER or ASYNC_MASTER). Consumers see messages up to the confirmed offset only (the
 dispatch limit), puts are fenced before they are appended when the broker may not acknowledge
 (`set_put_fence`), and again before an answer leaves (`BrokerState.write_refusal`). The ready
@@ -36,7 +36,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -45,9 +44,7 @@ import grpc
 import threading
 
 from ha.config import HaConfig
-from ha.controller import ReplicaProgress
-from ha.epoch_keeper import EpochKeeper
-from ha.group_state import BrokerRecord, GroupKeys, MasterRecord
+from ha.group_state import GroupKeys
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
 from rocketstore.auth import AsyncAuthInterceptor, AuthInterceptor, Signer, Verifier, channel_credentials, server_credentials
@@ -62,6 +59,7 @@ from rocketstore.coordination import EtcdClient
 from . import switchover
 from .admin import AdminServicer
 from .controller_agent import ControllerAgent
+from .roles import ControllerRoles
 from .config import BrokerConfigs, load_secrets
 from .guard import MalformedRequestGuard
 from .messaging import MessagingServicer
@@ -77,9 +75,6 @@ HA_MAX_STREAMS = 16
 def _endpoint(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-
-# How long a static slave that took over refuses puts while no slave has connected to it yet.
-TAKE_OVER_SLAVE_WAIT_MS = 10_000
 
 # Tests make the broker die inside a CommitLog cut, at the named step (`store.truncation.STEPS`).
 CRASH_IN_TRUNCATION_ENV = "ROCKETSTORE_TEST_CRASH_IN_TRUNCATION"
@@ -115,7 +110,7 @@ class BrokerState:
     def master_client_endpoint(self) -> str:
         broker = self._broker
         if broker.agent is not None:
-            if broker.acting_epoch() is not None:
+            if broker.roles.acting_epoch() is not None:
                 return broker.client_endpoint
             master = broker.agent.master
             if master is None or master.broker_id == broker.configs.broker.broker_id:
@@ -163,7 +158,10 @@ class BrokerState:
         return tracker.in_sync() if tracker is not None else None
 
     def confirmed_offset(self) -> int:
-        return self._broker.confirmed_offset()
+        broker = self._broker
+        if broker.roles is not None:
+            return broker.roles.confirmed_offset()
+        return broker.tracker.confirmed_offset if broker.tracker is not None else broker.store.max_offset
 
     def slave_snapshots(self, now_ms: int) -> list:
         tracker = self._broker.tracker
@@ -174,11 +172,8 @@ class BrokerState:
         return replicator.state() if replicator is not None else None
 
     def epoch(self) -> int:
-        broker = self._broker
-        if broker.keeper is None:
-            return 0
-        acting = broker.acting_epoch()
-        return acting if acting is not None else broker.keeper.last_epoch
+        roles = self._broker.roles
+        return roles.epoch if roles is not None else 0
 
     def started_at_ms(self) -> int:
         return self._broker.started_at_ms
@@ -198,14 +193,11 @@ class Broker:
         self._ha_server: grpc.Server | None = None
         self._ha_servicer: ReplicationServicer | None = None
         self._stopped = False
+        # Role changes (controller mode, planned switchovers) are serialised by this lock.
+        self._role_lock = threading.RLock()
         # Controller mode only.
         self.agent: ControllerAgent | None = None
-        self.keeper: EpochKeeper | None = None
-        self._role_lock = threading.RLock()
-        self._acting_epoch: int | None = None
-        self._following: MasterRecord | None = None
-        self._confirmed_floor = 0
-        self._replicator_factory = None
+        self.roles: ControllerRoles | None = None
 
     @property
     def role(self) -> BrokerRole:
@@ -275,14 +267,12 @@ class Broker:
         report = self.store.load()
         log.info("store loaded: %s", report)
         if self.controller_mode:
-            self.keeper = EpochKeeper(store_config.root)
-            history = self.keeper.open(self.store.max_offset)
-            log.info("epochs: %s", list(history) or "none yet")
+            self.roles = ControllerRoles(self)
+            self.roles.open()
             self._start_master_replication(store_config, ha, host)
             self.tracker.set_isr(frozenset())
-            self._confirmed_floor = self.store.dispatched_offset
-            self.store.set_dispatch_limit(self.confirmed_offset)
-            self.store.set_put_fence(self._put_fence)
+            self.store.set_dispatch_limit(self.roles.confirmed_offset)
+            self.store.set_put_fence(self.roles.put_fence)
         elif self.role is BrokerRole.SLAVE:
             self._start_slave_replication(store_config, ha)
         else:
@@ -314,7 +304,7 @@ class Broker:
                 ),
                 GroupKeys.of(ha.etcd_prefix, broker.broker_cluster_name, broker.broker_name),
                 ha,
-                self,
+                self.roles,
             )
             self.agent.start()
 
@@ -341,7 +331,7 @@ class Broker:
             self.configs.broker.broker_name,
             self.tracker,
             client_endpoint=self.client_endpoint,
-            epochs=(lambda: self.keeper.history) if self.keeper is not None else None,
+            epochs=(lambda: self.roles.keeper.history) if self.roles is not None else None,
         )
         self._ha_servicer.add_to_server(self._ha_server)
         ha_port = self._bind(self._ha_server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
@@ -361,184 +351,14 @@ class Broker:
             signer=Signer(self.secrets.ha) if self.secrets.ha else None,
             channel_credentials=credentials,
             master_address=master_address,
-            epochs=self.keeper,
+            epochs=self.roles.keeper if self.roles is not None else None,
         )
-
-    # -- controller mode: the agent's `Roles` ----------------------------------------------------
-
-    def confirmed_offset(self) -> int:
-        """What every in-sync replica holds, as far as this broker knows (the dispatch limit)."""
-        store = self.store
-        if self.agent is None and self.keeper is None:
-            return self.tracker.confirmed_offset if self.tracker is not None else store.max_offset
-        if self._acting_epoch is not None:
-            return self.tracker.confirmed_offset
-        replicator = self.replicator
-        confirmed = max(self._confirmed_floor, replicator.confirmed_offset if replicator is not None else 0)
-        return min(confirmed, store.max_offset)
-
-    def _put_fence(self) -> str | None:
-        agent = self.agent
-        if agent is None:
-            return "this broker has not joined its group in etcd yet"
-        reason = agent.may_acknowledge()
-        if reason is not None:
-            return reason
-        tracker = self.tracker
-        if tracker.role is BrokerRole.SYNC_MASTER:
-            committed, proposed = tracker.in_sync() or (frozenset(), frozenset())
-            needed = max(2, self.configs.ha.in_sync_replicas)
-            if len(committed | proposed) + 1 < needed:
-                return (
-                    f"IN_SYNC_REPLICAS_NOT_ENOUGH: {len(committed | proposed) + 1} in-sync replicas, "
-                    f"a SYNC_MASTER needs {needed}: waiting for a replica to join"
-                )
-        return None
-
-    def record(self) -> BrokerRecord:
-        store = self.store
-        max_offset = store.max_offset
-        history = self.keeper.history
-        epoch = history.epoch_at(max_offset - 1) if max_offset > 0 else None
-        entry = history.entry(epoch) if epoch is not None else None
-        broker = self.configs.broker
-        return BrokerRecord(
-            broker_id=broker.broker_id,
-            client_endpoint=self.client_endpoint,
-            ha_endpoint=self.ha_endpoint,
-            max_offset=max_offset,
-            last_epoch=entry.epoch if entry is not None else 0,
-            last_epoch_start=entry.start_offset if entry is not None else 0,
-        )
-
-    def acting_epoch(self) -> int | None:
-        return self._acting_epoch
-
-    def promote(self, epoch: int) -> None:
-        with self._role_lock:
-            if self._acting_epoch == epoch:
-                return
-            if self._acting_epoch is not None:
-                self.step_down(f"re-elected for epoch {epoch}")
-            replicator = self._stop_replicator()
-            if replicator is not None:
-                self._confirmed_floor = max(self._confirmed_floor, replicator.confirmed_offset)
-            store = self.store
-            start = store.max_offset
-            self.keeper.begin(epoch, start)
-            master_role = self.role
-            self.tracker.reset(master_role, confirmed_floor=min(self._confirmed_floor, start))
-            self.tracker.set_isr(frozenset())
-            store.become_master(master_role)
-            self._following = None
-            self._acting_epoch = epoch
-            log.warning("master of epoch %d from offset %d (%s)", epoch, start, master_role.name)
-
-    def step_down(self, reason: str) -> None:
-        with self._role_lock:
-            if self._acting_epoch is None:
-                return
-            epoch, self._acting_epoch = self._acting_epoch, None
-            self._confirmed_floor = max(self._confirmed_floor, self.tracker.confirmed_offset)
-            self._ha_servicer.close_all(f"the master stepped down: {reason}")
-            self.tracker.reset(self.role, confirmed_floor=self._confirmed_floor)
-            self.tracker.set_isr(frozenset())
-            self.store.become_slave()
-            log.warning("no longer master of epoch %d: %s", epoch, reason)
-
-    def follow(self, master: MasterRecord) -> None:
-        with self._role_lock:
-            if master.broker_id == self.configs.broker.broker_id:
-                return
-            if self._acting_epoch is not None:
-                self.step_down(f"broker {master.broker_id} is master of epoch {master.epoch}")
-            current = self._following
-            if current is not None and (current.ha_endpoint, current.epoch) == (master.ha_endpoint, master.epoch):
-                return
-            self._stop_replicator()
-            self._start_slave_replication(self.configs.store, self.configs.ha, master.ha_endpoint)
-            self.replicator.start()
-            self._following = master
-            log.info("following broker %d (epoch %d) at %s", master.broker_id, master.epoch, master.ha_endpoint)
-
-    # -- static mode's planned switchover (`switchover`) -----------------------------------------
-
-    def become_static_master(self, role: BrokerRole) -> None:
-        """A static slave whose replication stopped takes over as `role`."""
-        self.replicator = None
-        store_config = dataclasses.replace(self.configs.store, broker_role=role)
-        self.configs = self.configs._replace(store=store_config, ha=dataclasses.replace(self.configs.ha, ha_master_address=""))
-        if self._ha_server is None:
-            self._start_master_replication(store_config, self.configs.ha, self.configs.broker.host)
-        else:
-            self.tracker.reset(role)
-            self.store.set_replica_gate(self.tracker)
-        if role is BrokerRole.SYNC_MASTER:
-            self.store.set_put_fence(self._until_a_slave_connects(wall_clock_ms() + TAKE_OVER_SLAVE_WAIT_MS))
-        self.store.become_master(role)
-
-    def _until_a_slave_connects(self, deadline_ms: int):
-        """A new static SYNC_MASTER refuses puts (before storing them: clients retry) until its
-        old master has connected as its slave, or for TAKE_OVER_SLAVE_WAIT_MS at most; then the
-        fence removes itself."""
-        tracker, store = self.tracker, self.store
-
-        def fence() -> str | None:
-            if tracker.session_count >= tracker.needed or wall_clock_ms() > deadline_ms:
-                store.set_put_fence(None)
-                return None
-            return "taking over: waiting for a replica to connect"
-
-        return fence
-
-    def become_static_slave(self, master_address: str, reason: str) -> None:
-        """A static master steps down and follows `master_address`."""
-        self._ha_servicer.close_all(f"the master stepped down: {reason}")
-        self.tracker.reset(self.role)
-        self.store.become_slave()
-        store_config = dataclasses.replace(self.configs.store, broker_role=BrokerRole.SLAVE)
-        ha = dataclasses.replace(self.configs.ha, ha_master_address=master_address)
-        self.configs = self.configs._replace(store=store_config, ha=ha)
-        self._start_slave_replication(store_config, ha, master_address)
-        self.replicator.start()
-
-    def restart_replicator(self) -> None:
-        self._start_slave_replication(self.configs.store, self.configs.ha, self.configs.ha.ha_master_address)
-        self.replicator.start()
 
     def _stop_replicator(self) -> SlaveReplicator | None:
         replicator, self.replicator = self.replicator, None
         if replicator is not None:
             replicator.stop()
         return replicator
-
-    def replica_progress(self) -> list[ReplicaProgress]:
-        return [
-            ReplicaProgress(s.broker_id, s.ack_offset, s.lag_bytes, int(s.lag_seconds * 1000))
-            for s in self.tracker.snapshots(wall_clock_ms())
-        ]
-
-    def set_in_sync(self, slave_ids: frozenset[int]) -> None:
-        current = self.tracker.in_sync()
-        if current is None or current[0] != slave_ids:
-            self.tracker.set_isr(slave_ids)
-
-    def propose_join(self, broker_id: int) -> bool:
-        return self.tracker.propose_join(broker_id)
-
-    def cancel_join(self, broker_id: int) -> None:
-        self.tracker.cancel_join(broker_id)
-
-    def wait_caught_up(self, broker_id: int, timeout_s: float) -> int | None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            target = self.store.max_offset
-            acks = [s.ack_offset for s in self.tracker.snapshots(wall_clock_ms()) if s.broker_id == broker_id]
-            if acks and max(acks) >= target and self.tracker.waiting == 0 and self.store.max_offset == target:
-                return target
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.005)
 
     def ready_line(self) -> str:
         broker = self.configs.broker
@@ -568,7 +388,7 @@ class Broker:
             # The lease goes first: a master's key vanishes at once and a slave is elected.
             await asyncio.to_thread(self.agent.stop)
             with self._role_lock:
-                self._acting_epoch = None
+                self.roles.released()
         if self._ha_servicer is not None:
             await asyncio.to_thread(self._ha_servicer.stop)
         if self._ha_server is not None:

@@ -35,12 +35,17 @@ from rocketstore.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole
 from store.mapped_file import fsync_dir
 
+from store.clock import wall_clock_ms
+
 from .config import BrokerConfigs
 from .controller_agent import HandoverError, HandoverTimeout
+from .roles import wait_caught_up
 
 log = logging.getLogger(__name__)
 
 OVERRIDE_NAME = "role.override"
+# How long a slave that took over as SYNC_MASTER refuses puts while no slave has connected to it.
+TAKE_OVER_SLAVE_WAIT_MS = 10_000
 TAKE_OVER_METHOD = "/rocketstore.admin.v1.Admin/TakeOver"
 
 
@@ -105,7 +110,7 @@ def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
     store.set_put_fence(lambda: reason)
     root = store.config.store_path_root_dir
     try:
-        offset = broker.wait_caught_up(target_id, timeout_s)
+        offset = wait_caught_up(store, broker.tracker, target_id, timeout_s)
         if offset is None:
             raise HandoverTimeout(f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over")
         write_override(root, BrokerRole.SLAVE, "")
@@ -115,7 +120,7 @@ def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
             remove_override(root)
             raise HandoverError(f"broker {target_id} did not take over: {exc.details() if hasattr(exc, 'details') else exc}") from None
         write_override(root, BrokerRole.SLAVE, answer.ha_endpoint)
-        broker.become_static_slave(answer.ha_endpoint, f"handed over to broker {target_id}")
+        _become_slave(broker, answer.ha_endpoint, f"handed over to broker {target_id}")
     finally:
         store.set_put_fence(None)
     log.warning("handed over to broker %d at %s (offset %d)", target_id, answer.client_endpoint, offset)
@@ -148,8 +153,52 @@ def take_over(broker, expected_offset: int, role_name: str) -> None:
         replicator.stop()
     if store.max_offset != expected_offset:
         if replicator is not None:
-            broker.restart_replicator()
+            configs = broker.configs
+            broker._start_slave_replication(configs.store, configs.ha, configs.ha.ha_master_address)
+            broker.replicator.start()
         raise ValueError(f"this slave's log ends at {store.max_offset}, not at the master's {expected_offset}")
     write_override(store.config.store_path_root_dir, role)
-    broker.become_static_master(role)
+    _become_master(broker, role)
     log.warning("took over as %s at offset %d", role.name, expected_offset)
+
+
+def _become_master(broker, role: BrokerRole) -> None:
+    """A static slave whose replication stopped takes over as `role`."""
+    broker.replicator = None
+    store_config = dataclasses.replace(broker.configs.store, broker_role=role)
+    broker.configs = broker.configs._replace(store=store_config, ha=dataclasses.replace(broker.configs.ha, ha_master_address=""))
+    if broker.tracker is None:
+        broker._start_master_replication(store_config, broker.configs.ha, broker.configs.broker.host)
+    else:
+        broker.tracker.reset(role)
+        broker.store.set_replica_gate(broker.tracker)
+    if role is BrokerRole.SYNC_MASTER:
+        broker.store.set_put_fence(_until_a_slave_connects(broker, wall_clock_ms() + TAKE_OVER_SLAVE_WAIT_MS))
+    broker.store.become_master(role)
+
+
+def _until_a_slave_connects(broker, deadline_ms: int):
+    """A new static SYNC_MASTER refuses puts (before storing them: clients retry) until its old
+    master has connected as its slave, or for TAKE_OVER_SLAVE_WAIT_MS at most; then the fence
+    removes itself."""
+    tracker, store = broker.tracker, broker.store
+
+    def fence() -> str | None:
+        if tracker.session_count >= tracker.needed or wall_clock_ms() > deadline_ms:
+            store.set_put_fence(None)
+            return None
+        return "taking over: waiting for a replica to connect"
+
+    return fence
+
+
+def _become_slave(broker, master_address: str, reason: str) -> None:
+    """A static master steps down and follows `master_address`."""
+    broker._ha_servicer.close_all(f"the master stepped down: {reason}")
+    broker.tracker.reset(broker.role)
+    broker.store.become_slave()
+    store_config = dataclasses.replace(broker.configs.store, broker_role=BrokerRole.SLAVE)
+    ha = dataclasses.replace(broker.configs.ha, ha_master_address=master_address)
+    broker.configs = broker.configs._replace(store=store_config, ha=ha)
+    broker._start_slave_replication(store_config, ha, master_address)
+    broker.replicator.start()
