@@ -20,9 +20,10 @@ Thread-safety: none; `ha.epoch_keeper.EpochKeeper` serialises its use.
 from __future__ import annotations
 
 import logging
-import os
 import zlib
 from pathlib import Path
+
+from store.mapped_file import replace_durably
 
 from .epochs import EpochEntry, EpochHistory
 
@@ -72,22 +73,6 @@ def decode(data: bytes) -> EpochHistory:
     return EpochHistory(entries)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class EpochFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -115,5 +100,5 @@ class EpochFile:
     def store(self, history: EpochHistory) -> None:
         data = encode(history)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.backup, data)
-        _write_atomically(self.path, data)
+        replace_durably(self.backup, data)
+        replace_durably(self.path, data)

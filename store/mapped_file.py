@@ -40,6 +40,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def replace_durably(path: Path, data: bytes) -> None:
+    """Make `data` the content of `path`, all or nothing across a crash: written to `NAME.tmp`,
+    fsynced, renamed over `path`, the directory fsynced."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
 def mkdir_durable(directory: Path) -> None:
     """Create `directory` and any missing parents, fsyncing the parent of each one created, so
     that a power loss cannot take away a directory whose files were fsynced."""

@@ -21,11 +21,10 @@ Functions, no state of their own; the caller holds the store quiet (no puts, no 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .mapped_file import fsync_dir
+from .mapped_file import fsync_dir, replace_durably
 from .mapped_file_queue import MappedFileQueue
 
 INTENT_NAME = "truncating"
@@ -45,16 +44,7 @@ def intent_path(root: Path) -> Path:
 
 
 def write_intent(root: Path, offset: int) -> None:
-    path = intent_path(root)
-    tmp = path.with_name(INTENT_NAME + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, f"{offset}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    replace_durably(intent_path(root), f"{offset}\n".encode())
 
 
 def read_intent(root: Path) -> int | None:

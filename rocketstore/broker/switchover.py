@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 from pathlib import Path
 
 import grpc
@@ -33,7 +32,7 @@ import grpc
 from rocketstore.auth import Signer
 from rocketstore.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole
-from store.mapped_file import fsync_dir
+from store.mapped_file import fsync_dir, replace_durably
 
 from store.clock import wall_clock_ms
 
@@ -54,17 +53,8 @@ def override_path(root: str | Path) -> Path:
 
 
 def write_override(root: str | Path, role: BrokerRole, master_address: str = "") -> None:
-    path = override_path(root)
-    tmp = path.with_name(OVERRIDE_NAME + ".tmp")
     data = json.dumps({"brokerRole": role.name, "haMasterAddress": master_address}).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    replace_durably(override_path(root), data)
 
 
 def remove_override(root: str | Path) -> None:
