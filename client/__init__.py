@@ -4,6 +4,8 @@
 
     with Producer("127.0.0.1:10911") as producer:
         result = producer.send("Orders", b"hello", tag="created", keys=["order-1"])
+    with Producer("h1:10911;h2:10911;h3:10911") as producer:  # follows the group's master
+        producer.send("Orders", b"hello")
     with PullConsumer("127.0.0.1:10911", group="billing") as consumer:
         pulled = consumer.pull("Orders", 0, 0, long_polling_ms=1000)
 
@@ -39,6 +41,7 @@ from .errors import (
     RocketStoreError,
     TransportError,
 )
+from .failover import RetryPolicy
 from .producer import AsyncProducer, Producer
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "PullStatus",
     "QueueInfo",
     "ReceivedMessage",
+    "RetryPolicy",
     "RocketStoreError",
     "SendResult",
     "SendStatus",

@@ -2,9 +2,10 @@
 
 Each `*_arguments(parser)` declares a subcommand's arguments and each `run_*(args)` runs it; the
 table in `rocketstore/cli.py` names them. Every command takes `--endpoint HOST:PORT` (default
-127.0.0.1:10911), `--json`, `--tls-ca-file` and `--request-timeout-s`; admin commands (status,
-topic) take `--secret-file FILE` or the ROCKETSTORE_ADMIN_SECRET environment variable (the
-secret never appears on a command line or in output).
+127.0.0.1:10911; produce also takes several of one broker group, `h1:p1;h2:p2`, and follows its
+master), `--json`, `--tls-ca-file` and `--request-timeout-s`; admin commands (status, topic)
+take `--secret-file FILE` or the ROCKETSTORE_ADMIN_SECRET environment variable (the secret never
+appears on a command line or in output).
 
 Conventions (rocketstore.cli): results on stdout, notes on stderr, exit 0 when all is well, 1 when
 something failed or looks wrong, 2 for usage errors; client errors become one-line
@@ -79,6 +80,29 @@ def _endpoint(text: str) -> Endpoint:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class EndpointGroup(tuple):
+    """produce's `--endpoint`: one endpoint, or several of one broker group in the order given
+    (the producer follows the group's master among them)."""
+
+    __slots__ = ()
+
+    @property
+    def target(self) -> str:
+        return ";".join(e.target for e in self)
+
+
+def _endpoints(text: str) -> EndpointGroup:
+    parts = [part for part in text.replace(",", ";").split(";") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"no endpoint in {text!r} (expected HOST:PORT[;HOST:PORT...])")
+    group: list[Endpoint] = []
+    for part in parts:
+        endpoint = _endpoint(part)
+        if endpoint not in group:
+            group.append(endpoint)
+    return EndpointGroup(group)
+
+
 def _int(text: str, low: int, high: int | None = None) -> int:
     try:
         value = int(text, 0)
@@ -141,9 +165,14 @@ def _tag(text: str) -> str:
     return text
 
 
-def _common(p: argparse.ArgumentParser, *, admin: bool = False) -> None:
-    p.add_argument("--endpoint", type=_endpoint, default=DEFAULT_ENDPOINT, metavar="HOST:PORT",
-                   help=f"the broker's client endpoint (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)")
+def _common(p: argparse.ArgumentParser, *, admin: bool = False, several: bool = False) -> None:
+    if several:
+        p.add_argument("--endpoint", type=_endpoints, default=DEFAULT_ENDPOINT, metavar="HOST:PORT[;HOST:PORT...]",
+                       help=f"the broker's client endpoint, or several of one broker group separated by ';' or ',' "
+                            f"to follow its master across failovers (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)")
+    else:
+        p.add_argument("--endpoint", type=_endpoint, default=DEFAULT_ENDPOINT, metavar="HOST:PORT",
+                       help=f"the broker's client endpoint (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--tls-ca-file", metavar="FILE", help="use TLS, trusting this CA certificate")
     p.add_argument("--request-timeout-s", type=_seconds, default=10.0, metavar="S",
@@ -190,7 +219,7 @@ def _fail(exc: RocketStoreError) -> CommandError:
 
 
 def produce_arguments(p: argparse.ArgumentParser) -> None:
-    _common(p)
+    _common(p, several=True)
     p.add_argument("--topic", required=True, type=_name, help="the topic to send to")
     p.add_argument("--count", type=_positive, default=1000, metavar="N", help="messages to send (default 1000)")
     p.add_argument("--size", type=_positive, default=1024, metavar="BYTES", help="body size (default 1024)")

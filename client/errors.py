@@ -28,6 +28,10 @@ import grpc
 class RocketStoreError(Exception):
     """Base of every error the client raises."""
 
+    # Sends made before this error was raised: a producer following a moving master sets it on
+    # the last error when it gives up (see client.failover).
+    attempts: int = 1
+
 
 class EndpointError(RocketStoreError, ValueError):
     """An endpoint string that is not `host:port`."""

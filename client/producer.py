@@ -1,20 +1,27 @@
 """Producers: `Producer` (blocking) and `AsyncProducer` (asyncio, grpc.aio), thin adapters over
-`client.convert`.
+`client.convert` and `client.failover`.
 
 Each `send` or `send_batch` is one SendMessage request (the broker stores a batch for one queue
 as one append with one durability wait). Results: `SendResult` per message; a stored message
-whose disk or slave guarantee ran out is a result with that `SendStatus`, not an exception.
-Refusals raise `BrokerError` (`NotMasterError` from a slave), transport failures `TransportError`.
+whose disk or slave guarantee ran out is a result with that `SendStatus`, not an exception, and
+is never retried. Refusals raise `BrokerError` (`NotMasterError` from a slave), transport
+failures `TransportError`.
 
-A producer may know several endpoints of one broker group (`"h1:p1;h2:p2"` or a list): then it
-follows the master across failovers (`client.failover`): a not-master answer sends it to the
-master named, a transport error or a master that cannot acknowledge now makes it ask the group
-(QueryRoute) for the master, and the same request, with the same message ids, goes again within
-`retry_timeout_s` (at least once). The master found is kept for later sends (`endpoint`). With
-`retry_timeout_s=0` every failure is raised at once.
+A producer takes one endpoint or several of one broker group (`"h1:p1;h2:p2"`, a list, or an
+`Endpoint`) and follows the group's master across failovers as `client.failover` decides: a
+not-master answer sends it to the master named; a transport error, a not-master answer without
+an endpoint, or a master that cannot acknowledge now makes it ask the group (QueryRoute on each
+known endpoint) for its master after a short pause. The request is built once, so every retry
+re-sends the same message ids (at least once: a broker may have stored a message whose answer
+was lost). Retries stop `retry_timeout_s` after the send began (0: the first failure is
+raised); the last error is raised with `.attempts` set and a note saying how many were made.
+`timeout_s` bounds each attempt. The master that answered becomes `endpoint` for later sends
+(logged at INFO as "master of GROUP moved from A to B"). Channels to endpoints other than the
+first are opened when first needed and kept; `close()` closes them all.
 
-Thread-safety: a `Producer` may be shared by threads (gRPC channels are). An `AsyncProducer`
-belongs to one event loop; its channels open on first use, inside that loop.
+Thread-safety: a `Producer` may be shared by threads (gRPC channels are; the known endpoints
+take a lock). An `AsyncProducer` belongs to one event loop; its channels open on first use,
+inside that loop.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from rocketstore.rpc import messaging_pb2_grpc
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
 from .endpoint import Endpoint, open_channel, parse_endpoint
 from .errors import RocketStoreError, from_rpc_error
-from .failover import Action, RetryPolicy, SendAttempts
+from .failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +85,13 @@ def _route_request(topic: str, endpoint: Endpoint) -> pb.QueryRouteRequest:
     )
 
 
-def _master_of(topic: str, response: pb.QueryRouteResponse) -> str | None:
+def master_of(topic: str, response: pb.QueryRouteResponse) -> tuple[str, str] | None:
+    """(endpoint, broker name) of the route's broker id 0; None when the answer names none."""
     try:
         queues = queues_from_route(topic, response)
     except RocketStoreError:
         return None
-    return next((q.endpoint for q in queues if q.broker_id == 0 and q.endpoint), None)
+    return next(((q.endpoint, q.broker_name) for q in queues if q.broker_id == 0 and q.endpoint), None)
 
 
 class _ProducerBase:
@@ -94,45 +102,68 @@ class _ProducerBase:
         timeout_s: float = 10.0,
         tls_ca_file: str | None = None,
         retry_timeout_s: float = 10.0,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
-        self._known = parse_endpoints(endpoints)
-        self._endpoint = self._known[0]
+        self._group = KnownEndpoints(parse_endpoints(endpoints))
+        self._given = self._group.all
         self._timeout_s = check_timeout(timeout_s)
-        self._policy = RetryPolicy(retry_timeout_s=retry_timeout_s)
+        self._policy = retry_policy if retry_policy is not None else RetryPolicy(retry_timeout_s=retry_timeout_s)
         self._tls_ca_file = tls_ca_file
         self._closed = False
         self._lock = threading.Lock()
+        self._group_name = ""  # the broker name a route gave, for the log
 
     @property
     def endpoint(self) -> str:
-        """The endpoint sends go to now (the master, once found)."""
-        return self._endpoint.target
+        """The endpoint new sends go to (the master, once one answered)."""
+        return self._group.current.target
 
     @property
     def endpoints(self) -> list[str]:
-        return [e.target for e in self._known]
+        """Every endpoint of the group known so far: those given, then those learnt."""
+        return [e.target for e in self._group.all]
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self._policy
 
     def _request(self, topic: str, messages: Iterable[Any], queue_id: int | None):
         if self._closed:
-            raise RocketStoreError(f"the producer for {self._endpoint} is closed")
+            raise RocketStoreError(f"the producer for {self.endpoint} is closed")
         return build_send_request(topic, messages, queue_id=queue_id, born_ms=_now_ms())
 
-    def _learn(self, target: str) -> Endpoint:
-        endpoint = parse_endpoint(target)
-        with self._lock:
-            if endpoint not in self._known:
-                self._known.append(endpoint)
-        return endpoint
+    def _closed_error(self) -> RocketStoreError:
+        return RocketStoreError(f"the producer for {';'.join(e.target for e in self._given)} was closed")
 
-    def _switch(self, endpoint: Endpoint) -> None:
-        if endpoint != self._endpoint:
-            log.info("sending to %s instead of %s (the group's master moved)", endpoint.target, self._endpoint.target)
-            self._endpoint = endpoint
+    def _route_timeout(self) -> float:
+        return min(ROUTE_TIMEOUT_S, self._timeout_s)
 
-    def _route_order(self, failed: Endpoint) -> list[Endpoint]:
-        with self._lock:
-            known = list(self._known)
-        return [e for e in known if e != failed] + ([failed] if failed in known else [])
+    def _found(self, topic: str, response: pb.QueryRouteResponse) -> str | None:
+        found = master_of(topic, response)
+        if found is None:
+            return None
+        master, name = found
+        if name:
+            self._group_name = name
+        return master
+
+    def _finish(self, step: Step, results: list[SendResult] | None) -> list[SendResult]:
+        """The end of a send: its results, or its last error raised."""
+        if step.action is Action.RETURN:
+            assert results is not None and step.endpoint is not None
+            if step.moved_from is not None:
+                group = self._group_name or ";".join(e.target for e in self._given)
+                log.info("master of %s moved from %s to %s", group, step.moved_from.target, step.endpoint.target)
+            return results
+        error = step.error
+        assert error is not None
+        error.attempts = step.attempts
+        if self._policy.retry_timeout_s > 0 and is_retryable(error):
+            error.add_note(
+                f"gave up after {step.attempts} attempt(s) in retry_timeout_s={self._policy.retry_timeout_s:g}; "
+                f"endpoints known: {';'.join(self.endpoints)}"
+            )
+        raise error
 
     @staticmethod
     def _one(
@@ -159,13 +190,18 @@ class Producer(_ProducerBase):
         timeout_s: float = 10.0,
         tls_ca_file: str | None = None,
         retry_timeout_s: float = 10.0,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(endpoints, timeout_s=timeout_s, tls_ca_file=tls_ca_file, retry_timeout_s=retry_timeout_s)
+        super().__init__(
+            endpoints, timeout_s=timeout_s, tls_ca_file=tls_ca_file, retry_timeout_s=retry_timeout_s, retry_policy=retry_policy
+        )
         self._stubs: dict[Endpoint, tuple[grpc.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
-        self._stub_for(self._endpoint)
+        self._stub_for(self._group.current)
 
     def _stub_for(self, endpoint: Endpoint) -> messaging_pb2_grpc.MessagingServiceStub:
         with self._lock:
+            if self._closed:
+                raise self._closed_error()
             entry = self._stubs.get(endpoint)
             if entry is None:
                 channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file)
@@ -193,49 +229,53 @@ class Producer(_ProducerBase):
         return self._send(topic, bodies_or_messages, queue_id)
 
     def _attempt(self, endpoint: Endpoint, topic: str, request, ids) -> list[SendResult]:
+        stub = self._stub_for(endpoint)
         try:
-            response = self._stub_for(endpoint).SendMessage(request, timeout=self._timeout_s)
+            response = stub.SendMessage(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, endpoint.target) from exc
         return send_results(topic, response, ids)
 
     def _send(self, topic: str, messages: Iterable[Any], queue_id: int | None) -> list[SendResult]:
         request, ids = self._request(topic, messages, queue_id)
-        attempts = SendAttempts(self._policy, time.monotonic())
-        endpoint = self._endpoint
-        while True:
-            try:
-                results = self._attempt(endpoint, topic, request, ids)
-            except RocketStoreError as exc:
-                step = attempts.failed(exc, endpoint.target, time.monotonic())
-                while step.action is Action.REDISCOVER:
-                    time.sleep(step.delay_s)
-                    step = attempts.found_master(self._rediscover(topic, endpoint), time.monotonic())
-                if step.action is Action.GIVE_UP:
-                    raise
-                endpoint = self._learn(step.endpoint)
+        attempts = SendAttempts(self._policy, self._group, time.monotonic())
+        step = attempts.first()
+        results = None
+        while step.action is Action.RETRY or step.action is Action.REDISCOVER:
+            if step.delay_s > 0:
+                time.sleep(step.delay_s)
+            if self._closed:
+                raise self._closed_error()
+            if step.action is Action.REDISCOVER:
+                step = attempts.found_master(self._rediscover(topic, step.ask), time.monotonic())
                 continue
-            self._switch(endpoint)
-            return results
-
-    def _rediscover(self, topic: str, failed: Endpoint) -> str | None:
-        for endpoint in self._route_order(failed):
+            assert step.endpoint is not None
             try:
-                response = self._stub_for(endpoint).QueryRoute(_route_request(topic, endpoint), timeout=ROUTE_TIMEOUT_S)
+                results = self._attempt(step.endpoint, topic, request, ids)
+            except RocketStoreError as exc:
+                step = attempts.failed(exc, time.monotonic())
+            else:
+                step = attempts.succeeded(time.monotonic())
+        return self._finish(step, results)
+
+    def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
+        for endpoint in ask:
+            try:
+                response = self._stub_for(endpoint).QueryRoute(_route_request(topic, endpoint), timeout=self._route_timeout())
             except grpc.RpcError:
                 continue
-            master = _master_of(topic, response)
+            master = self._found(topic, response)
             if master:
                 return master
         return None
 
     def close(self) -> None:
-        if not self._closed:
+        """Closes every channel this producer opened; sends under way fail, later ones raise."""
+        with self._lock:
             self._closed = True
-            with self._lock:
-                stubs, self._stubs = self._stubs, {}
-            for channel, _ in stubs.values():
-                channel.close()
+            stubs, self._stubs = self._stubs, {}
+        for channel, _ in stubs.values():
+            channel.close()
 
     def __enter__(self) -> Producer:
         return self
@@ -254,11 +294,16 @@ class AsyncProducer(_ProducerBase):
         timeout_s: float = 10.0,
         tls_ca_file: str | None = None,
         retry_timeout_s: float = 10.0,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(endpoints, timeout_s=timeout_s, tls_ca_file=tls_ca_file, retry_timeout_s=retry_timeout_s)
+        super().__init__(
+            endpoints, timeout_s=timeout_s, tls_ca_file=tls_ca_file, retry_timeout_s=retry_timeout_s, retry_policy=retry_policy
+        )
         self._stubs: dict[Endpoint, tuple[grpc.aio.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
 
     def _stub_for(self, endpoint: Endpoint) -> messaging_pb2_grpc.MessagingServiceStub:
+        if self._closed:
+            raise self._closed_error()
         entry = self._stubs.get(endpoint)
         if entry is None:
             channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file, aio=True)
@@ -286,43 +331,50 @@ class AsyncProducer(_ProducerBase):
         return await self._send(topic, bodies_or_messages, queue_id)
 
     async def _attempt(self, endpoint: Endpoint, topic: str, request, ids) -> list[SendResult]:
+        stub = self._stub_for(endpoint)
         try:
-            response = await self._stub_for(endpoint).SendMessage(request, timeout=self._timeout_s)
+            response = await stub.SendMessage(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, endpoint.target) from exc
         return send_results(topic, response, ids)
 
     async def _send(self, topic: str, messages: Iterable[Any], queue_id: int | None) -> list[SendResult]:
         request, ids = self._request(topic, messages, queue_id)
-        attempts = SendAttempts(self._policy, time.monotonic())
-        endpoint = self._endpoint
-        while True:
-            try:
-                results = await self._attempt(endpoint, topic, request, ids)
-            except RocketStoreError as exc:
-                step = attempts.failed(exc, endpoint.target, time.monotonic())
-                while step.action is Action.REDISCOVER:
-                    await asyncio.sleep(step.delay_s)
-                    step = attempts.found_master(await self._rediscover(topic, endpoint), time.monotonic())
-                if step.action is Action.GIVE_UP:
-                    raise
-                endpoint = self._learn(step.endpoint)
+        attempts = SendAttempts(self._policy, self._group, time.monotonic())
+        step = attempts.first()
+        results = None
+        while step.action is Action.RETRY or step.action is Action.REDISCOVER:
+            if step.delay_s > 0:
+                await asyncio.sleep(step.delay_s)
+            if self._closed:
+                raise self._closed_error()
+            if step.action is Action.REDISCOVER:
+                step = attempts.found_master(await self._rediscover(topic, step.ask), time.monotonic())
                 continue
-            self._switch(endpoint)
-            return results
-
-    async def _rediscover(self, topic: str, failed: Endpoint) -> str | None:
-        for endpoint in self._route_order(failed):
+            assert step.endpoint is not None
             try:
-                response = await self._stub_for(endpoint).QueryRoute(_route_request(topic, endpoint), timeout=ROUTE_TIMEOUT_S)
+                results = await self._attempt(step.endpoint, topic, request, ids)
+            except RocketStoreError as exc:
+                step = attempts.failed(exc, time.monotonic())
+            else:
+                step = attempts.succeeded(time.monotonic())
+        return self._finish(step, results)
+
+    async def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
+        for endpoint in ask:
+            try:
+                response = await self._stub_for(endpoint).QueryRoute(
+                    _route_request(topic, endpoint), timeout=self._route_timeout()
+                )
             except grpc.RpcError:
                 continue
-            master = _master_of(topic, response)
+            master = self._found(topic, response)
             if master:
                 return master
         return None
 
     async def close(self) -> None:
+        """Closes every channel this producer opened; later sends raise."""
         self._closed = True
         stubs, self._stubs = self._stubs, {}
         for channel, _ in stubs.values():
