@@ -800,9 +800,17 @@ def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
                      f"master max offset {asked.get('master_max_offset', 0)} ({behind} bytes behind)")
         if asked.get("replication_error"):
             lines.append(f"last replication error: {asked['replication_error']}")
+        synced = asked.get("metadata_synced_ms", 0)
+        copied = f"last at {_utc(synced)}" if synced else "not yet"
+        lines.append(f"topics, consumer offsets and delay cursors copied from the master: {copied}"
+                     + (f" (last attempt failed: {asked['metadata_error']})" if asked.get("metadata_error") else ""))
     elif not asked.get("slaves"):
         lines.append("no slave connected")
     return "\n".join(lines)
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 def status_problems(rows: list[dict[str, Any]], asked: dict[str, Any]) -> bool:

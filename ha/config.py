@@ -1,7 +1,7 @@
 """`HaConfig`: replication settings, RocketMQ's keys and defaults (haListenPort, haMasterAddress,
 haSendHeartbeatInterval, haHousekeepingInterval, haTransferBatchSize, haSlaveFallbehindMax,
 inSyncReplicas, haMaxTimeSlaveNotCatchup, enableElectUncleanMaster) plus RocketStore's
-authentication keys and the controller mode's etcd keys (enableControllerMode, etcdEndpoints,
+haMetadataSyncInterval, authentication keys and the controller mode's etcd keys (enableControllerMode, etcdEndpoints,
 etcdPrefix, etcdLeaseTtlSeconds, etcdPollInterval, etcdRequestTimeout, etcdLeaseFenceMargin,
 etcdCaFile, etcdCertFile, etcdKeyFile, etcdUser, etcdPasswordFile).
 Frozen, thread-safe.
@@ -36,6 +36,10 @@ class HaConfig:
     # A slave's reconnect backoff after a lost or refused stream, doubling up to the max.
     ha_reconnect_backoff_min_ms: int = field(default=100, metadata=_key("haReconnectBackoffMin"))
     ha_reconnect_backoff_max_ms: int = field(default=5000, metadata=_key("haReconnectBackoffMax"))
+    # How often a slave copies its master's topic table, consumer offsets and delay cursors
+    # (RocketMQ's slave synchronisation, every 10 s there): after a failover consumers resume
+    # from at most this far back.
+    ha_metadata_sync_interval_ms: int = field(default=3000, metadata=_key("haMetadataSyncInterval"))
     # Authentication of the replication stream: a shared secret (inline or in a file) and/or
     # mutual TLS (the CA file makes the peer's certificate mandatory).
     ha_secret: str = field(default="", repr=False)
@@ -69,7 +73,7 @@ class HaConfig:
 
     def __post_init__(self) -> None:
         for name in ("ha_send_heartbeat_interval_ms", "ha_housekeeping_interval_ms", "ha_transfer_batch_size",
-                     "ha_reconnect_backoff_min_ms", "ha_reconnect_backoff_max_ms"):
+                     "ha_reconnect_backoff_min_ms", "ha_reconnect_backoff_max_ms", "ha_metadata_sync_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.ha_reconnect_backoff_min_ms > self.ha_reconnect_backoff_max_ms:

@@ -26,6 +26,9 @@ master's log (else the slave holds a divergent tail: FAILED_PRECONDITION, trunca
 `GetEpochs` gives a joining slave the history to compute that point from. A slave whose last
 epoch is 0 holds data from before controller mode and is checked by record boundary only.
 
+`GetMetadata` hands a slave the master's topic table, consumer offsets and delay cursors
+(`ha.metadata_sync`); a broker that is not master answers `is_master=false` and nothing else.
+
 Every exit path removes the session from the tracker at once, so waiting puts learn that the
 slave is gone. Sessions are logged when they open (peer, slave, start offset) and close (reason).
 
@@ -46,6 +49,7 @@ import grpc
 from ha.chunks import MalformedRecords, crc32c, next_chunk
 from ha.config import HaConfig
 from ha.epochs import EpochHistory
+from ha.metadata_sync import take_snapshot
 from ha.replica_tracker import ReplicaTracker
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
@@ -234,6 +238,20 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             max_offset=store.max_offset,
             confirmed_offset=self._tracker.confirmed_offset,
             is_master=store.broker_role is not BrokerRole.SLAVE,
+        )
+
+    def GetMetadata(self, request: ha_pb2.MetadataRequest, context: grpc.ServicerContext) -> ha_pb2.MetadataResponse:
+        if request.broker_name != self._broker_name:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the slave belongs to broker {request.broker_name!r}, this broker is {self._broker_name!r}",
+            )
+        if self._store.broker_role is BrokerRole.SLAVE:
+            # A slave's tables are copies: handing them on could move another slave backwards.
+            return ha_pb2.MetadataResponse(is_master=False)
+        topics, offsets, delay = take_snapshot(self._store, request.durable_offset).documents()
+        return ha_pb2.MetadataResponse(
+            topics_json=topics, consumer_offsets_json=offsets, delay_offsets_json=delay, is_master=True
         )
 
     def _read_reports(self, stream: _Stream, request_iterator: Iterator[ha_pb2.SlaveReport]) -> None:

@@ -32,6 +32,9 @@ Before appending the first bytes of a newer epoch it records the epoch (fsync); 
 older epoch, or of a known epoch starting elsewhere, is a protocol error. `confirmed_offset` is
 the master's confirmed offset as the last chunk said (the slave's dispatch limit).
 
+The replicator also owns the slave's `MetadataSync` (topics, consumer offsets, delay cursors
+from the same master; `slave.metadata_client`), started and stopped with it.
+
 Thread-safety: `start`, `stop` and `state` from any thread. The replicator's thread receives and
 appends; gRPC's request thread sends reports; flush callbacks run on the store's flush thread.
 Shared state is behind one condition.
@@ -52,6 +55,7 @@ from ha.config import HaConfig
 from ha.epoch_keeper import EpochKeeper
 from ha.epochs import EpochEntry, EpochHistory, consistent_point
 from ha.slave_session import ReconnectPolicy, SlaveSession
+from slave.metadata_client import MetadataSync
 from rocketstore.auth import Signer
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
@@ -79,6 +83,9 @@ class ReplicationState:
     confirmed_offset: int = 0
     # Streams the master accepted so far.
     sessions: int = 0
+    # The metadata copy (`MetadataSync`): when it last succeeded (Unix ms, 0: never), its last error.
+    metadata_synced_ms: int = 0
+    metadata_error: str = ""
 
 
 class _StreamFailed(Exception):
@@ -152,6 +159,17 @@ class SlaveReplicator:
         self._last: SlaveSession | None = None
         self._last_error = ""
         self._sessions = 0
+        # Topics, consumer offsets and delay cursors come from the same master, on their own thread.
+        self.metadata = MetadataSync(
+            store,
+            address=address,
+            broker_name=broker_name,
+            signer=signer,
+            channel=self._channel,
+            interval_ms=ha.ha_metadata_sync_interval_ms,
+            timeout_ms=ha.ha_housekeeping_interval_ms,
+            clock_ms=clock_ms,
+        )
 
     def __repr__(self) -> str:
         return f"SlaveReplicator(master={self._address!r}, broker={self._broker_name}/{self._broker_id})"
@@ -163,10 +181,12 @@ class SlaveReplicator:
             raise RuntimeError("the replicator was started already")
         self._thread = threading.Thread(target=self._run, name="ha-slave", daemon=True)
         self._thread.start()
+        self.metadata.start()
 
     def stop(self, timeout_s: float = 5) -> None:
-        """End the stream and the thread (an append in progress finishes first). Idempotent."""
+        """End the stream and the threads (an append in progress finishes first). Idempotent."""
         self._stop.set()
+        self.metadata.stop(timeout_s)
         with self._cond:
             current = self._current
             self._cond.notify_all()
@@ -179,6 +199,7 @@ class SlaveReplicator:
                 log.warning("the replication thread did not end within %.1f s", timeout_s)
 
     def state(self) -> ReplicationState:
+        metadata = self.metadata.state()
         with self._cond:
             current = self._current
             session = current.session if current is not None else self._last
@@ -193,6 +214,8 @@ class SlaveReplicator:
                 master_client_endpoint=session.master_client_endpoint if session else "",
                 confirmed_offset=session.confirmed_offset if session else 0,
                 sessions=self._sessions,
+                metadata_synced_ms=metadata.last_sync_ms,
+                metadata_error=metadata.last_error,
             )
 
     def _store_durable(self) -> int:

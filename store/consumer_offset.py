@@ -67,38 +67,63 @@ class ConsumerOffsetManager:
         """Read consumerOffset.json (or its .bak); a missing file is an empty table. Raises
         ValueError naming the file when its content is not an offset table."""
         content = read_json(self.path)
-        table: dict[tuple[str, str], dict[int, int]] = {}
-        if content is not None:
-            if not isinstance(content, dict):
-                raise ValueError(f"{self.path}: expected a JSON object, got {type(content).__name__}")
-            raw_table = content.get("offsetTable", {})
-            if not isinstance(raw_table, dict):
-                raise ValueError(f"{self.path}: offsetTable is not an object")
-            for key, queues in raw_table.items():
-                table[self._parse_key(key)] = self._parse_queues(key, queues)
+        table = self._parse(content, str(self.path)) if content is not None else {}
         with self._lock:
             self._table = table
             self._dirty = False
 
-    def _parse_key(self, key: str) -> tuple[str, str]:
+    def _parse(self, content: Any, source: str) -> dict[tuple[str, str], dict[int, int]]:
+        if not isinstance(content, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(content).__name__}")
+        raw_table = content.get("offsetTable", {})
+        if not isinstance(raw_table, dict):
+            raise ValueError(f"{source}: offsetTable is not an object")
+        return {self._parse_key(key, source): self._parse_queues(key, queues, source) for key, queues in raw_table.items()}
+
+    @staticmethod
+    def _parse_key(key: str, source: str) -> tuple[str, str]:
         topic, sep, group = key.partition(SEPARATOR)
         if not sep or not topic or not group or SEPARATOR in group:
-            raise ValueError(f"{self.path}: offsetTable key {key!r} is not topic@group")
+            raise ValueError(f"{source}: offsetTable key {key!r} is not topic@group")
         return topic, group
 
-    def _parse_queues(self, key: str, queues: Any) -> dict[int, int]:
+    @staticmethod
+    def _parse_queues(key: str, queues: Any, source: str) -> dict[int, int]:
         if not isinstance(queues, dict):
-            raise ValueError(f"{self.path}: {key}: expected an object of queue id -> offset")
+            raise ValueError(f"{source}: {key}: expected an object of queue id -> offset")
         parsed = {}
         for raw_id, offset in queues.items():
             # Plain digits only: int() would also take " 1", "+1" and "1_0".
-            if not (raw_id.isascii() and raw_id.isdigit()):
-                raise ValueError(f"{self.path}: {key}: queue id {raw_id!r} is not a non-negative int")
+            if not (isinstance(raw_id, str) and raw_id.isascii() and raw_id.isdigit()):
+                raise ValueError(f"{source}: {key}: queue id {raw_id!r} is not a non-negative int")
             queue_id = int(raw_id)
             if not _is_int(offset) or offset < 0:
-                raise ValueError(f"{self.path}: {key}: bad entry {raw_id!r}: {offset!r}")
+                raise ValueError(f"{source}: {key}: bad entry {raw_id!r}: {offset!r}")
             parsed[queue_id] = offset
         return parsed
+
+    # -- copying between brokers (a slave follows its master's offsets) --------------------------
+
+    def document(self) -> dict[str, Any]:
+        """The table as consumerOffset.json holds it."""
+        with self._lock:
+            return self._snapshot()
+
+    def merge_from(self, document: Any, source: str = "the master's consumer offsets") -> int:
+        """Take another broker's offsets (a `document()`), as RocketMQ's slave does: each
+        topic@group entry of the document replaces this broker's, entries it lacks stay. Marked
+        dirty (written at the next persist) when anything changed; returns how many entries
+        changed. ValueError (nothing changed) for a document that is not an offset table."""
+        table = self._parse(document, source)
+        with self._lock:
+            changed = 0
+            for key, queues in table.items():
+                if self._table.get(key) != queues:
+                    self._table[key] = queues
+                    changed += 1
+            if changed:
+                self._dirty = True
+        return changed
 
     # -- commits and queries ---------------------------------------------------------------------
 

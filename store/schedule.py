@@ -81,7 +81,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .codec import CorruptMessage, MessageRejected
 from .consume_queue import CqUnit
@@ -258,6 +258,22 @@ def restore_real_message(msg: MessageExt) -> Message:
     return msg.to_message(topic=real_topic, queue_id=queue_id, properties=properties)
 
 
+def _parse_offset_table(content: Any, source: str) -> dict[int, int]:
+    """Level -> cursor from a delayOffset.json document; ValueError when it is not one."""
+    raw = content.get("offsetTable") if isinstance(content, dict) else None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{source}: expected {{\"offsetTable\": {{level: offset}}}}, got {content!r:.200}")
+    table: dict[int, int] = {}
+    for key, value in raw.items():
+        level = _parse_java_int(str(key))
+        if level is None or level < 1:
+            raise ValueError(f"{source}: {key!r} is not a delay level")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{source}: level {level} has offset {value!r}, not a non-negative int")
+        table[level] = value
+    return table
+
+
 def delay_offset_path(store_root: Path | str) -> Path:
     """Where RocketMQ keeps the delay offsets: `<storePathRootDir>/config/delayOffset.json`."""
     return Path(store_root) / "config" / DELAY_OFFSET_FILE
@@ -342,7 +358,7 @@ class _Level:
 
     __slots__ = (
         "level", "delay_ms", "offset", "retry_at", "delivered", "skipped", "failed_puts", "marks", "end",
-        "durable_cursor",
+        "durable_cursor", "durable_end",
     )
 
     def __init__(self, level: int, delay_ms: int, offset: int) -> None:
@@ -358,6 +374,7 @@ class _Level:
         self.marks: deque[tuple[int, int]] = deque()
         self.end = 0  # CommitLog end of this level's latest re-put
         self.durable_cursor = offset  # the cursor persist() writes under the guard
+        self.durable_end = 0  # every re-put behind durable_cursor ends at or below this
 
 
 class ScheduleMessageService:
@@ -432,24 +449,12 @@ class ScheduleMessageService:
         level starts at 0. ValueError for a file that does not parse or lacks RocketMQ's shape."""
         self._loaded = False
         content = read_json(self._path)
-        table: dict[int, int] = {}
-        if content is not None:
-            raw = content.get("offsetTable") if isinstance(content, dict) else None
-            if not isinstance(raw, dict):
-                raise ValueError(f"{self._path}: expected {{\"offsetTable\": {{level: offset}}}}, got {content!r:.200}")
-            for key, value in raw.items():
-                level = _parse_java_int(str(key))
-                if level is None or level < 1:
-                    raise ValueError(f"{self._path}: {key!r} is not a delay level")
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise ValueError(f"{self._path}: level {level} has offset {value!r}, not a non-negative int")
-                table[level] = value
+        table = _parse_offset_table(content, str(self._path)) if content is not None else {}
+        # Cursors on disk were written only as far as their re-puts were durable: they all lie
+        # in the log recovered before this call.
+        durable_end = self._durable_now()
         with self._state_lock:
-            for n, state in self._state.items():
-                state.offset = state.durable_cursor = table.get(n, 0)
-                state.marks.clear()
-                state.retry_at = None
-            self._unknown = {n: off for n, off in table.items() if n not in self._state}
+            self._set_cursors(table, durable_end)
             self._last_written = None
             self._loaded = True
         # RocketMQ's correctDelayOffset: recovery may have left a queue shorter than the file
@@ -465,6 +470,69 @@ class ScheduleMessageService:
                 self._path, sorted(self._unknown), len(self._levels),
             )
 
+    def _set_cursors(self, table: Mapping[int, int], durable_end: int) -> None:
+        """Every level's cursor from `table` (0 where it has none), all of whose re-puts end at or
+        below `durable_end`; state lock held."""
+        for n, state in self._state.items():
+            state.offset = state.durable_cursor = table.get(n, 0)
+            state.durable_end = durable_end
+            state.marks.clear()
+            state.retry_at = None
+        self._unknown = {n: off for n, off in table.items() if n not in self._state}
+
+    def _durable_now(self) -> int:
+        return self._durable_offset() if self._durable_offset is not None else 0
+
+    # -- copying between brokers (a slave follows its master's cursors) ---------------------------
+
+    def cursors_at(self, log_offset: int) -> dict[str, Any] | None:
+        """The cursors (a delayOffset.json document) as a broker whose log ends at `log_offset`
+        may take them over: every re-put behind them lies below that offset, so it holds every
+        delivered message. None when the marks this service keeps cannot tell (the offset is
+        below the re-puts behind the cursors last persisted), and before `load()`."""
+        if not self._loaded:
+            return None
+        with self._state_lock:
+            table = {str(n): off for n, off in self._unknown.items()}
+            for n, state in self._state.items():
+                if self._durable_offset is None:
+                    # No marks are kept: only the in-memory cursor, behind the latest re-put.
+                    if state.end > log_offset:
+                        return None
+                    table[str(n)] = state.offset
+                    continue
+                if state.durable_end > log_offset:
+                    return None
+                cursor = state.durable_cursor
+                for mark_cursor, end in state.marks:
+                    if end > log_offset:
+                        break
+                    cursor = mark_cursor
+                table[str(n)] = cursor
+        return {"offsetTable": table}
+
+    def replace_offsets(self, document: Any, source: str = "the master's delay offsets") -> bool:
+        """Take another broker's cursors (a `cursors_at` document) and write them. Only while no
+        delivery runs (a slave); RuntimeError otherwise. False when they equal this broker's.
+        ValueError (nothing changed) for a document that is not a delay offset table."""
+        table = _parse_offset_table(document, source)
+        with self._persist_lock:
+            if self._thread is not None:
+                raise RuntimeError("delay cursors are replaced only while deliveries are stopped")
+            with self._state_lock:
+                current = {n: s.offset for n, s in self._state.items()} | self._unknown
+                wanted = {n: table.get(n, 0) for n in self._state} | table
+                if current == wanted:
+                    return False
+                written = {str(n): off for n, off in wanted.items()}
+            write_json_atomically(self._path, {"offsetTable": written})
+            durable_end = self._durable_now()
+            with self._state_lock:
+                self._set_cursors(table, durable_end)
+                self._last_written = written
+                self._loaded = True
+        return True
+
     def _persistable(self, durable: int | None) -> dict[str, int]:
         """The table to write (state lock held): cursors, held back to the last durable mark."""
         table = {str(n): off for n, off in self._unknown.items()}
@@ -476,7 +544,7 @@ class ScheduleMessageService:
             # Marks come in cursor-move order with non-decreasing CommitLog ends: the durable ones
             # form a prefix, and the last of them is the cursor that survives a crash.
             while state.marks and state.marks[0][1] <= durable:
-                state.durable_cursor = state.marks.popleft()[0]
+                state.durable_cursor, state.durable_end = state.marks.popleft()
             table[str(n)] = state.durable_cursor
         return table
 

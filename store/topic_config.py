@@ -221,38 +221,69 @@ class TopicConfigManager:
         """Read topics.json (or its .bak), then add the system topics it lacks. Never writes.
         Raises ValueError when the file is not a topic table."""
         content = read_json(self.path)
+        version = DataVersion(0, self._clock())
         table: dict[str, TopicConfig] = {}
         foreign: dict[str, Any] = {}
-        version = DataVersion(0, self._clock())
         if content is not None:
-            if not isinstance(content, dict):
-                raise ValueError(f"{self.path}: expected a JSON object, got {type(content).__name__}")
-            version = self._parse_version(content.get("dataVersion"), version)
-            raw_table = content.get("topicConfigTable", {})
-            if not isinstance(raw_table, dict):
-                raise ValueError(f"{self.path}: topicConfigTable is not an object")
-            for name, entry in raw_table.items():
-                try:
-                    table[name] = TopicConfig.from_json(name, entry)
-                except (ValueError, TypeError) as exc:
-                    # Keep it for the Java broker's sake (it may be its own brokerName topic);
-                    # dropping it would delete it from disk at the next persist.
-                    log.warning("%s: topic %r kept as is but not served: %s", self.path, name, exc)
-                    foreign[name] = entry
+            table, foreign, version = self._parse(content, version, str(self.path))
         with self._lock:
             self._table = self._with_system_topics(table)
             self._foreign = foreign
             self._version = version
 
-    def _parse_version(self, raw: Any, default: DataVersion) -> DataVersion:
+    def _parse(
+        self, content: Any, default_version: DataVersion, source: str
+    ) -> tuple[dict[str, TopicConfig], dict[str, Any], DataVersion]:
+        if not isinstance(content, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(content).__name__}")
+        version = self._parse_version(content.get("dataVersion"), default_version, source)
+        raw_table = content.get("topicConfigTable", {})
+        if not isinstance(raw_table, dict):
+            raise ValueError(f"{source}: topicConfigTable is not an object")
+        table: dict[str, TopicConfig] = {}
+        foreign: dict[str, Any] = {}
+        for name, entry in raw_table.items():
+            try:
+                table[name] = TopicConfig.from_json(name, entry)
+            except (ValueError, TypeError) as exc:
+                # Keep it for the Java broker's sake (it may be its own brokerName topic);
+                # dropping it would delete it from disk at the next persist.
+                log.warning("%s: topic %r kept as is but not served: %s", source, name, exc)
+                foreign[name] = entry
+        return table, foreign, version
+
+    @staticmethod
+    def _parse_version(raw: Any, default: DataVersion, source: str) -> DataVersion:
         if raw is None:
             return default
         if not isinstance(raw, dict):
-            raise ValueError(f"{self.path}: dataVersion is not an object")
+            raise ValueError(f"{source}: dataVersion is not an object")
         counter, timestamp = raw.get("counter", 0), raw.get("timestamp", default.timestamp)
         if not _is_int(counter) or not _is_int(timestamp):
-            raise ValueError(f"{self.path}: dataVersion counter and timestamp must be ints, got {raw!r}")
+            raise ValueError(f"{source}: dataVersion counter and timestamp must be ints, got {raw!r}")
         return DataVersion(counter, timestamp)
+
+    # -- copying between brokers (a slave follows its master's table) ----------------------------
+
+    def document(self) -> dict[str, Any]:
+        """The table as topics.json holds it (data version included)."""
+        with self._lock:
+            return self._document(self._table, self._foreign, self._version)
+
+    def replace_with(self, document: Any, source: str = "the master's topic table") -> bool:
+        """Take another broker's table (a `document()`) whole, as RocketMQ's slave does: written,
+        then served; the system topics this broker needs are kept. Nothing changes when the data
+        versions are equal. True when it changed; ValueError (nothing changed) for a document that
+        is not a topic table."""
+        table, foreign, version = self._parse(document, DataVersion(0, self._clock()), source)
+        if version == self._version:
+            return False
+        with self._lock:
+            table = self._with_system_topics(table)
+            self._write(table, foreign, version)
+            self._table, self._foreign, self._version = table, foreign, version
+        log.info("topic table replaced from %s (version %d, %d topics)", source, version.counter, len(table))
+        return True
 
     def _with_system_topics(self, table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
         """`table` plus the topics RocketMQ's broker creates at start. A stored entry wins (as in
@@ -390,6 +421,10 @@ class TopicConfigManager:
         self._table, self._foreign, self._version = table, foreign, version
 
     def _write(self, table: Mapping[str, TopicConfig], foreign: Mapping[str, Any], version: DataVersion) -> None:
+        write_json_atomically(self.path, self._document(table, foreign, version))
+
+    @staticmethod
+    def _document(table: Mapping[str, TopicConfig], foreign: Mapping[str, Any], version: DataVersion) -> dict[str, Any]:
         entries: dict[str, Any] = dict(foreign)
         entries.update((name, config.to_json()) for name, config in table.items())
-        write_json_atomically(self.path, {"dataVersion": version.to_json(), "topicConfigTable": entries})
+        return {"dataVersion": version.to_json(), "topicConfigTable": entries}

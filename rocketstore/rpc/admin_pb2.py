@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brocketstore/rpc/admin.proto\x12\x14rocketstore.admin.v1\"\xac\x01\n\x0bSlaveStatus\x12\x0f\n\x07ha_peer\x18\x01 \x01(\t\x12\x11\n\tbroker_id\x18\x02 \x01(\x03\x12\x17\n\x0f\x63lient_endpoint\x18\x03 \x01(\t\x12\x12\n\nack_offset\x18\x04 \x01(\x03\x12\x11\n\tlag_bytes\x18\x05 \x01(\x03\x12\x13\n\x0blag_seconds\x18\x06 \x01(\x01\x12\x0b\n\x03\x66it\x18\x07 \x01(\x08\x12\x17\n\x0f\x63onnected_at_ms\x18\x08 \x01(\x03\"\xf8\x05\n\x0c\x42rokerStatus\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12\x17\n\x0f\x63lient_endpoint\x18\x06 \x01(\t\x12\x13\n\x0bha_endpoint\x18\x07 \x01(\t\x12\x17\n\x0f\x66lush_disk_type\x18\x08 \x01(\t\x12\x12\n\nmin_offset\x18\t \x01(\x03\x12\x12\n\nmax_offset\x18\n \x01(\x03\x12\x16\n\x0e\x66lushed_offset\x18\x0b \x01(\x03\x12\x18\n\x10\x63onfirmed_offset\x18\x0c \x01(\x03\x12\x19\n\x11\x64ispatched_offset\x18\r \x01(\x03\x12\x1a\n\x12\x64ispatch_lag_bytes\x18\x0e \x01(\x03\x12\x31\n\x06slaves\x18\x0f \x03(\x0b\x32!.rocketstore.admin.v1.SlaveStatus\x12\x19\n\x11master_ha_address\x18\x10 \x01(\t\x12\x18\n\x10master_connected\x18\x11 \x01(\x08\x12\x19\n\x11master_max_offset\x18\x12 \x01(\x03\x12\x11\n\tuptime_ms\x18\x13 \x01(\x03\x12\x18\n\x10in_sync_replicas\x18\x14 \x01(\x05\x12\x12\n\nstats_json\x18\x15 \x01(\t\x12\x19\n\x11replication_error\x18\x16 \x01(\t\x12\x17\n\x0f\x63ontroller_mode\x18\x17 \x01(\x08\x12\x18\n\x10master_broker_id\x18\x18 \x01(\x03\x12\x1b\n\x13in_sync_replica_ids\x18\x19 \x03(\x03\x12\x16\n\x0elease_valid_ms\x18\x1a \x01(\x03\x12\x18\n\x10\x63ontroller_error\x18\x1b \x01(\t\x12\x1a\n\x12unclean_lost_bytes\x18\x1c \x01(\x03\x12\x1e\n\x16master_client_endpoint\x18\x1d \x01(\t\x12\x18\n\x10group_max_offset\x18\x1e \x01(\x03\"\x12\n\x10GetStatusRequest\"Z\n\tTopicSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\"D\n\x12\x43reateTopicRequest\x12.\n\x05topic\x18\x01 \x01(\x0b\x32\x1f.rocketstore.admin.v1.TopicSpec\"E\n\x13\x43reateTopicResponse\x12.\n\x05topic\x18\x01 \x01(\x0b\x32\x1f.rocketstore.admin.v1.TopicSpec\"\x13\n\x11ListTopicsRequest\"E\n\x12ListTopicsResponse\x12/\n\x06topics\x18\x01 \x03(\x0b\x32\x1f.rocketstore.admin.v1.TopicSpec\"\x14\n\x12\x43lusterViewRequest\"s\n\x0b\x43lusterView\x12\x32\n\x06master\x18\x01 \x01(\x0b\x32\".rocketstore.admin.v1.BrokerStatus\x12\x30\n\x04self\x18\x02 \x01(\x0b\x32\".rocketstore.admin.v1.BrokerStatus\";\n\x12\x45lectMasterRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x03\"\x88\x01\n\x13\x45lectMasterResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x18\n\x10master_broker_id\x18\x02 \x01(\x03\x12\x1e\n\x16master_client_endpoint\x18\x03 \x01(\t\x12\x17\n\x0fhandover_offset\x18\x04 \x01(\x03\x12\x0f\n\x07message\x18\x05 \x01(\t\"8\n\x0fTakeOverRequest\x12\x17\n\x0f\x65xpected_offset\x18\x01 \x01(\x03\x12\x0c\n\x04role\x18\x02 \x01(\t\"T\n\x10TakeOverResponse\x12\x13\n\x0bha_endpoint\x18\x01 \x01(\t\x12\x17\n\x0f\x63lient_endpoint\x18\x02 \x01(\t\x12\x12\n\nmax_offset\x18\x03 \x01(\x03\x32\xc3\x04\n\x05\x41\x64min\x12W\n\tGetStatus\x12&.rocketstore.admin.v1.GetStatusRequest\x1a\".rocketstore.admin.v1.BrokerStatus\x12\x62\n\x0b\x43reateTopic\x12(.rocketstore.admin.v1.CreateTopicRequest\x1a).rocketstore.admin.v1.CreateTopicResponse\x12_\n\nListTopics\x12\'.rocketstore.admin.v1.ListTopicsRequest\x1a(.rocketstore.admin.v1.ListTopicsResponse\x12]\n\x0eGetClusterView\x12(.rocketstore.admin.v1.ClusterViewRequest\x1a!.rocketstore.admin.v1.ClusterView\x12\x62\n\x0b\x45lectMaster\x12(.rocketstore.admin.v1.ElectMasterRequest\x1a).rocketstore.admin.v1.ElectMasterResponse\x12Y\n\x08TakeOver\x12%.rocketstore.admin.v1.TakeOverRequest\x1a&.rocketstore.admin.v1.TakeOverResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brocketstore/rpc/admin.proto\x12\x14rocketstore.admin.v1\"\xac\x01\n\x0bSlaveStatus\x12\x0f\n\x07ha_peer\x18\x01 \x01(\t\x12\x11\n\tbroker_id\x18\x02 \x01(\x03\x12\x17\n\x0f\x63lient_endpoint\x18\x03 \x01(\t\x12\x12\n\nack_offset\x18\x04 \x01(\x03\x12\x11\n\tlag_bytes\x18\x05 \x01(\x03\x12\x13\n\x0blag_seconds\x18\x06 \x01(\x01\x12\x0b\n\x03\x66it\x18\x07 \x01(\x08\x12\x17\n\x0f\x63onnected_at_ms\x18\x08 \x01(\x03\"\xac\x06\n\x0c\x42rokerStatus\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12\x17\n\x0f\x63lient_endpoint\x18\x06 \x01(\t\x12\x13\n\x0bha_endpoint\x18\x07 \x01(\t\x12\x17\n\x0f\x66lush_disk_type\x18\x08 \x01(\t\x12\x12\n\nmin_offset\x18\t \x01(\x03\x12\x12\n\nmax_offset\x18\n \x01(\x03\x12\x16\n\x0e\x66lushed_offset\x18\x0b \x01(\x03\x12\x18\n\x10\x63onfirmed_offset\x18\x0c \x01(\x03\x12\x19\n\x11\x64ispatched_offset\x18\r \x01(\x03\x12\x1a\n\x12\x64ispatch_lag_bytes\x18\x0e \x01(\x03\x12\x31\n\x06slaves\x18\x0f \x03(\x0b\x32!.rocketstore.admin.v1.SlaveStatus\x12\x19\n\x11master_ha_address\x18\x10 \x01(\t\x12\x18\n\x10master_connected\x18\x11 \x01(\x08\x12\x19\n\x11master_max_offset\x18\x12 \x01(\x03\x12\x11\n\tuptime_ms\x18\x13 \x01(\x03\x12\x18\n\x10in_sync_replicas\x18\x14 \x01(\x05\x12\x12\n\nstats_json\x18\x15 \x01(\t\x12\x19\n\x11replication_error\x18\x16 \x01(\t\x12\x17\n\x0f\x63ontroller_mode\x18\x17 \x01(\x08\x12\x18\n\x10master_broker_id\x18\x18 \x01(\x03\x12\x1b\n\x13in_sync_replica_ids\x18\x19 \x03(\x03\x12\x16\n\x0elease_valid_ms\x18\x1a \x01(\x03\x12\x18\n\x10\x63ontroller_error\x18\x1b \x01(\t\x12\x1a\n\x12unclean_lost_bytes\x18\x1c \x01(\x03\x12\x1e\n\x16master_client_endpoint\x18\x1d \x01(\t\x12\x18\n\x10group_max_offset\x18\x1e \x01(\x03\x12\x1a\n\x12metadata_synced_ms\x18\x1f \x01(\x03\x12\x16\n\x0emetadata_error\x18  \x01(\t\"\x12\n\x10GetStatusRequest\"Z\n\tTopicSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\"D\n\x12\x43reateTopicRequest\x12.\n\x05topic\x18\x01 \x01(\x0b\x32\x1f.rocketstore.admin.v1.TopicSpec\"E\n\x13\x43reateTopicResponse\x12.\n\x05topic\x18\x01 \x01(\x0b\x32\x1f.rocketstore.admin.v1.TopicSpec\"\x13\n\x11ListTopicsRequest\"E\n\x12ListTopicsResponse\x12/\n\x06topics\x18\x01 \x03(\x0b\x32\x1f.rocketstore.admin.v1.TopicSpec\"\x14\n\x12\x43lusterViewRequest\"s\n\x0b\x43lusterView\x12\x32\n\x06master\x18\x01 \x01(\x0b\x32\".rocketstore.admin.v1.BrokerStatus\x12\x30\n\x04self\x18\x02 \x01(\x0b\x32\".rocketstore.admin.v1.BrokerStatus\";\n\x12\x45lectMasterRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x03\"\x88\x01\n\x13\x45lectMasterResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x18\n\x10master_broker_id\x18\x02 \x01(\x03\x12\x1e\n\x16master_client_endpoint\x18\x03 \x01(\t\x12\x17\n\x0fhandover_offset\x18\x04 \x01(\x03\x12\x0f\n\x07message\x18\x05 \x01(\t\"8\n\x0fTakeOverRequest\x12\x17\n\x0f\x65xpected_offset\x18\x01 \x01(\x03\x12\x0c\n\x04role\x18\x02 \x01(\t\"T\n\x10TakeOverResponse\x12\x13\n\x0bha_endpoint\x18\x01 \x01(\t\x12\x17\n\x0f\x63lient_endpoint\x18\x02 \x01(\t\x12\x12\n\nmax_offset\x18\x03 \x01(\x03\x32\xc3\x04\n\x05\x41\x64min\x12W\n\tGetStatus\x12&.rocketstore.admin.v1.GetStatusRequest\x1a\".rocketstore.admin.v1.BrokerStatus\x12\x62\n\x0b\x43reateTopic\x12(.rocketstore.admin.v1.CreateTopicRequest\x1a).rocketstore.admin.v1.CreateTopicResponse\x12_\n\nListTopics\x12\'.rocketstore.admin.v1.ListTopicsRequest\x1a(.rocketstore.admin.v1.ListTopicsResponse\x12]\n\x0eGetClusterView\x12(.rocketstore.admin.v1.ClusterViewRequest\x1a!.rocketstore.admin.v1.ClusterView\x12\x62\n\x0b\x45lectMaster\x12(.rocketstore.admin.v1.ElectMasterRequest\x1a).rocketstore.admin.v1.ElectMasterResponse\x12Y\n\x08TakeOver\x12%.rocketstore.admin.v1.TakeOverRequest\x1a&.rocketstore.admin.v1.TakeOverResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,31 +34,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SLAVESTATUS']._serialized_start=54
   _globals['_SLAVESTATUS']._serialized_end=226
   _globals['_BROKERSTATUS']._serialized_start=229
-  _globals['_BROKERSTATUS']._serialized_end=989
-  _globals['_GETSTATUSREQUEST']._serialized_start=991
-  _globals['_GETSTATUSREQUEST']._serialized_end=1009
-  _globals['_TOPICSPEC']._serialized_start=1011
-  _globals['_TOPICSPEC']._serialized_end=1101
-  _globals['_CREATETOPICREQUEST']._serialized_start=1103
-  _globals['_CREATETOPICREQUEST']._serialized_end=1171
-  _globals['_CREATETOPICRESPONSE']._serialized_start=1173
-  _globals['_CREATETOPICRESPONSE']._serialized_end=1242
-  _globals['_LISTTOPICSREQUEST']._serialized_start=1244
-  _globals['_LISTTOPICSREQUEST']._serialized_end=1263
-  _globals['_LISTTOPICSRESPONSE']._serialized_start=1265
-  _globals['_LISTTOPICSRESPONSE']._serialized_end=1334
-  _globals['_CLUSTERVIEWREQUEST']._serialized_start=1336
-  _globals['_CLUSTERVIEWREQUEST']._serialized_end=1356
-  _globals['_CLUSTERVIEW']._serialized_start=1358
-  _globals['_CLUSTERVIEW']._serialized_end=1473
-  _globals['_ELECTMASTERREQUEST']._serialized_start=1475
-  _globals['_ELECTMASTERREQUEST']._serialized_end=1534
-  _globals['_ELECTMASTERRESPONSE']._serialized_start=1537
-  _globals['_ELECTMASTERRESPONSE']._serialized_end=1673
-  _globals['_TAKEOVERREQUEST']._serialized_start=1675
-  _globals['_TAKEOVERREQUEST']._serialized_end=1731
-  _globals['_TAKEOVERRESPONSE']._serialized_start=1733
-  _globals['_TAKEOVERRESPONSE']._serialized_end=1817
-  _globals['_ADMIN']._serialized_start=1820
-  _globals['_ADMIN']._serialized_end=2399
+  _globals['_BROKERSTATUS']._serialized_end=1041
+  _globals['_GETSTATUSREQUEST']._serialized_start=1043
+  _globals['_GETSTATUSREQUEST']._serialized_end=1061
+  _globals['_TOPICSPEC']._serialized_start=1063
+  _globals['_TOPICSPEC']._serialized_end=1153
+  _globals['_CREATETOPICREQUEST']._serialized_start=1155
+  _globals['_CREATETOPICREQUEST']._serialized_end=1223
+  _globals['_CREATETOPICRESPONSE']._serialized_start=1225
+  _globals['_CREATETOPICRESPONSE']._serialized_end=1294
+  _globals['_LISTTOPICSREQUEST']._serialized_start=1296
+  _globals['_LISTTOPICSREQUEST']._serialized_end=1315
+  _globals['_LISTTOPICSRESPONSE']._serialized_start=1317
+  _globals['_LISTTOPICSRESPONSE']._serialized_end=1386
+  _globals['_CLUSTERVIEWREQUEST']._serialized_start=1388
+  _globals['_CLUSTERVIEWREQUEST']._serialized_end=1408
+  _globals['_CLUSTERVIEW']._serialized_start=1410
+  _globals['_CLUSTERVIEW']._serialized_end=1525
+  _globals['_ELECTMASTERREQUEST']._serialized_start=1527
+  _globals['_ELECTMASTERREQUEST']._serialized_end=1586
+  _globals['_ELECTMASTERRESPONSE']._serialized_start=1589
+  _globals['_ELECTMASTERRESPONSE']._serialized_end=1725
+  _globals['_TAKEOVERREQUEST']._serialized_start=1727
+  _globals['_TAKEOVERREQUEST']._serialized_end=1783
+  _globals['_TAKEOVERRESPONSE']._serialized_start=1785
+  _globals['_TAKEOVERRESPONSE']._serialized_end=1869
+  _globals['_ADMIN']._serialized_start=1872
+  _globals['_ADMIN']._serialized_end=2451
 # @@protoc_insertion_point(module_scope)

@@ -73,3 +73,23 @@ class EpochsResponse(_message.Message):
     confirmed_offset: int
     is_master: bool
     def __init__(self, epochs: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., is_master: _Optional[bool] = ...) -> None: ...
+
+class MetadataRequest(_message.Message):
+    __slots__ = ("broker_name", "durable_offset")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    durable_offset: int
+    def __init__(self, broker_name: _Optional[str] = ..., durable_offset: _Optional[int] = ...) -> None: ...
+
+class MetadataResponse(_message.Message):
+    __slots__ = ("topics_json", "consumer_offsets_json", "delay_offsets_json", "is_master")
+    TOPICS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_OFFSETS_JSON_FIELD_NUMBER: _ClassVar[int]
+    DELAY_OFFSETS_JSON_FIELD_NUMBER: _ClassVar[int]
+    IS_MASTER_FIELD_NUMBER: _ClassVar[int]
+    topics_json: bytes
+    consumer_offsets_json: bytes
+    delay_offsets_json: bytes
+    is_master: bool
+    def __init__(self, topics_json: _Optional[bytes] = ..., consumer_offsets_json: _Optional[bytes] = ..., delay_offsets_json: _Optional[bytes] = ..., is_master: _Optional[bool] = ...) -> None: ...

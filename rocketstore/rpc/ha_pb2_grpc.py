@@ -44,6 +44,11 @@ class ReplicationStub:
                 request_serializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
                 response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
                 _registered_method=True)
+        self.GetMetadata = channel.unary_unary(
+                '/rocketstore.ha.v1.Replication/GetMetadata',
+                request_serializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
+                response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -61,6 +66,12 @@ class ReplicationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetMetadata(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +84,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.GetEpochs,
                     request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.FromString,
                     response_serializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.SerializeToString,
+            ),
+            'GetMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMetadata,
+                    request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataRequest.FromString,
+                    response_serializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +145,33 @@ class Replication:
             '/rocketstore.ha.v1.Replication/GetEpochs',
             rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
             rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.ha.v1.Replication/GetMetadata',
+            rocketstore_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
+            rocketstore_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,

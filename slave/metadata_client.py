@@ -1,0 +1,170 @@
+"""The slave's metadata copy: `MetadataSync`, a thread asking its master for the topic table,
+consumer offsets and delay cursors (`rocketstore.ha.v1.Replication/GetMetadata`, authenticated
+like the replication stream) once at start and then every haMetadataSyncInterval, and applying
+them with `ha.metadata_sync.apply_snapshot` (which holds the decisions).
+
+A failed round (the master unreachable, not master, or sending something that does not parse)
+changes nothing it had not applied whole, is logged at WARNING once per distinct reason (INFO
+when the master is merely not master yet), and is retried at the next interval.
+
+Thread-safety: `start`, `stop`, `sync_once` and `state` from any thread; rounds are serialised by
+a lock, so `sync_once` may run beside the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from ha.metadata_sync import MetadataSnapshot, SyncResult, apply_snapshot
+from rocketstore.auth import Signer
+from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from store import MessageStore
+from store.clock import wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+METHOD = "/rocketstore.ha.v1.Replication/GetMetadata"
+
+
+class MetadataSyncFailed(Exception):
+    """One round failed; nothing was applied past the part that failed. `passing`: the master is
+    not master (yet), a state that ends by itself."""
+
+    def __init__(self, message: str, *, passing: bool = False) -> None:
+        super().__init__(message)
+        self.passing = passing
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataSyncState:
+    # Wall-clock ms of the last round that applied the master's tables (0: none yet).
+    last_sync_ms: int
+    syncs: int
+    last_error: str
+
+
+class MetadataSync:
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        address: str,
+        broker_name: str,
+        signer: Signer | None,
+        channel: Callable[[], grpc.Channel],
+        interval_ms: int,
+        timeout_ms: int,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._store = store
+        self._address = address
+        self._broker_name = broker_name
+        self._signer = signer
+        self._new_channel = channel
+        self._interval_s = interval_ms / 1000
+        self._timeout_s = timeout_ms / 1000
+        self._clock = clock_ms
+        self._stop = threading.Event()
+        self._round_lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+        self._thread: threading.Thread | None = None
+        self._last_sync_ms = 0
+        self._syncs = 0
+        self._last_error = ""
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the metadata sync was started already")
+        self._channel = self._new_channel()
+        self._thread = threading.Thread(target=self._run, name="ha-metadata", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5) -> None:
+        """End the thread (a call in flight is cancelled); idempotent."""
+        self._stop.set()
+        channel = self._channel
+        if channel is not None:
+            channel.close()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+            if thread.is_alive():
+                log.warning("the metadata sync thread did not end within %.1f s", timeout_s)
+
+    def state(self) -> MetadataSyncState:
+        with self._round_lock:
+            return MetadataSyncState(self._last_sync_ms, self._syncs, self._last_error)
+
+    def sync_once(self) -> SyncResult:
+        """One round: ask, apply. MetadataSyncFailed says why a round failed."""
+        with self._round_lock:
+            if self._stop.is_set():
+                raise MetadataSyncFailed("stopped")
+            try:
+                result = self._round()
+            except MetadataSyncFailed as exc:
+                self._last_error = str(exc)
+                raise
+            self._last_sync_ms = self._clock()
+            self._syncs += 1
+            self._last_error = ""
+            return result
+
+    def _round(self) -> SyncResult:
+        if self._channel is None:
+            self._channel = self._new_channel()  # sync_once without start()
+        store = self._store
+        metadata = self._signer.metadata(METHOD) if self._signer is not None else None
+        try:
+            answer = ha_pb2_grpc.ReplicationStub(self._channel).GetMetadata(
+                ha_pb2.MetadataRequest(broker_name=self._broker_name, durable_offset=store.flushed_offset),
+                metadata=metadata,
+                timeout=self._timeout_s,
+            )
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            details = exc.details() if hasattr(exc, "details") else str(exc)
+            raise MetadataSyncFailed(f"GetMetadata: {code.name if code else 'UNKNOWN'}: {details}") from None
+        if not answer.is_master:
+            raise MetadataSyncFailed(f"{self._address} is not master (yet)", passing=True)
+        try:
+            snapshot = MetadataSnapshot.from_documents(
+                answer.topics_json, answer.consumer_offsets_json, answer.delay_offsets_json
+            )
+            return apply_snapshot(store, snapshot)
+        except ValueError as exc:
+            raise MetadataSyncFailed(f"the master's metadata cannot be applied: {exc}") from None
+        except RuntimeError as exc:  # this broker delivers delayed messages itself: a master now
+            raise MetadataSyncFailed(str(exc), passing=True) from None
+
+    def _run(self) -> None:
+        reported = ""
+        while not self._stop.is_set():
+            try:
+                result = self.sync_once()
+            except MetadataSyncFailed as exc:
+                message = str(exc)
+                if message != reported and not self._stop.is_set():
+                    log.log(logging.INFO if exc.passing else logging.WARNING,
+                            "copying metadata from %s failed: %s", self._address, message)
+                reported = message
+            except Exception:  # noqa: BLE001 - the thread must outlive any one round
+                if self._stop.is_set():
+                    break  # stop() closed the channel under the call
+                log.exception("copying metadata from %s failed unexpectedly", self._address)
+            else:
+                if reported:
+                    log.info("copying metadata from %s works again", self._address)
+                    reported = ""
+                if result.changed:
+                    log.info(
+                        "metadata from %s: topics %s, %d consumer offset entries changed, delay cursors %s",
+                        self._address, "replaced" if result.topics_replaced else "unchanged",
+                        result.offsets_changed, result.delay_cursors.value,
+                    )
+            self._stop.wait(self._interval_s)
