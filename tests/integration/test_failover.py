@@ -150,6 +150,36 @@ def test_kill_9_of_the_master_under_load_loses_no_acknowledged_message(group):
     final_check(cluster, acked)
 
 
+def test_topics_and_consumer_offsets_survive_a_failover(group):
+    from client import AdminClient, BrokerError, PullConsumer
+
+    cluster = group(3, haMetadataSyncInterval="200")
+    old = cluster.wait_master(60, in_sync=3)
+    with AdminClient(old.client_endpoint, cluster.admin_secret()) as admin:
+        admin.create_topic("WideTopic", queues=8)
+    with PullConsumer(old.client_endpoint, group="billing") as consumer:
+        consumer.update_offset("WideTopic", 7, 42)
+
+    def committed(broker: LocalBroker) -> int | None:
+        with PullConsumer(broker.client_endpoint, group="billing") as consumer:
+            try:
+                return consumer.get_offset("WideTopic", 7)
+            except BrokerError as exc:  # a slave does not know the topic before its first copy
+                assert "does not exist" in str(exc)
+                return None
+
+    for slave in (b for b in cluster.brokers if b is not old):
+        assert poll_until(lambda: committed(slave) == 42, 20), f"broker {cluster.brokers.index(slave)} never copied it"
+    old.kill()
+    new = cluster.wait_master(30, not_=old)
+
+    assert committed(new) == 42
+    with AdminClient(new.client_endpoint, cluster.admin_secret()) as admin:
+        assert [t["write_queue_nums"] for t in admin.list_topics() if t["name"] == "WideTopic"] == [8]
+    with Producer(new.client_endpoint, timeout_s=3.0) as producer:
+        assert producer.send("WideTopic", b"to the last queue", queue_id=7).ok
+
+
 def test_a_paused_master_acknowledges_nothing_after_it_resumes_and_rejoins_as_slave(group):
     cluster = group(3)
     old = cluster.wait_master(60, in_sync=3)

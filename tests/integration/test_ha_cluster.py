@@ -13,7 +13,7 @@ import pytest
 
 from support import wait_until
 
-from client import AdminClient, NotMasterError, Producer, PullConsumer, SendStatus
+from client import AdminClient, BrokerError, NotMasterError, Producer, PullConsumer, SendStatus
 
 TOPIC = "HaTopic"
 
@@ -192,6 +192,32 @@ def test_slave_with_a_wrong_secret_is_refused_and_the_secret_is_not_logged(make_
         logs = broker.tail(100_000) + "".join(p.read_text(errors="replace") for p in (broker.directory / "logs").glob("*"))
         for secret in secrets:
             assert secret not in logs
+
+
+def test_a_slave_copies_the_masters_topics_and_consumer_offsets(make_cluster):
+    cluster = make_cluster(
+        master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1, settings={"haMetadataSyncInterval": "200"}
+    )
+    slave = cluster.slave_brokers[0]
+    with admin_of(cluster) as admin:
+        admin.create_topic("WideTopic", queues=8)
+    with PullConsumer(cluster.master.client_endpoint, group="billing") as consumer:
+        consumer.update_offset("WideTopic", 7, 42)
+
+    def slave_offset() -> int | None:
+        with PullConsumer(slave.client_endpoint, group="billing") as consumer:
+            try:
+                return consumer.get_offset("WideTopic", 7)
+            except BrokerError as exc:  # the slave does not know the topic before its first copy
+                assert "does not exist" in str(exc)
+                return None
+
+    wait_until(lambda: slave_offset() == 42, what="the slave to copy the committed offset")
+    with admin_of(cluster, slave) as admin:
+        wide = [t for t in admin.list_topics() if t["name"] == "WideTopic"]
+        status = admin.status()
+    assert [(t["read_queue_nums"], t["write_queue_nums"]) for t in wide] == [(8, 8)]
+    assert status["metadata_synced_ms"] > 0 and not status.get("metadata_error")
 
 
 def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):

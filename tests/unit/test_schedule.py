@@ -962,3 +962,79 @@ def test_crashes_with_the_durable_guard_lose_nothing(rounds):
                     service = fresh()
         drain(service, clock.advance(10_000))
         assert set(store.delivered_keys()) == set(produced)  # at least once, after any crash
+
+
+# -- cursors another broker may take over (a slave copying its master's) ----------------------------
+
+
+def reputs_ending_by(store: FakeStore, level: int, log_offset: int) -> int:
+    """How many of the level's re-puts lie wholly below `log_offset` (keys say the level)."""
+    return sum(
+        1 for d in store.delivered
+        if d.msg.keys.startswith(f"L{level}-") and d.msg.physical_offset + d.msg.store_size <= log_offset
+    )
+
+
+@settings(max_examples=100)
+@given(rounds=ROUNDS, cut=st.floats(0, 1))
+def test_cursors_at_never_pass_a_reput_beyond_the_given_log_end(rounds, cut):
+    """Whatever was delivered, flushed and persisted, the cursors handed to a broker whose log ends
+    at X only count re-puts below X: taking them over cannot skip a delayed message."""
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = FakeClock()
+        store = FakeStore(clock, levels=SHORT_LEVELS)
+        service = make_service(store, delay_offset_path(tmp), durable_offset=lambda: store.flushed, max_per_level=2)
+        produced = 0
+        for puts, step, after in rounds:
+            for level, wait in puts:
+                store.produce(f"L{level}-{produced}", level)
+                produced += 1
+                clock.advance(wait)
+            if step == "next":
+                step_to_next_due(service, clock)
+            else:
+                service.deliver_due(clock.advance(step))
+            for action in after:
+                if action == "flush":
+                    store.flush()
+                elif action == "persist":
+                    service.persist()
+        log_end = int(store.next_offset * cut)
+        document = service.cursors_at(log_end)
+        if document is not None:
+            for key, cursor in document["offsetTable"].items():
+                assert cursor <= reputs_ending_by(store, int(key), log_end)
+        # A broker holding the whole flushed log always gets the cursors persist() would write.
+        store.flush()
+        service.persist()
+        assert service.cursors_at(store.next_offset) == {
+            "offsetTable": {str(n): off for n, off in service.offsets.items()}
+        }
+
+
+def test_replaced_cursors_are_written_and_deliver_from_there(store, clock, path):
+    service = make_service(store, path)
+    for i in range(3):
+        store.produce(f"m{i}", 1)
+
+    assert service.replace_offsets({"offsetTable": {"1": 2, "40": 7}}) is True
+    assert service.replace_offsets({"offsetTable": {"1": 2, "40": 7}}) is False
+
+    assert json.loads(path.read_text())["offsetTable"]["1"] == 2
+    assert json.loads(path.read_text())["offsetTable"]["40"] == 7  # a level not configured: kept
+    assert service.deliver_due(clock.advance(1_000)) == 1
+    assert store.delivered_keys() == ["m2"]
+
+
+def test_cursors_are_not_replaced_under_a_running_delivery_or_from_a_bad_document(store, clock, path):
+    service = make_service(store, path)
+    with pytest.raises(ValueError, match="not a delay level"):
+        service.replace_offsets({"offsetTable": {"zero": 1}})
+    assert service.offsets[1] == 0 and not path.exists()
+    service.start()
+    try:
+        with pytest.raises(RuntimeError, match="deliveries are stopped"):
+            service.replace_offsets({"offsetTable": {"1": 5}})
+    finally:
+        service.shutdown()
+    assert service.offsets[1] == 0
