@@ -6,8 +6,9 @@ master whose roles come from broker.conf.
 2. It records its own new role first (a role override: SLAVE of that slave) so that a crash from
    here on can never bring it back as a second master.
 3. It asks the slave, over the slave's admin API (`TakeOver`, the shared admin secret), to take
-   over at exactly that offset: the slave checks its log ends there, records its override
-   (master), stops replicating, becomes master and serves replication on its haListenPort.
+   over at exactly that offset: the slave copies the master's metadata one last time (consumer
+   offsets, delay cursors, topics), checks its log ends there, records its override (master),
+   stops replicating, becomes master and serves replication on its haListenPort.
 4. The old master steps down and follows the new one. A refused or failed step 3 removes the
    override of step 2 and lifts the fence: nothing changed.
 
@@ -30,6 +31,7 @@ from pathlib import Path
 import grpc
 
 from rocketstore.auth import Signer
+from slave.metadata_client import MetadataSyncFailed
 from rocketstore.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole
 from store.mapped_file import fsync_dir, replace_durably
@@ -140,6 +142,12 @@ def take_over(broker, expected_offset: int, role_name: str) -> None:
         raise ValueError("this broker is already a master")
     replicator = broker.replicator
     if replicator is not None:
+        # The master is alive and fenced: one last copy of its consumer offsets and delay
+        # cursors spares consumers the re-delivery of a sync interval.
+        try:
+            replicator.metadata.sync_once()
+        except MetadataSyncFailed as exc:
+            log.warning("taking over without a last copy of the master's metadata: %s", exc)
         replicator.stop()
     if store.max_offset != expected_offset:
         if replicator is not None:

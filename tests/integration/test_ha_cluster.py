@@ -241,6 +241,7 @@ def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
 
 
 def test_a_planned_switchover_in_static_mode_swaps_roles_for_good_and_producers_see_no_error(make_cluster):
+    from failover_support import TOPIC as LOAD_TOPIC
     from failover_support import Load, missing_acknowledged, open_store, messages_by_offset
 
     import socket
@@ -249,10 +250,13 @@ def test_a_planned_switchover_in_static_mode_swaps_roles_for_good_and_producers_
     with socket.socket() as s:  # the slave serves replication once it is master: on a port of ours
         s.bind(("127.0.0.1", 0))
         ha_port = s.getsockname()[1]
-    master, slave = cluster.master, cluster.add_slave(1, haListenPort=str(ha_port))
+    # No periodic metadata copy after the first: the take-over's own last copy must bring the offset.
+    master, slave = cluster.master, cluster.add_slave(1, haListenPort=str(ha_port), haMetadataSyncInterval="600000")
     load = Load(f"{master.client_endpoint};{slave.client_endpoint}").start()
     try:
         assert load.wait_acked(100, 60), load.outcomes
+        with PullConsumer(master.client_endpoint, group="billing") as consumer:
+            consumer.update_offset(LOAD_TOPIC, 3, 77)
         with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
             answer = admin.elect_master(1, timeout_s=20)
         assert answer["master_client_endpoint"] == slave.client_endpoint
@@ -269,6 +273,8 @@ def test_a_planned_switchover_in_static_mode_swaps_roles_for_good_and_producers_
         return tuple(statuses)
 
     assert roles() == ("SLAVE", "SYNC_MASTER")
+    with PullConsumer(slave.client_endpoint, group="billing") as consumer:
+        assert consumer.get_offset(LOAD_TOPIC, 3) == 77
     # The roles survive restarts (the overrides win over broker.conf), the new master first.
     master.stop()
     slave.stop()
