@@ -224,13 +224,16 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             elif code not in (None, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE):
                 log.warning("replication stream from %s closed before its handshake: %s", stream.peer, reason)
 
-    def GetEpochs(self, request: ha_pb2.EpochsRequest, context: grpc.ServicerContext) -> ha_pb2.EpochsResponse:
-        store = self._store
-        if request.broker_name != self._broker_name:
+    def _refuse_another_group(self, broker_name: str, context: grpc.ServicerContext) -> None:
+        if broker_name != self._broker_name:
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"the slave belongs to broker {request.broker_name!r}, this broker is {self._broker_name!r}",
+                f"the slave belongs to broker {broker_name!r}, this broker is {self._broker_name!r}",
             )
+
+    def GetEpochs(self, request: ha_pb2.EpochsRequest, context: grpc.ServicerContext) -> ha_pb2.EpochsResponse:
+        store = self._store
+        self._refuse_another_group(request.broker_name, context)
         history = self._epochs() if self._epochs is not None else EpochHistory()
         return ha_pb2.EpochsResponse(
             epochs=[ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset) for e in history.entries],
@@ -241,11 +244,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         )
 
     def GetMetadata(self, request: ha_pb2.MetadataRequest, context: grpc.ServicerContext) -> ha_pb2.MetadataResponse:
-        if request.broker_name != self._broker_name:
-            context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"the slave belongs to broker {request.broker_name!r}, this broker is {self._broker_name!r}",
-            )
+        self._refuse_another_group(request.broker_name, context)
         if self._store.broker_role is BrokerRole.SLAVE:
             # A slave's tables are copies: handing them on could move another slave backwards.
             return ha_pb2.MetadataResponse(is_master=False)

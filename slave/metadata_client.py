@@ -23,6 +23,7 @@ import grpc
 from ha.metadata_sync import MetadataSnapshot, SyncResult, apply_snapshot
 from rocketstore.auth import Signer
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from slave.rpc_failure import describe
 from store import MessageStore
 from store.clock import wall_clock_ms
 
@@ -127,9 +128,7 @@ class MetadataSync:
                 timeout=self._timeout_s,
             )
         except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            details = exc.details() if hasattr(exc, "details") else str(exc)
-            raise MetadataSyncFailed(f"GetMetadata: {code.name if code else 'UNKNOWN'}: {details}") from None
+            raise MetadataSyncFailed(f"GetMetadata: {describe(exc)[1]}") from None
         if not answer.is_master:
             raise MetadataSyncFailed(f"{self._address} is not master (yet)", passing=True)
         try:

@@ -56,6 +56,7 @@ from ha.epoch_keeper import EpochKeeper
 from ha.epochs import EpochEntry, EpochHistory, consistent_point
 from ha.slave_session import ReconnectPolicy, SlaveSession
 from slave.metadata_client import MetadataSync
+from slave.rpc_failure import describe
 from rocketstore.auth import Signer
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
@@ -279,9 +280,8 @@ class SlaveReplicator:
                 timeout=self._ha.ha_housekeeping_interval_ms / 1000,
             )
         except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            details = exc.details() if hasattr(exc, "details") else str(exc)
-            raise _StreamFailed(f"GetEpochs: {code.name if code else 'UNKNOWN'}: {details}", refusal=code in _REFUSALS) from None
+            code, text = describe(exc)
+            raise _StreamFailed(f"GetEpochs: {text}", refusal=code in _REFUSALS) from None
         if not answer.is_master:
             raise _StreamFailed(f"{self._address} is not master (yet)")
         local_max = store.max_offset
@@ -389,10 +389,8 @@ class SlaveReplicator:
             return _StreamFailed("stopped", stopped=True)
         if stream.failure is not None:
             return _StreamFailed(stream.failure)
-        code = exc.code() if hasattr(exc, "code") else None
-        details = exc.details() if hasattr(exc, "details") else str(exc)
-        name = code.name if code is not None else "UNKNOWN"
-        return _StreamFailed(f"{name}: {details}", refusal=code in _REFUSALS)
+        code, text = describe(exc)
+        return _StreamFailed(text, refusal=code in _REFUSALS)
 
     def _take(self, stream: _Stream, chunk: ha_pb2.Chunk) -> None:
         session = stream.session
