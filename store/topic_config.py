@@ -275,9 +275,12 @@ class TopicConfigManager:
         then served; the system topics this broker needs are kept. Nothing changes when the data
         versions are equal. True when it changed; ValueError (nothing changed) for a document that
         is not a topic table."""
+        if isinstance(document, dict):
+            # Compared before the entries are parsed: an unchanged table costs nothing, and its
+            # unservable entries are not warned about at every copy.
+            if self._parse_version(document.get("dataVersion"), DataVersion(-1, 0), source) == self._version:
+                return False
         table, foreign, version = self._parse(document, DataVersion(0, self._clock()), source)
-        if version == self._version:
-            return False
         with self._lock:
             table = self._with_system_topics(table)
             self._write(table, foreign, version)

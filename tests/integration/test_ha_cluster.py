@@ -218,6 +218,15 @@ def test_a_slave_copies_the_masters_topics_and_consumer_offsets(make_cluster):
         status = admin.status()
     assert [(t["read_queue_nums"], t["write_queue_nums"]) for t in wide] == [(8, 8)]
     assert status["metadata_synced_ms"] > 0 and not status.get("metadata_error")
+    # The copy is as authenticated as the replication stream: no secret, no offsets.
+    import grpc
+
+    from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+
+    with grpc.insecure_channel(cluster.master.ha_endpoint) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            ha_pb2_grpc.ReplicationStub(channel).GetMetadata(ha_pb2.MetadataRequest(broker_name="broker-a"), timeout=5)
+    assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
