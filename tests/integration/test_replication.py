@@ -329,12 +329,16 @@ class MuteMaster(ha_pb2_grpc.ReplicationServicer):
         self.closed = threading.Event()
 
     def Replicate(self, request_iterator, context):
+        # Each stream stays silent until the slave gives that stream up (a shared event would
+        # let a reconnected stream end at once, which the slave reports as the master's doing).
+        ended = threading.Event()
+        context.add_callback(ended.set)
         context.add_callback(self.closed.set)
         handshake = next(request_iterator)
         self.streams += 1
         yield ha_pb2.Chunk(start_offset=handshake.durable_offset, master_max_offset=handshake.durable_offset,
                            checksum=crc32c(b""), segment_size=SEGMENT)
-        self.closed.wait(10)
+        ended.wait(10)
 
 
 def test_slave_gives_up_a_master_that_went_silent_and_reconnects(tmp_path, closing):
@@ -467,6 +471,8 @@ class FakeMaster(ha_pb2_grpc.ReplicationServicer):
         self.handshakes: list[ha_pb2.SlaveReport] = []
 
     def Replicate(self, request_iterator, context):
+        ended = threading.Event()  # this stream's own end (see MuteMaster)
+        context.add_callback(ended.set)
         context.add_callback(self.closed.set)
         handshake = next(request_iterator)
         self.handshakes.append(handshake)
@@ -483,7 +489,7 @@ class FakeMaster(ha_pb2_grpc.ReplicationServicer):
             checksum=checksum,
             segment_size=SEGMENT,
         )
-        self.closed.wait(10)
+        ended.wait(10)
 
 
 def some_records(root: Path) -> bytes:
