@@ -142,8 +142,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             status.master_connected = bool(state.connected)
             status.master_max_offset = state.master_max_offset
             status.replication_error = state.last_error or ""
-            status.metadata_synced_ms = getattr(state, "metadata_synced_ms", 0)
-            status.metadata_error = getattr(state, "metadata_error", "")
+            status.metadata_synced_ms = state.metadata_synced_ms
+            status.metadata_error = state.metadata_error
         return status
 
     @_guarded
