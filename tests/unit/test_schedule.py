@@ -929,6 +929,30 @@ ROUNDS = st.lists(
 )
 
 
+def play(rounds, store: FakeStore, clock: FakeClock, fresh, key=lambda level, n: f"m{n}"):
+    """Run ROUNDS against `store` and the service `fresh()` makes (again after each crash):
+    returns the service in use at the end and the keys produced."""
+    service = fresh()
+    produced = []
+    for puts, step, after in rounds:
+        for level, wait in puts:
+            produced.append(store.produce(key(level, len(produced)), level).keys)  # producers' puts flush
+            clock.advance(wait)
+        if step == "next":
+            step_to_next_due(service, clock)
+        else:
+            service.deliver_due(clock.advance(step))
+        for action in after:
+            if action == "flush":
+                store.flush()
+            elif action == "persist":
+                service.persist()
+            else:
+                store.crash()
+                service = fresh()
+    return service, produced
+
+
 @settings(max_examples=100)
 @given(rounds=ROUNDS)
 def test_crashes_with_the_durable_guard_lose_nothing(rounds):
@@ -942,24 +966,7 @@ def test_crashes_with_the_durable_guard_lose_nothing(rounds):
         def fresh() -> ScheduleMessageService:
             return make_service(store, path, durable_offset=lambda: store.flushed, max_per_level=2)
 
-        service = fresh()
-        produced = []
-        for puts, step, after in rounds:
-            for level, wait in puts:
-                produced.append(store.produce(f"m{len(produced)}", level).keys)  # producers' puts flush
-                clock.advance(wait)
-            if step == "next":
-                step_to_next_due(service, clock)
-            else:
-                service.deliver_due(clock.advance(step))
-            for action in after:
-                if action == "flush":
-                    store.flush()
-                elif action == "persist":
-                    service.persist()
-                else:
-                    store.crash()
-                    service = fresh()
+        service, produced = play(rounds, store, clock, fresh)
         drain(service, clock.advance(10_000))
         assert set(store.delivered_keys()) == set(produced)  # at least once, after any crash
 
@@ -978,27 +985,18 @@ def reputs_ending_by(store: FakeStore, level: int, log_offset: int) -> int:
 @settings(max_examples=100)
 @given(rounds=ROUNDS, cut=st.floats(0, 1))
 def test_cursors_at_never_pass_a_reput_beyond_the_given_log_end(rounds, cut):
-    """Whatever was delivered, flushed and persisted, the cursors handed to a broker whose log ends
-    at X only count re-puts below X: taking them over cannot skip a delayed message."""
+    """Whatever was delivered, flushed, persisted and lost in crashes, the cursors handed to a
+    broker whose log ends at X only count re-puts below X: taking them over cannot skip a delayed
+    message."""
     with tempfile.TemporaryDirectory() as tmp:
         clock = FakeClock()
         store = FakeStore(clock, levels=SHORT_LEVELS)
-        service = make_service(store, delay_offset_path(tmp), durable_offset=lambda: store.flushed, max_per_level=2)
-        produced = 0
-        for puts, step, after in rounds:
-            for level, wait in puts:
-                store.produce(f"L{level}-{produced}", level)
-                produced += 1
-                clock.advance(wait)
-            if step == "next":
-                step_to_next_due(service, clock)
-            else:
-                service.deliver_due(clock.advance(step))
-            for action in after:
-                if action == "flush":
-                    store.flush()
-                elif action == "persist":
-                    service.persist()
+        path = delay_offset_path(tmp)
+
+        def fresh() -> ScheduleMessageService:
+            return make_service(store, path, durable_offset=lambda: store.flushed, max_per_level=2)
+
+        service, _ = play(rounds, store, clock, fresh, key=lambda level, n: f"L{level}-{n}")
         log_end = int(store.next_offset * cut)
         document = service.cursors_at(log_end)
         if document is not None:
