@@ -53,8 +53,8 @@ class MetadataSnapshot:
 
     def documents(self) -> tuple[bytes, bytes, bytes]:
         """The three JSON documents, for the wire (b"" for absent delay cursors)."""
-        topics, offsets = (_dump(doc) for doc in (self.topics, self.consumer_offsets))
-        return topics, offsets, _dump(self.delay_offsets) if self.delay_offsets is not None else b""
+        delay = _dump(self.delay_offsets) if self.delay_offsets is not None else b""
+        return _dump(self.topics), _dump(self.consumer_offsets), delay
 
     @classmethod
     def from_documents(cls, topics: bytes, consumer_offsets: bytes, delay_offsets: bytes) -> "MetadataSnapshot":
@@ -67,7 +67,7 @@ class MetadataSnapshot:
 
 
 def _dump(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
 
 def _load(name: str, raw: bytes) -> dict[str, Any]:
