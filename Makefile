@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The official RocketMQ 5 Python client, in its own virtualenv: its generated stubs clash with
-# ours in one process (see ../shared/NOTES-rocketmq-v2-client.md). The compatibility test runs it.
+# ours in one process (two copies of the same descriptor names). The compatibility test runs it.
 OFFICIAL := .venv-rocketmq
 # Pinned with every dependency: tests/official-client-requirements.txt (rocketmq-python-client 5.1.2).
 OFFICIAL_STAMP := $(OFFICIAL)/.installed
