@@ -1,6 +1,6 @@
 """RocketMQ's CommitLog message format: encode, decode, validate, msgId.
 
-Layout of one message, big-endian (DESIGN.md §3)::
+Layout of one message, big-endian (docs/design.md §3)::
 
     0   TOTALSIZE            i32
     4   MAGICCODE            i32   -626843481 (message) / -875286124 (blank end of segment)

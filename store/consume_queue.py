@@ -4,7 +4,7 @@ messages, and `ConsumeQueueTable`, the set of them under a store root.
 Owns `<root>/consumequeue/<topic>/<queueId>/` and nothing else: the CommitLog, the checkpoint and
 the dispatcher that feeds these queues live elsewhere and call in.
 
-On-disk layout (DESIGN.md §3, byte-compatible with RocketMQ). A queue directory holds files of
+On-disk layout (docs/design.md §3, byte-compatible with RocketMQ). A queue directory holds files of
 `file_size` bytes (`mapped_file_size_consume_queue`, default 300,000 units = 6,000,000 bytes), each
 named by the byte offset of its first unit within the queue, 20 digits zero-padded; the files are
 contiguous. Queue offset N is the 20-byte unit at byte N * 20, big-endian:

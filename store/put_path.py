@@ -1,4 +1,4 @@
-"""The put path (DESIGN.md §6):
+"""The put path (docs/design.md §6):
 
     checks -> delay rewrite -> encode (no lock) -> CommitLog.append (lock)
            -> wait on the flush and the replica outcome together (no lock)

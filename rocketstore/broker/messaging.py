@@ -2,7 +2,7 @@
 
 Served: QueryRoute, Heartbeat, SendMessage, PullMessage, GetOffset, UpdateOffset, QueryOffset,
 Telemetry, NotifyClientTermination. The official RocketMQ 5 clients produce through it unmodified
-(see /work/shared/NOTES-rocketmq-v2-client.md for what they need).
+(tests/integration/test_official_client.py runs one).
 
 Wire facts this module and its pure helpers in `convert.py` own (the rest is messaging.proto):
 - A v2 message becomes a store message with properties TAGS (tag), KEYS (keys joined by a space),

@@ -1,4 +1,4 @@
-"""An independent CommitLog writer for the pipeline's tests, written from DESIGN.md §3 alone (it
+"""An independent CommitLog writer for the pipeline's tests, written from docs/design.md §3 alone (it
 does not use `store.codec`): messages with IPv4 or IPv6 hosts and properties, blank segment ends,
 torn tails and corruption, in segment files under `<root>/commitlog/`."""
 

@@ -1,4 +1,4 @@
-"""CommitLog message codec (store/codec.py, store/message.py) against DESIGN.md §3."""
+"""CommitLog message codec (store/codec.py, store/message.py) against docs/design.md §3."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def messages(draw, topic=topics, queue_id=st.integers(0, 2**31 - 1), sys_flag=IN
 
 
 # ---------------------------------------------------------------------------------------------
-# Reference encoder, written from DESIGN.md §3 alone
+# Reference encoder, written from docs/design.md §3 alone
 
 
 def reference_encode(msg: Message, *, store_host, born_ts: int, store_ts: int, queue_offset: int, physical_offset: int) -> bytes:

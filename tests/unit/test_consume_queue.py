@@ -42,7 +42,7 @@ SIZE = 100  # every test message is 100 bytes, so message i sits at CommitLog of
 
 
 def pack(offset: int, size: int, tags: int) -> bytes:
-    """A unit as DESIGN.md §3 spells it, independent of the module under test."""
+    """A unit as docs/design.md §3 spells it, independent of the module under test."""
     return struct.pack(">qiq", offset, size, tags)
 
 

@@ -1,4 +1,4 @@
-"""IndexFile and IndexService (store/index_file.py) against DESIGN.md §3 and RocketMQ's rules."""
+"""IndexFile and IndexService (store/index_file.py) against docs/design.md §3 and RocketMQ's rules."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 layout is checked at load.
 
 Two levels: the sans-IO scan (`scan_commitlog`, `choose_scan_start`, `check_recoverable`) over
-bytearrays built here from DESIGN.md §3 with an encoder of our own, and whole stores written by
+bytearrays built here from docs/design.md §3 with an encoder of our own, and whole stores written by
 MessageStore, damaged on disk, and reopened.
 """
 

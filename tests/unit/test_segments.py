@@ -1,7 +1,7 @@
 """CommitLog segment ends (RocketMQ's AppendMessageCallback END_OF_FILE cases), segment files on
 disk, the allocator that prepares the next segment ahead, and the transient store pool.
 
-Sizes are computed here from the on-disk format of DESIGN.md §3, not taken from the store, so the
+Sizes are computed here from the on-disk format of docs/design.md §3, not taken from the store, so the
 tests also check that the store writes exactly that format.
 """
 
