@@ -8,7 +8,9 @@ acknowledge, when to give up, and how long to wait before the next stream.
   with no chunk (heartbeats count) for the housekeeping interval is `silent`: give it up.
 - `ReconnectPolicy` (across streams): the backoff before the next stream, doubling from the
   minimum to the maximum after failures, back to the minimum once a stream was accepted, the
-  maximum after a refusal; and which failures deserve an ERROR line (each distinct refusal once,
+  maximum after a refusal, each wait drawn between half the step and the step itself (jitter: the
+  slaves of a restarted master do not all come back in the same instant, and no wait exceeds the
+  configured maximum); and which failures deserve an ERROR line (each distinct refusal once,
   until a stream is accepted again) or a WARNING (a failure unlike the previous one).
 
 Plain objects: no sockets, threads or clocks (time is an argument). Not thread-safe: the adapter
@@ -18,6 +20,8 @@ Plain objects: no sockets, threads or clocks (time is an argument). Not thread-s
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .chunks import ChunkCheck, ChunkVerdict, SlaveStreamCheck
@@ -122,7 +126,8 @@ class SlaveSession:
 
 
 class ReconnectPolicy:
-    def __init__(self, backoff_min_ms: int, backoff_max_ms: int) -> None:
+    def __init__(self, backoff_min_ms: int, backoff_max_ms: int, uniform: Callable[[], float] = random.random) -> None:
+        """`uniform` draws the jitter from [0, 1) (injected by tests)."""
         if not 0 < backoff_min_ms <= backoff_max_ms:
             raise ValueError(
                 f"haReconnectBackoffMin ({backoff_min_ms} ms) must be positive and at most "
@@ -131,6 +136,7 @@ class ReconnectPolicy:
         self.backoff_min_ms = backoff_min_ms
         self.backoff_max_ms = backoff_max_ms
         self._next_ms = backoff_min_ms
+        self._uniform = uniform
         self._refusals_logged: set[str] = set()
         self._last_failure = ""
 
@@ -143,10 +149,11 @@ class ReconnectPolicy:
     def delay_ms(self, *, refused: bool) -> int:
         """The wait before the next stream, after one that failed (or was refused)."""
         if refused:
-            return self.backoff_max_ms
-        delay = self._next_ms
-        self._next_ms = min(self._next_ms * 2, self.backoff_max_ms)
-        return delay
+            step = self.backoff_max_ms
+        else:
+            step = self._next_ms
+            self._next_ms = min(self._next_ms * 2, self.backoff_max_ms)
+        return max(1, step - int(step / 2 * self._uniform()))
 
     def log_level(self, message: str, *, refused: bool) -> int:
         """ERROR for a refusal not logged yet, WARNING for a failure unlike the previous one,

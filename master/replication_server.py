@@ -26,6 +26,13 @@ master's log (else the slave holds a divergent tail: FAILED_PRECONDITION, trunca
 `GetEpochs` gives a joining slave the history to compute that point from. A slave whose last
 epoch is 0 holds data from before controller mode and is checked by record boundary only.
 
+Shared-secret mode (an `ha.peer_auth.MasterAuth` is given): `Hello` answers a slave's nonce
+with this master's nonce and proof; `Replicate`, `GetEpochs` and `GetMetadata` are refused
+(UNAUTHENTICATED) unless their header names a nonce issued here and not used yet, with the tag of
+the session key; every chunk and answer then carries a MAC under that key, and every report must
+carry one (a report failing it ends the stream), and the handshake must name the slave the Hello
+named. Without it (mutual TLS), the TLS layer authenticates both ends and none of this applies.
+
 `GetMetadata` hands a slave the master's topic table, consumer offsets and delay cursors
 (`ha.metadata_sync`); a broker that is not master answers `is_master=false` and nothing else.
 
@@ -50,6 +57,10 @@ from ha.chunks import MalformedRecords, crc32c, next_chunk
 from ha.config import HaConfig
 from ha.epochs import EpochHistory
 from ha.metadata_sync import take_snapshot
+from ha.peer_auth import (
+    CHUNK, EPOCHS, HEADER, METADATA, REPORT, AuthenticationError, Identity, MasterAuth, PeerSession,
+    chunk_parts, epochs_parts, metadata_parts, report_parts,
+)
 from ha.replica_tracker import ReplicaTracker
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
@@ -65,6 +76,7 @@ IDLE_POLL_S = 0.01
 # A stream that does not end within this after being closed is cancelled (it is stuck sending).
 CANCEL_GRACE_MS = 1000
 _HEADER = struct.Struct(">ii")
+_SERVICE = "/rocketstore.ha.v1.Replication/"
 
 
 class _Stream:
@@ -85,6 +97,7 @@ class _Stream:
         self.start_offset = 0
         self.closing: tuple[grpc.StatusCode | None, str] | None = None
         self.closing_since_ms = 0
+        self.auth: PeerSession | None = None
         self._lock = threading.Lock()
 
     def close(self, code: grpc.StatusCode | None, reason: str, now_ms: int) -> bool:
@@ -109,8 +122,10 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         client_endpoint: str = "",
         clock_ms: Callable[[], int] = wall_clock_ms,
         epochs: Callable[[], EpochHistory] | None = None,
+        auth: MasterAuth | None = None,
     ) -> None:
         self._store = store
+        self._auth = auth
         self._ha = ha
         self._broker_name = broker_name
         self._tracker = tracker
@@ -194,8 +209,38 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
 
     # -- the stream ----------------------------------------------------------------------------
 
+    def Hello(self, request: ha_pb2.HelloRequest, context: grpc.ServicerContext) -> ha_pb2.HelloResponse:
+        if self._auth is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this master has no shared secret: it authenticates by TLS")
+        try:
+            answer = self._auth.hello(
+                request.client_nonce, Identity(request.broker_name, request.broker_id), self._clock()
+            )
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return ha_pb2.HelloResponse(
+            server_nonce=answer.server_nonce,
+            server_proof=answer.server_proof,
+            broker_name=answer.master.broker_name,
+            broker_id=answer.master.broker_id,
+        )
+
+    def _authenticate(self, context: grpc.ServicerContext, method: str) -> PeerSession | None:
+        """The call's session in shared-secret mode (None without it); aborts the call with
+        UNAUTHENTICATED when its credentials fail."""
+        if self._auth is None:
+            return None
+        header = next((v for k, v in context.invocation_metadata() or () if k == HEADER), None)
+        try:
+            return self._auth.authenticate(header, _SERVICE + method, self._clock())
+        except AuthenticationError as exc:
+            log.warning("refused %s from %s: %s", method, context.peer(), exc)
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
+
     def Replicate(self, request_iterator: Iterator[ha_pb2.SlaveReport], context: grpc.ServicerContext):
+        auth = self._authenticate(context, "Replicate")
         stream = _Stream(next(self._ids), context.peer(), context, self._clock())
+        stream.auth = auth
         if self._stopping.is_set():
             context.abort(grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
         if not context.add_callback(stream.wake.set):
@@ -232,32 +277,48 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             )
 
     def GetEpochs(self, request: ha_pb2.EpochsRequest, context: grpc.ServicerContext) -> ha_pb2.EpochsResponse:
+        auth = self._authenticate(context, "GetEpochs")
         store = self._store
         self._refuse_another_group(request.broker_name, context)
         history = self._epochs() if self._epochs is not None else EpochHistory()
-        return ha_pb2.EpochsResponse(
+        answer = ha_pb2.EpochsResponse(
             epochs=[ha_pb2.EpochEntry(epoch=e.epoch, start_offset=e.start_offset) for e in history.entries],
             min_offset=store.min_offset,
             max_offset=store.max_offset,
             confirmed_offset=self._tracker.confirmed_offset,
             is_master=store.broker_role is not BrokerRole.SLAVE,
         )
+        if auth is not None:
+            answer.mac = auth.seal(EPOCHS, *epochs_parts(answer))
+        return answer
 
     def GetMetadata(self, request: ha_pb2.MetadataRequest, context: grpc.ServicerContext) -> ha_pb2.MetadataResponse:
+        auth = self._authenticate(context, "GetMetadata")
         self._refuse_another_group(request.broker_name, context)
         if self._store.broker_role is BrokerRole.SLAVE:
             # A slave's tables are copies: handing them on could move another slave backwards.
-            return ha_pb2.MetadataResponse(is_master=False)
-        topics, offsets, delay = take_snapshot(self._store, request.durable_offset).documents()
-        return ha_pb2.MetadataResponse(
-            topics_json=topics, consumer_offsets_json=offsets, delay_offsets_json=delay, is_master=True
-        )
+            answer = ha_pb2.MetadataResponse(is_master=False)
+        else:
+            topics, offsets, delay = take_snapshot(self._store, request.durable_offset).documents()
+            answer = ha_pb2.MetadataResponse(
+                topics_json=topics, consumer_offsets_json=offsets, delay_offsets_json=delay, is_master=True
+            )
+        if auth is not None:
+            answer.mac = auth.seal(METADATA, *metadata_parts(answer))
+        return answer
 
     def _read_reports(self, stream: _Stream, request_iterator: Iterator[ha_pb2.SlaveReport]) -> None:
         reason = "the slave closed the stream"
         try:
             for report in request_iterator:
                 now = self._clock()
+                if stream.auth is not None:
+                    try:
+                        stream.auth.open(REPORT, report.mac, *report_parts(report))
+                    except AuthenticationError as exc:
+                        log.warning("replication stream from %s: %s", stream.peer, exc)
+                        self._close(stream, grpc.StatusCode.UNAUTHENTICATED, str(exc), now)
+                        return
                 stream.last_report_ms = now
                 if stream.handshake is None:
                     stream.handshake = report
@@ -308,7 +369,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         read = store.commit_log_data
         last_send_ms = self._clock()
         # An empty chunk tells the slave the handshake is accepted.
-        yield self._chunk(start, b"", store.max_offset, self._epochs() if self._epochs is not None else None)
+        yield self._chunk(stream, start, b"", store.max_offset, self._epochs() if self._epochs is not None else None)
         while True:
             if stream.closing is not None:
                 self._end(stream)
@@ -343,7 +404,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 if data:
                     stream.sent = sent + len(data)
                     last_send_ms = now
-                    yield self._chunk(sent, data, master_max, epochs)
+                    yield self._chunk(stream, sent, data, master_max, epochs)
                     continue
                 if sent < store.min_offset:
                     self._close(
@@ -356,7 +417,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             if now - last_send_ms >= self._heartbeat_ms:
                 last_send_ms = now
                 tracker.expire(now)
-                yield self._chunk(stream.sent, b"", master_max, epochs)
+                yield self._chunk(stream, stream.sent, b"", master_max, epochs)
                 continue
             self._wait(stream, min(IDLE_POLL_S, (self._heartbeat_ms - (now - last_send_ms)) / 1000))
 
@@ -368,14 +429,16 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             return readable
         return min(readable, epochs.end_offset(epoch, readable))
 
-    def _chunk(self, start: int, data: bytes, master_max_offset: int, epochs: EpochHistory | None = None) -> ha_pb2.Chunk:
+    def _chunk(
+        self, stream: _Stream, start: int, data: bytes, master_max_offset: int, epochs: EpochHistory | None = None
+    ) -> ha_pb2.Chunk:
         epoch = epoch_start = 0
         if epochs is not None:
             held = epochs.epoch_at(start)
             if held is not None:
                 epoch = held
                 epoch_start = epochs.entry(held).start_offset
-        return ha_pb2.Chunk(
+        chunk = ha_pb2.Chunk(
             start_offset=start,
             data=data,
             master_max_offset=master_max_offset,
@@ -386,6 +449,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             segment_size=self._segment_size,
             master_client_endpoint=self.client_endpoint,
         )
+        if stream.auth is not None:
+            chunk.mac = stream.auth.seal(CHUNK, *chunk_parts(chunk))
+        return chunk
 
     # -- the handshake -------------------------------------------------------------------------
 
@@ -413,6 +479,11 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         stream.slave = f"{report.broker_name}/{report.broker_id}"
         now = self._clock()
         start, refusal = self._start_offset(report)
+        if stream.auth is not None and stream.auth.peer != Identity(report.broker_name, report.broker_id):
+            refusal = f"the handshake names slave {stream.slave}, the Hello named {stream.auth.peer}"
+            self._close(stream, grpc.StatusCode.PERMISSION_DENIED, refusal, now)
+            log.warning("refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
+            return None
         if refusal:
             # A broker that is not master (yet: controller mode) is a passing condition.
             code = grpc.StatusCode.UNAVAILABLE if self._store.broker_role is BrokerRole.SLAVE else grpc.StatusCode.FAILED_PRECONDITION

@@ -1,6 +1,7 @@
 """The slave's metadata copy: `MetadataSync`, a thread asking its master for the topic table,
 consumer offsets and delay cursors (`rocketstore.ha.v1.Replication/GetMetadata`, authenticated
-like the replication stream) once at start and then every haMetadataSyncInterval, and applying
+like the replication stream: in shared-secret mode each round starts with a Hello, and an answer
+whose MAC fails is not applied) once at start and then every haMetadataSyncInterval, and applying
 them with `ha.metadata_sync.apply_snapshot` (which holds the decisions).
 
 A failed round (the master unreachable, not master, or sending something that does not parse)
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 import grpc
 
 from ha.metadata_sync import MetadataSnapshot, SyncResult, apply_snapshot
-from rocketstore.auth import Signer
+from ha.peer_auth import METADATA, AuthenticationError, SlaveAuth, metadata_parts
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from slave.peer_login import LoginFailed, login
 from slave.rpc_failure import describe
 from store import MessageStore
 from store.clock import wall_clock_ms
@@ -56,7 +58,7 @@ class MetadataSync:
         *,
         address: str,
         broker_name: str,
-        signer: Signer | None,
+        auth: SlaveAuth | None,
         channel: Callable[[], grpc.Channel],
         interval_ms: int,
         timeout_ms: int,
@@ -65,7 +67,7 @@ class MetadataSync:
         self._store = store
         self._address = address
         self._broker_name = broker_name
-        self._signer = signer
+        self._auth = auth
         self._new_channel = channel
         self._interval_s = interval_ms / 1000
         self._timeout_s = timeout_ms / 1000
@@ -120,7 +122,12 @@ class MetadataSync:
         if self._channel is None:
             self._channel = self._new_channel()  # sync_once without start()
         store = self._store
-        metadata = self._signer.metadata(METHOD) if self._signer is not None else None
+        metadata = session = None
+        if self._auth is not None:
+            try:
+                session, metadata = login(self._channel, self._auth, "GetMetadata", self._address, self._timeout_s)
+            except LoginFailed as exc:
+                raise MetadataSyncFailed(exc.message) from None
         try:
             answer = ha_pb2_grpc.ReplicationStub(self._channel).GetMetadata(
                 ha_pb2.MetadataRequest(broker_name=self._broker_name, durable_offset=store.flushed_offset),
@@ -129,6 +136,11 @@ class MetadataSync:
             )
         except grpc.RpcError as exc:
             raise MetadataSyncFailed(f"GetMetadata: {describe(exc)[1]}") from None
+        if session is not None:
+            try:
+                session.open(METADATA, answer.mac, *metadata_parts(answer))
+            except AuthenticationError as exc:
+                raise MetadataSyncFailed(f"the answer from {self._address} is not authentic: {exc}") from None
         if not answer.is_master:
             raise MetadataSyncFailed(f"{self._address} is not master (yet)", passing=True)
         try:

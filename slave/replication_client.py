@@ -16,6 +16,12 @@ arriving; under ASYNC_FLUSH at once. Acks are coalesced (one report carries the 
 offset) and go out at least every haSendHeartbeatInterval. A stream with no chunk (heartbeats
 count) for haHousekeepingInterval is given up.
 
+Shared-secret mode (a secret is given): every call to the master starts with a Hello
+(`slave.peer_login`): the master must prove it holds the secret before the slave sends its
+handshake or takes anything, and every chunk and epochs answer must carry a valid MAC under that
+call's session key (every report carries one too). A master that fails is refused like any
+refusal; nothing it sent is appended. With mutual TLS instead, the TLS layer does this.
+
 A protocol error, a refused append or a transport error closes the stream and logs why; the
 replicator reconnects after a backoff doubling from haReconnectBackoffMin to
 haReconnectBackoffMax (back to the minimum once a stream was accepted). A master's refusal
@@ -57,7 +63,8 @@ from ha.epochs import EpochEntry, EpochHistory, consistent_point
 from ha.slave_session import ReconnectPolicy, SlaveSession
 from slave.metadata_client import MetadataSync
 from slave.rpc_failure import describe
-from rocketstore.auth import Signer
+from ha.peer_auth import CHUNK, EPOCHS, REPORT, AuthenticationError, Identity, PeerSession, SlaveAuth, chunk_parts, epochs_parts, report_parts
+from slave.peer_login import REFUSALS, LoginFailed, login
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
 from store.clock import wall_clock_ms
@@ -65,8 +72,7 @@ from store.clock import wall_clock_ms
 log = logging.getLogger(__name__)
 
 METHOD = "/rocketstore.ha.v1.Replication/Replicate"
-EPOCHS_METHOD = "/rocketstore.ha.v1.Replication/GetEpochs"
-_REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+_REFUSALS = REFUSALS
 _MAX_GRPC_MESSAGE = 2**31 - 1
 _MIN_RECEIVE_LIMIT = 64 * 1024 * 1024
 
@@ -102,10 +108,11 @@ class _StreamFailed(Exception):
 class _Stream:
     """The adapter's side of one stream: the sans-IO session plus its call and end flags."""
 
-    __slots__ = ("session", "call", "ended", "failure")
+    __slots__ = ("session", "call", "ended", "failure", "auth")
 
     def __init__(self, session: SlaveSession) -> None:
         self.session = session
+        self.auth: PeerSession | None = None
         self.call: grpc.Future | None = None
         self.ended = False
         self.failure: str | None = None
@@ -120,7 +127,7 @@ class SlaveReplicator:
         broker_name: str,
         broker_id: int,
         client_endpoint: str,
-        signer: Signer | None,
+        secret: bytes = b"",
         channel_credentials: grpc.ChannelCredentials | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
         master_address: str = "",
@@ -138,7 +145,7 @@ class SlaveReplicator:
         self._broker_name = broker_name
         self._broker_id = broker_id
         self._client_endpoint = client_endpoint
-        self._signer = signer
+        self._auth = SlaveAuth(secret, Identity(broker_name, broker_id)) if secret else None
         self._credentials = channel_credentials
         self._clock = clock_ms
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -147,9 +154,17 @@ class SlaveReplicator:
         # A chunk is one batch, or one record or blank segment end larger than a batch: bounded
         # by the master's maxMessageSize, which may exceed this slave's, hence the generous floor.
         largest = max(_MIN_RECEIVE_LIMIT, 2 * store.config.max_message_size + ha.ha_transfer_batch_size + 1024 * 1024)
+        # gRPC keeps its own reconnect backoff per subchannel, and subchannels are shared process-wide
+        # by default: a fresh channel to a master that was down inherited a backoff grown past ours
+        # (7.8 s to rejoin with haReconnectBackoffMax at 5 s). A channel-local pool, and gRPC's own
+        # backoff held at our minimum, leave the waiting to ReconnectPolicy alone.
         self._options = [
             ("grpc.max_receive_message_length", min(largest, _MAX_GRPC_MESSAGE)),
             ("grpc.max_send_message_length", 1024 * 1024),
+            ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.initial_reconnect_backoff_ms", ha.ha_reconnect_backoff_min_ms),
+            ("grpc.min_reconnect_backoff_ms", ha.ha_reconnect_backoff_min_ms),
+            ("grpc.max_reconnect_backoff_ms", ha.ha_reconnect_backoff_max_ms),
         ]
         self._policy = ReconnectPolicy(ha.ha_reconnect_backoff_min_ms, ha.ha_reconnect_backoff_max_ms)
         self._cond = threading.Condition()
@@ -165,7 +180,7 @@ class SlaveReplicator:
             store,
             address=address,
             broker_name=broker_name,
-            signer=signer,
+            auth=self._auth,
             channel=self._channel,
             interval_ms=ha.ha_metadata_sync_interval_ms,
             timeout_ms=ha.ha_housekeeping_interval_ms,
@@ -272,7 +287,7 @@ class SlaveReplicator:
         """Controller mode: cut this slave's log back to the consistent point with the master."""
         store = self._store
         keeper = self._epochs
-        metadata = self._signer.metadata(EPOCHS_METHOD) if self._signer is not None else None
+        session, metadata = self._login(channel, "GetEpochs")
         try:
             answer = ha_pb2_grpc.ReplicationStub(channel).GetEpochs(
                 ha_pb2.EpochsRequest(broker_name=self._broker_name),
@@ -280,8 +295,13 @@ class SlaveReplicator:
                 timeout=self._ha.ha_housekeeping_interval_ms / 1000,
             )
         except grpc.RpcError as exc:
-            code, text = describe(exc)
+            code, text = describe(exc, tls=self._credentials is not None)
             raise _StreamFailed(f"GetEpochs: {text}", refusal=code in _REFUSALS) from None
+        if session is not None:
+            try:
+                session.open(EPOCHS, answer.mac, *epochs_parts(answer))
+            except AuthenticationError as exc:
+                raise _StreamFailed(f"GetEpochs: {exc}", refusal=True) from None
         if not answer.is_master:
             raise _StreamFailed(f"{self._address} is not master (yet)")
         local_max = store.max_offset
@@ -303,6 +323,19 @@ class SlaveReplicator:
             )
             store.truncate_to(point)
             keeper.truncate(point)
+
+    def _login(self, channel: grpc.Channel, method: str) -> tuple[PeerSession | None, tuple[tuple[str, str], ...] | None]:
+        """Shared-secret mode: the master proves itself before `method` is called (`_StreamFailed`
+        when it does not); the call's session and metadata. (None, None) without a secret."""
+        if self._auth is None:
+            return None, None
+        try:
+            return login(
+                channel, self._auth, method, self._address, self._ha.ha_housekeeping_interval_ms / 1000,
+                tls=self._credentials is not None,
+            )
+        except LoginFailed as exc:
+            raise _StreamFailed(exc.message, refusal=exc.refusal) from None
 
     def _last_epoch(self, durable: int) -> tuple[int, int]:
         """The epoch of the byte before `durable` and where it starts (0, 0 without epochs)."""
@@ -354,10 +387,13 @@ class SlaveReplicator:
             housekeeping_ms=self._ha.ha_housekeeping_interval_ms,
         )
         stream = _Stream(session)
-        metadata = self._signer.metadata(METHOD) if self._signer is not None else None
         channel = self._channel()
         try:
             with channel:
+                try:
+                    stream.auth, metadata = self._login(channel, "Replicate")
+                except _StreamFailed as exc:
+                    return exc
                 with self._cond:
                     if self._stop.is_set():
                         return _StreamFailed("stopped", stopped=True)
@@ -389,11 +425,16 @@ class SlaveReplicator:
             return _StreamFailed("stopped", stopped=True)
         if stream.failure is not None:
             return _StreamFailed(stream.failure)
-        code, text = describe(exc)
+        code, text = describe(exc, tls=self._credentials is not None)
         return _StreamFailed(text, refusal=code in _REFUSALS)
 
     def _take(self, stream: _Stream, chunk: ha_pb2.Chunk) -> None:
         session = stream.session
+        if stream.auth is not None:
+            try:
+                stream.auth.open(CHUNK, chunk.mac, *chunk_parts(chunk))
+            except AuthenticationError as exc:
+                raise _StreamFailed(str(exc), refusal=True) from None
         now = self._clock()
         with self._cond:
             first = not session.accepted
@@ -459,7 +500,7 @@ class SlaveReplicator:
         store = self._store
         session = stream.session
         epoch, epoch_start = self._last_epoch(durable)
-        yield ha_pb2.SlaveReport(
+        yield self._sealed(stream, ha_pb2.SlaveReport(
             durable_offset=durable,
             broker_name=self._broker_name,
             broker_id=self._broker_id,
@@ -467,7 +508,7 @@ class SlaveReplicator:
             max_offset=store.max_offset,
             epoch=epoch,
             epoch_start_offset=epoch_start,
-        )
+        ))
         while True:
             offset = None
             with self._cond:
@@ -484,4 +525,10 @@ class SlaveReplicator:
             if offset is None:
                 self._fail(stream, f"no chunk from the master within {session.housekeeping_ms} ms (haHousekeepingInterval)")
                 return
-            yield ha_pb2.SlaveReport(durable_offset=offset, max_offset=store.max_offset)
+            yield self._sealed(stream, ha_pb2.SlaveReport(durable_offset=offset, max_offset=store.max_offset))
+
+    @staticmethod
+    def _sealed(stream: _Stream, report: ha_pb2.SlaveReport) -> ha_pb2.SlaveReport:
+        if stream.auth is not None:
+            report.mac = stream.auth.seal(REPORT, *report_parts(report))
+        return report

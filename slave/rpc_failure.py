@@ -1,12 +1,24 @@
 """How the slave's adapters describe a failed call to their master: the status code (None when
-the error carries none) and "CODE: details" for logs and status. Stateless, thread-safe."""
+the error carries none) and "CODE: details" for logs and status. Over TLS, gRPC reports a refused
+certificate as a bare UNAVAILABLE ("Socket closed", "handshake failed"): that is named for what it
+most likely is, with the settings to check. Stateless, thread-safe."""
 
 from __future__ import annotations
 
 import grpc
 
+# What gRPC's details say when the TLS handshake fails or the peer drops the connection during it.
+_TLS_SIGNS = ("socket closed", "handshake", "ssl", "certificate", "connection reset")
 
-def describe(exc: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
+
+def describe(exc: grpc.RpcError, *, tls: bool = False) -> tuple[grpc.StatusCode | None, str]:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
-    return code, f"{code.name if code is not None else 'UNKNOWN'}: {details}"
+    text = f"{code.name if code is not None else 'UNKNOWN'}: {details}"
+    if tls and code is grpc.StatusCode.UNAVAILABLE and any(sign in (details or "").lower() for sign in _TLS_SIGNS):
+        text = (
+            "the TLS handshake with the master failed: it most likely refused this slave's certificate "
+            "(haTlsCertFile must be signed by a CA in the master's haTlsCaFile), or this slave does not trust "
+            f"the master's (haTlsCaFile) ({text})"
+        )
+    return code, text

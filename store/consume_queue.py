@@ -7,7 +7,9 @@ the dispatcher that feeds these queues live elsewhere and call in.
 On-disk layout (docs/design.md §3, byte-compatible with RocketMQ). A queue directory holds files of
 `file_size` bytes (`mapped_file_size_consume_queue`, default 300,000 units = 6,000,000 bytes), each
 named by the byte offset of its first unit within the queue, 20 digits zero-padded; the files are
-contiguous. Queue offset N is the 20-byte unit at byte N * 20, big-endian:
+contiguous; each is sparse, its blocks reserved 64 KiB at a time ahead of the units written
+(so a full disk fails a reservation, never a write through the mapping). Queue offset N is the
+20-byte unit at byte N * 20, big-endian:
 
     0   commit log offset   i64   where the message starts in the CommitLog
     8   size                i32   the message's TOTALSIZE
@@ -61,6 +63,10 @@ DEFAULT_FILE_SIZE = 300_000 * UNIT_SIZE
 FILLER_SIZE = 0x7FFFFFFF  # Integer.MAX_VALUE, RocketMQ's blank-unit size
 RECOVER_FILES = 3  # RocketMQ scans the last three files of each queue at start-up
 DEFAULT_PROBE_BYTES = 64 * 1024
+# Files are sparse and take disk blocks this much at a time ahead of the units written: a queue
+# with one message costs 64 KiB, not a whole preallocated file (6 MB by default), which a client
+# creating topics could otherwise turn into a full disk.
+RESERVE_STEP_BYTES = 64 * 1024
 
 _UNIT = struct.Struct(">qiq")
 _SIZE = struct.Struct(">i")
@@ -253,7 +259,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.directory = Path(root) / CONSUME_QUEUE_DIR / topic / str(queue_id)
-        self._files = MappedFileQueue(self.directory, file_size)
+        self._files = MappedFileQueue(self.directory, file_size, reserve_step=RESERVE_STEP_BYTES)
         self._units_per_file = file_size // UNIT_SIZE
         # Queue offsets in units. Readers read these without a lock; only writers assign them.
         self._min_offset = 0
@@ -413,6 +419,7 @@ class ConsumeQueue:
             pos = segment.wrote_position
             count = min(queue_offset - self._max_offset, (self.file_size - pos) // UNIT_SIZE)
             stop = pos + count * UNIT_SIZE
+            segment.ensure_reserved(stop)
             # A filler is all zeros but its size field; zero the run, then set the sizes one aligned
             # 4-byte store at a time in ascending order, so a crash leaves a prefix of fillers.
             segment.zero_range(pos, stop)
@@ -424,6 +431,7 @@ class ConsumeQueue:
     def _write_unit(self, data: bytes) -> None:
         segment = self._files.last_for_append()
         pos = segment.wrote_position
+        segment.ensure_reserved(pos + UNIT_SIZE)
         # Size last: until it lands the unit reads as zeros, the end of the queue.
         segment.write_at(pos, data[:8])
         segment.write_at(pos + 12, data[12:])

@@ -2,7 +2,10 @@
 
 On disk: a file named by the CommitLog offset of its first byte, 20 digits zero-padded, exactly
 `file_size` bytes, blocks reserved at creation (so a full disk shows up as a failed creation, not
-as SIGBUS on a write through the mapping). It is created under a `.tmp` name and renamed, so a
+as SIGBUS on a write through the mapping). With a `reserve_step` (ConsumeQueue files), the file is
+created sparse and blocks are reserved `reserve_step` bytes at a time ahead of the writes
+(`ensure_reserved`): a queue with one message costs one step of disk, not a whole file, and a full
+disk still fails at a reservation, before the write. It is created under a `.tmp` name and renamed, so a
 crash never leaves a short segment behind.
 
 Positions, each relative to the segment start: `wrote_position` (bytes appended), `committed_position`
@@ -112,6 +115,7 @@ class MappedFile:
     __slots__ = (
         "path", "file_from_offset", "file_size", "fd", "buf", "write_buffer",
         "wrote_position", "committed_position", "flushed_position", "store_timestamp_ms",
+        "reserve_step", "reserved_end",
     )
 
     def __init__(self, path: Path, file_from_offset: int, file_size: int, fd: int, write_buffer: bytearray | None = None):
@@ -125,26 +129,51 @@ class MappedFile:
         self.committed_position = 0
         self.flushed_position = 0
         self.store_timestamp_ms = 0
+        # Fully reserved unless created or opened with a step (then reserved up to reserved_end).
+        self.reserve_step = 0
+        self.reserved_end = file_size
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, file_from_offset: int, file_size: int, *, warm: bool = False) -> "MappedFile":
-        """Create a new, zero-filled segment crash-safely. Raises OSError (e.g. ENOSPC)."""
+    def create(
+        cls, directory: Path, file_from_offset: int, file_size: int, *, warm: bool = False, reserve_step: int = 0
+    ) -> "MappedFile":
+        """Create a new, zero-filled segment crash-safely, its blocks all reserved or (with
+        `reserve_step`) the first step of them. Raises OSError (e.g. ENOSPC)."""
         path = directory / segment_name(file_from_offset)
-        fd = create_file_atomically(path, file_size, reserve=file_size)
+        reserved = min(reserve_step, file_size) if reserve_step > 0 else file_size
+        fd = create_file_atomically(path, file_size, reserve=reserved)
         segment = cls(path, file_from_offset, file_size, fd)
+        if reserve_step > 0:
+            segment.reserve_step = reserve_step
+            segment.reserved_end = reserved
         if warm:
             segment.warm()
         return segment
 
     @classmethod
-    def open(cls, path: Path, file_size: int) -> "MappedFile":
+    def open(cls, path: Path, file_size: int, *, reserve_step: int = 0) -> "MappedFile":
         actual = path.stat().st_size
         if actual != file_size:
             raise ValueError(f"file {path} is {actual} bytes; the configured file size is {file_size}")
         fd = os.open(path, os.O_RDWR)
-        return cls(path, int(path.name), file_size, fd)
+        segment = cls(path, int(path.name), file_size, fd)
+        if reserve_step > 0:
+            # Which blocks a sparse file holds is not worth a lookup: the next write reserves from
+            # 0 again, and reserving blocks a file already has costs no space.
+            segment.reserve_step = reserve_step
+            segment.reserved_end = 0
+        return segment
+
+    def ensure_reserved(self, end: int) -> None:
+        """Reserve blocks up to at least `end` (a step ahead) before bytes are written there.
+        Raises OSError (ENOSPC) when the disk is full; nothing was written then."""
+        if end <= self.reserved_end:
+            return
+        step = self.reserve_step or self.file_size
+        target = min(self.file_size, max(end, self.reserved_end + step))
+        self.reserved_end = reserve_blocks(self.fd, self.reserved_end, target - self.reserved_end)
 
     def warm(self) -> None:
         """Touch every page so the first appends do not fault (RocketMQ's warmMappedFile)."""

@@ -133,9 +133,12 @@ class MappedFileQueue:
         *,
         allocator: SegmentAllocator | None = None,
         pool: TransientStorePool | None = None,
+        reserve_step: int = 0,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
+        # 0: every file fully reserved at creation; otherwise sparse, reserved step by step.
+        self.reserve_step = reserve_step
         self.allocator = allocator
         self.pool = pool
         self.files: tuple[MappedFile, ...] = ()
@@ -163,7 +166,7 @@ class MappedFileQueue:
             if files and files[-1].end_offset != offset:
                 raise SegmentLayoutError(f"segment {name} does not follow {files[-1].path.name}: a segment is missing")
             try:
-                segment = MappedFile.open(self.directory / name, self.file_size)
+                segment = MappedFile.open(self.directory / name, self.file_size, reserve_step=self.reserve_step)
             except ValueError as exc:
                 raise SegmentLayoutError(str(exc)) from None
             segment.set_positions(self.file_size)
@@ -221,7 +224,10 @@ class MappedFileQueue:
             offset = start_offset - start_offset % self.file_size
         else:
             offset = last.end_offset
-        segment = self.allocator.get(offset) if self.allocator else MappedFile.create(self.directory, offset, self.file_size)
+        if self.allocator:
+            segment = self.allocator.get(offset)
+        else:
+            segment = MappedFile.create(self.directory, offset, self.file_size, reserve_step=self.reserve_step)
         if self.pool is not None:
             segment.write_buffer = self.pool.borrow()
         self.files = self.files + (segment,)

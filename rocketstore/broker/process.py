@@ -45,9 +45,10 @@ import threading
 
 from ha.config import HaConfig
 from ha.group_state import GroupKeys
+from ha.peer_auth import Identity, MasterAuth
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
-from rocketstore.auth import AsyncAuthInterceptor, AuthInterceptor, Signer, Verifier, channel_credentials, server_credentials
+from rocketstore.auth import AsyncAuthInterceptor, Verifier, channel_credentials, server_credentials
 from rocketstore.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
@@ -67,7 +68,6 @@ from .messaging import MessagingServicer
 log = logging.getLogger("rocketstore.broker")
 
 ADMIN_PREFIX = "/rocketstore.admin.v1.Admin/"
-HA_PREFIX = "/rocketstore.ha.v1.Replication/"
 # Replication streams each hold a worker thread; a few spare ones serve refusals promptly.
 HA_MAX_STREAMS = 16
 
@@ -318,10 +318,10 @@ class Broker:
             lambda: store.max_offset,
         )
         store.set_replica_gate(self.tracker)
-        interceptors = [AuthInterceptor(Verifier(self.secrets.ha), [HA_PREFIX])] if self.secrets.ha else []
+        # The servicer authenticates every replication call itself in shared-secret mode (its
+        # answers are MACed under a per-call key only it can derive): no interceptor in front.
         self._ha_server = grpc.server(
             ThreadPoolExecutor(max_workers=HA_MAX_STREAMS + 4, thread_name_prefix="ha-stream"),
-            interceptors=interceptors,
             options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)],
             maximum_concurrent_rpcs=HA_MAX_STREAMS,
         )
@@ -332,6 +332,9 @@ class Broker:
             self.tracker,
             client_endpoint=self.client_endpoint,
             epochs=(lambda: self.roles.keeper.history) if self.roles is not None else None,
+            auth=MasterAuth(self.secrets.ha, Identity(self.configs.broker.broker_name, self.configs.broker.broker_id))
+            if self.secrets.ha
+            else None,
         )
         self._ha_servicer.add_to_server(self._ha_server)
         ha_port = self._bind(self._ha_server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
@@ -348,7 +351,7 @@ class Broker:
             broker_name=self.configs.broker.broker_name,
             broker_id=self.configs.broker.broker_id,
             client_endpoint=self.client_endpoint,
-            signer=Signer(self.secrets.ha) if self.secrets.ha else None,
+            secret=self.secrets.ha,
             channel_credentials=credentials,
             master_address=master_address,
             epochs=self.roles.keeper if self.roles is not None else None,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18rocketstore/rpc/ha.proto\x12\x11rocketstore.ha.v1\"\xa5\x01\n\x0bSlaveReport\x12\x16\n\x0e\x64urable_offset\x18\x01 \x01(\x03\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x17\n\x0f\x63lient_endpoint\x18\x04 \x01(\t\x12\x12\n\nmax_offset\x18\x05 \x01(\x03\x12\r\n\x05\x65poch\x18\x06 \x01(\x03\x12\x1a\n\x12\x65poch_start_offset\x18\x07 \x01(\x03\"\xd3\x01\n\x05\x43hunk\x12\x14\n\x0cstart_offset\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x19\n\x11master_max_offset\x18\x03 \x01(\x03\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x05 \x01(\r\x12\x18\n\x10\x63onfirmed_offset\x18\x06 \x01(\x03\x12\x14\n\x0csegment_size\x18\x07 \x01(\x03\x12\x1e\n\x16master_client_endpoint\x18\x08 \x01(\t\x12\x1a\n\x12\x65poch_start_offset\x18\t \x01(\x03\"1\n\nEpochEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\"$\n\rEpochsRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\"\x94\x01\n\x0e\x45pochsResponse\x12-\n\x06\x65pochs\x18\x01 \x03(\x0b\x32\x1d.rocketstore.ha.v1.EpochEntry\x12\x12\n\nmin_offset\x18\x02 \x01(\x03\x12\x12\n\nmax_offset\x18\x03 \x01(\x03\x12\x18\n\x10\x63onfirmed_offset\x18\x04 \x01(\x03\x12\x11\n\tis_master\x18\x05 \x01(\x08\">\n\x0fMetadataRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x16\n\x0e\x64urable_offset\x18\x02 \x01(\x03\"u\n\x10MetadataResponse\x12\x13\n\x0btopics_json\x18\x01 \x01(\x0c\x12\x1d\n\x15\x63onsumer_offsets_json\x18\x02 \x01(\x0c\x12\x1a\n\x12\x64\x65lay_offsets_json\x18\x03 \x01(\x0c\x12\x11\n\tis_master\x18\x04 \x01(\x08\x32\x82\x02\n\x0bReplication\x12I\n\tReplicate\x12\x1e.rocketstore.ha.v1.SlaveReport\x1a\x18.rocketstore.ha.v1.Chunk(\x01\x30\x01\x12P\n\tGetEpochs\x12 .rocketstore.ha.v1.EpochsRequest\x1a!.rocketstore.ha.v1.EpochsResponse\x12V\n\x0bGetMetadata\x12\".rocketstore.ha.v1.MetadataRequest\x1a#.rocketstore.ha.v1.MetadataResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18rocketstore/rpc/ha.proto\x12\x11rocketstore.ha.v1\"\xb2\x01\n\x0bSlaveReport\x12\x16\n\x0e\x64urable_offset\x18\x01 \x01(\x03\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x17\n\x0f\x63lient_endpoint\x18\x04 \x01(\t\x12\x12\n\nmax_offset\x18\x05 \x01(\x03\x12\r\n\x05\x65poch\x18\x06 \x01(\x03\x12\x1a\n\x12\x65poch_start_offset\x18\x07 \x01(\x03\x12\x0b\n\x03mac\x18\x08 \x01(\x0c\"\xe0\x01\n\x05\x43hunk\x12\x14\n\x0cstart_offset\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x19\n\x11master_max_offset\x18\x03 \x01(\x03\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x05 \x01(\r\x12\x18\n\x10\x63onfirmed_offset\x18\x06 \x01(\x03\x12\x14\n\x0csegment_size\x18\x07 \x01(\x03\x12\x1e\n\x16master_client_endpoint\x18\x08 \x01(\t\x12\x1a\n\x12\x65poch_start_offset\x18\t \x01(\x03\x12\x0b\n\x03mac\x18\n \x01(\x0c\"1\n\nEpochEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\"$\n\rEpochsRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\"\xa1\x01\n\x0e\x45pochsResponse\x12-\n\x06\x65pochs\x18\x01 \x03(\x0b\x32\x1d.rocketstore.ha.v1.EpochEntry\x12\x12\n\nmin_offset\x18\x02 \x01(\x03\x12\x12\n\nmax_offset\x18\x03 \x01(\x03\x12\x18\n\x10\x63onfirmed_offset\x18\x04 \x01(\x03\x12\x11\n\tis_master\x18\x05 \x01(\x08\x12\x0b\n\x03mac\x18\x06 \x01(\x0c\">\n\x0fMetadataRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x16\n\x0e\x64urable_offset\x18\x02 \x01(\x03\"\x82\x01\n\x10MetadataResponse\x12\x13\n\x0btopics_json\x18\x01 \x01(\x0c\x12\x1d\n\x15\x63onsumer_offsets_json\x18\x02 \x01(\x0c\x12\x1a\n\x12\x64\x65lay_offsets_json\x18\x03 \x01(\x0c\x12\x11\n\tis_master\x18\x04 \x01(\x08\x12\x0b\n\x03mac\x18\x05 \x01(\x0c\"L\n\x0cHelloRequest\x12\x14\n\x0c\x63lient_nonce\x18\x01 \x01(\x0c\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\"c\n\rHelloResponse\x12\x14\n\x0cserver_nonce\x18\x01 \x01(\x0c\x12\x14\n\x0cserver_proof\x18\x02 \x01(\x0c\x12\x13\n\x0b\x62roker_name\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\x32\xce\x02\n\x0bReplication\x12J\n\x05Hello\x12\x1f.rocketstore.ha.v1.HelloRequest\x1a .rocketstore.ha.v1.HelloResponse\x12I\n\tReplicate\x12\x1e.rocketstore.ha.v1.SlaveReport\x1a\x18.rocketstore.ha.v1.Chunk(\x01\x30\x01\x12P\n\tGetEpochs\x12 .rocketstore.ha.v1.EpochsRequest\x1a!.rocketstore.ha.v1.EpochsResponse\x12V\n\x0bGetMetadata\x12\".rocketstore.ha.v1.MetadataRequest\x1a#.rocketstore.ha.v1.MetadataResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,19 +32,23 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rocketstore.rpc.ha_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SLAVEREPORT']._serialized_start=48
-  _globals['_SLAVEREPORT']._serialized_end=213
-  _globals['_CHUNK']._serialized_start=216
-  _globals['_CHUNK']._serialized_end=427
-  _globals['_EPOCHENTRY']._serialized_start=429
-  _globals['_EPOCHENTRY']._serialized_end=478
-  _globals['_EPOCHSREQUEST']._serialized_start=480
-  _globals['_EPOCHSREQUEST']._serialized_end=516
-  _globals['_EPOCHSRESPONSE']._serialized_start=519
-  _globals['_EPOCHSRESPONSE']._serialized_end=667
-  _globals['_METADATAREQUEST']._serialized_start=669
-  _globals['_METADATAREQUEST']._serialized_end=731
-  _globals['_METADATARESPONSE']._serialized_start=733
-  _globals['_METADATARESPONSE']._serialized_end=850
-  _globals['_REPLICATION']._serialized_start=853
-  _globals['_REPLICATION']._serialized_end=1111
+  _globals['_SLAVEREPORT']._serialized_end=226
+  _globals['_CHUNK']._serialized_start=229
+  _globals['_CHUNK']._serialized_end=453
+  _globals['_EPOCHENTRY']._serialized_start=455
+  _globals['_EPOCHENTRY']._serialized_end=504
+  _globals['_EPOCHSREQUEST']._serialized_start=506
+  _globals['_EPOCHSREQUEST']._serialized_end=542
+  _globals['_EPOCHSRESPONSE']._serialized_start=545
+  _globals['_EPOCHSRESPONSE']._serialized_end=706
+  _globals['_METADATAREQUEST']._serialized_start=708
+  _globals['_METADATAREQUEST']._serialized_end=770
+  _globals['_METADATARESPONSE']._serialized_start=773
+  _globals['_METADATARESPONSE']._serialized_end=903
+  _globals['_HELLOREQUEST']._serialized_start=905
+  _globals['_HELLOREQUEST']._serialized_end=981
+  _globals['_HELLORESPONSE']._serialized_start=983
+  _globals['_HELLORESPONSE']._serialized_end=1082
+  _globals['_REPLICATION']._serialized_start=1085
+  _globals['_REPLICATION']._serialized_end=1419
 # @@protoc_insertion_point(module_scope)

@@ -34,6 +34,11 @@ class ReplicationStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.Hello = channel.unary_unary(
+                '/rocketstore.ha.v1.Replication/Hello',
+                request_serializer=rocketstore_dot_rpc_dot_ha__pb2.HelloRequest.SerializeToString,
+                response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.HelloResponse.FromString,
+                _registered_method=True)
         self.Replicate = channel.stream_stream(
                 '/rocketstore.ha.v1.Replication/Replicate',
                 request_serializer=rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.SerializeToString,
@@ -53,6 +58,12 @@ class ReplicationStub:
 
 class ReplicationServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def Hello(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def Replicate(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
@@ -75,6 +86,11 @@ class ReplicationServicer:
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'Hello': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hello,
+                    request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.HelloRequest.FromString,
+                    response_serializer=rocketstore_dot_rpc_dot_ha__pb2.HelloResponse.SerializeToString,
+            ),
             'Replicate': grpc.stream_stream_rpc_method_handler(
                     servicer.Replicate,
                     request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.FromString,
@@ -100,6 +116,33 @@ def add_ReplicationServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Replication:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Hello(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.ha.v1.Replication/Hello',
+            rocketstore_dot_rpc_dot_ha__pb2.HelloRequest.SerializeToString,
+            rocketstore_dot_rpc_dot_ha__pb2.HelloResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def Replicate(request_iterator,

@@ -170,7 +170,8 @@ def test_replication_over_mutual_tls_and_a_foreign_certificate_is_refused(make_c
         with AdminClient(intruder.client_endpoint, cluster.admin_secret()) as admin:
             return admin.status().get("replication_error", "")
 
-    assert wait_until(intruder_error, what="the intruder's stream to fail")
+    assert "TLS handshake with the master failed" in wait_until(intruder_error, what="the intruder's stream to fail")
+    assert "TLS handshake with the master failed" in intruder.tail()
     with AdminClient(cluster.master.client_endpoint, cluster.admin_secret()) as admin:
         status = admin.status()
     assert [int(s["broker_id"]) for s in status["slaves"]] == [1]

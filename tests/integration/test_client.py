@@ -257,6 +257,7 @@ def closed_endpoint():
 def secret_file(tmp_path):
     path = tmp_path / "admin.secret"
     path.write_bytes(SECRET + b"\n")
+    path.chmod(0o600)
     return str(path)
 
 
@@ -615,6 +616,7 @@ def test_status_command(broker, capsys, secret_file, closed_endpoint, monkeypatc
 def test_status_command_with_a_wrong_secret(broker, capsys, tmp_path):
     wrong = tmp_path / "wrong.secret"
     wrong.write_text("this-is-not-the-broker-secret\n")
+    wrong.chmod(0o600)
     code, out, err = cli(capsys, "status", "--endpoint", broker.endpoint, "--secret-file", wrong)
     assert code == 1 and out == "" and "refused our credentials" in err
     assert "this-is-not" not in err

@@ -21,7 +21,7 @@ from ha.chunks import crc32c
 from ha.config import HaConfig
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
-from rocketstore.auth import AuthInterceptor, Signer, Verifier
+from ha.peer_auth import Identity, MasterAuth
 from rocketstore.rpc import ha_pb2, ha_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageStatus as S, StoreConfig
@@ -30,7 +30,6 @@ SEGMENT = 64 * 1024
 BROKER = "broker-a"
 TOPIC = "ReplTopic"
 SECRET = b"0123456789abcdef-replication-secret"
-HA_PREFIX = "/rocketstore.ha.v1.Replication/"
 
 
 def store_config(root: Path, role: BrokerRole, flush: FlushDiskType = FlushDiskType.SYNC_FLUSH) -> StoreConfig:
@@ -77,16 +76,16 @@ def put_all(store: MessageStore, start: int, count: int) -> list:
 
 class Master:
     def __init__(self, root: Path, role: BrokerRole = BrokerRole.SYNC_MASTER, secret: bytes | None = None, in_sync: int = 2,
-                 ha: HaConfig | None = None):
+                 ha: HaConfig | None = None, port: int = 0):
         self.store = open_store(store_config(root, role))
         ha = ha or ha_config()
         self.tracker = ReplicaTracker(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
         self.store.set_replica_gate(self.tracker)
-        interceptors = [AuthInterceptor(Verifier(secret), [HA_PREFIX])] if secret else []
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=8), interceptors=interceptors)
-        self.servicer = ReplicationServicer(self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911")
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
+        auth = MasterAuth(secret, Identity(BROKER, 0)) if secret else None
+        self.servicer = ReplicationServicer(self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth)
         self.servicer.add_to_server(self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
         self.server.start()
 
@@ -106,7 +105,7 @@ class Slave:
             broker_name=broker_name,
             broker_id=broker_id,
             client_endpoint=f"127.0.0.1:{20000 + broker_id}",
-            signer=Signer(secret) if secret else None,
+            secret=secret or b"",
         )
         self.replicator.start()
 
@@ -527,8 +526,9 @@ def test_slave_with_the_wrong_secret_is_refused(tmp_path, closing, caplog):
     master = make_master(tmp_path, closing, secret=SECRET)
     put_all(master.store, 0, 3)
     intruder = make_slave(tmp_path, closing, master.address, name="intruder", secret=b"not-the-secret-0123456789")
-    wait_until(lambda: "authentication failed" in intruder.replicator.state().last_error, 10, "the refusal")
-    assert "UNAUTHENTICATED" in intruder.replicator.state().last_error
+    # With another secret, neither side can prove itself to the other: the slave stops at the
+    # master's proof and never opens the stream.
+    wait_until(lambda: "failed to prove" in intruder.replicator.state().last_error, 10, "the refusal")
     assert intruder.store.max_offset == 0
     assert not connected(master)
     # The right secret gets through the same server.
@@ -550,3 +550,107 @@ def test_stopping_the_servicer_ends_every_stream_promptly(tmp_path, closing):
     assert time.monotonic() - started < 3
     for slave in slaves:
         wait_until(lambda: not slave.replicator.state().connected, 10, "the slave to notice")
+
+
+# -- mutual authentication (shared secret) -------------------------------------------------------
+
+
+class ImpostorMaster(ha_pb2_grpc.ReplicationServicer):
+    """A master without the secret where the slave expects its master: it answers the Hello with
+    a proof under another secret and would stream real records and a topic table of its own.
+    Records every call it gets past the Hello."""
+
+    def __init__(self, data: bytes) -> None:
+        self.auth = MasterAuth(b"not-the-secret-0123456789", Identity(BROKER, 0))
+        self.data = data
+        self.hellos = 0
+        self.calls: list[str] = []
+
+    def Hello(self, request, context):
+        self.hellos += 1
+        answer = self.auth.hello(request.client_nonce, Identity(request.broker_name, request.broker_id), 0)
+        return ha_pb2.HelloResponse(server_nonce=answer.server_nonce, server_proof=answer.server_proof,
+                                    broker_name=BROKER, broker_id=0)
+
+    def Replicate(self, request_iterator, context):
+        self.calls.append("Replicate")
+        handshake = next(request_iterator)
+        yield ha_pb2.Chunk(start_offset=handshake.durable_offset, data=self.data, checksum=crc32c(self.data),
+                           master_max_offset=len(self.data), segment_size=SEGMENT)
+
+    def GetMetadata(self, request, context):
+        self.calls.append("GetMetadata")
+        return ha_pb2.MetadataResponse(is_master=True, topics_json=b'{"topicConfigTable": {"Evil": {}}}',
+                                       consumer_offsets_json=b'{"offsetTable": {}}')
+
+    def GetEpochs(self, request, context):
+        self.calls.append("GetEpochs")
+        return ha_pb2.EpochsResponse(is_master=True)
+
+
+def test_a_master_without_the_secret_is_refused_and_the_real_one_still_accepts_the_slave(tmp_path, closing, caplog):
+    caplog.set_level(logging.INFO)
+    impostor = ImpostorMaster(some_records(tmp_path / "scratch"))
+    server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    ha_pb2_grpc.add_ReplicationServicer_to_server(impostor, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    slave_root = tmp_path / "slave"
+    try:
+        slave = Slave(slave_root, f"127.0.0.1:{port}", secret=SECRET)
+        wait_until(lambda: "failed to prove" in slave.replicator.state().last_error, 10, "the slave to refuse the impostor")
+        wait_until(lambda: "failed to prove" in slave.replicator.metadata.state().last_error, 10, "the metadata copy to refuse it")
+        assert impostor.hellos >= 2 and impostor.calls == []  # nothing past the Hello: no handshake, no request
+        assert slave.store.max_offset == 0
+        assert slave.store.topics.get("Evil") is None
+        slave.close()
+    finally:
+        server.stop(grace=None).wait(10)
+    master = make_master(tmp_path, closing, secret=SECRET)
+    slave = make_slave(tmp_path, closing, master.address, secret=SECRET)
+    wait_until(lambda: connected(master), 10, "the real master to accept the slave")
+    results = put_all(master.store, 0, 5)
+    assert [r.status for r in results] == [S.PUT_OK] * 5
+    assert_logs_identical(master.store, slave.store)
+    assert SECRET.decode() not in caplog.text
+
+
+def _captured_header(master: Master, method: str) -> tuple[tuple[str, str], ...]:
+    """What a relay that passed the slave's Hello through to the real master would capture of the
+    call that follows: a header for a nonce the real master issued and nobody used yet."""
+    from ha.peer_auth import SlaveAuth
+    from slave.peer_login import login
+
+    with grpc.insecure_channel(master.address) as channel:
+        _, metadata = login(channel, SlaveAuth(SECRET, Identity(BROKER, 1)), method, master.address, 5)
+    return metadata
+
+
+def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path, closing):
+    from rocketstore.auth import Signer
+
+    master = make_master(tmp_path, closing, secret=SECRET)
+    put_all(master.store, 0, 5)
+    handshake = ha_pb2.SlaveReport(durable_offset=0, broker_name=BROKER, broker_id=1)
+    with grpc.insecure_channel(master.address) as channel:
+        stub = ha_pb2_grpc.ReplicationStub(channel)
+        # A fresh header without the session key: the handshake carries no valid MAC.
+        call = stub.Replicate(iter([handshake]), metadata=_captured_header(master, "Replicate"), timeout=5)
+        with pytest.raises(grpc.RpcError) as refused:
+            list(call)
+        assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert "failed its MAC" in refused.value.details()
+        # The same header a second time: its nonce is spent.
+        metadata = _captured_header(master, "GetMetadata")
+        stub.GetMetadata(ha_pb2.MetadataRequest(broker_name=BROKER), metadata=metadata, timeout=5)
+        with pytest.raises(grpc.RpcError) as replayed:
+            stub.GetMetadata(ha_pb2.MetadataRequest(broker_name=BROKER), metadata=metadata, timeout=5)
+        assert replayed.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert "already used" in replayed.value.details()
+        # The old style of header, valid under the secret, no longer opens replication at all.
+        old = Signer(SECRET).metadata("/rocketstore.ha.v1.Replication/GetEpochs")
+        with pytest.raises(grpc.RpcError) as old_style:
+            stub.GetEpochs(ha_pb2.EpochsRequest(broker_name=BROKER), metadata=old, timeout=5)
+        assert old_style.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    assert not connected(master)
+

@@ -74,8 +74,20 @@ def test_load_secret(tmp_path):
     assert load_secret("0123456789abcdefXYZ") == b"0123456789abcdefXYZ"
     path = tmp_path / "secret"
     path.write_text("from-a-file-0123456789\n")
+    path.chmod(0o600)
     assert load_secret(secret_file=str(path)) == b"from-a-file-0123456789"
     with pytest.raises(ValueError, match="at least 16 bytes"):
         load_secret("short")
     with pytest.raises(FileNotFoundError):
         load_secret(secret_file=str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o660, 0o644, 0o666])
+def test_a_secret_file_others_may_read_or_write_is_refused(tmp_path, mode):
+    path = tmp_path / "secret"
+    path.write_text("from-a-file-0123456789\n")
+    path.chmod(mode)
+    with pytest.raises(ValueError, match=f"mode {mode:o}.*chmod 600"):
+        load_secret(secret_file=str(path))
+    path.chmod(0o400)
+    assert load_secret(secret_file=str(path)) == b"from-a-file-0123456789"

@@ -80,6 +80,7 @@ def test_admin_commands_need_a_secret(capsys, tmp_path):
     assert "no such file" in usage_error(capsys, "topic", "list", "--secret-file", str(tmp_path / "missing"))
     empty = tmp_path / "empty"
     empty.write_text("\n")
+    empty.chmod(0o600)
     assert "is empty" in usage_error(capsys, "topic", "list", "--secret-file", str(empty))
 
 

@@ -258,6 +258,57 @@ def test_default_file_size_and_queue_directory(tmp_path):
     queue.close()
 
 
+def allocated(path: Path) -> int:
+    return path.stat().st_blocks * 512
+
+
+def test_a_queue_takes_disk_blocks_as_it_grows_not_a_whole_file_up_front(tmp_path):
+    from store.consume_queue import RESERVE_STEP_BYTES
+
+    queue = ConsumeQueue(tmp_path, "T", 0)
+    assert queue.put(0, 0, 10, 0)
+    first = queue.directory / name(0)
+    # Filesystems allocate in their own units; a step plus a little, never the 6 MB file.
+    assert first.stat().st_size == 6_000_000 and allocated(first) <= 2 * RESERVE_STEP_BYTES
+    units = 2 * RESERVE_STEP_BYTES // 20 + 10
+    for i in range(1, units):
+        assert queue.put(i, 10 * i, 10, 0)
+    assert queue.flush()
+    assert 2 * RESERVE_STEP_BYTES <= allocated(first) <= 4 * RESERVE_STEP_BYTES
+    queue.close()
+    # Reopened (sparse, reserved-end unknown), it recovers every unit and keeps growing.
+    queue = ConsumeQueue(tmp_path, "T", 0)
+    queue.load()
+    queue.recover()
+    assert queue.max_offset == units
+    assert queue.put(units, 10 * units, 10, 0)
+    assert queue.get_unit(units).commit_log_offset == 10 * units
+    queue.close()
+
+
+def test_a_full_disk_fails_the_reservation_before_any_unit_is_written(tmp_path, monkeypatch):
+    import errno
+
+    import store.mapped_file as mapped_file
+
+    queue = ConsumeQueue(tmp_path, "T", 0, FS)
+    fill(queue, 3)
+    segment = queue._files.last
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(mapped_file.os, "posix_fallocate", full)
+    segment.reserved_end = segment.wrote_position  # as after a reopen: the next unit must reserve
+    with pytest.raises(OSError, match="No space"):
+        queue.put(3, SIZE * 3, SIZE, 1003)
+    assert queue.max_offset == 3 and queue.get_unit(3) is None
+    monkeypatch.undo()
+    assert queue.put(3, SIZE * 3, SIZE, 1003)
+    assert queue.max_offset == 4
+    queue.close()
+
+
 def test_put_validates_its_arguments(tmp_path):
     queue = new_queue(tmp_path)
     for args in [(-1, 0, 10, 0), (0, -1, 10, 0), (0, 0, 0, 0), (0, 0, FILLER_SIZE, 0)]:

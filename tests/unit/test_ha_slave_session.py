@@ -7,6 +7,8 @@ import logging
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ha.chunks import ChunkVerdict, crc32c
 from ha.slave_session import ChunkFields, ReconnectPolicy, SlaveSession
@@ -92,12 +94,26 @@ def test_a_silent_master_is_given_up_after_housekeeping():
 
 
 def test_backoff_doubles_to_the_max_and_restarts_after_an_accepted_stream():
-    p = ReconnectPolicy(50, 500)
+    p = ReconnectPolicy(50, 500, uniform=lambda: 0.0)
     assert [p.delay_ms(refused=False) for _ in range(6)] == [50, 100, 200, 400, 500, 500]
     p.accepted()
     assert p.delay_ms(refused=False) == 50
     assert p.delay_ms(refused=True) == 500
     assert p.delay_ms(refused=False) == 100
+
+
+@given(draws=st.lists(st.floats(min_value=0.0, max_value=0.999999), min_size=1, max_size=30),
+       refusals=st.lists(st.booleans(), min_size=30, max_size=30))
+def test_jittered_backoff_stays_between_half_the_step_and_the_configured_max(draws, refusals):
+    values = iter(draws * 30)
+    p = ReconnectPolicy(40, 1000, uniform=lambda: next(values))
+    step = 40
+    for refused in refusals[: len(draws)]:
+        delay = p.delay_ms(refused=refused)
+        expected_step = 1000 if refused else step
+        assert expected_step // 2 <= delay <= expected_step <= 1000
+        if not refused:
+            step = min(step * 2, 1000)
 
 
 def test_refusals_are_logged_once_per_message_and_failures_once_in_a_row():
