@@ -75,6 +75,9 @@ class StoreConfig:
     )
 
     auto_create_topic_enable: bool = True
+    # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute.
+    auto_create_topic_max_topics: int = 1024
+    auto_create_topic_per_minute: int = 60
     default_topic_queue_nums: int = 4
     max_index_num: int = 20_000_000
     max_hash_slot_num: int = 5_000_000

@@ -67,6 +67,7 @@ from .stats import StoreStats, StoreStatsSnapshot
 from .truncation import TruncateResult, clear_intent, cut_commit_log, read_intent, write_intent
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
 from .store_recovery import recover_store
+from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
 from .topic_config import MAX_QUEUE_NUMS, Permission, TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,9 @@ class MessageStore:
         self._flush_listeners: list[Callable[[int], None]] = []
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
         self._topic_lock = threading.Lock()
+        self._auto_create = AutoCreateGate(
+            AutoCreateLimits(config.auto_create_topic_enable, config.auto_create_topic_max_topics, config.auto_create_topic_per_minute)
+        )
         self._allocator: SegmentAllocator | None = None
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
@@ -602,17 +606,32 @@ class MessageStore:
         if topic in self._writable_topics:
             return None
         with self._topic_lock:
-            config = self.topics.get(topic)
-            if config is None:
-                if not self.config.auto_create_topic_enable:
-                    return f"topic {topic} does not exist and autoCreateTopicEnable is false"
-                queues = min(MAX_QUEUE_NUMS, max(self.config.default_topic_queue_nums, queue_id + 1))
-                config = self.topics.create_or_update(TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues))
-                log.info("auto-created topic %s with %d queues", topic, queues)
+            config = self._auto_created(topic, queue_id)
+            if isinstance(config, AutoCreateRefusal):
+                return config.reason
             if not config.perm & Permission.WRITE:
                 return f"topic {topic} is not writable (perm {config.perm})"
             self._writable_topics.add(topic)
         return None
+
+    def auto_create_topic(self, topic: str, queue_id: int = 0) -> TopicConfig | AutoCreateRefusal:
+        """The topic's config, created now when it does not exist and auto-creation allows it;
+        otherwise the reason it may not be created (which limit, which key raises it)."""
+        with self._topic_lock:
+            return self._auto_created(topic, queue_id)
+
+    def _auto_created(self, topic: str, queue_id: int) -> TopicConfig | AutoCreateRefusal:
+        config = self.topics.get(topic)
+        if config is not None:
+            return config
+        refusal = self._auto_create.refusal(topic, len(self.topics.topics()), self._clock())
+        if refusal is not None:
+            log.debug("auto-creation refused: %s", refusal.reason)
+            return refusal
+        queues = min(MAX_QUEUE_NUMS, max(self.config.default_topic_queue_nums, queue_id + 1))
+        config = self.topics.create_or_update(TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues))
+        log.info("auto-created topic %s with %d queues", topic, queues)
+        return config
 
     def create_or_update_topic(self, config: TopicConfig) -> TopicConfig:
         with self._topic_lock:

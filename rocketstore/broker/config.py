@@ -9,6 +9,8 @@ would leave the replication or admin endpoint unauthenticated. Frozen, thread-sa
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +73,16 @@ class BrokerConfigs(NamedTuple):
     ha: HaConfig
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an IP literal or name) is only reachable from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def configs_from_properties(props: dict[str, str], source: str = "<config>") -> BrokerConfigs:
     broker, rest_b = bind(BrokerConfig, props)
     store, rest_s = StoreConfig.from_properties(props)
@@ -78,6 +90,10 @@ def configs_from_properties(props: dict[str, str], source: str = "<config>") -> 
     unknown = set(rest_b) & set(rest_s) & set(rest_h)
     if unknown:
         raise ConfigError(f"{source}: unknown keys: {', '.join(sorted(unknown))}")
+    if "autoCreateTopicEnable" not in props and not is_loopback(broker.host):
+        # Reachable from a network, a broker does not let any client create topics unless the
+        # operator says so (each topic costs queues, files and a topic table entry).
+        store = dataclasses.replace(store, auto_create_topic_enable=False)
     if ha.enable_controller_mode:
         if store.broker_role is BrokerRole.SLAVE:
             raise ConfigError(

@@ -43,6 +43,7 @@ import grpc
 from rocketstore.rpc import messaging_pb2 as pb
 from rocketstore.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, TagFilter
+from store.auto_create import AutoCreateLimit, AutoCreateRefusal
 from store.clock import wall_clock_ms
 from store.codec import decode_msg_id, encode_properties
 from store.message import (
@@ -192,18 +193,18 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     def _is_slave(self) -> bool:
         return self._view.role is BrokerRole.SLAVE
 
-    async def _topic_config(self, topic: str, create: bool) -> TopicConfig | None:
+    async def _created_topic(self, topic: str) -> TopicConfig | Refusal:
+        """The topic's config, auto-created for a first send when the store's limits allow."""
         config = self._store.topics.get(topic)
-        if config is not None or not create or not self._store.config.auto_create_topic_enable:
+        if config is not None:
             return config
         async with self._create_lock:
-            config = self._store.topics.get(topic)
-            if config is None:
-                queues = self._store.config.default_topic_queue_nums
-                # The topic table is written and fsynced: a worker thread's job.
-                config = await asyncio.to_thread(self._store.create_or_update_topic, TopicConfig(topic, queues, queues))
-                log.info("auto-created topic %s with %d queues", topic, queues)
-        return config
+            # The topic table is written and fsynced: a worker thread's job.
+            made = await asyncio.to_thread(self._store.auto_create_topic, topic)
+        if isinstance(made, AutoCreateRefusal):
+            code = pb.TOO_MANY_REQUESTS if made.limit is AutoCreateLimit.RATE else pb.TOPIC_NOT_FOUND
+            return Refusal(code, made.reason)
+        return made
 
     def _topic_from_queues(self, topic: str) -> TopicConfig | None:
         """A read-only config covering the topic's consume queues: a slave knows topics its
@@ -224,10 +225,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         config = self._store.topics.get(topic)
         if self._store.find_consume_queue(topic, queue_id) is not None:
             return None
-        # A slave's topic table is its own (topics are not replicated): it knows queues by data.
+        # Reads never create topics, on a master or a slave (which knows its master's topics
+        # from the metadata copy, and queues from the data it replicated).
         if config is None:
-            if self._is_slave:
-                return None
             return status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         queues = max(config.read_queue_nums, config.write_queue_nums)
         if queue_id >= queues:
@@ -255,9 +255,14 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             config = TopicConfig(topic, count, count)
             queues = route_queues(request.topic, config, self._configs.broker.broker_name, 0, master, read_only=False)
             return pb.QueryRouteResponse(status=OK, message_queues=queues)
-        config = await self._topic_config(topic, create=not slave)
+        config = self._store.topics.get(topic)
         if config is None and slave:
             config = self._topic_from_queues(topic)
+        if config is None and not slave and self._store.config.auto_create_topic_enable:
+            # A route to write to, but no topic yet: reads never create topics. The first send
+            # creates it, within the auto-creation limits, or says which one refused it.
+            count = self._store.config.default_topic_queue_nums
+            config = TopicConfig(topic, count, count)
         if config is None:
             why = "" if slave else " and autoCreateTopicEnable is false"
             return pb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist{why}"))
@@ -388,9 +393,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             return Refusal(pb.ILLEGAL_TOPIC, problem)
         if topic in SYSTEM_TOPICS:
             return Refusal(pb.ILLEGAL_TOPIC, f"{topic} is a system topic; producers cannot send to it")
-        config = await self._topic_config(topic, create=True)
-        if config is None:
-            return Refusal(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist and autoCreateTopicEnable is false")
+        config = await self._created_topic(topic)
+        if isinstance(config, Refusal):
+            return config
         if not config.writable:
             return Refusal(pb.FORBIDDEN, f"topic {topic} is not writable (perm {config.perm})")
         return config

@@ -331,6 +331,11 @@ def test_pulls_work_on_a_slave(tmp_path):
                 view=StaticView(BrokerRole.SLAVE, client="127.0.0.1:1", master_client=master.endpoint),
             ) as slave:
                 slave.view.client = slave.endpoint
+                # An unknown topic is not found on a slave either: reads never create topics.
+                unknown = await pull(slave, pull_request())
+                assert unknown.status.code == pb.TOPIC_NOT_FOUND
+                # The slave knows its master's topics from the metadata copy.
+                slave.store.create_or_update_topic(master.store.topics.get(TOPIC))
                 waiting = asyncio.create_task(pull(slave, pull_request(long_poll_ms=60_000), timeout=90))
                 await wait_for_condition(lambda: slave.servicer._watchers or waiting.done())
                 slave.store.append_replicated(0, data)
@@ -408,7 +413,8 @@ def test_query_route_shape(tmp_path):
                 assert q.broker.endpoints.scheme == pb.IPv4
                 assert [(a.host, a.port) for a in q.broker.endpoints.addresses] == [(host, int(port))]
                 assert pb.NORMAL in q.accept_message_types
-            assert h.store.topics.get("RouteTopic") is not None
+            # A route is an answer, not a creation: the first send creates the topic.
+            assert h.store.topics.get("RouteTopic") is None
             h.store.create_or_update_topic(TopicConfig("Uneven", 3, 2, perm=6))
             uneven = await h.stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Uneven")), timeout=10)
             assert [q.permission for q in uneven.message_queues] == [pb.READ_WRITE, pb.READ_WRITE, pb.READ]
@@ -567,5 +573,67 @@ def test_long_poll_answers_before_the_client_deadline_and_cancels_cleanly(tmp_pa
             await wait_for_condition(lambda: not h.servicer._watchers)
             await send(h, message(b"after", send_queue_id=0))
             assert [m.body for m in (await pull(h, pull_request())).messages] == [b"after"]
+
+    run(body())
+
+
+def _allocated_bytes(root) -> int:
+    from pathlib import Path
+
+    return sum(p.stat().st_blocks * 512 for p in Path(root).rglob("*") if p.is_file())
+
+
+def test_clients_flooding_new_topic_names_cannot_fill_the_disk(tmp_path):
+    """Reads of unknown topics create nothing; sends create topics within the auto-creation rate
+    and cap, each costing a reservation step of queue file, and the rest get a clear status."""
+
+    async def body():
+        async with serving(tmp_path / "b", auto_create_topic_per_minute=10, auto_create_topic_max_topics=200,
+                           mapped_file_size_consume_queue=6_000_000) as h:
+            root = h.store.config.store_path_root_dir
+            topics_before = len(h.store.topics.topics())
+            disk_before = _allocated_bytes(root)
+            for i in range(50):
+                name = f"flood-read-{i}"
+                route = await h.stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=name)), timeout=10)
+                assert route.status.code == pb.OK  # a route to send to: the send decides
+                assert (await pull(h, pull_request(topic=name))).status.code == pb.TOPIC_NOT_FOUND
+                offset = await h.stub.GetOffset(
+                    pb.GetOffsetRequest(group=pb.Resource(name="G"),
+                                        message_queue=pb.MessageQueue(topic=pb.Resource(name=name), id=0)), timeout=10)
+                assert offset.status.code == pb.TOPIC_NOT_FOUND
+            assert len(h.store.topics.topics()) == topics_before
+            assert not (tmp_path / "b" / "consumequeue").exists() or not any((tmp_path / "b" / "consumequeue").iterdir())
+            codes = []
+            for i in range(50):
+                response = await h.stub.SendMessage(
+                    pb.SendMessageRequest(messages=[message(b"x", topic=f"flood-send-{i}", send_queue_id=0)]), timeout=30)
+                codes.append(response.status.code)
+            assert codes[:10] == [pb.OK] * 10
+            assert set(codes[10:]) == {pb.TOO_MANY_REQUESTS}
+            refused = await h.stub.SendMessage(
+                pb.SendMessageRequest(messages=[message(b"x", topic="flood-send-more", send_queue_id=0)]), timeout=30)
+            assert "autoCreateTopicPerMinute=10" in refused.status.message
+            assert await asyncio.to_thread(h.store.wait_dispatched)
+            assert len(h.store.topics.topics()) == topics_before + 10
+            # Ten one-byte messages in ten new topics: a reservation step of queue file each (and
+            # the CommitLog's own segment), not ten 6 MB queue files.
+            grown = _allocated_bytes(root) - disk_before
+            assert grown <= h.store.config.mapped_file_size_commit_log + 10 * 2 * 64 * 1024 + 1024 * 1024
+
+    run(body())
+
+
+def test_auto_creation_stops_at_its_topic_cap_with_a_clear_status(tmp_path):
+    async def body():
+        async with serving(tmp_path / "b", auto_create_topic_max_topics=0) as h:
+            response = await h.stub.SendMessage(
+                pb.SendMessageRequest(messages=[message(b"x", topic="OneTooMany", send_queue_id=0)]), timeout=30)
+            assert response.status.code == pb.TOPIC_NOT_FOUND
+            assert "autoCreateTopicMaxTopics=0" in response.status.message
+            h.store.create_or_update_topic(TopicConfig("OneTooMany", 4, 4))  # an operator still can
+            response = await h.stub.SendMessage(
+                pb.SendMessageRequest(messages=[message(b"x", topic="OneTooMany", send_queue_id=0)]), timeout=30)
+            assert response.status.code == pb.OK
 
     run(body())
