@@ -23,7 +23,16 @@ deletes expired segments (last modified + fileReservedTime <= now), oldest first
 deleteFileBatchMax, stopping at the first one that is not expired, so the CommitLog stays
 contiguous. Above diskSpaceCleanForciblyRatio, with cleanFileForciblyEnable, it deletes segments
 whether expired or not ("clean immediately"). Above diskSpaceWarningLevelRatio the disk is full:
-the store refuses writes until usage falls to the forcible-clean ratio or below. Never the last
+the store refuses writes until usage falls to the forcible-clean ratio or below.
+
+Beyond RocketMQ, forced deletion (of segments not expired yet) is bounded, because a client that
+can fill the disk could otherwise make the broker throw away messages seconds after acknowledging
+them: a segment goes early only when it was last written at least cleanForciblyMinAge ago and
+every message in it has been consumed (`first_unconsumed`: below the lowest CommitLog offset some
+consumer group, or the delay service, still has to read) unless cleanForciblyUnconsumedEnable says
+otherwise. When nothing may go, the disk fills up to the warning level and the store refuses
+writes (one status, SERVICE_NOT_AVAILABLE) instead of losing data. Each forced deletion is logged
+with its range, size and age; a forced clean-up that is held back is logged once per reason. Never the last
 (active) segment; and, beyond RocketMQ, never a segment holding bytes not yet flushed (see
 `deletable_below`), because the flusher would lose its place.
 
@@ -161,23 +170,24 @@ def select_expired(
     *,
     force: bool,
     max_count: int,
+    may_force: Callable[[S], bool] | None = None,
 ) -> list[S]:
     """The segments to delete, oldest first: a prefix of `files` without its last (active)
     segment, at most `max_count` long, ending before the first segment that is not expired
-    (unless `force`). A segment whose modification time cannot be read counts as not expired."""
+    (unless `force` and `may_force` allows that segment). A segment whose modification time cannot
+    be read counts as not expired."""
     chosen: list[S] = []
     for segment in files[:-1]:
         if len(chosen) >= max_count:
             break
-        if not force:
-            try:
-                expired = mtime_of(segment) + reserved_ms <= now_ms
-            except OSError as exc:
-                log.warning("cannot read the modification time of %s, keeping it: %s", getattr(segment, "path", segment), exc)
-                expired = False
-            if not expired:
-                # Deleting past a kept segment would leave a hole in the CommitLog.
-                break
+        try:
+            expired = mtime_of(segment) + reserved_ms <= now_ms
+        except OSError as exc:
+            log.warning("cannot read the modification time of %s, keeping it: %s", getattr(segment, "path", segment), exc)
+            expired = False
+        if not expired and not (force and (may_force is None or may_force(segment))):
+            # Deleting past a kept segment would leave a hole in the CommitLog.
+            break
         chosen.append(segment)
     return chosen
 
@@ -200,6 +210,10 @@ class CleanPolicy:
     interval_ms: int = 10_000
     delete_interval_ms: int = 100
     delete_file_batch_max: int = 10
+    # Forced deletion keeps segments written within this long, and (unless allowed) segments
+    # holding messages some consumer has not read.
+    forced_min_age_ms: int = HOUR_MS
+    forced_unconsumed_allowed: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -212,6 +226,8 @@ class CleanPolicy:
             raise ConfigError(f"cleanResourceInterval must be positive, got {self.interval_ms}")
         if self.delete_interval_ms < 0:
             raise ConfigError(f"deleteCommitLogFilesInterval must not be negative, got {self.delete_interval_ms}")
+        if self.forced_min_age_ms < 0:
+            raise ConfigError(f"cleanForciblyMinAge must not be negative, got {self.forced_min_age_ms} ms")
         if self.delete_file_batch_max <= 0:
             raise ConfigError(f"deleteFileBatchMax must be positive, got {self.delete_file_batch_max}")
         for name in ("disk_max_used_ratio", "disk_space_warning_level_ratio", "disk_space_clean_forcibly_ratio"):
@@ -233,6 +249,8 @@ class CleanPolicy:
             interval_ms=config.clean_resource_interval_ms,
             delete_interval_ms=config.delete_commit_log_files_interval_ms,
             delete_file_batch_max=config.delete_file_batch_max,
+            forced_min_age_ms=config.clean_forcibly_min_age_ms,
+            forced_unconsumed_allowed=config.clean_forcibly_unconsumed_enable,
         )
 
 
@@ -289,6 +307,9 @@ class CleanService(ServiceThread):
     CommitLog lock). Without it, only a queue nothing appends to may be cleaned.
     `deletable_below`: segments ending above this CommitLog offset are kept (default: the flushed
     offset; the store may pass a lower one, e.g. the dispatch position).
+    `first_unconsumed`: the lowest CommitLog offset of a message some reader still has to read
+    (the log's max offset when none); forced deletion never passes it unless allowed. Without it,
+    every message counts as unconsumed.
     `pause`: waits `seconds` between two unlinks (deleteCommitLogFilesInterval, which spreads the
     I/O of freeing big files); default: an early-waking wait that `stop` cuts short."""
 
@@ -307,6 +328,7 @@ class CleanService(ServiceThread):
         files_lock: AbstractContextManager[object] | None = None,
         deletable_below: Callable[[], int] | None = None,
         pause: Callable[[float], None] | None = None,
+        first_unconsumed: Callable[[], int] | None = None,
     ) -> None:
         super().__init__()
         self._queue = queue
@@ -320,6 +342,8 @@ class CleanService(ServiceThread):
         self._files_lock = files_lock if files_lock is not None else threading.Lock()
         self._deletable_below = deletable_below or (lambda: queue.flushed_where)
         self._pause = pause or self._wait_unless_stopping
+        self._first_unconsumed = first_unconsumed or (lambda: queue.min_offset)
+        self._held_back = ""  # why forced deletion last kept a segment (logged once per reason)
         self._round_lock = threading.Lock()
         self._manual_lock = threading.Lock()
         self._manual_rounds = 0
@@ -434,14 +458,19 @@ class CleanService(ServiceThread):
     def _delete_round(self, now_ms: int, reasons: frozenset[CleanReason]) -> list[MappedFile]:
         policy = self.policy
         files = self._queue.files
+        forced = CleanReason.FORCED in reasons
+        held: list[str] = []
+        may_force = self._forced_rule(now_ms, held) if forced else None
         batch = select_expired(
             files,
             now_ms,
             policy.file_reserved_ms,
             self._mtime_of,
-            force=CleanReason.FORCED in reasons,
+            force=forced,
             max_count=policy.delete_file_batch_max,
+            may_force=may_force,
         )
+        self._report_held_back(held[0] if held else "")
         safe = self._deletable_below()
         batch = list(takewhile(lambda s: s.end_offset <= safe, batch))
         if not batch:
@@ -450,18 +479,63 @@ class CleanService(ServiceThread):
             return []
         why = "/".join(sorted(r.value for r in reasons))
         for segment in batch:
-            log.info(
-                "deleting CommitLog segment %s (%d bytes, [%d, %d)) because of %s",
+            try:
+                age = f"{(now_ms - self._mtime_of(segment)) / 1000:.0f} s"
+            except OSError:
+                age = "unknown"
+            log.log(
+                logging.WARNING if forced else logging.INFO,
+                "deleting CommitLog segment %s (%d bytes, offsets [%d, %d), last written %s ago) because of %s",
                 segment.path.name,
                 segment.file_size,
                 segment.file_from_offset,
                 segment.end_offset,
+                age,
                 why,
             )
         self._unlink_pending.extend(batch)
         self._unlink_detached()
         log.info("CommitLog now starts at %d after deleting %d segment(s)", self._queue.min_offset, len(batch))
         return batch
+
+    def _forced_rule(self, now_ms: int, held: list[str]) -> Callable[[MappedFile], bool]:
+        """Whether a segment that is not expired may go in a forced round; the first reason it
+        may not lands in `held`."""
+        policy = self.policy
+        unconsumed = None if policy.forced_unconsumed_allowed else self._first_unconsumed()
+
+        def may_force(segment: MappedFile) -> bool:
+            try:
+                young = self._mtime_of(segment) + policy.forced_min_age_ms > now_ms
+            except OSError:
+                young = True
+            if young:
+                held.append(
+                    f"segment {segment.path.name} was written less than cleanForciblyMinAge "
+                    f"({policy.forced_min_age_ms} ms) ago"
+                )
+                return False
+            if unconsumed is not None and segment.end_offset > unconsumed:
+                held.append(
+                    f"segment {segment.path.name} holds messages not consumed yet (from offset {unconsumed}; "
+                    "cleanForciblyUnconsumedEnable is false)"
+                )
+                return False
+            return True
+
+        return may_force
+
+    def _report_held_back(self, reason: str) -> None:
+        if reason == self._held_back:
+            return
+        self._held_back = reason
+        if reason:
+            log.warning(
+                "the disk is nearly full but forced clean-up keeps data: %s; writes are refused above %s "
+                "(diskSpaceWarningLevelRatio) rather than losing it",
+                reason,
+                _percent(self.policy.disk_space_warning_level_ratio),
+            )
 
     def _detach(self, batch: list[MappedFile]) -> bool:
         """Take `batch`, a prefix of the queue, out of it; False if the queue no longer starts

@@ -203,5 +203,10 @@ class ReputMessageService(ServiceThread):
             self.wait_for_running(self._idle_s)
 
     def on_stop(self) -> None:
-        while self.dispatcher.dispatch_available():
-            pass
+        try:
+            while self.dispatcher.dispatch_available():
+                pass
+        except Exception as exc:  # noqa: BLE001 - the last round must not kill shutdown
+            # Not lost: the next start dispatches again from the checkpoint.
+            log.warning("dispatching the last records at shutdown failed (%s: %s); the next start does it",
+                        type(exc).__name__, exc)

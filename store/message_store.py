@@ -68,7 +68,7 @@ from .truncation import TruncateResult, clear_intent, cut_commit_log, read_inten
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
 from .store_recovery import recover_store
 from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
-from .topic_config import MAX_QUEUE_NUMS, Permission, TopicConfig, TopicConfigManager
+from .topic_config import MAX_QUEUE_NUMS, SCHEDULE_TOPIC, Permission, TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +249,7 @@ class MessageStore:
             on_disk_full=self._on_disk_full,
             files_lock=self.commit_log.lock,
             deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
+            first_unconsumed=self.first_unconsumed_offset,
         )
         # The dispatcher polls every millisecond, as RocketMQ's ReputMessageService does; only a
         # put about to wait for its flush or replicas wakes it (a wake on every put would cost
@@ -598,6 +599,29 @@ class MessageStore:
         if self.commit_log.is_os_page_cache_busy(now_ms, self.config.os_page_cache_busy_timeout_ms):
             return PutMessageResult(Status.OS_PAGE_CACHE_BUSY, reason="the CommitLog lock is held too long")
         return None
+
+    def first_unconsumed_offset(self) -> int:
+        """The lowest CommitLog offset of a message some reader still has to read: for each
+        ConsumeQueue, the first unit not consumed by every consumer group of its topic (by the
+        delay service, for the schedule topic); a queue no group consumes counts as unread from its
+        start. The log's max offset when everything was read. For forced clean-up (store/clean.py)."""
+        lowest = self.max_offset
+        delay = self.schedule.offsets
+        offsets = self.consumer_offsets
+        for queue in self.consume_queues.queues():
+            start, end = queue.min_offset, queue.max_offset
+            if end <= start:
+                continue
+            if queue.topic == SCHEDULE_TOPIC:
+                consumed = delay.get(queue.queue_id + 1, start)
+            else:
+                groups = offsets.groups_of(queue.topic)
+                consumed = min((offsets.query_offset(g, queue.topic, queue.queue_id) for g in groups), default=start)
+            for unit in queue.get_units(max(consumed, start), 64):
+                if not unit.is_filler:
+                    lowest = min(lowest, unit.commit_log_offset)
+                    break
+        return lowest
 
     def _admit_topic(self, topic: str, queue_id: int) -> str | None:
         """None when the topic takes writes; auto-creates it on its first put. Which queue ids a

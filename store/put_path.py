@@ -15,6 +15,7 @@ is behind the CommitLog lock, the stats' lock and the services' own locks.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +33,8 @@ from .stats import StoreStats
 from .status import PutMessageStatus
 
 log = logging.getLogger(__name__)
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 Status = PutMessageStatus
 Outcome = Status | Future
@@ -115,6 +118,9 @@ class PutPath:
         except CommitLogClosed:
             return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason="the store is shutting down")
         except OSError as exc:
+            if exc.errno in _DISK_FULL:
+                # The same condition as the disk-full state the clean-up service sets: one status.
+                return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason=f"the disk is full ({exc.strerror})")
             log.error("cannot create a CommitLog segment: %s", exc)
             return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")
         for wake in self.wake:

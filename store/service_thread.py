@@ -1,6 +1,11 @@
 """A named background thread that runs `run_once` until stopped, woken early by `wakeup`
 (RocketMQ's ServiceThread). Subclasses decide what one round does and how long to idle.
 
+A round that raises is logged once per state change: the first failure with its traceback, then
+nothing while the same failure repeats (a full disk would otherwise get a traceback ten times a
+second, written to the same full disk), a new line when the failure changes, and one line with the
+count of failed rounds when a round succeeds again.
+
 Thread-safety: `wakeup`, `stop` and `wait_round` may be called from any thread.
 """
 
@@ -22,6 +27,8 @@ class ServiceThread:
         self._thread: threading.Thread | None = None
         self._rounds = 0
         self._round_done = threading.Condition()
+        self._failure = ""  # the failure of the last round ("" after a good one)
+        self._failed_rounds = 0
 
     @property
     def stopping(self) -> bool:
@@ -57,12 +64,27 @@ class ServiceThread:
                 self._rounds >= target
             )
 
+    def guarded_round(self) -> bool:
+        """One `run_once`, its failure logged as the module docstring says; False when it failed."""
+        try:
+            self.run_once()
+        except Exception as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+            self._failed_rounds += 1
+            if failure != self._failure:
+                log.exception(
+                    "%s failed a round; it keeps retrying and logs again when the failure changes or ends", self.name
+                )
+                self._failure = failure
+            return False
+        if self._failure:
+            log.info("%s works again after %d failed round(s) (last: %s)", self.name, self._failed_rounds, self._failure)
+            self._failure, self._failed_rounds = "", 0
+        return True
+
     def _run(self) -> None:
         while not self._stopping:
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("%s failed a round; it keeps running", self.name)
+            if not self.guarded_round():
                 self.wait_for_running(0.1)
             with self._round_done:
                 self._rounds += 1

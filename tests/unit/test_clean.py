@@ -226,6 +226,7 @@ class Harness:
         service_kw.setdefault("on_commit_log_deleted", self.min_offsets.append)
         service_kw.setdefault("on_disk_full", self.disk_full.append)
         service_kw.setdefault("disk_usage_ratio", lambda: self.ratio)
+        service_kw.setdefault("first_unconsumed", lambda: 1 << 62)  # everything consumed unless a test says
         self.service = CleanService(self.queue, service_kw.pop("policy"), **service_kw)
 
     def offset(self, index: int, start: int = 0) -> int:
@@ -317,9 +318,9 @@ def test_above_max_used_ratio_expired_segments_go_outside_delete_when(harness):
     assert not r.disk.full and h.disk_full == []
 
 
-def test_above_clean_forcibly_ratio_unexpired_segments_go_oldest_first(harness):
+def test_above_clean_forcibly_ratio_consumed_unexpired_segments_go_oldest_first(harness):
     fresh = {i * SEG: FRESH for i in range(5)}
-    h = harness(5, mtimes=fresh, policy=policy(delete_file_batch_max=3))
+    h = harness(5, mtimes=fresh, policy=policy(delete_file_batch_max=3), first_unconsumed=lambda: 5 * SEG)
     h.ratio = 0.87
     r = h.service.run_round(NOW_OUTSIDE)
     assert r.reasons == {CleanReason.SPACE, CleanReason.FORCED}
@@ -328,6 +329,47 @@ def test_above_clean_forcibly_ratio_unexpired_segments_go_oldest_first(harness):
     assert r.deleted == (name(3 * SEG),)
     assert h.on_disk() == [name(4 * SEG)]  # never the last
     assert not r.disk.full
+
+
+def test_forced_clean_up_never_deletes_unconsumed_messages_by_default(harness, caplog):
+    fresh = {i * SEG: FRESH for i in range(5)}
+    unconsumed = 2 * SEG + 100  # a group still has to read from inside segment 2
+    h = harness(5, mtimes=fresh, policy=policy(delete_file_batch_max=10), first_unconsumed=lambda: unconsumed)
+    h.ratio = 0.87
+    assert h.service.run_round(NOW_OUTSIDE).deleted == (name(0), name(SEG))
+    assert h.service.run_round(NOW_OUTSIDE + 1).deleted == ()
+    assert h.in_queue() == [name(2 * SEG), name(3 * SEG), name(4 * SEG)]
+    held = [r for r in caplog.records if "forced clean-up keeps data" in r.getMessage()]
+    assert len(held) == 1 and "not consumed yet (from offset 8292" in held[0].getMessage()
+    forced = [r for r in caplog.records if r.getMessage().startswith("deleting CommitLog segment")]
+    assert [r.levelname for r in forced] == ["WARNING", "WARNING"]
+    assert "offsets [0, 4096)" in forced[0].getMessage() and "because of forced/space" in forced[0].getMessage()
+    # The disk keeps filling: writes are refused (disk full) instead of deleting what is unread.
+    h.ratio = 0.95
+    r = h.service.run_round(NOW_OUTSIDE + 2)
+    assert r.deleted == () and r.disk.full and h.disk_full == [True]
+
+
+def test_forced_clean_up_keeps_segments_younger_than_the_minimum_age(harness):
+    young = NOW_OUTSIDE - 30 * 60_000  # half an hour ago; the minimum age is an hour
+    h = harness(3, mtimes={0: FRESH, SEG: young, 2 * SEG: young}, first_unconsumed=lambda: 3 * SEG)
+    h.ratio = 0.87
+    assert h.service.run_round(NOW_OUTSIDE).deleted == (name(0),)
+    assert h.service.run_round(NOW_OUTSIDE + 1).deleted == ()
+    assert h.service.run_round(NOW_OUTSIDE + 31 * 60_000).deleted == (name(SEG),)
+
+
+def test_forced_clean_up_of_unconsumed_messages_when_the_operator_allows_it(harness):
+    h = harness(3, mtimes={i * SEG: FRESH for i in range(3)}, policy=policy(forced_unconsumed_allowed=True),
+                first_unconsumed=lambda: 0)
+    h.ratio = 0.87
+    assert h.service.run_round(NOW_OUTSIDE).deleted == (name(0), name(SEG))
+
+
+def test_without_a_consumption_view_every_message_counts_as_unconsumed(harness):
+    h = harness(3, mtimes={i * SEG: FRESH for i in range(3)}, first_unconsumed=None)
+    h.ratio = 0.87
+    assert h.service.run_round(NOW_OUTSIDE).deleted == ()
 
 
 def test_forcible_clean_can_be_disabled(harness):

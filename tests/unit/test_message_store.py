@@ -787,3 +787,36 @@ def test_threads_event_loops_and_batches_at_once(tmp_path):
         per_sync_thread = (PER_PUTTER // 2) + 2 * len(range(0, PER_PUTTER // 2, 4))
         assert len(out) == 4 * per_sync_thread + 2 * 4 * (PER_PUTTER // 2)
         _verify_tiling(store, out)
+
+
+def test_a_full_disk_is_one_status_whether_measured_or_met_creating_a_segment(tmp_path, monkeypatch):
+    with MessageStore(config(tmp_path, mapped_file_size_commit_log=4096)) as store:
+        first = store.put_message(Message("Full", 0, b"x" * 1000))
+        assert first.status is OK
+
+        def no_space(*args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(mapped_file_module, "create_file_atomically", no_space)
+        results = [store.put_message(Message("Full", 0, b"x" * 1000)) for _ in range(6)]
+        refused = [r for r in results if r.status is not OK]
+        assert refused and {r.status for r in refused} == {SNA}
+        assert all("the disk is full" in r.reason for r in refused)
+        monkeypatch.undo()
+
+
+def test_first_unconsumed_offset_follows_the_slowest_group_of_each_queue(tmp_path):
+    with MessageStore(config(tmp_path)) as store:
+        put = [store.put_message(Message("Orders", q, f"m{i}".encode())) for i in range(6) for q in (0, 1)]
+        assert store.wait_dispatched()
+        offset_of = {(r.queue_offset, q): r.wrote_offset for r, q in zip(put, [0, 1] * 6)}
+        # No group at all: nothing has been read, from the very first message.
+        assert store.first_unconsumed_offset() == offset_of[(0, 0)]
+        store.consumer_offsets.commit_offset("fast", "Orders", 0, 6)
+        store.consumer_offsets.commit_offset("fast", "Orders", 1, 6)
+        assert store.first_unconsumed_offset() == store.max_offset  # everything read
+        store.consumer_offsets.commit_offset("slow", "Orders", 1, 2)
+        # A group of the topic that has not read queue 0 at all holds it from its start.
+        assert store.first_unconsumed_offset() == offset_of[(0, 0)]
+        store.consumer_offsets.commit_offset("slow", "Orders", 0, 4)
+        assert store.first_unconsumed_offset() == offset_of[(2, 1)]  # the slow group's queue 1
