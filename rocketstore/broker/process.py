@@ -238,7 +238,9 @@ class Broker:
 
     async def start(self) -> None:
         if not self.controller_mode:
+            configured = self.configs
             self.configs = switchover.apply_override(self.configs)
+            await asyncio.to_thread(switchover.refuse_a_second_master, configured, self.configs, self.secrets)
         broker, store_config, ha = self.configs
         host = broker.host
         max_message = store_config.max_message_size * 2 + 1024 * 1024
@@ -309,37 +311,45 @@ class Broker:
             self.agent.start()
 
     def _start_master_replication(self, store_config, ha: HaConfig, host: str) -> None:
+        """Serve replication on haListenPort. The port is bound before anything is installed: a
+        failure (ConfigError) leaves the broker as it was (a slave taking over stays a slave)."""
         store = self.store
-        self.tracker = ReplicaTracker(
+        tracker = ReplicaTracker(
             self.role,
             ha.in_sync_replicas,
             store_config.slave_timeout_ms,
             ha.ha_slave_fallbehind_max,
             lambda: store.max_offset,
         )
-        store.set_replica_gate(self.tracker)
         # The servicer authenticates every replication call itself in shared-secret mode (its
         # answers are MACed under a per-call key only it can derive): no interceptor in front.
-        self._ha_server = grpc.server(
+        server = grpc.server(
             ThreadPoolExecutor(max_workers=HA_MAX_STREAMS + 4, thread_name_prefix="ha-stream"),
             options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)],
             maximum_concurrent_rpcs=HA_MAX_STREAMS,
         )
-        self._ha_servicer = ReplicationServicer(
+        servicer = ReplicationServicer(
             store,
             ha,
             self.configs.broker.broker_name,
-            self.tracker,
+            tracker,
             client_endpoint=self.client_endpoint,
             epochs=(lambda: self.roles.keeper.history) if self.roles is not None else None,
             auth=MasterAuth(self.secrets.ha, Identity(self.configs.broker.broker_name, self.configs.broker.broker_id))
             if self.secrets.ha
             else None,
         )
-        self._ha_servicer.add_to_server(self._ha_server)
-        ha_port = self._bind(self._ha_server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
+        servicer.add_to_server(server)
+        try:
+            ha_port = self._bind(server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
+        except ConfigError:
+            tracker.close()
+            server.stop(grace=None)
+            raise
+        self.tracker, self._ha_server, self._ha_servicer = tracker, server, servicer
+        store.set_replica_gate(tracker)
         self.ha_endpoint = _endpoint(self.configs.broker.broker_ip1, ha_port)
-        self._ha_server.start()
+        server.start()
 
     def _start_slave_replication(self, store_config, ha: HaConfig, master_address: str = "") -> None:
         credentials = None

@@ -6,9 +6,11 @@ master whose roles come from broker.conf.
 2. It records its own new role first (a role override: SLAVE of that slave) so that a crash from
    here on can never bring it back as a second master.
 3. It asks the slave, over the slave's admin API (`TakeOver`, the shared admin secret), to take
-   over at exactly that offset: the slave copies the master's metadata one last time (consumer
-   offsets, delay cursors, topics), checks its log ends there, records its override (master),
-   stops replicating, becomes master and serves replication on its haListenPort.
+   over at exactly that offset. The slave first acquires what it needs (it binds its
+   haListenPort), then copies the master's metadata one last time (consumer offsets, delay
+   cursors, topics), stops replicating, checks its log ends there, and only then records its
+   override (master) and becomes master. Any failure undoes every step before it: the port is
+   released, replication resumes, no override is left; the slave answers the refusal.
 4. The old master steps down and follows the new one. A refused or failed step 3 removes the
    override of step 2 and lifts the fence: nothing changed.
 
@@ -35,6 +37,7 @@ from slave.metadata_client import MetadataSyncFailed
 from rocketstore.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole
 from store.mapped_file import fsync_dir, replace_durably
+from store.properties import ConfigError
 
 from store.clock import wall_clock_ms
 
@@ -85,6 +88,54 @@ def apply_override(configs: BrokerConfigs) -> BrokerConfigs:
         store=dataclasses.replace(configs.store, broker_role=role),
         ha=dataclasses.replace(configs.ha, ha_master_address=master),
     )
+
+
+# How long a broker about to start as master asks its group's configured master whether it is one.
+PEER_PROBE_TIMEOUT_S = 3.0
+
+
+def refuse_a_second_master(configured: BrokerConfigs, effective: BrokerConfigs, secrets, timeout_s: float = PEER_PROBE_TIMEOUT_S) -> None:
+    """A broker that broker.conf makes a slave but a role override makes master asks the master
+    broker.conf names whether it is still master; ConfigError when it is (two masters of one group
+    would both accept writes and their logs would diverge). An unreachable peer does not block the
+    start: it is the normal case after a switchover whose old master is down."""
+    address = configured.ha.ha_master_address
+    if effective.store.broker_role is BrokerRole.SLAVE or configured.store.broker_role is not BrokerRole.SLAVE or not address:
+        return
+    if probe_is_master(address, configured, secrets, timeout_s):
+        raise ConfigError(
+            f"{override_path(configured.store.store_path_root_dir)} makes this broker a master, but the group's "
+            f"master at {address} (haMasterAddress) answers as master: refusing to start as a second master. "
+            "Delete the override to start as the slave broker.conf describes, or step that master down first"
+        )
+
+
+def probe_is_master(address: str, configs: BrokerConfigs, secrets, timeout_s: float) -> bool:
+    """Whether the broker serving replication at `address` authenticates as this group's master
+    and says it is master now. False when it cannot be reached or does not authenticate."""
+    from ha.peer_auth import EPOCHS, AuthenticationError, Identity, SlaveAuth, epochs_parts
+    from rocketstore.auth import channel_credentials
+    from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+    from slave.peer_login import LoginFailed, login
+
+    ha = configs.ha
+    credentials = channel_credentials(ha.ha_tls_ca_file, ha.ha_tls_cert_file, ha.ha_tls_key_file) if ha.ha_tls_ca_file else None
+    channel = grpc.secure_channel(address, credentials) if credentials is not None else grpc.insecure_channel(address)
+    with channel:
+        try:
+            session, metadata = None, None
+            if secrets.ha:
+                auth = SlaveAuth(secrets.ha, Identity(configs.broker.broker_name, configs.broker.broker_id))
+                session, metadata = login(channel, auth, "GetEpochs", address, timeout_s)
+            answer = ha_pb2_grpc.ReplicationStub(channel).GetEpochs(
+                ha_pb2.EpochsRequest(broker_name=configs.broker.broker_name), metadata=metadata, timeout=timeout_s
+            )
+            if session is not None:
+                session.open(EPOCHS, answer.mac, *epochs_parts(answer))
+        except (grpc.RpcError, LoginFailed, AuthenticationError) as exc:
+            log.info("the configured master at %s did not answer as master (%s)", address, exc)
+            return False
+    return answer.is_master
 
 
 def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
@@ -140,6 +191,42 @@ def take_over(broker, expected_offset: int, role_name: str) -> None:
     store = broker.store
     if store.broker_role is not BrokerRole.SLAVE:
         raise ValueError("this broker is already a master")
+    started_server = False
+    if broker.tracker is None:
+        # Everything the new role needs, acquired before anything is given up or recorded.
+        configs = broker.configs
+        try:
+            broker._start_master_replication(configs.store, configs.ha, configs.broker.host)
+        except ConfigError as exc:
+            raise ValueError(f"cannot take over: {exc}") from None
+        started_server = True
+    try:
+        _take_over_steps(broker, expected_offset, role)
+    except BaseException:
+        if started_server:
+            _release_master_replication(broker)
+        raise
+    log.warning("took over as %s at offset %d", role.name, expected_offset)
+
+
+def _release_master_replication(broker) -> None:
+    server, broker._ha_server = broker._ha_server, None
+    broker._ha_servicer = None
+    tracker, broker.tracker = broker.tracker, None
+    if server is not None:
+        server.stop(grace=None)
+    if tracker is not None:
+        tracker.close()
+
+
+def _resume_replication(broker) -> None:
+    configs = broker.configs
+    broker._start_slave_replication(configs.store, configs.ha, configs.ha.ha_master_address)
+    broker.replicator.start()
+
+
+def _take_over_steps(broker, expected_offset: int, role: BrokerRole) -> None:
+    store = broker.store
     replicator = broker.replicator
     if replicator is not None:
         # The master is alive and fenced: one last copy of its consumer offsets and delay
@@ -149,15 +236,24 @@ def take_over(broker, expected_offset: int, role_name: str) -> None:
         except MetadataSyncFailed as exc:
             log.warning("taking over without a last copy of the master's metadata: %s", exc)
         replicator.stop()
-    if store.max_offset != expected_offset:
+    root = store.config.store_path_root_dir
+    try:
+        if store.max_offset != expected_offset:
+            raise ValueError(f"this slave's log ends at {store.max_offset}, not at the master's {expected_offset}")
+        write_override(root, role)
+    except BaseException:
         if replicator is not None:
-            configs = broker.configs
-            broker._start_slave_replication(configs.store, configs.ha, configs.ha.ha_master_address)
-            broker.replicator.start()
-        raise ValueError(f"this slave's log ends at {store.max_offset}, not at the master's {expected_offset}")
-    write_override(store.config.store_path_root_dir, role)
-    _become_master(broker, role)
-    log.warning("took over as %s at offset %d", role.name, expected_offset)
+            _resume_replication(broker)
+        raise
+    configs = broker.configs
+    try:
+        _become_master(broker, role)
+    except BaseException:
+        remove_override(root)
+        if store.broker_role is BrokerRole.SLAVE:
+            broker.configs = configs
+            _resume_replication(broker)
+        raise
 
 
 def _become_master(broker, role: BrokerRole) -> None:

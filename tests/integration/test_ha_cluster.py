@@ -340,3 +340,51 @@ def test_a_slave_rejoins_a_restarted_master_within_its_configured_backoff(make_c
     # haReconnectBackoffMax is 1 s: the slave is back within about that (gRPC's own backoff, when
     # it stacked on ours, had grown to several seconds by then).
     wait_until(lambda: cluster.connected_slaves() == {1}, 3.0, "the slave to rejoin within its configured backoff")
+
+
+def test_a_failed_static_switchover_leaves_one_master_before_and_after_restarts(make_cluster):
+    import json
+
+    from rocketstore.broker.local_cluster import BrokerStartError
+
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    master = cluster.master
+    master_ha_port = master.ha_endpoint.rsplit(":", 1)[1]
+    # The single-machine mistake: the slave's haListenPort is the master's, so it cannot serve
+    # replication once master.
+    slave = cluster.add_slave(1, haListenPort=master_ha_port)
+    assert {r.status for r in send_all(master.client_endpoint, 0, 5)} == {SendStatus.SEND_OK}
+    with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
+        with pytest.raises(BrokerError) as failed:
+            admin.elect_master(1, timeout_s=20)
+    assert "haListenPort" in str(failed.value)
+
+    def roles() -> tuple[str, str]:
+        statuses = []
+        for broker in (master, slave):
+            with AdminClient(broker.client_endpoint, cluster.admin_secret()) as admin:
+                statuses.append(admin.status()["role"])
+        return tuple(statuses)
+
+    assert roles() == ("SYNC_MASTER", "SLAVE")
+    assert not (slave.store_dir / "role.override").exists() and not (master.store_dir / "role.override").exists()
+    wait_until(lambda: cluster.connected_slaves() == {1}, what="the slave to replicate again")
+    assert {r.status for r in send_all(master.client_endpoint, 5, 5)} == {SendStatus.SEND_OK}
+    # After restarts, still one master.
+    master.stop()
+    slave.stop()
+    master.settings.update(listenPort=master.client_endpoint.rsplit(":", 1)[1], haListenPort=master_ha_port)
+    master.start()
+    slave.start()
+    assert roles() == ("SYNC_MASTER", "SLAVE")
+    wait_until(lambda: cluster.connected_slaves() == {1}, what="the slave to replicate after the restarts")
+    # What the failed switchover used to leave behind: a slave overridden to master while its
+    # group's master lives. It refuses to start as a second master.
+    slave.stop()
+    (slave.store_dir / "role.override").write_text(json.dumps({"brokerRole": "SYNC_MASTER", "haMasterAddress": ""}))
+    with pytest.raises(BrokerStartError) as refused:
+        slave.start()
+    assert "refusing to start as a second master" in str(refused.value)
+    assert not slave.running()
+    with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
+        assert admin.status()["role"] == "SYNC_MASTER"
