@@ -79,6 +79,9 @@ class StoreConfig:
     )
 
     auto_create_topic_enable: bool = True
+    # How many recent producer message ids (UNIQ_KEY) a put is checked against, so a retry of a
+    # stored message is answered, not stored again (store/recent_ids.py); 0 turns the check off.
+    recent_message_ids_max: int = 100_000
     # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute.
     auto_create_topic_max_topics: int = 1024
     auto_create_topic_per_minute: int = 60

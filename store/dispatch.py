@@ -30,6 +30,7 @@ from .message import (
     TRANSACTION_ROLLBACK_TYPE,
     transaction_type,
 )
+from .recent_ids import Landed, RecentIds
 from .schedule import SCHEDULE_TOPIC, delay_level_of
 from .service_thread import ServiceThread
 from .stats import StoreStats
@@ -92,6 +93,20 @@ def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | 
 
 
 Consumer = Callable[[DispatchRequest], None]
+
+
+def recent_ids_consumer(recent: RecentIds) -> Consumer:
+    """Remembers each record's producer id (UNIQ_KEY) and where it landed (store/recent_ids.py)."""
+
+    def remember(request: DispatchRequest) -> None:
+        if request.uniq_key:
+            recent.add(
+                request.topic,
+                request.uniq_key,
+                Landed(request.commit_log_offset, request.msg_size, request.queue_offset, request.store_timestamp_ms),
+            )
+
+    return remember
 
 
 def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Consumer:

@@ -41,7 +41,7 @@ from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
-from .dispatch import Dispatcher, DispatchRequest, ReputMessageService, index_consumer, queue_consumer
+from .dispatch import Dispatcher, DispatchRequest, ReputMessageService, index_consumer, queue_consumer, recent_ids_consumer
 from .flush import CommitRealTimeService, FlushRealTimeService, GroupCommitService, wall_clock_ms
 from .index_file import IndexService
 from .lifecycle import AbortFile, StoreLock
@@ -68,6 +68,7 @@ from .truncation import TruncateResult, clear_intent, cut_commit_log, read_inten
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
 from .store_recovery import recover_store
 from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
+from .recent_ids import RecentIds
 from .topic_config import MAX_QUEUE_NUMS, SCHEDULE_TOPIC, Permission, TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,11 @@ class MessageStore:
             admit_topic=self._admit_topic,
             delay_levels=self.delay_levels,
         )
+        self.recent_ids = RecentIds(config.recent_message_ids_max)
+        if config.recent_message_ids_max:
+            self._put_path.recent = self.recent_ids
+            self._put_path.msg_id_at = lambda offset: self.read_message(offset).msg_id
+            self.dispatcher.add_consumer(recent_ids_consumer(self.recent_ids))
         self._listeners: list[ArrivalListener] = []
         self._flush_listeners: list[Callable[[int], None]] = []
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
@@ -204,7 +210,32 @@ class MessageStore:
         if pending is not None:
             log.warning("a cut of the CommitLog to %d was interrupted (a crash): finishing it", pending)
             self._finish_cut(pending)
+        self._seed_recent_ids()
         return self.recovery
+
+    def _seed_recent_ids(self) -> None:
+        """Refill the recent message ids from the tail of the dispatched log (the rest follows as
+        it is dispatched), so a producer's retry after a restart or failover is still recognised.
+        Bounded: from where each ConsumeQueue's share of the window starts."""
+        capacity = self.recent_ids.capacity
+        queues = self.consume_queues.queues()
+        if not capacity or not queues:
+            return
+        share = max(1, capacity // len(queues))
+        starts = []
+        for queue in queues:
+            for unit in queue.get_units(max(queue.min_offset, queue.max_offset - share), 64):
+                if not unit.is_filler:
+                    starts.append(unit.commit_log_offset)
+                    break
+        end = self.dispatcher.reput_from_offset
+        start = max(min(starts, default=end), self.min_offset)
+        scan = Dispatcher(self.queue, start, lambda: end)
+        scan.add_consumer(recent_ids_consumer(self.recent_ids))
+        while scan.dispatch_available():
+            pass
+        if len(self.recent_ids):
+            log.info("recent message ids: %d from CommitLog [%d, %d)", len(self.recent_ids), start, end)
 
     def start(self) -> None:
         if not self._loaded:
@@ -491,6 +522,7 @@ class MessageStore:
         return TruncateResult(self.max_offset, before, before - self.max_offset, deleted)
 
     def _finish_cut(self, offset: int) -> int:
+        self.recent_ids.forget_from(offset)
         state = self.checkpoint.state
         self.checkpoint.update(
             physic_flushed_offset=min(state.physic_flushed_offset, offset),

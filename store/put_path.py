@@ -1,7 +1,11 @@
 """The put path (docs/design.md §6):
 
-    checks -> delay rewrite -> encode (no lock) -> CommitLog.append (lock)
+    checks -> delay rewrite -> encode (no lock) -> producer retry? -> CommitLog.append (lock)
            -> wait on the flush and the replica outcome together (no lock)
+
+A message whose producer id (UNIQ_KEY) the store holds among its recent ones for the same topic
+(`recent_ids`) is a producer's retry: it is not appended again but answered with the original's
+result, after the same waits (the original may still be waiting for them itself).
 
 A put that waits gets a status or future from each side; any non-OK status wins, the flush's
 first; each wait ends at its own deadline (syncFlushTimeout, slaveTimeout) with the matching
@@ -25,7 +29,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
 from .commitlog import AppendResult, CommitLog, CommitLogClosed
 from .config import StoreConfig
-from .message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK, Message
+from .message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_WAIT_STORE_MSG_OK, Message
+from .recent_ids import Landed, RecentIds
 from .replication import ReplicaGate
 from .results import PutMessageResult
 from .schedule import to_schedule_message
@@ -41,16 +46,26 @@ Outcome = Status | Future
 
 
 class _Pending:
-    """A put that is in the log and now waits for durability."""
+    """A put that is in the log and now waits for durability. `msg_ids` for a retry answered
+    with its original's result (nothing was encoded for it)."""
 
-    __slots__ = ("encoded", "appended", "flush", "replica", "started_ns")
+    __slots__ = ("encoded", "appended", "flush", "replica", "started_ns", "msg_ids")
 
-    def __init__(self, encoded: EncodedMessage, appended: AppendResult, flush: Outcome, replica: Outcome, started_ns: int):
+    def __init__(
+        self,
+        encoded: EncodedMessage | None,
+        appended: AppendResult,
+        flush: Outcome,
+        replica: Outcome,
+        started_ns: int,
+        msg_ids: tuple[str, ...] = (),
+    ):
         self.encoded = encoded
         self.appended = appended
         self.flush = flush
         self.replica = replica
         self.started_ns = started_ns
+        self.msg_ids = msg_ids
 
 
 class PutPath:
@@ -82,6 +97,10 @@ class PutPath:
         # Woken only by puts about to block on a future: the wake costs them nothing then, and
         # the service works while they wait (the dispatcher, during an fsync).
         self.wake_when_waiting: tuple[Callable[[], None], ...] = ()
+        # Producer retries of stored messages (set by the store): the recent ids and how to name
+        # the original's message id.
+        self.recent: RecentIds | None = None
+        self.msg_id_at: Callable[[int], str] | None = None
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -113,6 +132,11 @@ class PutPath:
         reason = self._admit_topic(messages[0].topic, messages[0].queue_id)
         if reason is not None:
             return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=reason)
+        uniq_key = None if batch or self.recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq_key:
+            landed = self.recent.get(first.topic, uniq_key)
+            if landed is not None:
+                return self._retry_of(landed, wait, now, started)
         try:
             appended = self._commit_log.append(encoded)
         except CommitLogClosed:
@@ -123,8 +147,28 @@ class PutPath:
                 return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason=f"the disk is full ({exc.strerror})")
             log.error("cannot create a CommitLog segment: %s", exc)
             return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")
+        if uniq_key:
+            self.recent.add(
+                first.topic,
+                uniq_key,
+                Landed(appended.wrote_offset, appended.wrote_bytes, appended.queue_offset, appended.store_timestamp_ms),
+            )
         for wake in self.wake:
             wake()
+        return self._pending(encoded, appended, wait, now, started)
+
+    def _retry_of(self, landed: Landed, wait: bool, now: int, started: int) -> _Pending:
+        """A producer's retry of a message the log holds: nothing is appended, and the retry
+        waits for the same durability as its original (which may still be waiting itself)."""
+        appended = AppendResult(landed.wrote_offset, landed.wrote_bytes, landed.queue_offset, landed.store_timestamp_ms, 1)
+        msg_id = self.msg_id_at(landed.wrote_offset) if self.msg_id_at is not None else ""
+        log.debug("a retry of the message at %d: answered with its result", landed.wrote_offset)
+        return self._pending(None, appended, wait, now, started, (msg_id,))
+
+    def _pending(
+        self, encoded: EncodedMessage | None, appended: AppendResult, wait: bool, now: int, started: int,
+        msg_ids: tuple[str, ...] = (),
+    ) -> _Pending:
         next_offset = appended.wrote_offset + appended.wrote_bytes
         flush: Outcome = Status.PUT_OK
         replica: Outcome = Status.PUT_OK
@@ -136,12 +180,12 @@ class PutPath:
             if not (isinstance(flush, Status) and isinstance(replica, Status)):
                 for wake in self.wake_when_waiting:
                     wake()
-        return _Pending(encoded, appended, flush, replica, started)
+        return _Pending(encoded, appended, flush, replica, started, msg_ids)
 
     def _result(self, pending: _Pending, flush_status: Status, replica_status: Status) -> PutMessageResult:
         status = flush_status if flush_status is not Status.PUT_OK else replica_status
         appended = pending.appended
-        ids = tuple(pending.encoded.msg_ids(appended.wrote_offset))
+        ids = pending.msg_ids if pending.encoded is None else tuple(pending.encoded.msg_ids(appended.wrote_offset))
         self._stats.record_put(status, appended.msg_num, (time.perf_counter_ns() - pending.started_ns) // 1000)
         return PutMessageResult(
             status=status,

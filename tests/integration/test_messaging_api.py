@@ -637,3 +637,18 @@ def test_auto_creation_stops_at_its_topic_cap_with_a_clear_status(tmp_path):
             assert response.status.code == pb.OK
 
     run(body())
+
+
+def test_a_resent_message_id_is_stored_once(tmp_path):
+    async def body():
+        async with serving(tmp_path / "b") as h:
+            resent = message(b"once", send_queue_id=0, message_id="01A2B3C4D5E6F708090A0B0C0D")
+            first = await send(h, resent)
+            again = await send(h, resent)
+            assert first.status.code == again.status.code == pb.OK
+            assert first.entries[0].message_id == again.entries[0].message_id
+            assert first.entries[0].offset == again.entries[0].offset
+            got = await pull(h, pull_request())
+            assert [m.body for m in got.messages] == [b"once"]
+
+    run(body())

@@ -820,3 +820,31 @@ def test_first_unconsumed_offset_follows_the_slowest_group_of_each_queue(tmp_pat
         assert store.first_unconsumed_offset() == offset_of[(0, 0)]
         store.consumer_offsets.commit_offset("slow", "Orders", 0, 4)
         assert store.first_unconsumed_offset() == offset_of[(2, 1)]  # the slow group's queue 1
+
+
+def test_a_producer_retry_of_a_stored_message_is_answered_not_stored_again(tmp_path):
+    cfg = config(tmp_path, flush_disk_type="SYNC_FLUSH")
+    retry = {"UNIQ_KEY": "C0A80001000118B4AAC2000000000001"}
+    with MessageStore(cfg) as store:
+        first = store.put_message(Message("Orders", 0, b"pay 10", dict(retry)))
+        again = store.put_message(Message("Orders", 2, b"pay 10", dict(retry)))  # a retry may pick another queue
+        assert first.status is OK and again.status is OK
+        assert (again.wrote_offset, again.queue_offset, again.msg_id) == (first.wrote_offset, first.queue_offset, first.msg_id)
+        other_topic = store.put_message(Message("Audit", 0, b"pay 10", dict(retry)))  # another store of the message
+        assert other_topic.wrote_offset != first.wrote_offset
+        fresh = store.put_message(Message("Orders", 0, b"pay 10", {"UNIQ_KEY": "C0A80001000118B4AAC2000000000002"}))
+        assert fresh.wrote_offset > first.wrote_offset
+        assert store.wait_dispatched()
+        assert store.max_queue_offset("Orders", 0) == 2 and store.max_queue_offset("Orders", 2) == 0
+    # After a restart the ids come back from the log: the retry is still recognised.
+    with MessageStore(cfg) as store:
+        late = store.put_message(Message("Orders", 1, b"pay 10", dict(retry)))
+        assert (late.status, late.wrote_offset, late.msg_id) == (OK, first.wrote_offset, first.msg_id)
+        assert store.max_queue_offset("Orders", 1) == 0
+    assert count_messages(cfg) == 3
+
+
+def test_the_retry_check_can_be_turned_off(tmp_path):
+    with MessageStore(config(tmp_path, recent_message_ids_max=0)) as store:
+        results = [store.put_message(Message("Orders", 0, b"x", {"UNIQ_KEY": "same"})) for _ in range(2)]
+        assert results[0].wrote_offset != results[1].wrote_offset
