@@ -134,7 +134,37 @@ def run_inspect(args: argparse.Namespace) -> int:
 def _repair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store-dir", required=True, type=_store_dir, metavar="DIR", help="the store's root directory")
     p.add_argument("--truncate-at", type=_offset, metavar="OFFSET", help="cut the CommitLog at this record boundary")
-    p.add_argument("--yes", action="store_true", help="really truncate (only with --truncate-at)")
+    p.add_argument("--extend-short-segment", action="store_true",
+                   help="zero-fill a last segment file shorter than the segment size back to size")
+    p.add_argument("--yes", action="store_true", help="really do it (with --truncate-at or --extend-short-segment)")
+
+
+def _extend_short_segment(args: argparse.Namespace) -> int:
+    from store.inspect import InspectError, inspect_store
+    from store.repair import RepairError, extend_short_segment
+
+    store_dir = args.store_dir
+    if args.truncate_at is not None:
+        args.parser.error("--extend-short-segment and --truncate-at are separate repairs: one at a time")
+    try:
+        if not args.yes:
+            report = inspect_store(store_dir)
+            if not report.short_segment:
+                print(f"No short segment in {store_dir}: nothing to extend.")
+                return EXIT_OK
+            print(f"Dry run; nothing changed. Would zero-fill {report.short_segment} to {report.segment_size} bytes.")
+            print(f"To do it: rocketstore repair --store-dir {store_dir} --extend-short-segment --yes")
+            return EXIT_PROBLEMS
+        result = extend_short_segment(store_dir)
+    except (InspectError, RepairError) as exc:
+        raise CommandError(str(exc)) from None
+    after = result.report_after
+    print(f"Extended {result.segment} from {result.size_before} to {result.size_after} bytes (zero-filled, fsynced).")
+    print(f"The CommitLog of {store_dir} now ends at {after.end_offset} ({after.messages} messages).")
+    if after.problems_found:
+        print("But an inspection still finds problems; run `rocketstore inspect`.")
+        return EXIT_PROBLEMS
+    return EXIT_OK
 
 
 def run_repair(args: argparse.Namespace) -> int:
@@ -142,6 +172,8 @@ def run_repair(args: argparse.Namespace) -> int:
     from store.repair import RepairError, format_plan, plan_repair, repair
 
     store_dir = args.store_dir
+    if args.extend_short_segment:
+        return _extend_short_segment(args)
     if args.yes and args.truncate_at is None:
         args.parser.error("--yes needs --truncate-at OFFSET (repair never cuts at an offset it chose itself)")
     try:
@@ -161,6 +193,12 @@ def run_repair(args: argparse.Namespace) -> int:
         plan = plan_repair(report, args.truncate_at)
     except (InspectError, RepairError) as exc:
         raise CommandError(str(exc)) from None
+    if report.short_segment:
+        print(
+            f"The last segment {report.short_segment} is shorter than the segment size: the store does not load it. "
+            f"To zero-fill it back to size: rocketstore repair --store-dir {store_dir} --extend-short-segment --yes"
+        )
+        return EXIT_PROBLEMS
     if plan is None:
         print(f"Nothing to repair: the CommitLog of {store_dir} is valid from {report.min_offset} to {report.end_offset}.")
         return EXIT_OK

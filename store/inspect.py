@@ -45,7 +45,7 @@ from pathlib import Path
 from .checkpoint import decode_checkpoint
 from .codec import CorruptMessage, RecordKind, check_record, decode_checked
 from .commitlog import NO_QUEUE_OFFSET_TYPES
-from .recovery import find_valid_record, first_nonzero, last_nonzero_end
+from .recovery import QueueOffsets, find_valid_record, first_nonzero, last_nonzero_end
 from .message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, transaction_type
 
 PROGRESS_EVERY_BYTES = 64 * 1024 * 1024
@@ -152,6 +152,10 @@ class InspectReport:
     notes: tuple[str, ...]
     first_messages: tuple[MessageSummary, ...]
     scan_seconds: float = field(compare=False)
+    # The last segment file when it is shorter than the segment size (cut by a copy or a
+    # filesystem): its bytes were inspected as far as they go; the store will not load it until
+    # `rocketstore repair --extend-short-segment` zero-fills it back to size.
+    short_segment: str | None = None
 
     @property
     def topics(self) -> tuple[TopicStats, ...]:
@@ -174,7 +178,7 @@ class InspectReport:
 
     @property
     def problems_found(self) -> bool:
-        return bool(self.corruption or self.layout_problems)
+        return bool(self.corruption or self.layout_problems or self.short_segment)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -290,6 +294,8 @@ class _Walk:
         self.bad: list[tuple[int, str, str]] = []  # offset, segment name, reason
         self.shown: list[MessageSummary] = []
         self.segments: list[SegmentInfo] = []
+        # Queue offsets must continue their queue: the body CRC does not cover them.
+        self.queue_offsets = QueueOffsets()
 
     def _progress(self, offset: int) -> None:
         if self.on_progress is not None and offset >= self.next_progress:
@@ -349,12 +355,13 @@ class _Walk:
             )
 
     def segment(self, seg: _SegmentFile, buf) -> None:
-        size = self.segment_size
+        # A short last segment is read as far as its bytes go: what follows would be zeros.
+        size = min(self.segment_size, len(buf))
         name = seg.path.name
         pos = 0
         count = 0
         damaged = False
-        state = "full"
+        state = "full" if size == self.segment_size else "short"
         data_end = seg.start + size
         while pos < size:
             offset = seg.start + pos
@@ -381,6 +388,9 @@ class _Walk:
                 self.bad.append((offset, name, reason))
                 self._stop(offset)
                 damaged = True
+                # Which queue the damaged bytes belonged to is unknown: queue offsets are checked
+                # afresh from the next valid record.
+                self.queue_offsets = QueueOffsets()
                 resume = find_valid_record(buf, pos + 1, size, seg.start)
                 if resume is None:
                     data_end = max(offset + 1, last_nonzero_end(buf, pos, size) + seg.start)
@@ -389,14 +399,28 @@ class _Walk:
                 continue
             if record.kind == RecordKind.BLANK:
                 break
+            damage = self.queue_offsets(offset, record)
+            if damage is not None:
+                # The record is whole but its header lies: recovery stops here, and so does the
+                # valid prefix; the walk goes on to report what follows.
+                self._data_found_after_stop()
+                self.bad.append((offset, name, damage))
+                self._stop(offset)
+                damaged = True
             self._message(buf, pos, offset, record)
             count += 1
             pos += record.size
             self._progress(seg.start + pos)
+        else:
+            if size < self.segment_size:  # the short file's bytes ran out: its data ends there
+                data_end = seg.start + size
+                if self.in_prefix:
+                    self.clean_stop = (data_end, name)
+                self._stop(data_end)
         if damaged:
             state = "damaged"
-        self.segments.append(SegmentInfo(name, seg.start, size, count, data_end, state))
-        self._progress(seg.start + size)
+        self.segments.append(SegmentInfo(name, seg.start, self.segment_size, count, data_end, state))
+        self._progress(seg.start + self.segment_size)
 
 
 def _body_length(buf, pos: int, sys_flag: int) -> int:
@@ -438,9 +462,18 @@ def inspect_store(
         notes.append(f"pid {holder} holds the store lock: the tail may be in motion while it runs")
 
     usable: list[_SegmentFile] = []
+    short = None
     for seg in files:
         if size and seg.start % size:
             problems.append(f"segment {seg.path.name} does not start at a multiple of the segment size {size}")
+        elif seg.size < size and seg is files[-1]:
+            short = seg.path.name
+            notes.append(
+                f"the last segment {short} is {seg.size} bytes, short of the segment size {size}: its bytes are "
+                f"inspected as far as they go; `rocketstore repair --store-dir {root} --extend-short-segment --yes` "
+                "zero-fills it back to size so the store loads it"
+            )
+            usable.append(seg)
         elif seg.size != size:
             problems.append(f"segment {seg.path.name} is {seg.size} bytes; the other segments are {size}")
         else:
@@ -460,7 +493,7 @@ def inspect_store(
             notes.append(f"segment {seg.path.name} disappeared during inspection (deleted by retention?)")
             continue
         try:
-            buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            buf = mmap.mmap(fd, min(size, seg.size), access=mmap.ACCESS_READ) if seg.size else b""
         finally:
             os.close(fd)
         try:
@@ -519,6 +552,7 @@ def inspect_store(
         notes=tuple(notes),
         first_messages=tuple(walk.shown),
         scan_seconds=time.monotonic() - began,
+        short_segment=short,
     )
 
 
@@ -625,7 +659,9 @@ def format_report(report: InspectReport) -> str:
         out.append(
             "RESULT: PROBLEMS FOUND"
             + (f": {first.kind} at offset {first.offset} ({first.reason}). "
-               f"See `rocketstore repair --store-dir {r.store_dir}`." if first else ": the segment layout is broken.")
+               f"See `rocketstore repair --store-dir {r.store_dir}`." if first
+               else f": the last segment {r.short_segment} is short; see the note above." if r.short_segment and not r.layout_problems
+               else ": the segment layout is broken.")
         )
     elif any(b.kind == IN_FLIGHT for b in r.bad_offsets):
         b = next(b for b in r.bad_offsets if b.kind == IN_FLIGHT)

@@ -2,8 +2,9 @@
 whether that is a torn tail (truncate it) or corruption of durable data (refuse to start).
 
 A scan walks records from a segment start: a message is valid when its magic, sizes, physical
-offset field and body CRC all check; a blank record ends its segment; zeros at TOTALSIZE end the
-log. Whatever stops the scan below the trusted flushed offset is corruption: those bytes were
+offset field and body CRC all check, and its queue offset continues its queue (`QueueOffsets`:
+the CRC covers only the body, so a damaged queue offset would otherwise pass and leave a queue
+with a gap or a repeat); a blank record ends its segment; zeros at TOTALSIZE end the log. Whatever stops the scan below the trusted flushed offset is corruption: those bytes were
 fsynced, so losing them silently would lose acknowledged messages.
 
 Inputs are (segment start offset, buffer) pairs (mmaps in the store, bytearrays in tests).
@@ -16,9 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .codec import MESSAGE_MAGIC_CODE, PHYSICAL_OFFSET_POS, CorruptMessage, RecordCheck, RecordKind, check_record
+from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, transaction_type
+
+# Prepared and rolled-back transaction messages get no queue offset (as in store/commitlog.py).
+_NO_QUEUE_OFFSET = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 Segment = tuple[int, object]  # (file_from_offset, buffer of the segment's bytes)
 OnMessage = Callable[[int, RecordCheck], None]
+# (offset, record) -> why the record is damaged despite its checks, or None.
+RecordRule = Callable[[int, RecordCheck], "str | None"]
 OnProgress = Callable[[int, int], None]
 PROGRESS_EVERY_BYTES = 64 * 1024 * 1024
 
@@ -135,6 +142,7 @@ def scan_commitlog(
     on_progress: OnProgress | None = None,
     probe_bytes: int = 4 * 1024 * 1024 + 8,
     probe_tail: bool = True,
+    rule: RecordRule | None = None,
 ) -> ScanResult:
     """Walk records from `start_offset` (a segment start) to the end of valid data.
 
@@ -173,6 +181,11 @@ def scan_commitlog(
             if record.kind == RecordKind.BLANK:
                 offset += record.size
                 break
+            if rule is not None:
+                damage = rule(offset, record)
+                if damage is not None:
+                    bad_offset, reason, ended = offset, damage, True
+                    break
             if on_message is not None:
                 on_message(offset, record)
             messages += 1
@@ -227,6 +240,41 @@ def scan_commitlog(
         valid_after_end=valid_after,
         dirty_end=dirty_end,
     )
+
+
+class QueueOffsets:
+    """A `RecordRule`: each message's queue offset must follow the previous message of its
+    (topic, queue) in the walk; the first one seen of a queue must agree with what its ConsumeQueue
+    already says (`indexed(topic, queue_id, queue_offset)`: the CommitLog offset of that unit, or
+    None when the queue does not hold it). Prepared and rolled-back transaction messages carry no
+    queue offset and are skipped. Not thread-safe: one walk."""
+
+    def __init__(self, indexed: Callable[[str, int, int], "int | None"] | None = None) -> None:
+        self._next: dict[tuple[str, int], int] = {}
+        self._indexed = indexed
+
+    def __call__(self, offset: int, record: RecordCheck) -> str | None:
+        if transaction_type(record.sys_flag) in _NO_QUEUE_OFFSET:
+            return None
+        key = (record.topic, record.queue_id)
+        qoff = record.queue_offset
+        expected = self._next.get(key)
+        if expected is None:
+            if qoff < 0:
+                return f"queue offset {qoff} of {record.topic}-{record.queue_id} is negative: a damaged header"
+            held = self._indexed(record.topic, record.queue_id, qoff) if self._indexed is not None else None
+            if held is not None and held != offset:
+                return (
+                    f"queue offset {qoff} of {record.topic}-{record.queue_id} belongs to the message at {held} "
+                    "(its ConsumeQueue says so): a damaged header"
+                )
+        elif qoff != expected:
+            return (
+                f"queue offset {qoff} of {record.topic}-{record.queue_id}, where the queue's previous message "
+                f"has {expected - 1}: a damaged header (the body CRC does not cover it)"
+            )
+        self._next[key] = qoff + 1
+        return None
 
 
 def check_recoverable(result: ScanResult, trusted_flushed_offset: int | None, root: str = "STORE_DIR") -> None:

@@ -8,6 +8,12 @@ checkpoint's offsets (flushed, confirmed, ...) to the cut (first, so that a cras
 that starts and cuts the rest itself), then truncates the log with `MappedFileQueue.truncate`,
 zeroing the cut bytes of the segment that keeps the boundary and deleting later segments.
 
+`extend_short_segment` handles the other damage a copy or a full filesystem leaves: a last segment
+file shorter than the segment size (its data intact as far as it goes). The store refuses to load
+it; this zero-fills it back to size (the bytes past its data are zeros anyway: that is where the
+log ends), fsyncs the file and the directory, under the store lock. What the checkpoint says was
+flushed beyond the data is then missing, which the next inspection reports as such.
+
 Nothing here truncates unless `repair` is called; the command line calls it only with both
 `--truncate-at` and `--yes`. Functions are not meant to run concurrently on one store (the lock
 makes a second `repair` fail).
@@ -25,6 +31,7 @@ from .checkpoint import StoreCheckpoint
 from .codec import CorruptMessage, RecordKind, check_record
 from .inspect import InspectReport, OnProgress, inspect_store
 from .lifecycle import StoreLock
+from .mapped_file import fsync_dir, reserve_blocks
 from .mapped_file_queue import MappedFileQueue
 
 
@@ -148,6 +155,10 @@ def repair(root: str | os.PathLike, truncate_at: int, *, on_progress: OnProgress
     lock.acquire()
     try:
         report = inspect_store(root, on_progress=on_progress)
+        if report.short_segment:
+            raise RepairError(
+                f"the last segment {report.short_segment} is short: extend it first (--extend-short-segment)"
+            )
         plan = plan_repair(report, truncate_at)
         assert plan is not None
         checkpoint = StoreCheckpoint(root / "checkpoint")
@@ -174,6 +185,40 @@ def repair(root: str | os.PathLike, truncate_at: int, *, on_progress: OnProgress
     finally:
         lock.release()
     return RepairResult(plan, after)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendResult:
+    segment: str
+    size_before: int
+    size_after: int
+    report_after: InspectReport
+
+
+def extend_short_segment(root: str | os.PathLike, *, on_progress: OnProgress | None = None) -> ExtendResult:
+    """Zero-fill a short last segment back to the segment size under the store lock. Raises
+    StoreLockedError when a broker holds the store, RepairError when there is no short segment."""
+    root = Path(root)
+    lock = StoreLock(root)
+    lock.acquire()
+    try:
+        report = inspect_store(root, on_progress=on_progress)
+        if not report.short_segment:
+            raise RepairError("no short segment: the last segment file has the segment size")
+        path = root / "commitlog" / report.short_segment
+        fd = os.open(path, os.O_RDWR)
+        try:
+            before = os.fstat(fd).st_size
+            os.ftruncate(fd, report.segment_size)
+            reserve_blocks(fd, before, report.segment_size - before)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(path.parent)
+        after = inspect_store(root)
+    finally:
+        lock.release()
+    return ExtendResult(report.short_segment, before, report.segment_size, after)
 
 
 def format_plan(plan: RepairPlan) -> str:

@@ -30,7 +30,7 @@ from .consume_queue import ConsumeQueueTable
 from .index_file import IndexService
 from .mapped_file_queue import MappedFileQueue
 from .message import transaction_type
-from .recovery import check_recoverable, choose_scan_start, scan_commitlog
+from .recovery import QueueOffsets, check_recoverable, choose_scan_start, scan_commitlog
 from .results import RecoveryReport
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,19 @@ def _segment_start(starts: list[int], offset: int) -> int:
         if start <= offset:
             chosen = start
     return chosen
+
+
+def _indexed_by(consume_queues: ConsumeQueueTable):
+    """Where a queue's ConsumeQueue puts a queue offset (None when it does not hold it)."""
+
+    def indexed(topic: str, queue_id: int, queue_offset: int) -> int | None:
+        queue = consume_queues.find(topic, queue_id)
+        if queue is None or not queue.min_offset <= queue_offset < queue.max_offset:
+            return None
+        unit = queue.get_unit(queue_offset)
+        return None if unit is None or unit.is_filler else unit.commit_log_offset
+
+    return indexed
 
 
 def recover_store(
@@ -103,6 +116,7 @@ def recover_store(
         on_progress=on_progress if starts and starts[-1] - walk_start > (256 << 20) else None,
         probe_bytes=config.max_append_size + 8,
         probe_tail=abnormal or trusted is None,
+        rule=QueueOffsets(_indexed_by(consume_queues)),
     )
     check_recoverable(result, trusted, config.store_path_root_dir)
     end = result.end_offset

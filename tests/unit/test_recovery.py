@@ -651,3 +651,89 @@ def test_segment_not_on_a_segment_boundary_is_a_layout_error(tmp_path):
     os.rename(segment_file(root, 2 * SEG), root / "commitlog" / f"{2 * SEG + 10:020d}")
     with pytest.raises(SegmentLayoutError):
         MessageStore(config(root)).load()
+
+
+# -- header fields the body CRC does not cover ------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=st.lists(_message, min_size=2, max_size=25), data=st.data())
+def test_property_a_damaged_queue_offset_stops_the_scan_at_its_record(messages, data):
+    from store.recovery import QueueOffsets
+
+    log = _build(messages)
+    index = data.draw(st.integers(1, len(log.messages) - 1), label="message")
+    target = log.messages[index]
+    earlier_of_queue = any(m["topic"] == target["topic"] and m["queue_id"] == target["queue_id"]
+                           for m in log.messages[:index])
+    bit = data.draw(st.integers(0, 63), label="bit")
+    damaged = bytearray(log.flat)
+    at = target["offset"] + 20 + (7 - bit // 8)  # QUEUEOFFSET is 8 big-endian bytes at 20
+    damaged[at] ^= 1 << (bit % 8)
+    result = scan(log, damaged, rule=QueueOffsets())
+    if earlier_of_queue or target["queue_offset"] ^ (1 << bit) >= 1 << 63:
+        # A queue's later message out of sequence, or a first one with a negative offset.
+        assert result.bad_offset == target["offset"] and "queue offset" in result.reason
+        assert result.end_offset == target["offset"]
+        with pytest.raises(StoreCorruptedError, match=str(target["offset"])):
+            check_recoverable(result, log.end)
+    else:
+        # The first message of its queue in the walk: nothing earlier to compare it with (the
+        # store compares it with its ConsumeQueue).
+        assert result.bad_offset is None or result.bad_offset > target["offset"]
+
+
+def test_the_first_message_of_a_queue_is_checked_against_its_consume_queue():
+    from store.recovery import QueueOffsets
+
+    log = Log(1024)
+    first = log.add("T", 0, b"a")
+    second = log.add("T", 0, b"b")
+    damaged = bytearray(log.flat)
+    struct.pack_into(">q", damaged, first + 20, 1)  # claims the queue offset of the next message
+    indexed = {("T", 0, 0): first, ("T", 0, 1): second}
+    result = scan(log, damaged, rule=QueueOffsets(lambda t, q, o: indexed.get((t, q, o))))
+    assert result.bad_offset == first and f"belongs to the message at {second}" in result.reason
+
+
+def test_inspect_and_recovery_name_a_damaged_queue_offset(tmp_path):
+    from store.inspect import inspect_store
+
+    cfg = config(tmp_path)
+    written = write_store(tmp_path, [Message("T", i % 2, body(i)) for i in range(12)])
+    victim = written[7]
+    patch_file(tmp_path, victim.wrote_offset + 20, struct.pack(">q", victim.queue_offset + 256))
+    report = inspect_store(cfg.store_path_root_dir)
+    assert report.problems_found
+    assert report.bad_offsets[0].offset == victim.wrote_offset
+    assert "queue offset" in report.bad_offsets[0].reason
+    store = MessageStore(cfg)
+    with pytest.raises(StoreCorruptedError, match=str(victim.wrote_offset)):
+        store.load()
+
+
+def test_a_short_last_segment_is_inspected_as_such_and_repair_extends_it(tmp_path):
+    from store.inspect import inspect_store
+    from store.repair import RepairError, extend_short_segment, repair
+
+    cfg = config(tmp_path)
+    written = write_store(tmp_path, [Message("T", 0, body(i, 200)) for i in range(20)])
+    last = segment_file(tmp_path, written[-1].wrote_offset)
+    end = written[-1].wrote_offset + written[-1].wrote_bytes
+    used = end - int(last.name)
+    assert used <= SEG // 2
+    os.truncate(last, SEG // 2)  # half the file: the data intact
+    with pytest.raises(Exception, match="bytes"):
+        MessageStore(cfg).load()
+    report = inspect_store(cfg.store_path_root_dir)
+    assert report.short_segment == last.name and report.problems_found
+    assert report.end_offset == end and report.messages == 20
+    assert not any("fsynced data is missing" in b.reason for b in report.bad_offsets)
+    with pytest.raises(RepairError, match="extend it first"):
+        repair(cfg.store_path_root_dir, end)
+    result = extend_short_segment(cfg.store_path_root_dir)
+    assert result.size_after == SEG and last.stat().st_size == SEG
+    assert not result.report_after.problems_found and result.report_after.messages == 20
+    with MessageStore(cfg) as store:
+        assert store.max_offset == end
+        assert [store.read_message(r.wrote_offset).body for r in written] == [body(i, 200) for i in range(20)]
