@@ -99,6 +99,6 @@ class EpochFile:
 
     def store(self, history: EpochHistory) -> None:
         data = encode(history)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         replace_durably(self.backup, data)
         replace_durably(self.path, data)

@@ -105,7 +105,7 @@ class StoreCheckpoint:
     def persist(self) -> None:
         with self._lock:
             if self._fd < 0:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             os.pwrite(self._fd, encode_checkpoint(self.state), 0)
             os.fdatasync(self._fd)
 

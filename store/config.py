@@ -16,6 +16,9 @@ from .status import BrokerRole, FlushDiskType
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 PAGE_SIZE = 4096
+# What a record holds besides its body, at most: the fixed header and hosts (under 120 bytes), a
+# topic (under 128) and properties (under 32 KiB: a 16-bit length).
+RECORD_ENVELOPE_BYTES = 64 * 1024
 
 
 def _key(name: str) -> Any:
@@ -153,8 +156,10 @@ class StoreConfig:
 
     @property
     def max_append_size(self) -> int:
-        """The largest encoded message or batch a segment can take."""
-        return min(self.max_message_size, self.mapped_file_size_commit_log - 8)
+        """The largest encoded message or batch the put path takes: maxMessageSize limits the body
+        (what clients check before they send), so the record gets room for its header, topic and
+        properties on top (the properties' length field is 16 bits); and it must fit a segment."""
+        return min(self.max_message_size + RECORD_ENVELOPE_BYTES, self.mapped_file_size_commit_log - 8)
 
     # -- construction from broker.conf ------------------------------------------------------------
 

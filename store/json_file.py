@@ -36,7 +36,7 @@ def write_json_atomically(path: Path, content: Any) -> None:
     mkdir_durable(path.parent)
     data = json.dumps(content, indent=2, sort_keys=True).encode("utf-8")
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
         while view:

@@ -25,7 +25,7 @@ class StoreLock:
         self._fd = -1
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -54,7 +54,7 @@ class AbortFile:
         return self.path.exists()
 
     def create(self) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             os.fsync(fd)
         finally:

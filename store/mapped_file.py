@@ -47,7 +47,7 @@ def replace_durably(path: Path, data: bytes) -> None:
     """Make `data` the content of `path`, all or nothing across a crash: written to `NAME.tmp`,
     fsynced, renamed over `path`, the directory fsynced."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -69,7 +69,7 @@ def mkdir_durable(directory: Path) -> None:
         path = path.parent
     for created in reversed(missing):
         try:
-            created.mkdir()
+            created.mkdir(mode=0o700)
         except FileExistsError:
             continue
         fsync_dir(created.parent)
@@ -95,7 +95,7 @@ def create_file_atomically(path: Path, size: int, *, reserve: int, head: bytes =
     if path.exists():
         raise FileExistsError(f"{path} already exists")
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.ftruncate(fd, size)
         reserve_blocks(fd, 0, reserve)

@@ -183,7 +183,7 @@ class MessageStore:
     def load(self) -> RecoveryReport:
         """Take the lock, load metadata and recover. Raises StoreLockedError, SegmentLayoutError
         or StoreCorruptedError; everything is closed and the lock released on failure."""
-        self._root.mkdir(parents=True, exist_ok=True)
+        self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._lock.acquire()
         try:
             self.topics.load()

@@ -88,6 +88,7 @@ class PutPath:
         self._delay_levels = tuple(delay_levels)
         self._store_host = config.store_host
         self._max_append = config.max_append_size
+        self._max_body = config.max_message_size
         self._flush_wait_s = config.sync_flush_timeout_ms / 1000
         self._replica_wait_s = config.slave_timeout_ms / 1000
         # Set by the store when it starts: (next_offset, now_ms) -> outcome, and services to wake.
@@ -116,6 +117,14 @@ class PutPath:
         refusal = self._refusal(now)
         if refusal is not None:
             return refusal
+        # maxMessageSize limits the body, as the clients count it (a batch: its bodies together);
+        # the encoded record gets room for its header and properties on top (max_append_size).
+        body_bytes = sum(len(b) for b in (getattr(m, "body", b"") for m in messages) if isinstance(b, (bytes, bytearray)))
+        if body_bytes > self._max_body:
+            what = "the bodies of the batch are" if batch else "the body is"
+            return PutMessageResult(
+                Status.MESSAGE_ILLEGAL, reason=f"{what} {body_bytes} bytes; the limit (maxMessageSize) is {self._max_body}"
+            )
         try:
             if batch:
                 encoded = encode_batch(

@@ -402,7 +402,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     def _put_groups(self, planned: list[_Planned]) -> list[list[_Planned]]:
         """Messages for one topic and queue form one batch (cut where it would pass the store's
-        append limit); delayed messages, which the store cannot batch, go one by one."""
+        append limit, or its bodies maxMessageSize); delayed messages, which the store cannot batch, go one by one."""
         if len(planned) <= 1:
             return [planned] if planned else []
         limit = self._store.config.max_append_size
@@ -413,17 +413,20 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                 groups.append([item])
             else:
                 by_queue.setdefault((item.message.topic, item.message.queue_id), []).append(item)
+        max_bodies = self._store.config.max_message_size
         for items in by_queue.values():
             batch: list[_Planned] = []
-            size = 0
+            size = bodies = 0
             for item in items:
                 # An upper bound of the encoded size: fixed fields with IPv6 hosts, topic, properties.
-                estimate = 128 + len(item.message.body) + len(item.message.topic) + len(encode_properties(item.message.properties))
-                if batch and size + estimate > limit:
+                body = len(item.message.body)
+                estimate = 128 + body + len(item.message.topic) + len(encode_properties(item.message.properties))
+                if batch and (size + estimate > limit or bodies + body > max_bodies):
                     groups.append(batch)
-                    batch, size = [], 0
+                    batch, size, bodies = [], 0, 0
                 batch.append(item)
                 size += estimate
+                bodies += body
             groups.append(batch)
         return groups
 

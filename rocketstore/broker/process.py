@@ -423,7 +423,7 @@ class Broker:
 def setup_logging(configs: BrokerConfigs, verbose: int) -> Path:
     """Logs to stderr and to the broker's log file; returns the file's path."""
     log_dir = Path(configs.broker.broker_log_dir or os.path.join(configs.store.store_path_root_dir, "logs"))
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = log_dir / "broker.log"
     formatter = logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     root = logging.getLogger()
@@ -468,6 +468,8 @@ async def serve(configs: BrokerConfigs) -> int:
 
 
 def run(configs: BrokerConfigs, verbose: int = 0) -> int:
+    # Messages, offsets, logs: nothing a broker writes is for other users of the machine.
+    os.umask(0o077)
     path = setup_logging(configs, verbose)
     log.info("starting %s as %s; log file %s", configs.broker.broker_name, configs.store.broker_role.name, path)
     return asyncio.run(serve(configs))

@@ -199,3 +199,21 @@ def test_client_api_over_tls(make_cluster, tmp_path):
     with Producer(endpoint, timeout_s=3) as producer:
         with pytest.raises(TransportError):
             producer.send(TOPIC, b"in the clear")
+
+
+def test_nothing_a_broker_writes_is_readable_by_other_users(make_cluster):
+    import stat
+
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    with Producer(cluster.master.client_endpoint) as producer:
+        assert producer.send(TOPIC, b"private").status is SendStatus.SEND_OK
+    cluster.stop()
+    exposed, logs = [], []
+    for broker in cluster.brokers:
+        logs += list(broker.directory.rglob("broker.log"))
+        for path in [broker.store_dir, *broker.store_dir.rglob("*"), *logs]:
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            if mode & 0o077:
+                exposed.append(f"{path} {mode:o}")
+    assert len(logs) == 2
+    assert not exposed, exposed

@@ -652,3 +652,18 @@ def test_a_resent_message_id_is_stored_once(tmp_path):
             assert [m.body for m in got.messages] == [b"once"]
 
     run(body())
+
+
+def test_a_body_of_exactly_the_advertised_size_is_stored(tmp_path):
+    async def body():
+        async with serving(tmp_path / "b") as h:
+            # The advertised limit (Settings.publishing.max_body_size) is the body's: the record
+            # gets its header, keys and properties on top.
+            largest = message(b"y" * MAX_MESSAGE_SIZE, keys=["k1", "k2"], tag="T")
+            largest.user_properties["note"] = "n" * 200
+            assert (await send(h, largest)).entries[0].status.code == pb.OK
+            too_big = await send(h, message(b"y" * (MAX_MESSAGE_SIZE + 1)))
+            assert too_big.entries[0].status.code == pb.MESSAGE_BODY_TOO_LARGE
+            assert [m.body for m in (await pull(h, pull_request())).messages] == [b"y" * MAX_MESSAGE_SIZE]
+
+    run(body())

@@ -394,7 +394,7 @@ def _bad_cases():
         ("property-value-not-str", lambda: m(properties={"k": 1}), ILLEGAL),
         ("properties-32768-bytes", lambda: m(properties={"k": "v" * (32768 - 3)}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
         ("properties-huge", lambda: m(properties={f"key{i}": "x" * 1000 for i in range(40)}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
-        ("over-max-message-size", lambda: m(body=b"b" * _BIG), ILLEGAL),
+        ("over-max-message-size", lambda: m(body=b"b" * (_BIG + 1)), ILLEGAL),
         ("not-a-message", lambda: {"topic": "GoodTopic"}, ILLEGAL),
         ("empty-batch", lambda: [], ILLEGAL),
         ("batch-mixed-topics", lambda: [m(), m(topic="OtherTopic")], ILLEGAL),
@@ -848,3 +848,11 @@ def test_the_retry_check_can_be_turned_off(tmp_path):
     with MessageStore(config(tmp_path, recent_message_ids_max=0)) as store:
         results = [store.put_message(Message("Orders", 0, b"x", {"UNIQ_KEY": "same"})) for _ in range(2)]
         assert results[0].wrote_offset != results[1].wrote_offset
+
+
+def test_max_message_size_limits_the_body_as_clients_count_it(tmp_path):
+    with MessageStore(config(tmp_path, max_message_size=_BIG)) as store:
+        exact = store.put_message(Message("GoodTopic", 0, b"b" * _BIG, {"KEYS": "k" * 300}))
+        assert exact.status is OK and exact.wrote_bytes > _BIG
+        over = store.put_message(Message("GoodTopic", 0, b"b" * (_BIG + 1)))
+        assert over.status is ILLEGAL and "maxMessageSize" in over.reason

@@ -887,3 +887,22 @@ def test_stats_after_puts_and_gets(tmp_path):
     assert snap.commit_log_max_offset == ok_b[-1].next_offset
     assert snap.taken_at_ms == NOW_MS
     json.dumps(snap.as_dict())
+
+
+def test_a_pull_at_an_assigned_but_undispatched_offset_waits_rather_than_resetting(tmp_path):
+    with MessageStore(config(tmp_path)) as store:
+        put_ok(store, Message("Race", 0, b"first"))
+        wait_dispatched(store)
+        held = store.max_offset
+        store.set_dispatch_limit(lambda: held)  # later puts are appended, not dispatched
+        put_ok(store, Message("Race", 0, b"second"))
+        put_ok(store, Message("Fresh", 0, b"only"))  # a queue with no ConsumeQueue yet
+        assert store.get_message("g", "Race", 0, 1, 32, 1 << 20).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+        assert store.get_message("g", "Fresh", 0, 0, 32, 1 << 20).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+        # Past what the put path assigned, the offset is wrong indeed.
+        assert store.get_message("g", "Race", 0, 3, 32, 1 << 20).status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
+        assert store.get_message("g", "Fresh", 0, 2, 32, 1 << 20).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+        store.set_dispatch_limit(None)
+        wait_dispatched(store)
+        result = store.get_message("g", "Race", 0, 1, 32, 1 << 20)
+        assert result.status is GetMessageStatus.FOUND and [m.body for m in result.messages] == [b"second"]
