@@ -230,16 +230,17 @@ def test_message_larger_than_a_segment_is_illegal_and_writes_nothing(tmp_path, b
         assert len(list(store.iter_messages())) == 2
 
 
-def test_max_message_size_bounds_messages_and_batches(tmp_path):
+def test_max_message_size_bounds_bodies_and_batches(tmp_path):
+    # maxMessageSize limits the body, as clients count it; the record's header comes on top.
     cfg = config(tmp_path, max_message_size=1024)
     with MessageStore(cfg) as store:
-        exact = store.put_message(msg(1024, 1))
-        assert exact.status is PutMessageStatus.PUT_OK
+        exact = store.put_message(Message(TOPIC, 0, b"e" * 1024))
+        assert exact.status is PutMessageStatus.PUT_OK and exact.wrote_bytes > 1024
         end = store.max_offset
-        over = store.put_message(msg(1025, 2))
+        over = store.put_message(Message(TOPIC, 0, b"o" * 1025))
         assert over.status is PutMessageStatus.MESSAGE_ILLEGAL
         assert "1024" in over.reason
-        batch = store.put_messages([msg(400, i) for i in range(3)])
+        batch = store.put_messages([Message(TOPIC, 0, b"b" * 400) for _ in range(3)])  # 1200 bytes of bodies
         assert batch.status is PutMessageStatus.MESSAGE_ILLEGAL
         assert store.max_offset == end
         assert store.max_queue_offset(TOPIC, 0) == 1
