@@ -10,7 +10,7 @@ OFFICIAL := .venv-rocketmq
 # Pinned with every dependency: tests/official-client-requirements.txt (rocketmq-python-client 5.1.2).
 OFFICIAL_STAMP := $(OFFICIAL)/.installed
 
-.PHONY: setup demo test bench proto clean
+.PHONY: setup demo lint test bench proto clean
 
 setup: $(STAMP)
 
@@ -28,7 +28,12 @@ $(OFFICIAL_STAMP): tests/official-client-requirements.txt
 demo: $(STAMP)
 	$(BIN)/rocketstore demo
 
-test: $(STAMP) $(OFFICIAL_STAMP)
+# The linter and the type checker (configured in pyproject.toml) run before every test run.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: $(STAMP) $(OFFICIAL_STAMP) lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

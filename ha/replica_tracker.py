@@ -348,11 +348,11 @@ class ReplicaTracker:
             required = self._isr | self._pending
             if not required:
                 return self._master_max_offset()
-            acks = {}
+            by_broker: dict[int, int] = {}
             for s in self._sessions.values():
                 if s.broker_id in required:
-                    acks[s.broker_id] = max(acks.get(s.broker_id, 0), s.ack_offset)
-            return min(acks.get(i, 0) for i in required)
+                    by_broker[s.broker_id] = max(by_broker.get(s.broker_id, 0), s.ack_offset)
+            return min(by_broker.get(i, 0) for i in required)
         needed = self.needed
         if needed <= 0 or len(self._sessions) < needed:
             return 0

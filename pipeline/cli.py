@@ -165,9 +165,9 @@ def run_scan(args: argparse.Namespace) -> int:
         df.unpersist()
     summary = {
         "stores": [
-            {"store_dir": l.store_dir, "segment_size": l.segment_size, "segments": len(l.segments),
-             "min_offset": l.min_offset, "flushed_offset": l.flushed_offset, "problems": list(l.problems)}
-            for l in layouts
+            {"store_dir": layout.store_dir, "segment_size": layout.segment_size, "segments": len(layout.segments),
+             "min_offset": layout.min_offset, "flushed_offset": layout.flushed_offset, "problems": list(layout.problems)}
+            for layout in layouts
         ],
         "topics": [r.asDict() for r in topics],
         "messages": sum(r["messages"] for r in topics),

@@ -11,10 +11,11 @@ promise its own puts would make. Every later report acknowledges that every byte
 The decisions are the sans-IO `ha.slave_session.SlaveSession` (per stream) and
 `ReconnectPolicy` (across streams); this module is their thread and gRPC adapter. Each chunk is
 checked (offset, checksum, segment size, whole records) and appended with
-`MessageStore.append_replicated`. Under SYNC_FLUSH the chunk's end is acknowledged once `store.request_flush(end)` completes with PUT_OK, while later chunks keep
-arriving; under ASYNC_FLUSH at once. Acks are coalesced (one report carries the newest durable
-offset) and go out at least every haSendHeartbeatInterval. A stream with no chunk (heartbeats
-count) for haHousekeepingInterval is given up.
+`MessageStore.append_replicated`. Under SYNC_FLUSH the chunk's end is acknowledged once
+`store.request_flush(end)` completes with PUT_OK, while later chunks keep arriving; under
+ASYNC_FLUSH at once. Acks are coalesced (one report carries the newest durable offset) and go out
+at least every haSendHeartbeatInterval. A stream with no chunk (heartbeats count) for
+haHousekeepingInterval is given up.
 
 Shared-secret mode (a secret is given): every call to the master starts with a Hello
 (`slave.peer_login`): the master must prove it holds the secret before the slave sends its

@@ -191,6 +191,7 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
 
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    units: bytes | list[int]
     try:
         units = text.encode("ascii")  # ASCII characters are their own UTF-16 code units
     except UnicodeEncodeError:

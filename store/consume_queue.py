@@ -49,7 +49,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .codec import java_string_hash
 from .mapped_file import MappedFile, fsync_dir, mkdir_durable
@@ -166,7 +166,7 @@ class UnitScan:
 
 
 def scan_units(
-    segments: Sequence[tuple[int, object]],
+    segments: Sequence[tuple[int, Any]],
     file_size: int,
     *,
     previous_end: int | None = None,

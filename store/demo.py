@@ -120,7 +120,7 @@ def parse_ack(line: str) -> Ack | None:
 def writer_config(directory: str | os.PathLike, flush: str, segment_size: int, transient_pool: bool = False) -> StoreConfig:
     return StoreConfig(
         store_path_root_dir=str(directory),
-        flush_disk_type=flush,
+        flush_disk_type=FlushDiskType(flush),
         mapped_file_size_commit_log=segment_size,
         transient_store_pool_enable=transient_pool,
         # Short thorough intervals make ASYNC_FLUSH runs flush (and commit) within a test's time.
@@ -459,7 +459,7 @@ def run_demo(
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
     temporary = directory is None
-    work = Path(tempfile.mkdtemp(prefix="rocketstore-demo-")) if temporary else Path(directory)
+    work = Path(tempfile.mkdtemp(prefix="rocketstore-demo-")) if directory is None else Path(directory)
     store_dir = work / "store" if temporary else work
     store_dir.mkdir(parents=True, exist_ok=True)
     segment_size = _existing_segment_size(store_dir) or DEFAULT_SEGMENT_SIZE

@@ -229,7 +229,7 @@ def read_checkpoint(path: Path) -> CheckpointInfo:
     state, trusted = decode_checkpoint(raw)
     values = asdict(state) if trusted else {k: 0 for k in asdict(state)}
     main = [values.pop(name, 0) for name in _CHECKPOINT_MAIN]
-    return CheckpointInfo(True, trusted, *main, values)
+    return CheckpointInfo(True, trusted, *main, values)  # type: ignore[arg-type, call-arg]  # the five main offsets, in field order
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +397,7 @@ class _Walk:
                     break
                 pos = resume
                 continue
+            assert record is not None  # a failed check set `reason` and was handled above
             if record.kind == RecordKind.BLANK:
                 break
             damage = self.queue_offsets(offset, record)
@@ -492,8 +493,12 @@ def inspect_store(
         except FileNotFoundError:
             notes.append(f"segment {seg.path.name} disappeared during inspection (deleted by retention?)")
             continue
+        if not seg.size:  # an empty (short) last segment: nothing to map
+            os.close(fd)
+            walk.segment(seg, b"")
+            continue
         try:
-            buf = mmap.mmap(fd, min(size, seg.size), access=mmap.ACCESS_READ) if seg.size else b""
+            buf = mmap.mmap(fd, min(size, seg.size), access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
         try:
@@ -664,12 +669,12 @@ def format_report(report: InspectReport) -> str:
                else ": the segment layout is broken.")
         )
     elif any(b.kind == IN_FLIGHT for b in r.bad_offsets):
-        b = next(b for b in r.bad_offsets if b.kind == IN_FLIGHT)
-        out.append(f"RESULT: OK; the tail at offset {b.offset} is being written by pid {r.lock_holder_pid}.")
+        flight = next(b for b in r.bad_offsets if b.kind == IN_FLIGHT)
+        out.append(f"RESULT: OK; the tail at offset {flight.offset} is being written by pid {r.lock_holder_pid}.")
     elif r.torn_tail is not None:
-        t = r.torn_tail
+        tail = r.torn_tail
         out.append(
-            f"RESULT: OK, with a torn tail at offset {t.offset} ({r.data_end - t.offset} bytes) that the store "
+            f"RESULT: OK, with a torn tail at offset {tail.offset} ({r.data_end - tail.offset} bytes) that the store "
             "cuts at its next start."
         )
     else:

@@ -154,7 +154,7 @@ class MappedFileQueue:
             log.warning("removing unfinished segment creation %s", tmp)
             tmp.unlink()
         names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
-        files = []
+        files: list[MappedFile] = []
         for name in names:
             if len(name) != 20 or not name.isdigit():
                 raise SegmentLayoutError(f"unexpected file {self.directory / name} in the commitlog directory")

@@ -312,6 +312,7 @@ class MessageStore:
 
     def _start_flush_services(self) -> None:
         config = self.config
+        flusher: ServiceThread
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             flusher = GroupCommitService(
                 self.queue, config.sync_flush_timeout_ms, self._on_flushed, self._on_disk_error, self._clock
@@ -575,7 +576,7 @@ class MessageStore:
         under SYNC_FLUSH; under ASYNC_FLUSH None (the flusher flushes on its own rhythm)."""
         if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or self._flusher is None:
             return None
-        return self._flusher.request(next_offset, self._clock())  # type: ignore[union-attr]
+        return self._flusher.request(next_offset, self._clock())  # type: ignore[attr-defined]  # a GroupCommitService under SYNC_FLUSH
 
     def request_delete_files_now(self) -> None:
         """Delete expired CommitLog segments now (RocketMQ's executeDeleteFilesManually)."""

@@ -165,7 +165,7 @@ def bind(cls: type[T], props: Mapping[str, str], **fixed: Any) -> tuple[T, dict[
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = dict(fixed)
     used = set()
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # T is a dataclass by contract
         if not f.init or f.name in fixed:
             continue
         key = key_of(f)

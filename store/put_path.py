@@ -142,8 +142,9 @@ class PutPath:
         if reason is not None:
             return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=reason)
         uniq_key = None if batch or self.recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        if uniq_key:
-            landed = self.recent.get(first.topic, uniq_key)
+        recent = self.recent
+        if uniq_key and recent is not None:
+            landed = recent.get(first.topic, uniq_key)
             if landed is not None:
                 return self._retry_of(landed, wait, now, started)
         try:
@@ -156,8 +157,8 @@ class PutPath:
                 return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason=f"the disk is full ({exc.strerror})")
             log.error("cannot create a CommitLog segment: %s", exc)
             return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")
-        if uniq_key:
-            self.recent.add(
+        if uniq_key and recent is not None:
+            recent.add(
                 first.topic,
                 uniq_key,
                 Landed(appended.wrote_offset, appended.wrote_bytes, appended.queue_offset, appended.store_timestamp_ms),

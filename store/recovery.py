@@ -4,8 +4,9 @@ whether that is a torn tail (truncate it) or corruption of durable data (refuse 
 A scan walks records from a segment start: a message is valid when its magic, sizes, physical
 offset field and body CRC all check, and its queue offset continues its queue (`QueueOffsets`:
 the CRC covers only the body, so a damaged queue offset would otherwise pass and leave a queue
-with a gap or a repeat); a blank record ends its segment; zeros at TOTALSIZE end the log. Whatever stops the scan below the trusted flushed offset is corruption: those bytes were
-fsynced, so losing them silently would lose acknowledged messages.
+with a gap or a repeat); a blank record ends its segment; zeros at TOTALSIZE end the log.
+Whatever stops the scan below the trusted flushed offset is corruption: those bytes were fsynced,
+so losing them silently would lose acknowledged messages.
 
 Inputs are (segment start offset, buffer) pairs (mmaps in the store, bytearrays in tests).
 Pure functions; thread-safe.
@@ -208,7 +209,9 @@ def scan_commitlog(
         dirty = last_nonzero_end(buf, pos, segment_size if probe_tail else min(segment_size, pos + probe_bytes))
         if dirty > pos:
             dirty_end = seg_start + dirty
-            data_after = seg_start + first_nonzero(buf, pos, dirty)
+            first = first_nonzero(buf, pos, dirty)
+            assert first is not None  # dirty > pos: a non-zero byte lies in [pos, dirty)
+            data_after = seg_start + first
             # One append (a message or batch) is at most `probe_bytes`: a valid record beyond
             # that cannot belong to the append the crash interrupted.
             if pos + probe_bytes < dirty:

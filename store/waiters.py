@@ -48,13 +48,13 @@ class OffsetWaiters(Generic[T]):
 
     def expire(self, now_ms: int) -> list[T]:
         """Waiters whose deadline is at or before `now_ms`, removed."""
-        done = []
+        done: list[T] = []
         heap = self._by_deadline
         while heap and heap[0][0] <= now_ms:
             _, ident = heapq.heappop(heap)
             token = self._live.pop(ident, _MISSING)
             if token is not _MISSING:
-                done.append(token)
+                done.append(token)  # type: ignore[arg-type]  # not the sentinel: a T
         self._compact()
         return done
 

@@ -166,7 +166,7 @@ def run_demo(directory: str | None, messages: int, size: int, concurrency: int) 
         on_master = _consume(master.client_endpoint, queues)
         on_slave = _consume(slave.client_endpoint, queues)
         summary.consumed_master, summary.consumed_slave = len(on_master), len(on_slave)
-        for seq, (queue_id, queue_offset, commit_log_offset, msg_id) in acked.items():
+        for seq, (queue_id, queue_offset, commit_log_offset, _msg_id) in acked.items():
             for where, found in (("master", on_master), ("slave", on_slave)):
                 got = found.get(seq)
                 if got is None:

@@ -5,8 +5,10 @@ current role, its endpoints, its replication state, its epoch) comes through thi
 they never import the replication modules and tests can hand them a `StaticView`.
 
 `slave_snapshots` returns `ha.replica_tracker.SlaveSnapshot`s and `replication_state` a
-`slave.replication_client.ReplicationState` (read by attribute, so the servicers import neither). Thread-safety: the broker's implementation is called from its event loop;
-`StaticView` is a plain value a test mutates between calls.
+`slave.replication_client.ReplicationState` (read by attribute, so the servicers import neither).
+
+Thread-safety: the broker's implementation is called from its event loop; `StaticView` is a plain
+value a test mutates between calls.
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def test_brokers_naming_each_other_do_not_spin():
     attempts = start(group(A, B), timeout_s=1.0)
     attempts.first()
     now, steps = T0, []
-    for i in range(10_000):
+    for _ in range(10_000):
         tried = attempts.endpoint
         other = B if tried == A else A
         step = attempts.failed(NotMasterError(other.target, "not master: stale view"), now)

@@ -61,7 +61,7 @@ hosts = st.tuples(st.ip_addresses().map(str), st.integers(0, 65535))
 
 
 @st.composite
-def messages(draw, topic=topics, queue_id=st.integers(0, 2**31 - 1), sys_flag=INT32):
+def messages(draw, topic=topics, queue_id=st.integers(0, 2**31 - 1), sys_flag=INT32):  # noqa: B008 - strategies are values
     return Message(
         topic=draw(topic),
         queue_id=draw(queue_id),

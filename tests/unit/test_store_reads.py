@@ -633,7 +633,7 @@ def test_get_offset_in_queue_by_time(tmp_path):
     times = [NOW_MS + 1000 * i for i in range(20)]
     times[6] = times[7] = times[5]
     with MessageStore(config(tmp_path), clock_ms=clock) as store:
-        for i, t in enumerate(times):
+        for t in times:
             clock.now = t
             assert put_ok(store, Message("TimeTopic", 0, b"t")).store_timestamp_ms == t
             clock.now = t + 500

@@ -113,7 +113,7 @@ def test_split_budget_properties(available, budget, rotation):
     assert take == split_budget(dict(reversed(list(available.items()))), budget, rotation)  # order-free
     # max-min fair: a queue that got less than another was either drained or within one unit
     for k, n in take.items():
-        for other, m in take.items():
+        for _other, m in take.items():
             assert n >= m - 1 or n == available[k]
     for k, n in available.items():
         if n and k not in take:
