@@ -1,6 +1,6 @@
 """`AdminClient`: the broker's admin API (`rocketstore.admin.v1.Admin`), blocking.
 
-Every call is signed with the shared admin secret (`rocketstore.auth.Signer`: a fresh
+Every call is signed with the shared admin secret (`wire.auth.Signer`: a fresh
 time-stamped, nonce-carrying HMAC header per call, so the secret never crosses the wire).
 Answers come back as plain dicts keyed by the proto field names (admin.proto); a broker
 status's `stats_json` arrives parsed, under `stats`.
@@ -16,8 +16,8 @@ from typing import Any
 
 import grpc
 
-from rocketstore.auth import Signer
-from rocketstore.rpc import admin_pb2, admin_pb2_grpc
+from wire.auth import Signer
+from wire.rpc import admin_pb2, admin_pb2_grpc
 
 from .convert import broker_status_dict, check_name, proto_to_dict
 from .endpoint import Endpoint, open_channel, parse_endpoint

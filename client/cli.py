@@ -7,7 +7,7 @@ master), `--json`, `--tls-ca-file` and `--request-timeout-s`; admin commands (st
 take `--secret-file FILE` or the ROCKETSTORE_ADMIN_SECRET environment variable (the secret never
 appears on a command line or in output).
 
-Conventions (rocketstore.cli): results on stdout, notes on stderr, exit 0 when all is well, 1 when
+Conventions (wire/cli_args.py, as the `rocketstore` command's): results on stdout, notes on stderr, exit 0 when all is well, 1 when
 something failed or looks wrong, 2 for usage errors; client errors become one-line
 `CommandError`s.
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocketstore.cli import EXIT_OK, EXIT_PROBLEMS, CommandError
+from wire.cli_args import EXIT_OK, EXIT_PROBLEMS, CommandError
 
 from .convert import MAX_BATCH, PartialBatchError, ReceivedMessage, SendResult, SendStatus
 from .endpoint import DEFAULT_ENDPOINT, Endpoint, parse_endpoint
@@ -189,7 +189,7 @@ def _check_tls_file(args: argparse.Namespace) -> None:
 
 def admin_secret(args: argparse.Namespace, environ: dict[str, str] | None = None) -> bytes:
     """The admin secret from --secret-file or the environment; a usage error when neither."""
-    from rocketstore.auth import load_secret
+    from wire.auth import load_secret
 
     env = os.environ if environ is None else environ
     try:

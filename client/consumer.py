@@ -19,8 +19,8 @@ from typing import Any
 
 import grpc
 
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 
 from .convert import (
     DEFAULT_GROUP,

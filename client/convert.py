@@ -6,7 +6,7 @@ Owns: `SendStatus`, `SendResult`, `ProducerMessage`, `PullStatus`, `ReceivedMess
 here, and callers pass the born time (the id generator's clock is injectable); the sync and
 asyncio clients are thin adapters over this module.
 
-Wire facts used (see proto/rocketstore/rpc/messaging.proto):
+Wire facts used (see proto/wire/rpc/messaging.proto):
 - A send carries `system_properties.message_id` (made here, 32 upper-case hex digits),
   `body_digest` (CRC32 as 8 upper-case hex digits), `send_queue_id` (1005) to ask for a queue.
 - Each `SendResultEntry` answers one message, in order: OK -> SEND_OK; MASTER_PERSISTENCE_TIMEOUT,
@@ -44,8 +44,8 @@ from typing import Any
 
 from google.protobuf.message import Message as _ProtoMessage
 
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.digests import crc32_hex, digest_matches
+from wire.rpc import messaging_pb2 as pb
+from wire.digests import crc32_hex, digest_matches
 
 from .errors import BrokerError, NotMasterError, PartialBatchError, ProtocolError
 

@@ -123,7 +123,7 @@ def open_channel(endpoint: Endpoint, *, tls_ca_file: str | None = None, aio: boo
     """A channel to `endpoint`: TLS trusting `tls_ca_file` when given, else plaintext."""
     module = grpc.aio if aio else grpc
     if tls_ca_file:
-        from rocketstore.auth import channel_credentials
+        from wire.auth import channel_credentials
 
         return module.secure_channel(endpoint.target, channel_credentials(tls_ca_file), options=CHANNEL_OPTIONS)
     return module.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)

@@ -35,8 +35,8 @@ from typing import Any
 
 import grpc
 
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
 from .endpoint import Endpoint, open_channel, parse_endpoint

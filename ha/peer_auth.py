@@ -271,7 +271,7 @@ class SlaveAuth:
 
 
 # What each message's MAC covers: every field but the MAC itself (duck-typed on the protobuf
-# messages of rocketstore/rpc/ha.proto, so this module stays free of gRPC).
+# messages of wire/rpc/ha.proto, so this module stays free of gRPC).
 
 
 def chunk_parts(chunk) -> tuple[tuple[int, ...], tuple[bytes, ...]]:

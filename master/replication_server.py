@@ -62,7 +62,7 @@ from ha.peer_auth import (
     chunk_parts, epochs_parts, metadata_parts, report_parts,
 )
 from ha.replica_tracker import ReplicaTracker
-from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
 from store.clock import wall_clock_ms

@@ -6,9 +6,9 @@
     rocketstore pipeline [--master SPARK_MASTER] export  --store-dir DIR --out-dir DIR [--topics A,B]
 
 `--master` before the job names the Spark master (default local[*], bound to 127.0.0.1); the
-audit's own `--master` after the job names the master broker's store directory. Conventions of
-`rocketstore.cli`: results on stdout (`--json` for JSON), progress on stderr, exit 0 when all is
-well, 1 when problems were found (corrupt records, a divergence, a gap, a rebuild stopped by a bad
+audit's own `--master` after the job names the master broker's store directory. The project's
+CLI conventions (wire/cli_args.py): results on stdout (`--json` for JSON), progress on stderr,
+exit 0 when all is well, 1 when problems were found (corrupt records, a divergence, a gap, a rebuild stopped by a bad
 record) or the job failed, 2 for usage errors; expected failures print one line.
 """
 
@@ -20,7 +20,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from rocketstore.cli import _offset
+from wire.cli_args import offset as offset_arg
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -34,7 +34,7 @@ def _dir(text: str) -> str:
 
 
 def _positive(text: str) -> int:
-    value = _offset(text)
+    value = offset_arg(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -51,10 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     scan = jobs.add_parser("scan", help="read CommitLogs: messages per broker and topic, corrupt records")
     scan.add_argument("--store-dir", dest="store_dirs", action="append", required=True, type=_dir, metavar="DIR")
-    scan.add_argument("--start-offset", type=_offset, metavar="OFFSET")
-    scan.add_argument("--end-offset", type=_offset, metavar="OFFSET")
+    scan.add_argument("--start-offset", type=offset_arg, metavar="OFFSET")
+    scan.add_argument("--end-offset", type=offset_arg, metavar="OFFSET")
     scan.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
-    scan.add_argument("--show", type=_offset, default=0, metavar="N", help="also list the first N messages")
+    scan.add_argument("--show", type=offset_arg, default=0, metavar="N", help="also list the first N messages")
     scan.add_argument("--partition-bytes", type=_positive, metavar="BYTES")
     scan.add_argument("--json", action="store_true")
 
@@ -62,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     audit.add_argument("--master", dest="master_dir", required=True, type=_dir, metavar="DIR",
                        help="the master broker's store directory")
     audit.add_argument("--slave", dest="slave_dirs", action="append", required=True, type=_dir, metavar="DIR")
-    audit.add_argument("--up-to", type=_offset, metavar="OFFSET", help="acknowledged/confirmed offset both must hold")
-    audit.add_argument("--context", type=_offset, default=3, metavar="N", help="records shown around a divergence")
+    audit.add_argument("--up-to", type=offset_arg, metavar="OFFSET", help="acknowledged/confirmed offset both must hold")
+    audit.add_argument("--context", type=offset_arg, default=3, metavar="N", help="records shown around a divergence")
     audit.add_argument("--json", action="store_true")
 
     rebuild = jobs.add_parser("rebuild", help="write ConsumeQueues and IndexFiles from a CommitLog")
@@ -81,8 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--store-dir", dest="store_dirs", action="append", required=True, type=_dir, metavar="DIR")
     export.add_argument("--out-dir", required=True, metavar="DIR")
     export.add_argument("--topics", type=_topics, metavar="A,B")
-    export.add_argument("--start-offset", type=_offset, metavar="OFFSET")
-    export.add_argument("--end-offset", type=_offset, metavar="OFFSET")
+    export.add_argument("--start-offset", type=offset_arg, metavar="OFFSET")
+    export.add_argument("--end-offset", type=offset_arg, metavar="OFFSET")
     export.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
     export.add_argument("--json", action="store_true")
 
@@ -97,7 +97,7 @@ def _progress(text: str) -> None:
 
 
 def _fail(message: str):
-    from rocketstore.cli import CommandError
+    from wire.cli_args import CommandError
 
     return CommandError(message)
 

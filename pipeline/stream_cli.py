@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocketstore.cli import _positive
+from wire.cli_args import positive
 
 AVAILABLE_NOW = "available-now"
 PROCESSING_TIME = "processing-time"
@@ -112,7 +112,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trigger", type=_trigger, default=(AVAILABLE_NOW, None), metavar="TRIGGER",
                         help=f"{AVAILABLE_NOW} (default: what the broker holds now, then stop) or "
                              f"{PROCESSING_TIME}:N (a batch every N seconds)")
-    parser.add_argument("--max-messages-per-trigger", type=_positive, metavar="N", help="cap on messages per batch")
+    parser.add_argument("--max-messages-per-trigger", type=positive, metavar="N", help="cap on messages per batch")
     parser.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest",
                         help="where a new checkpoint starts (default earliest)")
     parser.add_argument("--group", metavar="G", help="commit each finished batch's offsets to the broker under G")
@@ -120,7 +120,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip ranges the broker no longer holds instead of failing (failOnDataLoss=false)")
     parser.add_argument("--partition-by", type=_partition_by, default=["topic"], metavar="COLS",
                         help="Parquet partition columns: topic (default), queue_id, or none")
-    parser.add_argument("--pull-batch-size", type=_positive, metavar="N",
+    parser.add_argument("--pull-batch-size", type=positive, metavar="N",
                         help="messages per pull (default 256, max 1024)")
     parser.add_argument("--run-seconds", type=_seconds, metavar="S",
                         help=f"with {PROCESSING_TIME}: stop after S seconds")
@@ -135,7 +135,7 @@ def _progress(text: str) -> None:
 
 
 def _fail(message: str):
-    from rocketstore.cli import CommandError
+    from wire.cli_args import CommandError
 
     return CommandError(message)
 

@@ -1,9 +1,9 @@
-"""Regenerate the Python gRPC code in `rocketstore/rpc/` from the `.proto` files under `proto/`.
+"""Regenerate the Python gRPC code in `wire/rpc/` from the `.proto` files under `proto/`.
 
     python proto/generate.py [--out DIR]
 
 Output goes to DIR (default: the repository root) under the same relative paths as the sources,
-so `proto/rocketstore/rpc/ha.proto` becomes `rocketstore/rpc/ha_pb2.py` and `ha_pb2_grpc.py`.
+so `proto/wire/rpc/ha.proto` becomes `wire/rpc/ha_pb2.py` and `ha_pb2_grpc.py`.
 The output depends only on the sources and the pinned grpcio-tools, which
 `tests/unit/test_generated_code.py` checks by regenerating into a temporary directory.
 """

@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from wire import cli_args
+from wire.cli_args import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CommandError
+
 log = logging.getLogger("rocketstore")
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
 # Progress lines for stores at least this big, or whenever stderr is a terminal.
 LARGE_STORE_BYTES = 256 * 1024 * 1024
 
@@ -41,49 +41,6 @@ class Command:
     # Arguments the parser does not know go to the command as `args.extra` (broker.conf
     # `--key=value` overrides, a benchmark's own options) instead of being a usage error.
     passthrough: bool = False
-
-
-class CommandError(Exception):
-    """An expected failure of a subcommand: printed as one line, exit status 1."""
-
-
-# -- argument types ----------------------------------------------------------------------------
-
-
-def _store_dir(text: str) -> Path:
-    path = Path(text)
-    if not path.exists():
-        raise argparse.ArgumentTypeError(f"{text}: no such directory")
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: not a directory")
-    return path
-
-
-def _offset(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an offset: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"an offset cannot be negative: {value}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"cannot be negative: {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _count(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 # -- progress ----------------------------------------------------------------------------------
@@ -103,10 +60,10 @@ def _progress_printer(label: str) -> Callable[[int, int], None]:
 
 
 def _inspect_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store-dir", required=True, type=_store_dir, metavar="DIR", help="the store's root directory")
+    p.add_argument("--store-dir", required=True, type=cli_args.store_dir, metavar="DIR", help="the store's root directory")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--show-messages", type=_count, default=0, metavar="N", help="also list the first N messages")
-    p.add_argument("--segment-size", type=_positive, metavar="BYTES", help="segment size (default: the files' size)")
+    p.add_argument("--show-messages", type=cli_args.count, default=0, metavar="N", help="also list the first N messages")
+    p.add_argument("--segment-size", type=cli_args.positive, metavar="BYTES", help="segment size (default: the files' size)")
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -132,8 +89,8 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def _repair_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store-dir", required=True, type=_store_dir, metavar="DIR", help="the store's root directory")
-    p.add_argument("--truncate-at", type=_offset, metavar="OFFSET", help="cut the CommitLog at this record boundary")
+    p.add_argument("--store-dir", required=True, type=cli_args.store_dir, metavar="DIR", help="the store's root directory")
+    p.add_argument("--truncate-at", type=cli_args.offset, metavar="OFFSET", help="cut the CommitLog at this record boundary")
     p.add_argument("--extend-short-segment", action="store_true",
                    help="zero-fill a last segment file shorter than the segment size back to size")
     p.add_argument("--yes", action="store_true", help="really do it (with --truncate-at or --extend-short-segment)")

@@ -23,7 +23,7 @@ import grpc
 
 from ha.metadata_sync import MetadataSnapshot, SyncResult, apply_snapshot
 from ha.peer_auth import METADATA, AuthenticationError, SlaveAuth, metadata_parts
-from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.peer_login import LoginFailed, login
 from slave.rpc_failure import describe
 from store import MessageStore

@@ -12,7 +12,7 @@ from __future__ import annotations
 import grpc
 
 from ha.peer_auth import HEADER, AuthenticationError, HelloAnswer, Identity, PeerSession, SlaveAuth
-from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.rpc_failure import describe
 
 SERVICE = "/rocketstore.ha.v1.Replication/"

@@ -66,7 +66,7 @@ from slave.metadata_client import MetadataSync
 from slave.rpc_failure import describe
 from ha.peer_auth import CHUNK, EPOCHS, REPORT, AuthenticationError, Identity, PeerSession, SlaveAuth, chunk_parts, epochs_parts, report_parts
 from slave.peer_login import REFUSALS, LoginFailed, login
-from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
 from store.clock import wall_clock_ms
 

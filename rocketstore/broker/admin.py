@@ -18,7 +18,7 @@ the cluster as this broker sees it.
 
 Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
 logged and answered INTERNAL. Authentication is not this module's: the broker installs
-`rocketstore.auth.AuthInterceptor` in front of every method. Thread-safety: runs on the broker's
+`wire.auth.AuthInterceptor` in front of every method. Thread-safety: runs on the broker's
 event loop; the topic table is written from a worker thread.
 """
 
@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import grpc
 
-from rocketstore.rpc import admin_pb2, admin_pb2_grpc
+from wire.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole, MessageStore, TopicConfig
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_topic_name
 from store.clock import wall_clock_ms

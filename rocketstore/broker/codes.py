@@ -40,7 +40,7 @@ import enum
 import re
 from collections.abc import Iterable
 
-from rocketstore.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2 as pb
 from store import GetMessageStatus, PutMessageResult, PutMessageStatus
 
 P = PutMessageStatus

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ha.config import HaConfig
-from rocketstore.auth import load_secret
+from wire.auth import load_secret
 from store.config import StoreConfig
 from store.properties import ConfigError, bind, load_properties
 from store.status import BrokerRole

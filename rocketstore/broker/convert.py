@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.digests import crc32_hex, digest_matches
+from wire.rpc import messaging_pb2 as pb
+from wire.digests import crc32_hex, digest_matches
 from store import MessageExt
 from store.codec import MAX_PROPERTIES_LENGTH, encode_properties, java_string_hash
 from store.message import (

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client import AsyncProducer, PullConsumer, SendStatus
-from rocketstore.cli import _positive
+from wire.cli_args import positive
 from store.demo import body_for, seq_of
 
 from .local_cluster import LocalCluster, poll_until
@@ -40,9 +40,9 @@ MAX_BODY = 4 * 1024 * 1024 - 1024
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", help="keep the brokers' files in DIR instead of a temporary directory")
-    p.add_argument("--messages", type=_positive, default=2000, metavar="N", help="messages to produce (default 2000)")
-    p.add_argument("--size", type=_positive, default=1024, metavar="BYTES", help="body size (default 1024)")
-    p.add_argument("--concurrency", type=_positive, default=16, metavar="N", help="concurrent producers (default 16)")
+    p.add_argument("--messages", type=positive, default=2000, metavar="N", help="messages to produce (default 2000)")
+    p.add_argument("--size", type=positive, default=1024, metavar="BYTES", help="body size (default 1024)")
+    p.add_argument("--concurrency", type=positive, default=16, metavar="N", help="concurrent producers (default 16)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, TagFilter
 from store.auto_create import AutoCreateLimit, AutoCreateRefusal
 from store.clock import wall_clock_ms

@@ -48,8 +48,8 @@ from ha.group_state import GroupKeys
 from ha.peer_auth import Identity, MasterAuth
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
-from rocketstore.auth import AsyncAuthInterceptor, Verifier, channel_credentials, server_credentials
-from rocketstore.rpc import admin_pb2_grpc, messaging_pb2_grpc
+from wire.auth import AsyncAuthInterceptor, Verifier, channel_credentials, server_credentials
+from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
 from store.clock import wall_clock_ms

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import grpc
 
-from rocketstore.auth import Signer
+from wire.auth import Signer
 from slave.metadata_client import MetadataSyncFailed
-from rocketstore.rpc import admin_pb2, admin_pb2_grpc
+from wire.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole
 from store.mapped_file import fsync_dir, replace_durably
 from store.properties import ConfigError
@@ -114,8 +114,8 @@ def probe_is_master(address: str, configs: BrokerConfigs, secrets, timeout_s: fl
     """Whether the broker serving replication at `address` authenticates as this group's master
     and says it is master now. False when it cannot be reached or does not authenticate."""
     from ha.peer_auth import EPOCHS, AuthenticationError, Identity, SlaveAuth, epochs_parts
-    from rocketstore.auth import channel_credentials
-    from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+    from wire.auth import channel_credentials
+    from wire.rpc import ha_pb2, ha_pb2_grpc
     from slave.peer_login import LoginFailed, login
 
     ha = configs.ha

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import grpc
 
 from ha.config import HaConfig
-from rocketstore.auth import AsyncAuthInterceptor, Signer, Verifier
+from wire.auth import AsyncAuthInterceptor, Signer, Verifier
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.guard import MalformedRequestGuard
@@ -19,9 +19,9 @@ from rocketstore.broker.messaging import MessagingServicer
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.view import StaticView
 from slave.replication_client import ReplicationState
-from rocketstore.rpc import admin_pb2, admin_pb2_grpc
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import admin_pb2, admin_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
 
 SECRET = b"admin-secret-for-tests-0123456789"

@@ -35,11 +35,11 @@ from client import (
     SendStatus,
     TransportError,
 )
-from rocketstore.auth import AuthInterceptor, Verifier
+from wire.auth import AuthInterceptor, Verifier
 from rocketstore.cli import main
-from rocketstore.rpc import admin_pb2, admin_pb2_grpc
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import admin_pb2, admin_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 
 SECRET = b"client-integration-secret-0123456789"
 HEX32 = re.compile(r"[0-9A-F]{32}")

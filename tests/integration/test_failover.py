@@ -17,8 +17,8 @@ from client import Producer
 from rocketstore.coordination.local_etcd import EtcdServer
 from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
 from rocketstore.broker.local_cluster import ControllerCluster, LocalBroker, poll_until
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 from support import BROKER_TEST_SETTINGS
 
 pytestmark = pytest.mark.timeout(600)

@@ -225,7 +225,7 @@ def test_a_slave_copies_the_masters_topics_and_consumer_offsets(make_cluster):
     # The copy is as authenticated as the replication stream: no secret, no offsets.
     import grpc
 
-    from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+    from wire.rpc import ha_pb2, ha_pb2_grpc
 
     with grpc.insecure_channel(cluster.master.ha_endpoint) as channel:
         with pytest.raises(grpc.RpcError) as refused:

@@ -18,8 +18,8 @@ from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig, TopicConfig, decode_msg_id
 from store.codec import java_string_hash
 

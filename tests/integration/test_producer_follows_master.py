@@ -29,8 +29,8 @@ from client import (
     TransportError,
 )
 from rocketstore.cli import main
-from rocketstore.rpc import messaging_pb2 as pb
-from rocketstore.rpc import messaging_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 
 TOPIC = "Orders"
 GROUP_NAME = "broker-a"

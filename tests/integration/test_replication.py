@@ -22,7 +22,7 @@ from ha.config import HaConfig
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
 from ha.peer_auth import Identity, MasterAuth
-from rocketstore.rpc import ha_pb2, ha_pb2_grpc
+from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageStatus as S, StoreConfig
 
@@ -627,7 +627,7 @@ def _captured_header(master: Master, method: str) -> tuple[tuple[str, str], ...]
 
 
 def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path, closing):
-    from rocketstore.auth import Signer
+    from wire.auth import Signer
 
     master = make_master(tmp_path, closing, secret=SECRET)
     put_all(master.store, 0, 5)

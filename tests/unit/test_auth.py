@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketstore.auth import HEADER, Signer, Verifier, load_secret
+from wire.auth import HEADER, Signer, Verifier, load_secret
 
 SECRET = b"0123456789abcdef-secret"
 METHOD = "/rocketstore.ha.v1.Replication/Replicate"

@@ -19,7 +19,7 @@ from rocketstore.broker.convert import (
     settings_reply,
     to_pb_message,
 )
-from rocketstore.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2 as pb
 from store import GetMessageStatus, Message, MessageExt, PutMessageResult, PutMessageStatus, TopicConfig
 from store.codec import MessageRejected, encode_batch, encode_message, java_string_hash
 from store.schedule import to_schedule_message

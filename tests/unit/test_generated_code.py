@@ -1,4 +1,4 @@
-"""The generated gRPC code in rocketstore/rpc is what `make proto` makes from proto/ now."""
+"""The generated gRPC code in wire/rpc is what `make proto` makes from proto/ now."""
 
 import importlib.util
 import sys
@@ -21,15 +21,15 @@ def test_generated_code_is_fresh(tmp_path):
     assert names, "no .proto sources found"
     stale = [n for n in names if not (REPO / n).exists() or (REPO / n).read_bytes() != (tmp_path / n).read_bytes()]
     assert not stale, f"generated code is stale, run `make proto`: {stale}"
-    committed = {str(p.relative_to(REPO)) for p in (REPO / "rocketstore" / "rpc").glob("*_pb2*")}
+    committed = {str(p.relative_to(REPO)) for p in (REPO / "wire" / "rpc").glob("*_pb2*")}
     assert committed == set(names), f"generated files without a source: {sorted(committed - set(names))}"
 
 
 def test_messaging_service_keeps_rocketmq_names():
-    from rocketstore.rpc import messaging_pb2
+    from wire.rpc import messaging_pb2
 
     service = messaging_pb2.DESCRIPTOR.services_by_name["MessagingService"]
     assert service.full_name == "apache.rocketmq.v2.MessagingService"
     assert messaging_pb2.Code.Value("SLAVE_PERSISTENCE_TIMEOUT") == 50402
     assert messaging_pb2.SendResultEntry.DESCRIPTOR.fields_by_name["offset"].number == 4
-    assert sys.modules["rocketstore.rpc.messaging_pb2"] is messaging_pb2
+    assert sys.modules["wire.rpc.messaging_pb2"] is messaging_pb2

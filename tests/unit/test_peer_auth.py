@@ -11,7 +11,7 @@ from ha.peer_auth import (
     CHUNK, METADATA, REPORT, AuthenticationError, HelloAnswer, Identity, MasterAuth, NonceTable, PeerSession,
     SlaveAuth, chunk_parts, metadata_parts, report_parts, session_key,
 )
-from rocketstore.rpc import ha_pb2
+from wire.rpc import ha_pb2
 
 SECRET = b"0123456789abcdef-replication-secret"
 OTHER = b"another-secret-of-enough-length"

@@ -1,11 +1,12 @@
-"""Authentication of RocketStore's own endpoints (replication and admin): a shared secret, and
-mutual TLS credentials.
+"""Authentication of RocketStore's own endpoints: the admin API's shared-secret signatures, and
+the mutual TLS credentials of replication and the client API. (Replication's shared-secret mode is
+mutual and per call: ha/peer_auth.py; it only borrows `load_secret` from here.)
 
-Shared secret: every call carries the metadata entry
+Shared secret (admin API): every call carries the metadata entry
 
     x-rs-auth: v1 <unix time ms> <nonce> <hex HMAC-SHA256(secret, "<method>\\n<time ms>\\n<nonce>")>
 
-where <method> is the full gRPC method name (`/rocketstore.ha.v1.Replication/Replicate`). The
+where <method> is the full gRPC method name (`/rocketstore.admin.v1.Admin/GetStatus`). The
 server checks the signature in constant time, refuses a time more than `max_skew_ms` away from its
 clock, and refuses a nonce it saw within that window (a captured header cannot be replayed). The
 secret itself never crosses the wire and is never logged; refusals log the peer, the method and
@@ -145,15 +146,14 @@ class Verifier:
 def _refusing_handler(handler, reason: str, *, aio: bool):
     """A handler of the same shape as `handler` that answers UNAUTHENTICATED."""
     message = f"authentication failed: {reason}"
-    if aio:
 
-        async def deny(request_or_iterator, context):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+    async def deny_async(request_or_iterator, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    else:
+    def deny_sync(request_or_iterator, context):
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-        def deny(request_or_iterator, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+    deny = deny_async if aio else deny_sync
 
     if handler.request_streaming and handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(deny)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 
-from rocketstore.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2 as pb
 
 
 def crc32_hex(body: bytes) -> str:

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from rocketstore.rpc import ha_pb2 as rocketstore_dot_rpc_dot_ha__pb2
+from wire.rpc import ha_pb2 as wire_dot_rpc_dot_ha__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in rocketstore/rpc/ha_pb2_grpc.py depends on'
+        + ' but the generated code in wire/rpc/ha_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,23 +36,23 @@ class ReplicationStub:
         """
         self.Hello = channel.unary_unary(
                 '/rocketstore.ha.v1.Replication/Hello',
-                request_serializer=rocketstore_dot_rpc_dot_ha__pb2.HelloRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.HelloResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_ha__pb2.HelloRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_ha__pb2.HelloResponse.FromString,
                 _registered_method=True)
         self.Replicate = channel.stream_stream(
                 '/rocketstore.ha.v1.Replication/Replicate',
-                request_serializer=rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.Chunk.FromString,
+                request_serializer=wire_dot_rpc_dot_ha__pb2.SlaveReport.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_ha__pb2.Chunk.FromString,
                 _registered_method=True)
         self.GetEpochs = channel.unary_unary(
                 '/rocketstore.ha.v1.Replication/GetEpochs',
-                request_serializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
                 _registered_method=True)
         self.GetMetadata = channel.unary_unary(
                 '/rocketstore.ha.v1.Replication/GetMetadata',
-                request_serializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
                 _registered_method=True)
 
 
@@ -88,23 +88,23 @@ def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Hello': grpc.unary_unary_rpc_method_handler(
                     servicer.Hello,
-                    request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.HelloRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_ha__pb2.HelloResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_ha__pb2.HelloRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_ha__pb2.HelloResponse.SerializeToString,
             ),
             'Replicate': grpc.stream_stream_rpc_method_handler(
                     servicer.Replicate,
-                    request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_ha__pb2.Chunk.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_ha__pb2.SlaveReport.FromString,
+                    response_serializer=wire_dot_rpc_dot_ha__pb2.Chunk.SerializeToString,
             ),
             'GetEpochs': grpc.unary_unary_rpc_method_handler(
                     servicer.GetEpochs,
-                    request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_ha__pb2.EpochsRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_ha__pb2.EpochsResponse.SerializeToString,
             ),
             'GetMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMetadata,
-                    request_deserializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_ha__pb2.MetadataResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_ha__pb2.MetadataRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_ha__pb2.MetadataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,8 +132,8 @@ class Replication:
             request,
             target,
             '/rocketstore.ha.v1.Replication/Hello',
-            rocketstore_dot_rpc_dot_ha__pb2.HelloRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_ha__pb2.HelloResponse.FromString,
+            wire_dot_rpc_dot_ha__pb2.HelloRequest.SerializeToString,
+            wire_dot_rpc_dot_ha__pb2.HelloResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -159,8 +159,8 @@ class Replication:
             request_iterator,
             target,
             '/rocketstore.ha.v1.Replication/Replicate',
-            rocketstore_dot_rpc_dot_ha__pb2.SlaveReport.SerializeToString,
-            rocketstore_dot_rpc_dot_ha__pb2.Chunk.FromString,
+            wire_dot_rpc_dot_ha__pb2.SlaveReport.SerializeToString,
+            wire_dot_rpc_dot_ha__pb2.Chunk.FromString,
             options,
             channel_credentials,
             insecure,
@@ -186,8 +186,8 @@ class Replication:
             request,
             target,
             '/rocketstore.ha.v1.Replication/GetEpochs',
-            rocketstore_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
+            wire_dot_rpc_dot_ha__pb2.EpochsRequest.SerializeToString,
+            wire_dot_rpc_dot_ha__pb2.EpochsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -213,8 +213,8 @@ class Replication:
             request,
             target,
             '/rocketstore.ha.v1.Replication/GetMetadata',
-            rocketstore_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
+            wire_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
+            wire_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from rocketstore.rpc import messaging_pb2 as rocketstore_dot_rpc_dot_messaging__pb2
+from wire.rpc import messaging_pb2 as wire_dot_rpc_dot_messaging__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in rocketstore/rpc/messaging_pb2_grpc.py depends on'
+        + ' but the generated code in wire/rpc/messaging_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,48 +36,48 @@ class MessagingServiceStub:
         """
         self.QueryRoute = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/QueryRoute',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryRouteRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryRouteResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.QueryRouteRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryRouteResponse.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/Heartbeat',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.HeartbeatResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
         self.SendMessage = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/SendMessage',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.SendMessageRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.SendMessageResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.SendMessageRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.SendMessageResponse.FromString,
                 _registered_method=True)
         self.PullMessage = channel.unary_stream(
                 '/apache.rocketmq.v2.MessagingService/PullMessage',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.PullMessageRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.PullMessageResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.PullMessageRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.PullMessageResponse.FromString,
                 _registered_method=True)
         self.UpdateOffset = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/UpdateOffset',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.UpdateOffsetRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.UpdateOffsetResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.UpdateOffsetRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.UpdateOffsetResponse.FromString,
                 _registered_method=True)
         self.GetOffset = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/GetOffset',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.GetOffsetRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.GetOffsetResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.GetOffsetRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.GetOffsetResponse.FromString,
                 _registered_method=True)
         self.QueryOffset = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/QueryOffset',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.FromString,
                 _registered_method=True)
         self.Telemetry = channel.stream_stream(
                 '/apache.rocketmq.v2.MessagingService/Telemetry',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.TelemetryCommand.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.TelemetryCommand.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.TelemetryCommand.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.TelemetryCommand.FromString,
                 _registered_method=True)
         self.NotifyClientTermination = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/NotifyClientTermination',
-                request_serializer=rocketstore_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.FromString,
                 _registered_method=True)
 
 
@@ -143,48 +143,48 @@ def add_MessagingServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'QueryRoute': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryRoute,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryRouteRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryRouteResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryRouteRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.QueryRouteResponse.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.HeartbeatRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.HeartbeatResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.HeartbeatRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.HeartbeatResponse.SerializeToString,
             ),
             'SendMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.SendMessage,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.SendMessageRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.SendMessageResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.SendMessageRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.SendMessageResponse.SerializeToString,
             ),
             'PullMessage': grpc.unary_stream_rpc_method_handler(
                     servicer.PullMessage,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.PullMessageRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.PullMessageResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.PullMessageRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.PullMessageResponse.SerializeToString,
             ),
             'UpdateOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateOffset,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.UpdateOffsetRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.UpdateOffsetResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.UpdateOffsetRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.UpdateOffsetResponse.SerializeToString,
             ),
             'GetOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.GetOffset,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.GetOffsetRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.GetOffsetResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.GetOffsetRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.GetOffsetResponse.SerializeToString,
             ),
             'QueryOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryOffset,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.SerializeToString,
             ),
             'Telemetry': grpc.stream_stream_rpc_method_handler(
                     servicer.Telemetry,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.TelemetryCommand.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.TelemetryCommand.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.TelemetryCommand.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.TelemetryCommand.SerializeToString,
             ),
             'NotifyClientTermination': grpc.unary_unary_rpc_method_handler(
                     servicer.NotifyClientTermination,
-                    request_deserializer=rocketstore_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -212,8 +212,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/QueryRoute',
-            rocketstore_dot_rpc_dot_messaging__pb2.QueryRouteRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.QueryRouteResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.QueryRouteRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.QueryRouteResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -239,8 +239,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/Heartbeat',
-            rocketstore_dot_rpc_dot_messaging__pb2.HeartbeatRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.HeartbeatResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.HeartbeatRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -266,8 +266,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/SendMessage',
-            rocketstore_dot_rpc_dot_messaging__pb2.SendMessageRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.SendMessageResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.SendMessageRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.SendMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -293,8 +293,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/PullMessage',
-            rocketstore_dot_rpc_dot_messaging__pb2.PullMessageRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.PullMessageResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.PullMessageRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.PullMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -320,8 +320,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/UpdateOffset',
-            rocketstore_dot_rpc_dot_messaging__pb2.UpdateOffsetRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.UpdateOffsetResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.UpdateOffsetRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.UpdateOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -347,8 +347,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/GetOffset',
-            rocketstore_dot_rpc_dot_messaging__pb2.GetOffsetRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.GetOffsetResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.GetOffsetRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.GetOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -374,8 +374,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/QueryOffset',
-            rocketstore_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -401,8 +401,8 @@ class MessagingService:
             request_iterator,
             target,
             '/apache.rocketmq.v2.MessagingService/Telemetry',
-            rocketstore_dot_rpc_dot_messaging__pb2.TelemetryCommand.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.TelemetryCommand.FromString,
+            wire_dot_rpc_dot_messaging__pb2.TelemetryCommand.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.TelemetryCommand.FromString,
             options,
             channel_credentials,
             insecure,
@@ -428,8 +428,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/NotifyClientTermination',
-            rocketstore_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.FromString,
+            wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from rocketstore.rpc import admin_pb2 as rocketstore_dot_rpc_dot_admin__pb2
+from wire.rpc import admin_pb2 as wire_dot_rpc_dot_admin__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in rocketstore/rpc/admin_pb2_grpc.py depends on'
+        + ' but the generated code in wire/rpc/admin_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,33 +36,33 @@ class AdminStub:
         """
         self.GetStatus = channel.unary_unary(
                 '/rocketstore.admin.v1.Admin/GetStatus',
-                request_serializer=rocketstore_dot_rpc_dot_admin__pb2.GetStatusRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.BrokerStatus.FromString,
+                request_serializer=wire_dot_rpc_dot_admin__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.BrokerStatus.FromString,
                 _registered_method=True)
         self.CreateTopic = channel.unary_unary(
                 '/rocketstore.admin.v1.Admin/CreateTopic',
-                request_serializer=rocketstore_dot_rpc_dot_admin__pb2.CreateTopicRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.CreateTopicResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_admin__pb2.CreateTopicRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.CreateTopicResponse.FromString,
                 _registered_method=True)
         self.ListTopics = channel.unary_unary(
                 '/rocketstore.admin.v1.Admin/ListTopics',
-                request_serializer=rocketstore_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
                 _registered_method=True)
         self.GetClusterView = channel.unary_unary(
                 '/rocketstore.admin.v1.Admin/GetClusterView',
-                request_serializer=rocketstore_dot_rpc_dot_admin__pb2.ClusterViewRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ClusterView.FromString,
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ClusterViewRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ClusterView.FromString,
                 _registered_method=True)
         self.ElectMaster = channel.unary_unary(
                 '/rocketstore.admin.v1.Admin/ElectMaster',
-                request_serializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ElectMasterRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ElectMasterResponse.FromString,
                 _registered_method=True)
         self.TakeOver = channel.unary_unary(
                 '/rocketstore.admin.v1.Admin/TakeOver',
-                request_serializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
-                response_deserializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
+                request_serializer=wire_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
                 _registered_method=True)
 
 
@@ -110,33 +110,33 @@ def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
-                    request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.GetStatusRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_admin__pb2.BrokerStatus.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.GetStatusRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.BrokerStatus.SerializeToString,
             ),
             'CreateTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTopic,
-                    request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.CreateTopicRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_admin__pb2.CreateTopicResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.CreateTopicRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.CreateTopicResponse.SerializeToString,
             ),
             'ListTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTopics,
-                    request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ListTopicsRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_admin__pb2.ListTopicsResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ListTopicsRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ListTopicsResponse.SerializeToString,
             ),
             'GetClusterView': grpc.unary_unary_rpc_method_handler(
                     servicer.GetClusterView,
-                    request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ClusterViewRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_admin__pb2.ClusterView.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ClusterViewRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ClusterView.SerializeToString,
             ),
             'ElectMaster': grpc.unary_unary_rpc_method_handler(
                     servicer.ElectMaster,
-                    request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_admin__pb2.ElectMasterResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ElectMasterRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ElectMasterResponse.SerializeToString,
             ),
             'TakeOver': grpc.unary_unary_rpc_method_handler(
                     servicer.TakeOver,
-                    request_deserializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverRequest.FromString,
-                    response_serializer=rocketstore_dot_rpc_dot_admin__pb2.TakeOverResponse.SerializeToString,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.TakeOverRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.TakeOverResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -164,8 +164,8 @@ class Admin:
             request,
             target,
             '/rocketstore.admin.v1.Admin/GetStatus',
-            rocketstore_dot_rpc_dot_admin__pb2.GetStatusRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_admin__pb2.BrokerStatus.FromString,
+            wire_dot_rpc_dot_admin__pb2.GetStatusRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.BrokerStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -191,8 +191,8 @@ class Admin:
             request,
             target,
             '/rocketstore.admin.v1.Admin/CreateTopic',
-            rocketstore_dot_rpc_dot_admin__pb2.CreateTopicRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_admin__pb2.CreateTopicResponse.FromString,
+            wire_dot_rpc_dot_admin__pb2.CreateTopicRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.CreateTopicResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -218,8 +218,8 @@ class Admin:
             request,
             target,
             '/rocketstore.admin.v1.Admin/ListTopics',
-            rocketstore_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
+            wire_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -245,8 +245,8 @@ class Admin:
             request,
             target,
             '/rocketstore.admin.v1.Admin/GetClusterView',
-            rocketstore_dot_rpc_dot_admin__pb2.ClusterViewRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_admin__pb2.ClusterView.FromString,
+            wire_dot_rpc_dot_admin__pb2.ClusterViewRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ClusterView.FromString,
             options,
             channel_credentials,
             insecure,
@@ -272,8 +272,8 @@ class Admin:
             request,
             target,
             '/rocketstore.admin.v1.Admin/ElectMaster',
-            rocketstore_dot_rpc_dot_admin__pb2.ElectMasterRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_admin__pb2.ElectMasterResponse.FromString,
+            wire_dot_rpc_dot_admin__pb2.ElectMasterRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ElectMasterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -299,8 +299,8 @@ class Admin:
             request,
             target,
             '/rocketstore.admin.v1.Admin/TakeOver',
-            rocketstore_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
-            rocketstore_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
+            wire_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
             options,
             channel_credentials,
             insecure,

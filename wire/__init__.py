@@ -1,0 +1,8 @@
+"""The wire layer: what the brokers, the replication adapters, the clients and the pipeline share,
+below all of them. It imports nothing of the project's.
+
+- `rpc/`: the generated gRPC code of `proto/wire/rpc/*.proto` (`make proto`; never edited)
+- `auth.py`: shared-secret call signatures and mutual TLS credentials
+- `digests.py`: message body digests of the client API
+- `cli_args.py`: exit codes, `CommandError` and argument types every command line uses
+"""
