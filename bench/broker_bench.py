@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.common import default_parent_dir, environment, parse_size, progress, size_label
 from client import AdminClient, AsyncProducer, ProducerMessage
-from rocketstore.broker.local_cluster import LocalCluster, poll_until
+from harness.local_cluster import LocalCluster, poll_until
 
 MODES = [
     ("ASYNC_MASTER", "ASYNC_FLUSH"),

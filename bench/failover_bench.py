@@ -29,8 +29,8 @@ from pathlib import Path
 
 from bench.common import default_parent_dir, environment, progress
 from client import Producer, RocketStoreError, SendStatus
-from rocketstore.broker import verify
-from rocketstore.broker.local_cluster import LOCAL_DEFAULTS, ControllerCluster
+from harness import verify
+from harness.local_cluster import LOCAL_DEFAULTS, ControllerCluster
 from rocketstore.coordination.local_etcd import EtcdServer
 
 TOPIC = "FailoverBench"

@@ -67,7 +67,7 @@ def _inspect_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    from store.inspect import InspectError, format_report, inspect_store
+    from ops.inspect import InspectError, format_report, inspect_store
 
     try:
         report = inspect_store(
@@ -97,8 +97,8 @@ def _repair_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _extend_short_segment(args: argparse.Namespace) -> int:
-    from store.inspect import InspectError, inspect_store
-    from store.repair import RepairError, extend_short_segment
+    from ops.inspect import InspectError, inspect_store
+    from ops.repair import RepairError, extend_short_segment
 
     store_dir = args.store_dir
     if args.truncate_at is not None:
@@ -125,8 +125,8 @@ def _extend_short_segment(args: argparse.Namespace) -> int:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    from store.inspect import InspectError, inspect_store
-    from store.repair import RepairError, format_plan, plan_repair, repair
+    from ops.inspect import InspectError, inspect_store
+    from ops.repair import RepairError, format_plan, plan_repair, repair
 
     store_dir = args.store_dir
     if args.extend_short_segment:
@@ -182,7 +182,7 @@ def run_repair(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from store.demo import MAX_BODY, format_summary, run_demo as demo
+    from demos.store_demo import MAX_BODY, format_summary, run_demo as demo
 
     if args.size > MAX_BODY:
         args.parser.error(f"argument --size: {args.size} is above the demo's limit of {MAX_BODY} bytes")
@@ -204,9 +204,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("repair", "say where a damaged CommitLog would be cut; cut it with --truncate-at OFFSET --yes",
             "rocketstore.cli:_repair_arguments", "rocketstore.cli:run_repair"),
     Command("demo", "start a SYNC_MASTER and a slave on 127.0.0.1, produce with sync replication, consume from both",
-            "rocketstore.broker.demo:add_arguments", "rocketstore.broker.demo:run"),
+            "demos.broker_demo:add_arguments", "demos.broker_demo:run"),
     Command("crash-demo", "crash a SYNC_FLUSH writer with SIGKILL, recover, show nothing acknowledged is lost",
-            "store.demo:add_arguments", "rocketstore.cli:run_demo"),
+            "demos.store_demo:add_arguments", "rocketstore.cli:run_demo"),
     Command("broker", "run a broker (master or slave by brokerRole): -c broker.conf [--key=value ...]",
             "rocketstore.broker.cli:add_arguments", "rocketstore.broker.cli:run", passthrough=True),
     Command("pipeline", "Spark jobs over CommitLogs: scan, audit replicas, rebuild queues/indexes, export Parquet",

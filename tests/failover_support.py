@@ -1,5 +1,5 @@
 """Helpers of the failover tests: a bounded producer load that records every acknowledgement, and
-the final checks (`rocketstore.broker.verify`) on the stores once the brokers are stopped."""
+the final checks (`harness.verify`) on the stores once the brokers are stopped."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client import Producer, RocketStoreError, SendStatus
-from rocketstore.broker import verify
+from harness import verify
 from store import MessageStore
 
 from support import BROKER_TEST_SETTINGS

@@ -92,7 +92,7 @@ class LineProcess:
 
 def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
     """`poll_until` for tests: the truthy value, or AssertionError naming `what` at the deadline."""
-    from rocketstore.broker.local_cluster import poll_until
+    from harness.local_cluster import poll_until
 
     value = poll_until(condition, timeout_s)
     if not value:

@@ -7,7 +7,7 @@ import pytest
 
 from support import BROKER_TEST_SETTINGS
 
-from rocketstore.broker.local_cluster import LocalCluster
+from harness.local_cluster import LocalCluster
 
 TEST_SETTINGS = BROKER_TEST_SETTINGS
 

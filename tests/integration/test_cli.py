@@ -147,12 +147,12 @@ def test_inspect_good_store_json(good_store):
 
 
 def test_inspect_reports_progress(good_store, monkeypatch):
-    import store.inspect
+    import ops.inspect
 
     root, puts = good_store
-    monkeypatch.setattr(store.inspect, "PROGRESS_EVERY_BYTES", 8192)
+    monkeypatch.setattr(ops.inspect, "PROGRESS_EVERY_BYTES", 8192)
     calls = []
-    store.inspect.inspect_store(root, on_progress=lambda done, total: calls.append((done, total)))
+    ops.inspect.inspect_store(root, on_progress=lambda done, total: calls.append((done, total)))
     assert len(calls) >= SEGMENT_SIZE // 8192  # at least every 8 KiB of the full first segment
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
     assert calls[-1] == (2 * SEGMENT_SIZE, 2 * SEGMENT_SIZE)

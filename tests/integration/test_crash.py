@@ -1,6 +1,6 @@
 """Crash tests: a writer process is SIGKILLed mid-stream, the store is reopened and checked.
 
-The writer is `python -m store.demo --writer DIR`: several threads put messages whose topic, queue
+The writer is `python -m demos.store_demo --writer DIR`: several threads put messages whose topic, queue
 and body are functions of a sequence number, and print one `ACK seq topic queue queueOffset offset
 size msgId` line per PUT_OK. After a random number of acknowledgements (bounded, with a deadline)
 the test kills it with SIGKILL, reopens the store (abnormal recovery) and checks, independently of
@@ -32,10 +32,10 @@ import pytest
 from support import LineProcess
 
 from store import MessageStore
-from store.demo import Ack, parse_ack
+from demos.store_demo import Ack, parse_ack
 from store.codec import BLANK_MAGIC_CODE, RecordKind, check_record
-from store.demo import body_for, route_for, seq_of, writer_config
-from store.inspect import inspect_store
+from demos.store_demo import body_for, route_for, seq_of, writer_config
+from ops.inspect import inspect_store
 
 SEGMENT_SIZE = 32 * 1024
 BODY_SIZE = 256
@@ -52,7 +52,7 @@ class Writer(LineProcess):
 
     def __init__(self, store_dir: Path, log_dir: Path, *, flush: str, first_seq: int, transient_pool: bool) -> None:
         command = [
-            sys.executable, "-m", "store.demo", "--writer", str(store_dir),
+            sys.executable, "-m", "demos.store_demo", "--writer", str(store_dir),
             "--flush-disk-type", flush, "--first-seq", str(first_seq), "--messages", str(SEQ_STRIDE - 1),
             "--size", str(BODY_SIZE), "--threads", str(THREADS), "--segment-size", str(SEGMENT_SIZE),
             "--topics", str(TOPICS), "--queues", str(QUEUES),

@@ -16,7 +16,7 @@ import pytest
 from client import Producer
 from rocketstore.coordination.local_etcd import EtcdServer
 from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
-from rocketstore.broker.local_cluster import ControllerCluster, LocalBroker, poll_until
+from harness.local_cluster import ControllerCluster, LocalBroker, poll_until
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 from support import BROKER_TEST_SETTINGS

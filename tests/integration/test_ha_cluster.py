@@ -348,7 +348,7 @@ def test_a_slave_rejoins_a_restarted_master_within_its_configured_backoff(make_c
 def test_a_failed_static_switchover_leaves_one_master_before_and_after_restarts(make_cluster):
     import json
 
-    from rocketstore.broker.local_cluster import BrokerStartError
+    from harness.local_cluster import BrokerStartError
 
     cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
     master = cluster.master

@@ -17,9 +17,19 @@ ALLOWED = {
     "slave": {"wire", "store", "ha"},
     "client": {"wire"},
     "pipeline": {"wire", "store", "client"},
-    "rocketstore": {"wire", "store", "ha", "master", "slave", "client"},
-    "bench": {"wire", "store", "ha", "master", "slave", "client", "pipeline", "rocketstore"},
+    "ops": {"store"},
+    "harness": {"store", "client"},
+    "demos": {"wire", "store", "client", "ops", "harness"},
+    "rocketstore": {"wire", "store", "ha", "master", "slave", "client", "ops", "demos"},
+    "bench": {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "harness", "demos", "rocketstore"},
 }
+
+
+def test_the_broker_itself_imports_no_client_tool_or_harness():
+    broker = {m: ours for m, ours in imports_of("rocketstore").items() if m.startswith("rocketstore/broker/")}
+    wrong = [f"{module} imports {sorted(ours & {'client', 'ops', 'demos', 'harness'})}"
+             for module, ours in broker.items() if ours & {"client", "ops", "demos", "harness"}]
+    assert not wrong, wrong
 
 
 def imports_of(package: str) -> dict[str, set[str]]:

@@ -697,7 +697,7 @@ def test_the_first_message_of_a_queue_is_checked_against_its_consume_queue():
 
 
 def test_inspect_and_recovery_name_a_damaged_queue_offset(tmp_path):
-    from store.inspect import inspect_store
+    from ops.inspect import inspect_store
 
     cfg = config(tmp_path)
     written = write_store(tmp_path, [Message("T", i % 2, body(i)) for i in range(12)])
@@ -713,8 +713,8 @@ def test_inspect_and_recovery_name_a_damaged_queue_offset(tmp_path):
 
 
 def test_a_short_last_segment_is_inspected_as_such_and_repair_extends_it(tmp_path):
-    from store.inspect import inspect_store
-    from store.repair import RepairError, extend_short_segment, repair
+    from ops.inspect import inspect_store
+    from ops.repair import RepairError, extend_short_segment, repair
 
     cfg = config(tmp_path)
     written = write_store(tmp_path, [Message("T", 0, body(i, 200)) for i in range(20)])

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from client import AsyncProducer, PullConsumer, SendStatus
 from wire.cli_args import positive
-from store.demo import body_for, seq_of
+from demos.store_demo import body_for, seq_of
 
-from .local_cluster import LocalCluster, poll_until
+from harness.local_cluster import LocalCluster, poll_until
 
 TOPIC = "DemoTopic"
 GROUP = "DemoConsumerGroup"

@@ -1,5 +1,5 @@
 """`rocketstore demo`: crash a SYNC_FLUSH writer with SIGKILL and show that nothing it acknowledged
-is lost. Also the writer itself (`python -m store.demo --writer DIR ...`), which the crash tests
+is lost. Also the writer itself (`python -m demos.store_demo --writer DIR ...`), which the crash tests
 drive too.
 
 The demo, in a temporary directory (or `--dir`):
@@ -41,12 +41,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .codec import BLANK_MAGIC_CODE, CorruptMessage
-from .config import StoreConfig
-from .inspect import human_bytes, inspect_store, list_segments
-from .message import Message
-from .message_store import MessageStore
-from .status import FlushDiskType, PutMessageStatus
+from store.codec import BLANK_MAGIC_CODE, CorruptMessage
+from store.config import StoreConfig
+from ops.inspect import human_bytes, inspect_store, list_segments
+from store.message import Message
+from store.message_store import MessageStore
+from store.status import FlushDiskType, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class WriterProcess:
     ) -> None:
         self.stderr_path = stderr_path
         command = [
-            sys.executable, "-m", "store.demo", "--writer", str(directory),
+            sys.executable, "-m", "demos.store_demo", "--writer", str(directory),
             "--messages", str(messages), "--size", str(size), "--threads", str(threads),
             "--segment-size", str(segment_size), "--flush-disk-type", flush,
             "--first-seq", str(first_seq), "--topics", str(topics), "--queues", str(queues),
@@ -621,7 +621,7 @@ def format_summary(s: DemoSummary) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# python -m store.demo
+# python -m demos.store_demo
 
 
 def _positive(text: str) -> int:
@@ -643,7 +643,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m store.demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m demos.store_demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--writer", metavar="DIR", help="(internal) run the writer subprocess on DIR")
     parser.add_argument("--flush-disk-type", choices=[t.value for t in FlushDiskType], default="SYNC_FLUSH")
     parser.add_argument("--segment-size", type=_positive, default=DEFAULT_SEGMENT_SIZE)

@@ -27,12 +27,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checkpoint import StoreCheckpoint
-from .codec import CorruptMessage, RecordKind, check_record
-from .inspect import InspectReport, OnProgress, inspect_store
-from .lifecycle import StoreLock
-from .mapped_file import fsync_dir, reserve_blocks
-from .mapped_file_queue import MappedFileQueue
+from store.checkpoint import StoreCheckpoint
+from store.codec import CorruptMessage, RecordKind, check_record
+from ops.inspect import InspectReport, OnProgress, inspect_store
+from store.lifecycle import StoreLock
+from store.mapped_file import fsync_dir, reserve_blocks
+from store.mapped_file_queue import MappedFileQueue
 
 
 class RepairError(Exception):
