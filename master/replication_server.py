@@ -1,4 +1,6 @@
-"""The master's side of replication: the gRPC adapter of `rocketstore.ha.v1.Replication`.
+"""The master's side of replication: the gRPC adapter of `rocketstore.ha.v1.Replication`. The
+decisions (where a slave's stream starts, what to send next, acks, when to give a stream up) are
+the sans-IO `ha.master_session`; this module owns the threads, the gRPC calls and the tracker.
 
 One bidirectional `Replicate` stream per slave, served by a sync `grpc.server` (one pool thread
 runs the response generator of each stream, and a helper thread reads the stream's reports):
@@ -46,7 +48,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,6 +57,7 @@ import grpc
 from ha.chunks import MalformedRecords, crc32c, next_chunk
 from ha.config import HaConfig
 from ha.epochs import EpochHistory
+from ha.master_session import CloseKind, MasterSession, SlaveHandshake, Step, decide_start
 from ha.metadata_sync import take_snapshot
 from ha.peer_auth import (
     CHUNK, EPOCHS, HEADER, METADATA, REPORT, AuthenticationError, Identity, MasterAuth, PeerSession,
@@ -64,7 +66,6 @@ from ha.peer_auth import (
 from ha.replica_tracker import ReplicaTracker
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
-from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
 from store.clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,16 @@ WINDOW_BYTES = 4 * 1024 * 1024
 IDLE_POLL_S = 0.01
 # A stream that does not end within this after being closed is cancelled (it is stuck sending).
 CANCEL_GRACE_MS = 1000
-_HEADER = struct.Struct(">ii")
+_CLOSE_CODES = {
+    CloseKind.SILENT: grpc.StatusCode.DEADLINE_EXCEEDED,
+    CloseKind.GONE: grpc.StatusCode.FAILED_PRECONDITION,
+    CloseKind.PROTOCOL: grpc.StatusCode.INVALID_ARGUMENT,
+}
+
+
+def _progress(session: MasterSession | None) -> tuple[int, int, int]:
+    """(sent, acked, started at) for the closing log line."""
+    return (session.sent, session.acked, session.start_offset) if session is not None else (0, 0, 0)
 _SERVICE = "/rocketstore.ha.v1.Replication/"
 
 
@@ -92,9 +102,7 @@ class _Stream:
         self.slave = ""
         self.registered = False
         self.last_report_ms = now_ms
-        self.sent = 0
-        self.acked = 0
-        self.start_offset = 0
+        self.session: MasterSession | None = None  # set once the handshake is accepted
         self.closing: tuple[grpc.StatusCode | None, str] | None = None
         self.closing_since_ms = 0
         self.auth: PeerSession | None = None
@@ -264,7 +272,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 log.log(
                     level,
                     "replication session %d with %s (%s) closed at offset %d (acked %d, started at %d): %s",
-                    stream.session_id, stream.slave, stream.peer, stream.sent, stream.acked, stream.start_offset, reason,
+                    stream.session_id, stream.slave, stream.peer, *_progress(stream.session), reason,
                 )
             elif code not in (None, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE):
                 log.warning("replication stream from %s closed before its handshake: %s", stream.peer, reason)
@@ -328,16 +336,11 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                         return
                     continue
                 durable = report.durable_offset
-                if durable > stream.sent:
-                    self._close(
-                        stream,
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        f"protocol error: the slave acknowledged offset {durable}, beyond the {stream.sent} sent",
-                        now,
-                    )
+                session = stream.session
+                error = session.acknowledged(durable, now) if session is not None else "an ack before the stream started"
+                if error is not None:
+                    self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, error, now)
                     return
-                if durable > stream.acked:
-                    stream.acked = durable
                 self._tracker.ack(stream.session_id, durable, now)
                 stream.wake.set()
                 if stream.closing is not None:
@@ -361,15 +364,16 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
 
     def _serve(self, stream: _Stream) -> Iterator[ha_pb2.Chunk]:
         start = self._handshake(stream)
-        if start is None:
+        if start is None or stream.session is None:
             self._end(stream)
             return
+        session = stream.session
         store = self._store
         tracker = self._tracker
         read = store.commit_log_data
-        last_send_ms = self._clock()
         # An empty chunk tells the slave the handshake is accepted.
         yield self._chunk(stream, start, b"", store.max_offset, self._epochs() if self._epochs is not None else None)
+        session.sent_chunk(0, self._clock())
         while True:
             if stream.closing is not None:
                 self._end(stream)
@@ -381,45 +385,34 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 self._close(stream, None, "the stream ended", self._clock())
                 continue
             now = self._clock()
-            if now - stream.last_report_ms > self._housekeeping_ms:
-                self._close(
-                    stream,
-                    grpc.StatusCode.DEADLINE_EXCEEDED,
-                    f"no report from the slave within {self._housekeeping_ms} ms (haHousekeepingInterval)",
-                    now,
-                )
-                continue
             readable = master_max = store.max_offset
-            sent = stream.sent
             epochs = self._epochs() if self._epochs is not None else None
             if epochs is not None:
-                readable = self._epoch_end(epochs, sent, readable)
-            if sent < readable and sent - stream.acked < self._window:
+                readable = self._epoch_end(epochs, session.sent, readable)
+            step = session.next_step(now, readable, store.min_offset)
+            if step.step is Step.CLOSE:
+                self._close(stream, _CLOSE_CODES[step.close], step.reason, now)
+                continue
+            if step.step is Step.SEND:
+                sent = session.sent
                 try:
-                    data = next_chunk(read, sent, readable, self._batch)
+                    data = next_chunk(read, sent, step.until, self._batch)
                 except MalformedRecords as exc:
                     log.error("the CommitLog is corrupt at offset %d: %s", sent, exc)
                     self._close(stream, grpc.StatusCode.DATA_LOSS, f"the master's CommitLog is corrupt at offset {sent}", now)
                     continue
                 if data:
-                    stream.sent = sent + len(data)
-                    last_send_ms = now
+                    session.sent_chunk(len(data), now)
                     yield self._chunk(stream, sent, data, master_max, epochs)
                     continue
-                if sent < store.min_offset:
-                    self._close(
-                        stream,
-                        grpc.StatusCode.FAILED_PRECONDITION,
-                        f"the master no longer has offset {sent}: its log now starts at {store.min_offset}",
-                        now,
-                    )
-                    continue
-            if now - last_send_ms >= self._heartbeat_ms:
-                last_send_ms = now
+                # Nothing whole to send yet (a record still being written): idle as below.
+                step = session.next_step(now, sent, store.min_offset)
+            if step.step is Step.HEARTBEAT:
+                session.sent_chunk(0, now)
                 tracker.expire(now)
-                yield self._chunk(stream, stream.sent, b"", master_max, epochs)
+                yield self._chunk(stream, session.sent, b"", master_max, epochs)
                 continue
-            self._wait(stream, min(IDLE_POLL_S, (self._heartbeat_ms - (now - last_send_ms)) / 1000))
+            self._wait(stream, min(IDLE_POLL_S, max(step.wait_ms, 1) / 1000))
 
     @staticmethod
     def _epoch_end(epochs: EpochHistory, offset: int, readable: int) -> int:
@@ -478,7 +471,16 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         report = stream.handshake
         stream.slave = f"{report.broker_name}/{report.broker_id}"
         now = self._clock()
-        start, refusal = self._start_offset(report)
+        decision = decide_start(
+            SlaveHandshake(report.broker_name, report.durable_offset, report.epoch, report.epoch_start_offset),
+            broker_name=self._broker_name,
+            serving=self._store.broker_role is not BrokerRole.SLAVE,
+            log_min_offset=self._store.min_offset,
+            log_max_offset=self._store.max_offset,
+            record_starts_at=self._store.record_starts_at,
+            epochs=self._epochs() if self._epochs is not None else None,
+        )
+        start, refusal = decision.start_offset, decision.refusal
         if stream.auth is not None and stream.auth.peer != Identity(report.broker_name, report.broker_id):
             refusal = f"the handshake names slave {stream.slave}, the Hello named {stream.auth.peer}"
             self._close(stream, grpc.StatusCode.PERMISSION_DENIED, refusal, now)
@@ -491,7 +493,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     "refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
             self._close(stream, code, refusal, now)
             return None
-        stream.sent = stream.acked = stream.start_offset = start
+        stream.session = MasterSession(
+            start, now, window_bytes=self._window, heartbeat_ms=self._heartbeat_ms, housekeeping_ms=self._housekeeping_ms
+        )
         replaced = self._tracker.register(
             stream.session_id,
             ha_peer=stream.peer,
@@ -515,68 +519,6 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             report.max_offset, self._store.max_offset,
         )
         return start
-
-    def _start_offset(self, report: ha_pb2.SlaveReport) -> tuple[int, str]:
-        """Where the slave's stream starts, or why it cannot."""
-        store = self._store
-        if store.broker_role is BrokerRole.SLAVE:
-            return 0, "this broker is a slave, it does not serve replication"
-        if report.broker_name != self._broker_name:
-            return 0, (
-                f"the slave belongs to broker {report.broker_name!r}, this master is {self._broker_name!r}"
-            )
-        durable = report.durable_offset
-        master_max = store.max_offset
-        master_min = store.min_offset
-        if durable < 0:
-            return 0, f"the slave's offset {durable} is negative"
-        if durable > master_max:
-            return 0, (
-                f"the slave's log ({durable}) is longer than the master's ({master_max}); "
-                "it has to be truncated first"
-            )
-        if durable == 0:
-            return master_min, ""
-        if durable < master_min:
-            return 0, (
-                f"the slave's log ends at {durable} but the master's log now starts at {master_min}: "
-                "the master no longer has the bytes in between"
-            )
-        if self._epochs is not None and report.epoch > 0:
-            divergence = self._divergence(report, master_max)
-            if divergence:
-                return 0, divergence
-        if durable < master_max and not self._record_starts_at(durable):
-            return 0, (
-                f"the slave's log ends at {durable}, which is not a record boundary of the master's log: "
-                "the logs diverge"
-            )
-        return durable, ""
-
-    def _divergence(self, report: ha_pb2.SlaveReport, master_max: int) -> str:
-        """Why the slave's log is not a prefix of the master's, judged by epochs ("" when it is)."""
-        history = self._epochs()
-        entry = history.entry(report.epoch)
-        if entry is None or entry.start_offset != report.epoch_start_offset:
-            held = f"starting at {entry.start_offset}" if entry is not None else "unknown here"
-            return (
-                f"the slave's last epoch {report.epoch} (from offset {report.epoch_start_offset}) is {held} "
-                "in the master's history: the logs diverge, the slave must truncate first"
-            )
-        end = history.end_offset(report.epoch, master_max)
-        if report.durable_offset > end:
-            return (
-                f"the slave's log ends at {report.durable_offset}, past the end of epoch {report.epoch} at {end} "
-                "in the master's log: the slave must truncate first"
-            )
-        return ""
-
-    def _record_starts_at(self, offset: int) -> bool:
-        header = self._store.commit_log_data(offset, _HEADER.size)
-        if len(header) < _HEADER.size:
-            return True  # not readable in full yet (a write buffer): the stream's checks decide
-        size, magic = _HEADER.unpack(header)
-        return size >= _HEADER.size and magic in (MESSAGE_MAGIC_CODE, BLANK_MAGIC_CODE)
 
     # -- housekeeping --------------------------------------------------------------------------
 

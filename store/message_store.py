@@ -509,7 +509,7 @@ class MessageStore:
             return TruncateResult(offset, before, 0, 0)
         if not 0 <= offset < before:
             raise ValueError(f"cannot cut the CommitLog to {offset}: it ends at {before}")
-        if offset >= self.min_offset and not self._record_starts_at(offset):
+        if offset >= self.min_offset and not self.record_starts_at(offset):
             raise ValueError(f"{offset} is not a record boundary of the CommitLog")
         write_intent(self._root, offset)
         self._step("after_intent")
@@ -553,10 +553,12 @@ class MessageStore:
         if self.truncation_hook is not None:
             self.truncation_hook(name)
 
-    def _record_starts_at(self, offset: int) -> bool:
+    def record_starts_at(self, offset: int) -> bool | None:
+        """Whether a record (a message or a segment's blank end) starts at `offset`; None when
+        its header cannot be read in full (not written, or still in a write buffer)."""
         header = self.commit_log.read(offset, 8)
         if len(header) < 8:
-            return False
+            return None
         size = int.from_bytes(header[:4], "big", signed=True)
         magic = int.from_bytes(header[4:], "big", signed=True)
         return size >= 8 and magic in (MESSAGE_MAGIC_CODE, BLANK_MAGIC_CODE)
