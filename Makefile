@@ -38,8 +38,8 @@ test: $(STAMP) $(OFFICIAL_STAMP) lint
 
 bench: $(STAMP)
 	$(BIN)/rocketstore bench --quick
-	$(BIN)/python -m bench.store_bench --quick
-	$(BIN)/python -m bench.store2_bench --quick
+	$(BIN)/python -m bench.store_put_bench --quick
+	$(BIN)/python -m bench.store_read_bench --quick
 
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py

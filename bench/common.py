@@ -1,7 +1,7 @@
 """Helpers the benchmarks share: size parsing and labels, where a run's files go (never tmpfs),
 the environment header every benchmark prints, and progress lines on stderr.
 
-Moved here unchanged from `bench/store_bench.py`, which imports them from this module.
+Moved here unchanged from `bench/store_put_bench.py`, which imports them from this module.
 """
 
 from __future__ import annotations

@@ -269,6 +269,14 @@ _FIXED = {
 _EMPTY_PROPERTIES = _I16.pack(0)
 
 
+def record_size(topic: str, body_len: int, properties_len: int, *, ipv6_hosts: bool = True) -> int:
+    """The TOTALSIZE a message encodes to: the fixed fields (with IPv6 host addresses unless told
+    otherwise, the larger of the two), the body, the topic (u8 length and UTF-8) and the
+    properties (i16 length and bytes, `properties_len` of them: `len(encode_properties(...))`)."""
+    host = 20 if ipv6_hosts else 8
+    return _FIXED[host, host].size + body_len + 1 + len(topic.encode("utf-8")) + 2 + properties_len
+
+
 class EncodedMessage:
     """One message (or a batch) fully encoded, waiting for its offsets and store time.
 

@@ -45,7 +45,7 @@ from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, TagFilter
 from store.auto_create import AutoCreateLimit, AutoCreateRefusal
 from store.clock import wall_clock_ms
-from store.codec import decode_msg_id, encode_properties
+from store.codec import decode_msg_id, encode_properties, record_size
 from store.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -418,9 +418,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             batch: list[_Planned] = []
             size = bodies = 0
             for item in items:
-                # An upper bound of the encoded size: fixed fields with IPv6 hosts, topic, properties.
+                # The encoded size with IPv6 hosts: what it is, or a little more.
                 body = len(item.message.body)
-                estimate = 128 + body + len(item.message.topic) + len(encode_properties(item.message.properties))
+                estimate = record_size(item.message.topic, body, len(encode_properties(item.message.properties)))
                 if batch and (size + estimate > limit or bodies + body > max_bodies):
                     groups.append(batch)
                     batch, size, bodies = [], 0, 0

@@ -632,3 +632,14 @@ def test_damaged_bytes_raise_only_corrupt_message(msg, data):
             codec.decode_message(buf, 0, 64)
         except CorruptMessage:
             pass
+
+
+@given(messages(), st.booleans())
+def test_record_size_is_the_encoded_size(msg, ipv6):
+    from store.codec import encode_message, encode_properties, record_size
+
+    host = ("::1", 10911) if ipv6 else ("127.0.0.1", 10911)
+    msg = dataclasses.replace(msg, born_host=host, store_host=host)
+    encoded = encode_message(msg, default_store_host=host, max_message_size=1 << 30, now_ms=1)
+    properties_len = len(encode_properties(msg.properties)) if msg.properties else 0
+    assert record_size(msg.topic, len(msg.body), properties_len, ipv6_hosts=ipv6) == len(encoded.buf)

@@ -5,6 +5,7 @@ through a list, acknowledgements travel back, and the slave's log must end equal
 from __future__ import annotations
 
 import struct
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -22,10 +22,10 @@ What it measures
     checked (PASS/MISS; nothing is asserted).
 
 How to run (from the repository root)
-    .venv/bin/python -m bench.store_bench                 # full matrix, 36 cells, about 2 minutes
-    .venv/bin/python -m bench.store_bench --quick         # smoke run: 1 KiB, putters 1 and 16, 0.5 s cells
-    .venv/bin/python -m bench.store_bench --only SYNC_FLUSH,p64 --json sync64.json
-    .venv/bin/python -m bench.store_bench --help
+    .venv/bin/python -m bench.store_put_bench                 # full matrix, 36 cells, about 2 minutes
+    .venv/bin/python -m bench.store_put_bench --quick         # smoke run: 1 KiB, putters 1 and 16, 0.5 s cells
+    .venv/bin/python -m bench.store_put_bench --only SYNC_FLUSH,p64 --json sync64.json
+    .venv/bin/python -m bench.store_put_bench --help
 
 Progress goes to stderr as cells complete; the configuration and the figures go to stdout. The
 store files go under --dir (default: a temporary directory on the repository's filesystem, never
@@ -102,7 +102,7 @@ QUICK = Profile((1024,), (1, 16), 0.5, 100_000, 0.1, 150, 64 * MiB, 1.0, 2)
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.store_bench",
+        prog="python -m bench.store_put_bench",
         description="Measure MessageStore put throughput and latency against the disk's raw limits.",
     )
     parser.add_argument(
@@ -206,7 +206,7 @@ def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
     free = stat.f_bavail * stat.f_frsize
     if free < need:
         raise SystemExit(
-            f"store_bench: {run_dir} has {free / GiB:.1f} GiB free; a cell needs about {need / GiB:.1f} GiB"
+            f"store_put_bench: {run_dir} has {free / GiB:.1f} GiB free; a cell needs about {need / GiB:.1f} GiB"
         )
 
 
@@ -584,7 +584,7 @@ def find(results: list[CellResult], name: str) -> CellResult | None:
 
 def print_config(env: dict[str, str], args: argparse.Namespace, cells: list[Cell]) -> None:
     p = args.profile
-    print("RocketStore store put benchmark (bench/store_bench.py)")
+    print("RocketStore store put benchmark (bench/store_put_bench.py)")
     for key in ("started", "git", "python", "machine", "dir", "filesystem"):
         print(f"  {key:<12} {env[key]}")
     if env["fstype"] in ("tmpfs", "ramfs"):
@@ -823,7 +823,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     cells = build_matrix(args)
     if not cells:
-        progress("store_bench: --only matches no cell")
+        progress("store_put_bench: --only matches no cell")
         return 2
     run_dir = make_run_dir(args)
     try:
@@ -831,7 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = environment(run_dir)
         print_config(env, args, cells)
         sys.stdout.flush()
-        progress(f"store_bench: {len(cells)} cells in {run_dir} ({env['filesystem']})")
+        progress(f"store_put_bench: {len(cells)} cells in {run_dir} ({env['filesystem']})")
         raw = measure_raw_limits(run_dir, args.profile)
         results = run_matrix(cells, args, run_dir)
         same_size = same_size_raw(results, run_dir, args.profile)

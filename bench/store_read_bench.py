@@ -1,7 +1,7 @@
 """Store read-side benchmark: dispatch, get_message and recovery of `MessageStore`.
 
 What it measures
-    A workload store is written first with ordinary puts (untimed here; bench/store_bench.py
+    A workload store is written first with ordinary puts (untimed here; bench/store_put_bench.py
     measures puts): --messages messages of --body-size random bytes, round robin over 8 topics x 4
     queues, each with a TAGS property (TagA..TagD, cycling within every queue, so a filter on one
     tag matches a quarter) and a KEYS property (one unique key per message). Then:
@@ -43,11 +43,11 @@ What it measures
     and the top functions by own time are printed (those runs' figures include its overhead).
 
 How to run (from the repository root)
-    .venv/bin/python -m bench.store2_bench                # 200k messages, 256 MiB recovery, ~1.5 min
-    .venv/bin/python -m bench.store2_bench --quick        # smoke run (64 MiB segments), under 30 s
-    .venv/bin/python -m bench.store2_bench --only recovery --recovery-mib 1024 --json rec.json
-    .venv/bin/python -m bench.store2_bench --only dispatch --profile
-    .venv/bin/python -m bench.store2_bench --help
+    .venv/bin/python -m bench.store_read_bench                # 200k messages, 256 MiB recovery, ~1.5 min
+    .venv/bin/python -m bench.store_read_bench --quick        # smoke run (64 MiB segments), under 30 s
+    .venv/bin/python -m bench.store_read_bench --only recovery --recovery-mib 1024 --json rec.json
+    .venv/bin/python -m bench.store_read_bench --only dispatch --profile
+    .venv/bin/python -m bench.store_read_bench --help
 
 Every loop stops at its count or after --seconds, whichever comes first. Progress goes to stderr;
 the configuration and the figures go to stdout. The stores go under --dir (default: a temporary
@@ -140,7 +140,7 @@ QUICK = Profile(20_000, 24 * MiB, 64 * MiB, 10.0, 1)
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.store2_bench",
+        prog="python -m bench.store_read_bench",
         description="Measure MessageStore dispatch, get_message and recovery throughput.",
     )
     parser.add_argument(
@@ -851,12 +851,12 @@ def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
     stat = os.statvfs(run_dir)
     free = stat.f_bavail * stat.f_frsize
     if free < need:
-        raise SystemExit(f"store2_bench: {run_dir} has {free / GiB:.1f} GiB free; the run needs about {need / GiB:.1f} GiB")
+        raise SystemExit(f"store_read_bench: {run_dir} has {free / GiB:.1f} GiB free; the run needs about {need / GiB:.1f} GiB")
 
 
 def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
     config = StoreConfig()
-    print("RocketStore store read-side benchmark (bench/store2_bench.py)")
+    print("RocketStore store read-side benchmark (bench/store_read_bench.py)")
     for key in ("started", "git", "python", "machine", "dir", "filesystem"):
         print(f"  {key:<12} {env[key]}")
     if env["fstype"] in ("tmpfs", "ramfs"):
@@ -920,7 +920,7 @@ def format_table(
 
 
 def print_builds(builds: list[Built], reads_open_s: float | None) -> None:
-    print("Stores written (puts untimed here; see bench/store_bench.py)")
+    print("Stores written (puts untimed here; see bench/store_put_bench.py)")
     for b in builds:
         print(
             f"  {b.label:<16} {b.messages:>9,} message(s), {b.log_bytes / MiB:8,.1f} MiB CommitLog"
@@ -1071,7 +1071,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = environment(run_dir)
         print_config(env, args)
         sys.stdout.flush()
-        progress(f"store2_bench: {','.join(args.sections)} in {run_dir} ({env['filesystem']})")
+        progress(f"store_read_bench: {','.join(args.sections)} in {run_dir} ({env['filesystem']})")
         if "dispatch" in args.sections or "reads" in args.sections:
             root = run_dir / "workload"
             # The workload store's own dispatch is not measured: no IndexFile to build meanwhile.
@@ -1094,7 +1094,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             builds.append(recovery_store)
             recovery = run_all_recovery(recovery_store, args, profiler)
     except BenchError as exc:
-        progress(f"store2_bench: ERROR {exc}")
+        progress(f"store_read_bench: ERROR {exc}")
         failed = True
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
