@@ -34,7 +34,7 @@ What it measures
        each with a warm page cache (a process crash) and a cold one (every file of the store
        evicted with posix_fadvise(DONTNEED) after a sync; a machine restart). Figures: seconds,
        s/GiB extrapolated linearly from the log's size, MB/s. A load also looks for stray bytes
-       in the unused tail of the last segment (`store.recovery.last_nonzero_end`), a cost set by
+       in the unused tail of the last segment (`store.commitlog_scan.last_nonzero_end`), a cost set by
        the segment size rather than the log's: the time in that function is shown apart (it is
        timed by wrapping it, when the store has it), and "s/GiB w/o tail" leaves it out.
 
@@ -1012,7 +1012,7 @@ def print_recovery(results: list[RecoveryResult], built: Built) -> None:
     tail = segments * segment - built.end_offset
     print(
         f"  {built.messages:,} messages in {segments} segment(s) of {size_label(segment)}, {tail / MiB:,.0f} MiB unused"
-        " in the last; tail s = time in store.recovery.last_nonzero_end (the unused tail's scan), part of load s"
+        " in the last; tail s = time in store.commitlog_scan.last_nonzero_end (the unused tail's scan), part of load s"
     )
     print(
         "  w/o tail = s/GiB without tail s; cached MiB = the store's files in the page cache at load (fincore);"

@@ -45,7 +45,7 @@ from pathlib import Path
 from store.checkpoint import decode_checkpoint
 from store.codec import CorruptMessage, RecordKind, check_record, decode_checked
 from store.commitlog import NO_QUEUE_OFFSET_TYPES
-from store.recovery import QueueOffsets, find_valid_record, first_nonzero, last_nonzero_end
+from store.commitlog_scan import QueueOffsets, find_valid_record, first_nonzero, last_nonzero_end
 from store.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, transaction_type
 
 PROGRESS_EVERY_BYTES = 64 * 1024 * 1024

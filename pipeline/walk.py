@@ -11,7 +11,7 @@ where records start, so the walk is one deterministic function of the segment's 
   chain goes on: a header whose magic and own offset are intact carries a trustworthy size.
 - Where the chain stops (`classify`): zeros at TOTALSIZE with nothing after them end the segment's
   data; a blank record ends the segment; anything else is a bad spot. After a bad spot the walk
-  resyncs at the next whole valid record of the segment (`store.recovery.find_valid_record`: magic,
+  resyncs at the next whole valid record of the segment (`store.commitlog_scan.find_valid_record`: magic,
   a PHYSICALOFFSET naming its own position, every check passing, body CRC included), as
   `rocketstore inspect` does; the bytes between are reported once, as one bad spot.
 - A bad spot with no valid record after it, in the last segment holding data, at or above the
@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, RecordKind, check_record
-from store.recovery import find_valid_record, first_nonzero
+from store.commitlog_scan import find_valid_record, first_nonzero
 
 # TOTALSIZE, MAGICCODE, PHYSICALOFFSET: the chain rule reads these three with one unpack.
 CHAIN_HEAD = struct.Struct(">ii20xq")

@@ -15,7 +15,7 @@ from .message_filter import TagFilter
 from .message_store import MessageStore
 from .properties import ConfigError
 from .reads import GetMessageResult, QueryMessageResult
-from .recovery import StoreCorruptedError
+from .commitlog_scan import StoreCorruptedError
 from .results import PutMessageResult, RecoveryReport
 from .stats import StoreStatsSnapshot
 from .status import BrokerRole, FlushDiskType, GetMessageStatus, PutMessageStatus

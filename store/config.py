@@ -70,7 +70,7 @@ class StoreConfig:
     disk_space_clean_forcibly_ratio: float = 0.85
     clean_file_forcibly_enable: bool = True
     # Forced clean-up (disk above diskSpaceCleanForciblyRatio) keeps segments younger than this,
-    # and segments holding unconsumed messages unless cleanForciblyUnconsumedEnable (store/clean.py).
+    # and segments holding unconsumed messages unless cleanForciblyUnconsumedEnable (store/retention.py).
     clean_forcibly_min_age_ms: int = field(default=3_600_000, metadata=_key("cleanForciblyMinAge"))
     clean_forcibly_unconsumed_enable: bool = False
     clean_resource_interval_ms: int = field(default=10_000, metadata=_key("cleanResourceInterval"))

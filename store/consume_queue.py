@@ -54,7 +54,7 @@ from typing import Any, NamedTuple
 from .codec import java_string_hash
 from .mapped_file import MappedFile, fsync_dir, mkdir_durable
 from .mapped_file_queue import MappedFileQueue
-from .recovery import first_nonzero
+from .commitlog_scan import first_nonzero
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,14 @@ It owns the components and their lifecycle, and delegates the work:
 | durability | `flush` services, `logic_flush.FlushConsumeQueueService` (checkpoint) |
 | queues, index, arrival | `dispatch.Dispatcher` feeding `consume_queue`, `index_file`, listeners |
 | reads | `reads.MessageReader` |
-| recovery | `store_recovery.recover_store` |
+| recovery | `recovery.recover_store` |
 | metadata | `topic_config`, `consumer_offset` (under `config/`) |
 | delayed messages | `schedule.ScheduleMessageService` |
 | retention | `clean.CleanService` |
 | statistics | `stats.StoreStats` |
 
 Role changes while running (controller mode): `become_master`, `become_slave`, `truncate_to`
-(a slave's divergent tail, crash-safe: `store.truncation`), and `set_put_fence` (puts refused
+(a slave's divergent tail, crash-safe: `store.slave_truncation`), and `set_put_fence` (puts refused
 before they are appended while a master may not acknowledge).
 
 Lifecycle: `load()` (lock, recover), `start()` (abort file, catch-up dispatch, services),
@@ -35,7 +35,7 @@ from concurrent.futures import Future
 from collections.abc import Callable, Iterator, Sequence
 
 from .checkpoint import StoreCheckpoint
-from .clean import CleanPolicy, CleanService
+from .retention import CleanPolicy, CleanService
 from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage
 from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog, ReplicatedAppendError
 from .config import StoreConfig
@@ -64,9 +64,9 @@ from .results import PutMessageResult, RecoveryReport
 from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
 from .service_thread import ServiceThread
 from .stats import StoreStats, StoreStatsSnapshot
-from .truncation import TruncateResult, clear_intent, cut_commit_log, read_intent, write_intent
+from .slave_truncation import TruncateResult, clear_intent, cut_commit_log, read_intent, write_intent
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
-from .store_recovery import recover_store
+from .recovery import recover_store
 from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
 from .recent_ids import RecentIds
 from .topic_config import MAX_QUEUE_NUMS, SCHEDULE_TOPIC, Permission, TopicConfig, TopicConfigManager
@@ -162,7 +162,7 @@ class MessageStore:
         self._writable = True
         self._disk_full = False
         self._fence: Callable[[], str | None] | None = None
-        # Tests inject a crash between the steps of a cut (`truncation.STEPS`).
+        # Tests inject a crash between the steps of a cut (`slave_truncation.STEPS`).
         self.truncation_hook: Callable[[str], None] | None = None
         self.recovery: RecoveryReport | None = None
 
@@ -499,7 +499,7 @@ class MessageStore:
 
     def truncate_to(self, offset: int) -> TruncateResult:
         """Cut a slave's CommitLog back to `offset`, a record boundary in [min_offset, max_offset]
-        (below min_offset: empty it). Crash-safe (`store.truncation`); services pause meanwhile."""
+        (below min_offset: empty it). Crash-safe (`store.slave_truncation`); services pause meanwhile."""
         if self.broker_role is not BrokerRole.SLAVE:
             raise RuntimeError(f"only a SLAVE's log is cut, this store is {self.broker_role.name}")
         if not self._loaded:
@@ -639,7 +639,7 @@ class MessageStore:
         """The lowest CommitLog offset of a message some reader still has to read: for each
         ConsumeQueue, the first unit not consumed by every consumer group of its topic (by the
         delay service, for the schedule topic); a queue no group consumes counts as unread from its
-        start. The log's max offset when everything was read. For forced clean-up (store/clean.py)."""
+        start. The log's max offset when everything was read. For forced clean-up (store/retention.py)."""
         lowest = self.max_offset
         delay = self.schedule.offsets
         offsets = self.consumer_offsets

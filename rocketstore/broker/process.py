@@ -76,7 +76,7 @@ def _endpoint(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-# Tests make the broker die inside a CommitLog cut, at the named step (`store.truncation.STEPS`).
+# Tests make the broker die inside a CommitLog cut, at the named step (`store.slave_truncation.STEPS`).
 CRASH_IN_TRUNCATION_ENV = "ROCKETSTORE_TEST_CRASH_IN_TRUNCATION"
 CRASH_EXIT_STATUS = 86
 

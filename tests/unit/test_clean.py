@@ -1,4 +1,4 @@
-"""CommitLog retention (store/clean.py): the pure decisions, then `CleanService.run_round` on real
+"""CommitLog retention (store/retention.py): the pure decisions, then `CleanService.run_round` on real
 segment files with an injected clock, disk ratio and modification times, then the thread adapter
 and a real MessageStore. No sleeps: rounds are called directly, the thread is synchronised on
 events.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from store import CorruptMessage, Message, MessageStore, StoreConfig
-from store.clean import (
+from store.retention import (
     HOUR_MS,
     MANUAL_DELETE_ROUNDS,
     CleanPolicy,
@@ -271,7 +271,7 @@ def test_nothing_is_deleted_outside_delete_when_with_room_on_disk(harness):
 
 def test_expired_segments_go_at_delete_when_but_never_the_last(harness, caplog):
     h = harness(4)
-    with caplog.at_level(logging.INFO, logger="store.clean"):
+    with caplog.at_level(logging.INFO, logger="store.retention"):
         r = h.service.run_round(NOW_IN_HOURS)
     assert r.reasons == {CleanReason.TIME}
     assert r.deleted == (name(0), name(SEG), name(2 * SEG))

@@ -20,7 +20,7 @@ import pytest
 from support import run_threads
 
 from store import CorruptMessage, Message, MessageStore, PutMessageStatus, StoreConfig, make_msg_id
-from store.clean import CleanPolicy, CleanService
+from store.retention import CleanPolicy, CleanService
 from store.codec import java_string_hash
 from store.message import (
     TRANSACTION_COMMIT_TYPE,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
-from store.truncation import STEPS, intent_path, read_intent
+from store.slave_truncation import STEPS, intent_path, read_intent
 
 from test_replicated_append import SEGMENT, config, copy_log
 
