@@ -13,7 +13,7 @@ Blocking (`Producer`, `PullConsumer`, `AdminClient`) and asyncio (`AsyncProducer
 `AsyncPullConsumer`) flavours share one sans-IO core (`client.convert`). The messaging calls
 speak `apache.rocketmq.v2.MessagingService`; the admin calls `rocketstore.admin.v1.Admin`, signed
 with the broker's shared secret. The `rocketstore produce|consume|status|topic` commands live in
-`client.cli`.
+`client.commands`.
 """
 
 from .admin import AdminClient

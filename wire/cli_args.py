@@ -1,6 +1,6 @@
 """What every command line of the project shares, below the application: exit codes, the
 expected-failure exception, and argparse argument types. The `rocketstore` command
-(rocketstore/cli.py) and the library CLIs (client/cli.py, pipeline/cli.py) import it from here,
+(rocketstore/cli.py) and the library CLIs (client/commands.py, pipeline/commands.py) import it from here,
 so no library depends on the application.
 
 Exit codes: 0 when all is well, 1 when problems were found or the job failed (`CommandError`: one

@@ -4,7 +4,7 @@ Served: QueryRoute, Heartbeat, SendMessage, PullMessage, GetOffset, UpdateOffset
 Telemetry, NotifyClientTermination. The official RocketMQ 5 clients produce through it unmodified
 (tests/integration/test_official_client.py runs one).
 
-Wire facts this module and its pure helpers in `convert.py` own (the rest is messaging.proto):
+Wire facts this module and its pure helpers in `v2_messages.py` own (the rest is messaging.proto):
 - A v2 message becomes a store message with properties TAGS (tag), KEYS (keys joined by a space),
   `__SHARDINGKEY` (message_group), UNIQ_KEY (the client's message_id), DELAY (the delay level that
   covers delivery_timestamp), the user properties beside them; GZIP bodies are stored as sent
@@ -58,7 +58,7 @@ from .codes import PullAction
 from .config import BrokerConfigs
 from .view import BrokerView
 
-from .convert import (
+from .v2_messages import (
     DEADLINE_MARGIN_S,
     Host,
     MAX_PULL_BATCH,

@@ -530,7 +530,7 @@ def test_produce_command_against_a_closed_port_or_a_slave(broker, capsys, closed
 
 
 def test_produce_command_stops_at_its_timeout_and_shows_progress(broker, capsys, monkeypatch):
-    monkeypatch.setattr("client.cli.PROGRESS_EVERY_S", 0.05)
+    monkeypatch.setattr("client.commands.PROGRESS_EVERY_S", 0.05)
     code, out, err = cli(capsys, "produce", "--endpoint", broker.endpoint, "--topic", "Hang", "--count", 10,
                          "--concurrency", 2, "--timeout-s", 1)
     assert code == 1 and "stopped: --timeout-s ran out" in out and "not sent" in out

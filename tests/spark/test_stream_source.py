@@ -15,7 +15,7 @@ import pytest
 from support import BROKER_TEST_SETTINGS
 
 from client import PullConsumer, Producer
-from pipeline.stream_cli import add_stream_arguments, query_error_line, run_stream
+from pipeline.stream_command import add_stream_arguments, query_error_line, run_stream
 from pipeline.stream_source import lag_from_progress, register
 from harness.local_cluster import LocalCluster
 from wire.cli_args import CommandError

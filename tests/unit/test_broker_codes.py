@@ -9,7 +9,7 @@ import pytest
 
 from rocketstore.broker import codes
 from rocketstore.broker.codes import PullAction
-from rocketstore.broker.convert import (
+from rocketstore.broker.v2_messages import (
     Refusal,
     choose_queue,
     delay_level_for,

@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from client import cli
+from client import commands as cli
 from client.convert import SendResult, SendStatus
 from client.errors import BrokerError, NotMasterError, PartialBatchError, TransportError
 from rocketstore.cli import EXIT_PROBLEMS, EXIT_USAGE, build_parser, main

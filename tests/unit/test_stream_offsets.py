@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from client import PullResult, PullStatus, ReceivedMessage
-from pipeline.stream_cli import parse_trigger
+from pipeline.stream_command import parse_trigger
 from pipeline.stream_source import (
     COLUMNS,
     CorruptMessageError,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .cli import CommandError, _check_tls_file, _common, _fail, _print_json, _seconds, admin_secret
+from .commands import CommandError, _check_tls_file, _common, _fail, _print_json, _seconds, admin_secret
 from .errors import RocketStoreError
 
 

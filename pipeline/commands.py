@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
     export.add_argument("--json", action="store_true")
 
-    from .stream_cli import add_stream_arguments
+    from .stream_command import add_stream_arguments
 
     stream = jobs.add_parser("stream", help="topics of a running broker into Parquet (Structured Streaming, exactly once)")
     add_stream_arguments(stream)
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_stream(args: argparse.Namespace) -> int:
-    from .stream_cli import run_stream as run
+    from .stream_command import run_stream as run
 
     return run(args)
 
