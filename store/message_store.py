@@ -28,6 +28,7 @@ Thread-safety: puts and reads from any number of threads and event loops; lifecy
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -57,7 +58,7 @@ from .message import (
     transaction_type,
 )
 from .message_filter import TagFilter
-from .put_path import PutPath
+from .put_path import PutPath, PutServices
 from .reads import GetMessageResult, MessageReader, QueryMessageResult
 from .replication import NoReplication, ReplicaGate
 from .results import PutMessageResult, RecoveryReport
@@ -130,20 +131,12 @@ class MessageStore:
             durable_offset=lambda: self.flushed_offset,
         )
         self._replica: ReplicaGate = replica_gate or NoReplication(config.broker_role)
-        self._put_path = PutPath(
-            config,
-            self.commit_log,
-            self.stats,
-            clock_ms=clock_ms,
-            refusal=self._refusal,
-            admit_topic=self._admit_topic,
-            delay_levels=self.delay_levels,
-        )
         self.recent_ids = RecentIds(config.recent_message_ids_max)
         if config.recent_message_ids_max:
-            self._put_path.recent = self.recent_ids
-            self._put_path.msg_id_at = lambda offset: self.read_message(offset).msg_id
             self.dispatcher.add_consumer(recent_ids_consumer(self.recent_ids))
+        # Puts refuse until start(); the put path is rebuilt whenever what it waits on changes.
+        self._put_services = PutServices()
+        self._put_path = self._build_put_path()
         self._listeners: list[ArrivalListener] = []
         self._flush_listeners: list[Callable[[int], None]] = []
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
@@ -282,17 +275,22 @@ class MessageStore:
             deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
             first_unconsumed=self.first_unconsumed_offset,
         )
-        # The dispatcher polls every millisecond, as RocketMQ's ReputMessageService does; only a
-        # put about to wait for its flush or replicas wakes it (a wake on every put would cost
-        # every putter a lock and a futex call).
-        self._put_path.wake_when_waiting = (self._reput.wakeup,)
         wake = []
         if self._committer is not None:
             wake.append(self._committer.wakeup)
         elif self._wake_flusher_on_put():
             wake.append(self._flusher.wakeup)  # type: ignore[union-attr]
-        self._put_path.wake = tuple(wake)
-        self._put_path.replica = self._replica
+        flusher = self._flusher
+        self._put_services = PutServices(
+            request_flush=flusher.request if isinstance(flusher, GroupCommitService) else None,
+            replica=self._replica,
+            wake=tuple(wake),
+            # The dispatcher polls every millisecond, as RocketMQ's ReputMessageService does; only
+            # a put about to wait for its flush or replicas wakes it (a wake on every put would
+            # cost every putter a lock and a futex call).
+            wake_when_waiting=(self._reput.wakeup,),
+        )
+        self._put_path = self._build_put_path()
         for service in (self._reput, self._logic_flusher, self._cleaner):
             service.start()
 
@@ -317,7 +315,6 @@ class MessageStore:
             flusher = GroupCommitService(
                 self.queue, config.sync_flush_timeout_ms, self._on_flushed, self._on_disk_error, self._clock
             )
-            self._put_path.request_flush = flusher.request
         else:
             flusher = FlushRealTimeService(
                 self.queue,
@@ -328,7 +325,6 @@ class MessageStore:
                 self._on_disk_error,
                 self._clock,
             )
-            self._put_path.request_flush = None
         self._flusher = flusher
         if self._pool is not None:
             self._committer = CommitRealTimeService(
@@ -445,7 +441,24 @@ class MessageStore:
     def set_replica_gate(self, gate: ReplicaGate) -> None:
         """Install what SYNC_MASTER puts wait on besides the disk (the HA service)."""
         self._replica = gate
-        self._put_path.replica = gate
+        if self._put_services.replica is not None:  # running: puts wait on the new gate from now on
+            self._put_services = dataclasses.replace(self._put_services, replica=gate)
+            self._put_path = self._build_put_path()
+
+    def _build_put_path(self) -> PutPath:
+        recent = self.recent_ids if self.config.recent_message_ids_max else None
+        return PutPath(
+            self.config,
+            self.commit_log,
+            self.stats,
+            clock_ms=self._clock,
+            refusal=self._refusal,
+            admit_topic=self._admit_topic,
+            delay_levels=self.delay_levels,
+            services=self._put_services,
+            recent=recent,
+            msg_id_at=(lambda offset: self.read_message(offset).msg_id) if recent is not None else None,
+        )
 
     def set_broker_role(self, role: BrokerRole) -> None:
         self.broker_role = role

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
 from .commitlog import AppendResult, CommitLog, CommitLogClosed
@@ -68,7 +69,22 @@ class _Pending:
         self.msg_ids = msg_ids
 
 
+@dataclass(frozen=True, slots=True)
+class PutServices:
+    """What a put waits on and wakes, from the store's running services: the flush request
+    ((next_offset, now_ms) -> outcome; None under ASYNC_FLUSH), the replica gate, services to wake
+    on every put, and services to wake only when a put is about to block."""
+
+    request_flush: Callable[[int, int], Outcome] | None = None
+    replica: ReplicaGate | None = None
+    wake: tuple[Callable[[], None], ...] = ()
+    wake_when_waiting: tuple[Callable[[], None], ...] = ()
+
+
 class PutPath:
+    """Immutable once built: the store builds a new one when its services or its replica gate
+    change (a put in flight finishes on the one it started with)."""
+
     def __init__(
         self,
         config: StoreConfig,
@@ -79,6 +95,9 @@ class PutPath:
         refusal: Callable[[int], PutMessageResult | None],
         admit_topic: Callable[[str, int], str | None],
         delay_levels: Sequence[int],
+        services: PutServices = PutServices(),
+        recent: RecentIds | None = None,
+        msg_id_at: Callable[[int], str] | None = None,
     ) -> None:
         self._commit_log = commit_log
         self._stats = stats
@@ -91,17 +110,15 @@ class PutPath:
         self._max_body = config.max_message_size
         self._flush_wait_s = config.sync_flush_timeout_ms / 1000
         self._replica_wait_s = config.slave_timeout_ms / 1000
-        # Set by the store when it starts: (next_offset, now_ms) -> outcome, and services to wake.
-        self.request_flush: Callable[[int, int], Outcome] | None = None
-        self.replica: ReplicaGate | None = None
-        self.wake: tuple[Callable[[], None], ...] = ()
+        self._request_flush = services.request_flush
+        self._replica = services.replica
+        self._wake = services.wake
         # Woken only by puts about to block on a future: the wake costs them nothing then, and
         # the service works while they wait (the dispatcher, during an fsync).
-        self.wake_when_waiting: tuple[Callable[[], None], ...] = ()
-        # Producer retries of stored messages (set by the store): the recent ids and how to name
-        # the original's message id.
-        self.recent: RecentIds | None = None
-        self.msg_id_at: Callable[[int], str] | None = None
+        self._wake_when_waiting = services.wake_when_waiting
+        # Producer retries of stored messages: the recent ids, and how to name the original's id.
+        self._recent = recent
+        self._msg_id_at = msg_id_at
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -141,8 +158,8 @@ class PutPath:
         reason = self._admit_topic(messages[0].topic, messages[0].queue_id)
         if reason is not None:
             return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=reason)
-        uniq_key = None if batch or self.recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        recent = self.recent
+        recent = self._recent
+        uniq_key = None if batch or recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq_key and recent is not None:
             landed = recent.get(first.topic, uniq_key)
             if landed is not None:
@@ -163,7 +180,7 @@ class PutPath:
                 uniq_key,
                 Landed(appended.wrote_offset, appended.wrote_bytes, appended.queue_offset, appended.store_timestamp_ms),
             )
-        for wake in self.wake:
+        for wake in self._wake:
             wake()
         return self._pending(encoded, appended, wait, now, started)
 
@@ -171,7 +188,7 @@ class PutPath:
         """A producer's retry of a message the log holds: nothing is appended, and the retry
         waits for the same durability as its original (which may still be waiting itself)."""
         appended = AppendResult(landed.wrote_offset, landed.wrote_bytes, landed.queue_offset, landed.store_timestamp_ms, 1)
-        msg_id = self.msg_id_at(landed.wrote_offset) if self.msg_id_at is not None else ""
+        msg_id = self._msg_id_at(landed.wrote_offset) if self._msg_id_at is not None else ""
         log.debug("a retry of the message at %d: answered with its result", landed.wrote_offset)
         return self._pending(None, appended, wait, now, started, (msg_id,))
 
@@ -183,12 +200,12 @@ class PutPath:
         flush: Outcome = Status.PUT_OK
         replica: Outcome = Status.PUT_OK
         if wait:
-            if self.request_flush is not None:
-                flush = self.request_flush(next_offset, now)
-            if self.replica is not None:
-                replica = self.replica.request(next_offset, now)
+            if self._request_flush is not None:
+                flush = self._request_flush(next_offset, now)
+            if self._replica is not None:
+                replica = self._replica.request(next_offset, now)
             if not (isinstance(flush, Status) and isinstance(replica, Status)):
-                for wake in self.wake_when_waiting:
+                for wake in self._wake_when_waiting:
                     wake()
         return _Pending(encoded, appended, flush, replica, started, msg_ids)
 
