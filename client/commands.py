@@ -725,8 +725,9 @@ def status_rows(asked: dict[str, Any], slaves: dict[str, dict[str, Any] | str]) 
     }]
     for snap in asked.get("slaves") or ():
         endpoint = snap["client_endpoint"]
-        own = slaves.get(endpoint, "no client endpoint known") if endpoint else "no client endpoint known"
-        reachable = isinstance(own, dict)
+        answer = slaves.get(endpoint, "no client endpoint known") if endpoint else "no client endpoint known"
+        own: dict[str, Any] = answer if isinstance(answer, dict) else {}
+        reachable = bool(own)
         rows.append({
             "broker": own["broker_name"] if reachable else asked["broker_name"],
             "id": snap["broker_id"],
@@ -740,7 +741,7 @@ def status_rows(asked: dict[str, Any], slaves: dict[str, dict[str, Any] | str]) 
             "lag_seconds": snap["lag_seconds"],
             "fit": snap["fit"],
             "reachable": reachable,
-            "error": None if reachable else own,
+            "error": None if reachable else answer,
             "replication_error": own.get("replication_error", "") if reachable else "",
         })
     return rows

@@ -174,7 +174,8 @@ class _ProducerBase:
         message_group: str | None,
         message_id: str | None,
     ) -> ProducerMessage:
-        return ProducerMessage(body, tag, keys, properties, message_group, message_id)
+        # ProducerMessage's __post_init__ checks and normalises each field (a str key, no properties).
+        return ProducerMessage(body, tag, keys, properties, message_group, message_id)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({';'.join(self.endpoints)!r})"

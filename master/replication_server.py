@@ -51,6 +51,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 import grpc
 
@@ -81,6 +82,12 @@ _CLOSE_CODES = {
     CloseKind.GONE: grpc.StatusCode.FAILED_PRECONDITION,
     CloseKind.PROTOCOL: grpc.StatusCode.INVALID_ARGUMENT,
 }
+
+
+def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, details: str) -> NoReturn:
+    """`context.abort`, which raises (its stub does not say so)."""
+    context.abort(code, details)
+    raise AssertionError("grpc's abort returned")
 
 
 def _progress(session: MasterSession | None) -> tuple[int, int, int]:
@@ -218,14 +225,15 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
     # -- the stream ----------------------------------------------------------------------------
 
     def Hello(self, request: ha_pb2.HelloRequest, context: grpc.ServicerContext) -> ha_pb2.HelloResponse:
-        if self._auth is None:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this master has no shared secret: it authenticates by TLS")
+        auth = self._auth
+        if auth is None:
+            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, "this master has no shared secret: it authenticates by TLS")
         try:
-            answer = self._auth.hello(
+            answer = auth.hello(
                 request.client_nonce, Identity(request.broker_name, request.broker_id), self._clock()
             )
         except ValueError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return ha_pb2.HelloResponse(
             server_nonce=answer.server_nonce,
             server_proof=answer.server_proof,
@@ -243,7 +251,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             return self._auth.authenticate(header, _SERVICE + method, self._clock())
         except AuthenticationError as exc:
             log.warning("refused %s from %s: %s", method, context.peer(), exc)
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
+            _abort(context, grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
 
     def Replicate(self, request_iterator: Iterator[ha_pb2.SlaveReport], context: grpc.ServicerContext):
         auth = self._authenticate(context, "Replicate")
@@ -391,6 +399,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 readable = self._epoch_end(epochs, session.sent, readable)
             step = session.next_step(now, readable, store.min_offset)
             if step.step is Step.CLOSE:
+                assert step.close is not None
                 self._close(stream, _CLOSE_CODES[step.close], step.reason, now)
                 continue
             if step.step is Step.SEND:
@@ -428,9 +437,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         epoch = epoch_start = 0
         if epochs is not None:
             held = epochs.epoch_at(start)
-            if held is not None:
-                epoch = held
-                epoch_start = epochs.entry(held).start_offset
+            entry = epochs.entry(held) if held is not None else None
+            if entry is not None:
+                epoch, epoch_start = entry.epoch, entry.start_offset
         chunk = ha_pb2.Chunk(
             start_offset=start,
             data=data,

@@ -49,6 +49,7 @@ Shared state is behind one condition.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -288,6 +289,7 @@ class SlaveReplicator:
         """Controller mode: cut this slave's log back to the consistent point with the master."""
         store = self._store
         keeper = self._epochs
+        assert keeper is not None  # controller mode only
         session, metadata = self._login(channel, "GetEpochs")
         try:
             answer = ha_pb2_grpc.ReplicationStub(channel).GetEpochs(
@@ -344,13 +346,13 @@ class SlaveReplicator:
             return 0, 0
         history = self._epochs.history
         epoch = history.epoch_at(durable - 1)
-        if epoch is None:
-            return 0, 0
-        return epoch, history.entry(epoch).start_offset
+        entry = history.entry(epoch) if epoch is not None else None
+        return (entry.epoch, entry.start_offset) if entry is not None else (0, 0)
 
     def _check_epoch(self, chunk: ha_pb2.Chunk) -> None:
         """Record a newer epoch before its first byte is appended; refuse an inconsistent one."""
         keeper = self._epochs
+        assert keeper is not None  # controller mode only
         history = keeper.history
         last = history.last()
         if last is None or chunk.epoch > last.epoch:
@@ -470,7 +472,7 @@ class SlaveReplicator:
         if future is None:
             self._advance(session, end)
         else:
-            future.add_done_callback(lambda done, end=end: self._flushed(session, end, done))
+            future.add_done_callback(functools.partial(self._flushed, session, end))
 
     def _flushed(self, session: SlaveSession, end: int, future: Future) -> None:
         if future.cancelled():
