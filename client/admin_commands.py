@@ -1,6 +1,6 @@
 """`rocketstore admin elect --broker ID [--endpoint HOST:PORT]`: a planned switchover, in
 controller mode (the master key moves in etcd) and in static mode (role overrides in the two
-brokers' store directories, see `rocketstore.broker.switchover`).
+brokers' store directories, see `rocketstore.failover.switchover`).
 
 The endpoint may be any broker of the group: when it is not the master, the command asks the
 master it names. The master stops taking writes, waits until broker ID holds its

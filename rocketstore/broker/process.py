@@ -57,10 +57,10 @@ from store.properties import ConfigError
 
 from rocketstore.coordination import EtcdClient
 
-from . import switchover
+from rocketstore.failover import switchover
 from .admin import AdminServicer
-from .controller_agent import ControllerAgent
-from .roles import ControllerRoles
+from rocketstore.failover.controller_agent import ControllerAgent
+from rocketstore.failover.controller_roles import ControllerRoles
 from .config import BrokerConfigs, load_secrets
 from .guard import MalformedRequestGuard
 from .messaging import MessagingServicer

@@ -41,9 +41,9 @@ from store.properties import ConfigError
 
 from store.clock import wall_clock_ms
 
-from .config import BrokerConfigs
+from rocketstore.broker.config import BrokerConfigs
 from .controller_agent import HandoverError, HandoverTimeout
-from .roles import wait_caught_up
+from .controller_roles import wait_caught_up
 
 log = logging.getLogger(__name__)
 
