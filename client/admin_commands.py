@@ -6,7 +6,7 @@ The endpoint may be any broker of the group: when it is not the master, the comm
 master it names. The master stops taking writes, waits until broker ID holds its
 whole log and hands over; producers that follow not-master answers (our client does) see no
 error. Prints the new master, its epoch and the offset it took over at; exit status 1 when the
-switchover was refused or timed out (nothing changed then).
+switchover was refused or timed out (nothing changed then). Runs on the command's main thread.
 """
 
 from __future__ import annotations

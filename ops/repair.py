@@ -16,7 +16,7 @@ flushed beyond the data is then missing, which the next inspection reports as su
 
 Nothing here truncates unless `repair` is called; the command line calls it only with both
 `--truncate-at` and `--yes`. Functions are not meant to run concurrently on one store (the lock
-makes a second `repair` fail).
+makes a second `repair` fail). Single-threaded; the store lock keeps brokers out meanwhile.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@
 audit's own `--master` after the job names the master broker's store directory. The project's
 CLI conventions (wire/cli_args.py): results on stdout (`--json` for JSON), progress on stderr,
 exit 0 when all is well, 1 when problems were found (corrupt records, a divergence, a gap, a rebuild stopped by a bad
-record) or the job failed, 2 for usage errors; expected failures print one line.
+record) or the job failed, 2 for usage errors; expected failures print one line. Runs on the
+command's main thread; Spark runs the work in its own threads and processes.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ those columns; any other user schema is refused.
 Partitions are `ScanRange`s (`pipeline.layout`); tasks walk records with `pipeline.walk` and decode
 them with `pipeline.decode`, opening each segment read-only (mmap) inside `read()`: readers carry
 plain values only, nothing open (Spark pickles them). Every row's `broker` is the store directory as
-given.
+given. Thread-safety: each task's reader is used by one Spark task thread; nothing is shared.
 """
 
 from __future__ import annotations

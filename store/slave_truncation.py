@@ -16,7 +16,8 @@ A crash anywhere leaves the intent file, and `MessageStore.load` finishes the cu
 (which, thanks to step 1, accepts the half-cut tail as a torn one). Steps are named for tests that
 inject a crash between them (`STEPS`).
 
-Functions, no state of their own; the caller holds the store quiet (no puts, no services).
+Functions, no state of their own, on the caller's thread; the caller holds the store quiet (no
+puts, no services).
 """
 
 from __future__ import annotations

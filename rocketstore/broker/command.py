@@ -1,4 +1,5 @@
-"""`rocketstore broker -c broker.conf [--key=value ...]`: arguments and the run function."""
+"""`rocketstore broker -c broker.conf [--key=value ...]`: arguments and the run function, on the
+command's main thread (the broker then runs its own event loop and service threads)."""
 
 from __future__ import annotations
 
