@@ -268,6 +268,10 @@ class IndexFile:
         self.file_size = index_file_size(hash_slot_num, index_num)
         self._fd = fd
         self._buf = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        # Hash slots and entries are written and read at random: readahead would only grow the
+        # page-cache folios each small write dirties, and every flush would write them whole
+        # (see store/mapped_file.py).
+        self._buf.madvise(mmap.MADV_RANDOM)
         self.begin_timestamp = header.begin_timestamp
         self.end_timestamp = header.end_timestamp
         self.begin_phy_offset = header.begin_phy_offset

@@ -220,6 +220,8 @@ class MappedFileQueue:
         last = self.last
         if last is not None and not last.is_full:
             return last
+        if last is not None:
+            last.advise_reads()
         if last is None:
             offset = start_offset - start_offset % self.file_size
         else:

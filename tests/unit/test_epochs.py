@@ -51,6 +51,8 @@ def lineages(draw):
     epochs = sorted(draw(st.lists(st.integers(1, 40), min_size=len(lengths), max_size=len(lengths), unique=True)))
     truth = [EpochEntry(e, s) for e, s in zip(epochs, starts)]
     total = sum(lengths)
+    # Terms are unique in a group (an election makes each): two deposed masters never share one.
+    used = {e.epoch for e in truth}
 
     def replica():
         end = draw(st.integers(0, total))
@@ -59,7 +61,8 @@ def lineages(draw):
         if tail and draw(st.booleans()):
             # A term of its own after `end`, numbered between the true epochs (not reused).
             own = draw(st.integers(entries[-1].epoch + 1, 100))
-            if all(own != e.epoch for e in truth):
+            if own not in used:
+                used.add(own)
                 return EpochHistory(entries + [EpochEntry(own, end)]), end + tail, end
         return EpochHistory(entries), end, end
 
