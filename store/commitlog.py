@@ -51,6 +51,12 @@ class CommitLog:
         self.accepting = False
         self._clock = clock_ms or wall_clock_ms
 
+    def reset_queue_offsets(self, table: dict[str, int]) -> None:
+        """Make `table` ("topic-queueId" -> next queue offset) what later puts number from
+        (after recovery, a cut, a promotion). The caller holds `lock` when puts may run."""
+        self.topic_queue_table.clear()
+        self.topic_queue_table.update(table)
+
     # -- the critical section -------------------------------------------------------------------
 
     def append(self, encoded: EncodedMessage) -> AppendResult:

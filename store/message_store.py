@@ -11,12 +11,12 @@ It owns the components and their lifecycle, and delegates the work:
 | recovery | `recovery.recover_store` |
 | metadata | `topic_config`, `consumer_offset` (under `config/`) |
 | delayed messages | `schedule.ScheduleMessageService` |
-| retention | `clean.CleanService` |
+| retention | `retention.CleanService` |
 | statistics | `stats.StoreStats` |
 
-Role changes while running (controller mode): `become_master`, `become_slave`, `truncate_to`
-(a slave's divergent tail, crash-safe: `store.slave_truncation`), and `set_put_fence` (puts refused
-before they are appended while a master may not acknowledge).
+Role changes while running (controller mode): `become_master`, `become_slave` (the work:
+`store.role_change`), `truncate_to` (a slave's divergent tail, crash-safe: `store.slave_truncation`),
+and `set_put_fence` (puts refused before they are appended while a master may not acknowledge).
 
 Lifecycle: `load()` (lock, recover), `start()` (abort file, catch-up dispatch, services),
 `shutdown()` (deliveries stop, puts refused, everything flushed and dispatched, checkpoint and
@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from .checkpoint import StoreCheckpoint
 from .retention import CleanPolicy, CleanService
 from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage
-from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog, ReplicatedAppendError
+from .commitlog import CommitLog, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
@@ -55,7 +55,6 @@ from .message import (
     TRANSACTION_TYPE_MASK,
     Message,
     MessageExt,
-    transaction_type,
 )
 from .message_filter import TagFilter
 from .put_path import PutPath, PutServices
@@ -65,7 +64,8 @@ from .results import PutMessageResult, RecoveryReport
 from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
 from .service_thread import ServiceThread
 from .stats import StoreStats, StoreStatsSnapshot
-from .slave_truncation import TruncateResult, clear_intent, cut_commit_log, read_intent, write_intent
+from .role_change import demote, promote
+from .slave_truncation import CutParts, TruncateResult, cut_store, finish_cut, read_intent
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
 from .recovery import recover_store
 from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
@@ -194,15 +194,14 @@ class MessageStore:
             self._close_files()
             self._lock.release()
             raise
-        self.commit_log.topic_queue_table.clear()
-        self.commit_log.topic_queue_table.update(recovered.queue_offset_table)
+        self.commit_log.reset_queue_offsets(recovered.queue_offset_table)
         self.dispatcher.reput_from_offset = recovered.dispatch_from_offset
         self.recovery = recovered.report
         self._loaded = True
         pending = read_intent(self._root)
         if pending is not None:
             log.warning("a cut of the CommitLog to %d was interrupted (a crash): finishing it", pending)
-            self._finish_cut(pending)
+            finish_cut(self._cut_parts(), pending, self._step)
         self._seed_recent_ids()
         return self.recovery
 
@@ -471,40 +470,32 @@ class MessageStore:
     # -- role changes (controller mode) --------------------------------------------------------
 
     def become_master(self, role: BrokerRole) -> None:
-        """SLAVE -> `role` while running. Queue offsets continue after every record in the log,
-        dispatched or not (a dispatch limit may hold the tail back from the queues)."""
+        """SLAVE -> `role` while running (`store.role_change.promote`)."""
         if role is BrokerRole.SLAVE:
             raise ValueError("become_master needs SYNC_MASTER or ASYNC_MASTER")
         if self.broker_role is role:
             return
         if not self._running:
             raise RuntimeError("become_master needs a running store")
-        with self.commit_log.lock:
-            table = self.consume_queues.queue_offset_table()
-            for msg in self.commit_log.iter_messages(self.dispatcher.reput_from_offset):
-                if transaction_type(msg.sys_flag) in NO_QUEUE_OFFSET_TYPES:
-                    continue
-                key = f"{msg.topic}-{msg.queue_id}"
-                if msg.queue_offset + 1 > table.get(key, 0):
-                    table[key] = msg.queue_offset + 1
-            self.commit_log.topic_queue_table.clear()
-            self.commit_log.topic_queue_table.update(table)
+
+        def switch() -> None:
             self._writable_topics.clear()
             self.broker_role = role
             last = self.queue.last
             if self._allocator is not None:
                 self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
+
+        promote(self.commit_log, self.consume_queues, self.dispatcher.reput_from_offset, switch)
         if not self.schedule.running:
             self.schedule.start()
         log.info("the store is %s now (log end %d)", role.name, self.max_offset)
 
     def become_slave(self) -> None:
-        """A master -> SLAVE while running: later puts are refused, appends already inside the
-        CommitLog lock finish first, delayed deliveries stop, everything written is flushed."""
+        """A master -> SLAVE while running (`store.role_change.demote`), then delayed deliveries
+        stop and everything written is flushed."""
         if self.broker_role is BrokerRole.SLAVE:
             return
-        with self.commit_log.lock:
-            self.broker_role = BrokerRole.SLAVE
+        demote(self.commit_log, lambda: setattr(self, "broker_role", BrokerRole.SLAVE))
         self.schedule.shutdown()
         if not self.wait_flushed(self.max_offset, self.config.sync_flush_timeout_ms / 1000 + 5):
             log.warning("demotion: the CommitLog is not flushed to %d yet", self.max_offset)
@@ -517,50 +508,23 @@ class MessageStore:
             raise RuntimeError(f"only a SLAVE's log is cut, this store is {self.broker_role.name}")
         if not self._loaded:
             raise RuntimeError("load() the store before truncate_to()")
-        before = self.max_offset
-        if offset == before:
-            return TruncateResult(offset, before, 0, 0)
-        if not 0 <= offset < before:
-            raise ValueError(f"cannot cut the CommitLog to {offset}: it ends at {before}")
-        if offset >= self.min_offset and not self.record_starts_at(offset):
-            raise ValueError(f"{offset} is not a record boundary of the CommitLog")
-        write_intent(self._root, offset)
-        self._step("after_intent")
-        running = self._running
-        if running:
-            self._stop_services()
-        deleted = self._finish_cut(offset)
-        if running:
-            self._start_services()
-        log.info("CommitLog cut from %d to %d (%d bytes removed)", before, self.max_offset, before - self.max_offset)
-        return TruncateResult(self.max_offset, before, before - self.max_offset, deleted)
-
-    def _finish_cut(self, offset: int) -> int:
-        self.recent_ids.forget_from(offset)
-        state = self.checkpoint.state
-        self.checkpoint.update(
-            physic_flushed_offset=min(state.physic_flushed_offset, offset),
-            logics_flushed_offset=min(state.logics_flushed_offset, offset),
+        result = cut_store(
+            self._cut_parts(), offset, record_starts_at=self.record_starts_at, quiesce=self._quiesce, step=self._step
         )
-        self.checkpoint.persist()
-        self._step("after_checkpoint")
-        with self.commit_log.lock:
-            deleted = cut_commit_log(self.queue, offset)
-        self._step("after_commitlog")
-        end = self.max_offset
-        self.consume_queues.truncate_dirty(end)
-        reput_from = min(self.dispatcher.reput_from_offset, end)
-        if self.index is not None:
-            rebuild_from = self.index.truncate_past(end)
-            if rebuild_from is not None:
-                reput_from = min(reput_from, rebuild_from)
-        self.dispatcher.reput_from_offset = max(self.min_offset, reput_from) if self.queue.files else 0
-        table = self.consume_queues.queue_offset_table()
-        self.commit_log.topic_queue_table.clear()
-        self.commit_log.topic_queue_table.update(table)
-        self._step("after_queues")
-        clear_intent(self._root)
-        return deleted
+        if result.removed_bytes:
+            log.info("CommitLog cut from %d to %d (%d bytes removed)", result.previous_max_offset, result.offset, result.removed_bytes)
+        return result
+
+    def _quiesce(self) -> Callable[[], None]:
+        if not self._running:
+            return lambda: None
+        self._stop_services()
+        return self._start_services
+
+    def _cut_parts(self) -> CutParts:
+        return CutParts(
+            self._root, self.checkpoint, self.commit_log, self.consume_queues, self.index, self.dispatcher, self.recent_ids
+        )
 
     def _step(self, name: str) -> None:
         if self.truncation_hook is not None:

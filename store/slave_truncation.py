@@ -16,17 +16,25 @@ A crash anywhere leaves the intent file, and `MessageStore.load` finishes the cu
 (which, thanks to step 1, accepts the half-cut tail as a torn one). Steps are named for tests that
 inject a crash between them (`STEPS`).
 
-Functions, no state of their own, on the caller's thread; the caller holds the store quiet (no
-puts, no services).
+`cut_store` is the whole sequence over the store's parts (`CutParts`); `finish_cut` is steps 1-4
+alone, which recovery runs for an interrupted cut. Functions, no state of their own, on the
+caller's thread; the caller holds the store quiet (no puts, no services).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checkpoint import StoreCheckpoint
+from .commitlog import CommitLog
+from .consume_queue import ConsumeQueueTable
+from .dispatch import Dispatcher
+from .index_file import IndexService
 from .mapped_file import fsync_dir, replace_durably
 from .mapped_file_queue import MappedFileQueue
+from .recent_ids import RecentIds
 
 INTENT_NAME = "truncating"
 STEPS = ("after_intent", "after_checkpoint", "after_commitlog", "after_queues")
@@ -38,6 +46,23 @@ class TruncateResult:
     previous_max_offset: int
     removed_bytes: int
     segments_deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class CutParts:
+    """What a cut changes: the store's files and the state derived from them."""
+
+    root: Path
+    checkpoint: StoreCheckpoint
+    commit_log: CommitLog
+    consume_queues: ConsumeQueueTable
+    index: IndexService | None
+    dispatcher: Dispatcher
+    recent_ids: RecentIds
+
+    @property
+    def queue(self) -> MappedFileQueue:
+        return self.commit_log.queue
 
 
 def intent_path(root: Path) -> Path:
@@ -84,3 +109,57 @@ def cut_commit_log(queue: MappedFileQueue, offset: int) -> int:
     zero = segment.end_offset - offset if segment is not None else 0
     queue.truncate(offset, zero)
     return before - len(queue.files)
+
+
+def cut_store(
+    parts: CutParts,
+    offset: int,
+    *,
+    record_starts_at: Callable[[int], bool | None],
+    quiesce: Callable[[], Callable[[], None]],
+    step: Callable[[str], None],
+) -> TruncateResult:
+    """Cut the CommitLog back to `offset`, a record boundary in [min offset, end] (below the
+    first offset: empty the log). `quiesce()` stops the store's services and returns what
+    restarts them; `step(name)` runs between the steps (a test's crash point)."""
+    log_ = parts.commit_log
+    before = log_.max_offset
+    if offset == before:
+        return TruncateResult(offset, before, 0, 0)
+    if not 0 <= offset < before:
+        raise ValueError(f"cannot cut the CommitLog to {offset}: it ends at {before}")
+    if offset >= log_.min_offset and not record_starts_at(offset):
+        raise ValueError(f"{offset} is not a record boundary of the CommitLog")
+    write_intent(parts.root, offset)
+    step("after_intent")
+    resume = quiesce()
+    deleted = finish_cut(parts, offset, step)
+    resume()
+    return TruncateResult(log_.max_offset, before, before - log_.max_offset, deleted)
+
+
+def finish_cut(parts: CutParts, offset: int, step: Callable[[str], None]) -> int:
+    """Steps 1-4 for an announced cut to `offset`; returns the number of segments deleted."""
+    parts.recent_ids.forget_from(offset)
+    state = parts.checkpoint.state
+    parts.checkpoint.update(
+        physic_flushed_offset=min(state.physic_flushed_offset, offset),
+        logics_flushed_offset=min(state.logics_flushed_offset, offset),
+    )
+    parts.checkpoint.persist()
+    step("after_checkpoint")
+    with parts.commit_log.lock:
+        deleted = cut_commit_log(parts.queue, offset)
+    step("after_commitlog")
+    end = parts.commit_log.max_offset
+    parts.consume_queues.truncate_dirty(end)
+    reput_from = min(parts.dispatcher.reput_from_offset, end)
+    if parts.index is not None:
+        rebuild_from = parts.index.truncate_past(end)
+        if rebuild_from is not None:
+            reput_from = min(reput_from, rebuild_from)
+    parts.dispatcher.reput_from_offset = max(parts.commit_log.min_offset, reput_from) if parts.queue.files else 0
+    parts.commit_log.reset_queue_offsets(parts.consume_queues.queue_offset_table())
+    step("after_queues")
+    clear_intent(parts.root)
+    return deleted

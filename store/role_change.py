@@ -1,0 +1,45 @@
+"""A running store's change of role in controller mode: promotion of a slave, demotion of a master.
+
+A promoted store numbers its puts after every record already in its log: queue offsets continue
+from the ConsumeQueues plus the records past the dispatch point (a dispatch limit may hold the
+replicated tail back from the queues). A demoted store refuses puts from the moment its role
+changes, stops delayed deliveries (a slave's arrive replicated) and flushes what it wrote.
+
+Functions over the store's parts, run on the caller's (the role-change) thread; what they change
+under the CommitLog lock is what concurrent puts read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog
+from .consume_queue import ConsumeQueueTable
+from .message import transaction_type
+
+
+def queue_offsets_through_log(commit_log: CommitLog, consume_queues: ConsumeQueueTable, dispatched_to: int) -> dict[str, int]:
+    """The next queue offset of every queue: the ConsumeQueues' own, raised by the records in
+    [dispatched_to, end of log) that take a queue slot. The caller holds the CommitLog lock."""
+    table = consume_queues.queue_offset_table()
+    for msg in commit_log.iter_messages(dispatched_to):
+        if transaction_type(msg.sys_flag) in NO_QUEUE_OFFSET_TYPES:
+            continue
+        key = f"{msg.topic}-{msg.queue_id}"
+        table[key] = max(table.get(key, 0), msg.queue_offset + 1)
+    return table
+
+
+def promote(commit_log: CommitLog, consume_queues: ConsumeQueueTable, dispatched_to: int, switch: Callable[[], None]) -> None:
+    """Renumber later puts after the whole log and run `switch` (the role flip and the caches it
+    invalidates) in the same critical section, so no put sees the new role with old numbers."""
+    with commit_log.lock:
+        commit_log.reset_queue_offsets(queue_offsets_through_log(commit_log, consume_queues, dispatched_to))
+        switch()
+
+
+def demote(commit_log: CommitLog, switch: Callable[[], None]) -> None:
+    """Run `switch` (the role flip) under the CommitLog lock: appends already inside it finish
+    first, every later put sees the new role and is refused."""
+    with commit_log.lock:
+        switch()
