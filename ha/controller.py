@@ -68,6 +68,12 @@ class Decision:
     new_state: GroupState | None = None
     declare_epoch: int = -1
 
+    def __post_init__(self) -> None:
+        if self.action in (Action.LEAD, Action.FOLLOW) and self.master is None:
+            raise ValueError(f"{self.action.name} needs the master it names")
+        if self.action is Action.CAMPAIGN and self.new_state is None:
+            raise ValueError("CAMPAIGN needs the state it writes")
+
 
 def decide(
     view: GroupView,

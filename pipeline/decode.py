@@ -43,6 +43,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -419,7 +420,7 @@ def _build_columns(
         cols["body_crc_ok"] = pa.array(crc_ok)
         bad = ~crc_ok
         if bad.any():
-            cols["error"] = pa.array(np.where(bad, "body CRC mismatch", None).tolist(), pa.string())
+            cols["error"] = pa.array(["body CRC mismatch" if b else None for b in bad.tolist()], pa.string())
         else:
             cols["error"] = pa.nulls(n, pa.string())
     else:
@@ -460,4 +461,5 @@ def find_chain(buf, seg_start: int, seg_size: int, pos: int, limit: int) -> tupl
     nexts = starts + sizes
     if not (nexts[:-1] == starts[1:]).all():
         return hop_chain(buf, seg_start, seg_size, pos, limit)
-    return starts, int(nexts[-1])
+    # An int64 array indexes and iterates as the finder's contract asks of a sequence.
+    return cast(Sequence[int], starts), int(nexts[-1])

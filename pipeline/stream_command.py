@@ -252,8 +252,10 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
               .option("checkpointLocation", str(args.checkpoint_dir)))
     if args.partition_by:
         writer = writer.partitionBy(*args.partition_by)
-    writer = writer.trigger(availableNow=True) if kind == AVAILABLE_NOW else writer.trigger(
-        processingTime=f"{int(interval_s * 1000)} milliseconds")
+    if kind == AVAILABLE_NOW or interval_s is None:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(interval_s * 1000)} milliseconds")
 
     run = _Run()
     flag: dict = {}

@@ -63,7 +63,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -472,6 +472,14 @@ _OPTIONS = (
 )
 
 
+@overload
+def _int_option(options: Mapping[str, Any], name: str, default: int, low: int, high: int | None = None) -> int: ...
+
+
+@overload
+def _int_option(options: Mapping[str, Any], name: str, default: None, low: int, high: int | None = None) -> int | None: ...
+
+
 def _int_option(
     options: Mapping[str, Any], name: str, default: int | None, low: int, high: int | None = None
 ) -> int | None:
@@ -694,7 +702,8 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def partitions(self, start: dict, end: dict) -> list[QueuePartition]:
         return [QueuePartition(r) for r in plan_ranges(decode_offsets(start), decode_offsets(end))]
 
-    def read(self, partition: QueuePartition) -> Iterator[pa.RecordBatch]:
+    # Spark hands back the partitions `partitions` made: the narrower type is the truth here.
+    def read(self, partition: QueuePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         o = self.options
         consumer = self._open_consumer()
         try:

@@ -147,7 +147,7 @@ def run_repair(args: argparse.Namespace) -> int:
                 return EXIT_PROBLEMS
             return EXIT_OK
         report = inspect_store(store_dir, on_progress=_progress_printer("repair"))
-        plan = plan_repair(report, args.truncate_at)
+        planned = plan_repair(report, args.truncate_at)
     except (InspectError, RepairError) as exc:
         raise CommandError(str(exc)) from None
     if report.short_segment:
@@ -156,7 +156,7 @@ def run_repair(args: argparse.Namespace) -> int:
             f"To zero-fill it back to size: rocketstore repair --store-dir {store_dir} --extend-short-segment --yes"
         )
         return EXIT_PROBLEMS
-    if plan is None:
+    if planned is None:
         print(f"Nothing to repair: the CommitLog of {store_dir} is valid from {report.min_offset} to {report.end_offset}.")
         return EXIT_OK
     first = report.bad_offsets[0] if report.bad_offsets else None
@@ -169,11 +169,11 @@ def run_repair(args: argparse.Namespace) -> int:
             print(
                 f"This is a torn tail above the flushed offset: the store cuts it by itself when it starts; "
                 f"no repair needed. To cut it now anyway: rocketstore repair --store-dir {store_dir} "
-                f"--truncate-at {plan.offset} --yes"
+                f"--truncate-at {planned.offset} --yes"
             )
         return EXIT_OK
-    print("Dry run; nothing changed. " + format_plan(plan).replace("Cut the", "Would cut the", 1))
-    print(f"To do it: rocketstore repair --store-dir {store_dir} --truncate-at {plan.offset} --yes")
+    print("Dry run; nothing changed. " + format_plan(planned).replace("Cut the", "Would cut the", 1))
+    print(f"To do it: rocketstore repair --store-dir {store_dir} --truncate-at {planned.offset} --yes")
     # A dry run over real damage is a finding (1); one for a chosen offset over a sound store is not.
     return EXIT_PROBLEMS if report.problems_found else EXIT_OK
 

@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable
+from typing import NoReturn
 
 import grpc
 
@@ -40,6 +41,12 @@ from store.clock import wall_clock_ms
 
 from .config import BrokerConfigs
 from .view import BrokerView
+
+
+async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, text: str) -> NoReturn:
+    """`context.abort`, which ends the call by raising, typed as never returning."""
+    await context.abort(code, text)
+    raise AssertionError("context.abort returned")
 
 log = logging.getLogger("rocketstore.broker.admin")
 
@@ -55,7 +62,7 @@ def _guarded(method):
             raise
         except Exception as exc:
             log.exception("%s failed", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
+            await _abort(context, grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
 
     return guarded
 
@@ -161,14 +168,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def ElectMaster(self, request: admin_pb2.ElectMasterRequest, context) -> admin_pb2.ElectMasterResponse:
         hand_over = getattr(self._view, "hand_over", None)
         if hand_over is None:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this broker cannot hand over")
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "this broker cannot hand over")
         timeout_s = (request.timeout_ms or 30_000) / 1000
         try:
             broker_id, epoch, endpoint, offset = await asyncio.to_thread(hand_over, request.broker_id, timeout_s)
         except TimeoutError as exc:
-            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc))
+            await _abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, str(exc))
         except ValueError as exc:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return admin_pb2.ElectMasterResponse(
             epoch=epoch,
             master_broker_id=broker_id,
@@ -181,11 +188,11 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def TakeOver(self, request: admin_pb2.TakeOverRequest, context) -> admin_pb2.TakeOverResponse:
         take_over = getattr(self._view, "take_over", None)
         if take_over is None:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this broker cannot take over")
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "this broker cannot take over")
         try:
             ha, client, max_offset = await asyncio.to_thread(take_over, request.expected_offset, request.role)
         except ValueError as exc:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return admin_pb2.TakeOverResponse(ha_endpoint=ha, client_endpoint=client, max_offset=max_offset)
 
     @_guarded
@@ -197,14 +204,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         if self._view.role is BrokerRole.SLAVE:
             broker = self._configs.broker
             master = self._view.master_client_endpoint() or "an unknown endpoint"
-            await context.abort(
+            await _abort(context,
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{broker.broker_name} (id {broker.broker_id}) is not master (role SLAVE): "
                 f"create topics on the MASTER at {master}",
             )
         config = self._requested_topic(request)
         if isinstance(config, str):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, config)
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, config)
         stored = await asyncio.to_thread(self._store.create_or_update_topic, config)
         log.info("admin: topic %s is now %s", stored.topic_name, stored)
         return admin_pb2.CreateTopicResponse(topic=topic_spec(stored))

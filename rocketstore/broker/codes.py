@@ -50,7 +50,7 @@ P = PutMessageStatus
 # endpoint is not known (the status then carries none).
 NOT_MASTER = "not master"
 
-PUT_CODES: dict[PutMessageStatus, int] = {
+PUT_CODES: dict[PutMessageStatus, "pb.Code"] = {
     P.PUT_OK: pb.OK,
     P.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     P.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
@@ -84,7 +84,7 @@ STORED_CODES = frozenset({pb.OK, pb.MASTER_PERSISTENCE_TIMEOUT, pb.SLAVE_PERSIST
 
 # MESSAGE_ILLEGAL reasons, first match wins (the texts are the store's: codec, topic admission,
 # schedule and transaction checks).
-_ILLEGAL_REASONS: tuple[tuple[re.Pattern[str], int], ...] = (
+_ILLEGAL_REASONS: tuple[tuple[re.Pattern[str], "pb.Code"], ...] = (
     (re.compile(r"does not exist"), pb.TOPIC_NOT_FOUND),
     (re.compile(r"not writable"), pb.FORBIDDEN),
     (re.compile(r"^topic\b"), pb.ILLEGAL_TOPIC),
@@ -95,7 +95,7 @@ _ILLEGAL_REASONS: tuple[tuple[re.Pattern[str], int], ...] = (
 _SLAVE_REASON = re.compile(r"\bslave\b", re.IGNORECASE)
 
 
-def put_code(status: PutMessageStatus, reason: str = "") -> int:
+def put_code(status: PutMessageStatus, reason: str = "") -> "pb.Code":
     """The client API code for a put's status (and, where it decides, the store's reason)."""
     if status is P.MESSAGE_ILLEGAL:
         for pattern, code in _ILLEGAL_REASONS:

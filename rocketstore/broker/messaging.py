@@ -252,8 +252,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                 )
             known = self._store.topics.get(topic) or self._topic_from_queues(topic)
             count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
-            config = TopicConfig(topic, count, count)
-            queues = route_queues(request.topic, config, self._configs.broker.broker_name, 0, master, read_only=False)
+            queues = route_queues(
+                request.topic, TopicConfig(topic, count, count), self._configs.broker.broker_name, 0, master, read_only=False
+            )
             return pb.QueryRouteResponse(status=OK, message_queues=queues)
         config = self._store.topics.get(topic)
         if config is None and slave:
@@ -304,8 +305,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             )
         refused = self._not_master() if self._is_slave else self._fenced(self._view.write_refusal())
         if refused is not None:
-            entries = [pb.SendResultEntry(status=refused, message_id=m.system_properties.message_id) for m in messages]
-            return pb.SendMessageResponse(status=refused, entries=entries)
+            refusals = [pb.SendResultEntry(status=refused, message_id=m.system_properties.message_id) for m in messages]
+            return pb.SendMessageResponse(status=refused, entries=refusals)
         entries: list[pb.SendResultEntry | None] = [None] * len(messages)
         planned = await self._plan(messages, peer_host(context.peer()) or ("127.0.0.1", 0), entries)
         groups = self._put_groups(planned)

@@ -109,7 +109,7 @@ class BrokerState:
 
     def master_client_endpoint(self) -> str:
         broker = self._broker
-        if broker.agent is not None:
+        if broker.agent is not None and broker.roles is not None:
             if broker.roles.acting_epoch() is not None:
                 return broker.client_endpoint
             master = broker.agent.master
@@ -183,7 +183,7 @@ class Broker:
     def __init__(self, configs: BrokerConfigs) -> None:
         self.configs = configs
         self.secrets = load_secrets(configs)
-        self.store: MessageStore | None = None
+        self._store: MessageStore | None = None
         self.tracker: ReplicaTracker | None = None
         self.replicator: SlaveReplicator | None = None
         self.client_endpoint = ""
@@ -198,6 +198,13 @@ class Broker:
         # Controller mode only.
         self.agent: ControllerAgent | None = None
         self.roles: ControllerRoles | None = None
+
+    @property
+    def store(self) -> MessageStore:
+        """The store, once `start` opened it (RuntimeError before)."""
+        if self._store is None:
+            raise RuntimeError("the broker has not opened its store yet")
+        return self._store
 
     @property
     def role(self) -> BrokerRole:
@@ -262,19 +269,19 @@ class Broker:
         if self.controller_mode:
             # Elections decide the role: no put before this broker wins one.
             store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
-        self.store = MessageStore(store_config)
+        self._store = MessageStore(store_config)
         crash_step = os.environ.get(CRASH_IN_TRUNCATION_ENV)
         if crash_step:
             self.store.truncation_hook = _crash_at(crash_step)
         report = self.store.load()
         log.info("store loaded: %s", report)
         if self.controller_mode:
-            self.roles = ControllerRoles(self)
-            self.roles.open()
-            self._start_master_replication(store_config, ha, host)
-            self.tracker.set_isr(frozenset())
-            self.store.set_dispatch_limit(self.roles.confirmed_offset)
-            self.store.set_put_fence(self.roles.put_fence)
+            roles = self.roles = ControllerRoles(self)
+            roles.open()
+            tracker = self._start_master_replication(store_config, ha, host)
+            tracker.set_isr(frozenset())
+            self.store.set_dispatch_limit(roles.confirmed_offset)
+            self.store.set_put_fence(roles.put_fence)
         elif self.role is BrokerRole.SLAVE:
             self._start_slave_replication(store_config, ha)
         else:
@@ -292,7 +299,7 @@ class Broker:
         messaging.bind_loop(asyncio.get_running_loop())
         await self._client_server.start()
         self.started_at_ms = wall_clock_ms()
-        if self.controller_mode:
+        if self.roles is not None:
             broker = self.configs.broker
             self.agent = ControllerAgent(
                 EtcdClient(
@@ -310,10 +317,10 @@ class Broker:
             )
             self.agent.start()
 
-    def _start_master_replication(self, store_config, ha: HaConfig, host: str) -> None:
+    def _start_master_replication(self, store_config, ha: HaConfig, host: str) -> ReplicaTracker:
         """Serve replication on haListenPort. The port is bound before anything is installed: a
         failure (ConfigError) leaves the broker as it was (a slave taking over stays a slave)."""
-        store = self.store
+        store, roles = self.store, self.roles
         tracker = ReplicaTracker(
             self.role,
             ha.in_sync_replicas,
@@ -334,7 +341,7 @@ class Broker:
             self.configs.broker.broker_name,
             tracker,
             client_endpoint=self.client_endpoint,
-            epochs=(lambda: self.roles.keeper.history) if self.roles is not None else None,
+            epochs=(lambda: roles.keeper.history) if roles is not None else None,
             auth=MasterAuth(self.secrets.ha, Identity(self.configs.broker.broker_name, self.configs.broker.broker_id))
             if self.secrets.ha
             else None,
@@ -350,6 +357,7 @@ class Broker:
         store.set_replica_gate(tracker)
         self.ha_endpoint = _endpoint(self.configs.broker.broker_ip1, ha_port)
         server.start()
+        return tracker
 
     def _start_slave_replication(self, store_config, ha: HaConfig, master_address: str = "") -> None:
         credentials = None
@@ -401,7 +409,8 @@ class Broker:
             # The lease goes first: a master's key vanishes at once and a slave is elected.
             await asyncio.to_thread(self.agent.stop)
             with self._role_lock:
-                self.roles.released()
+                if self.roles is not None:
+                    self.roles.released()
         if self._ha_servicer is not None:
             await asyncio.to_thread(self._ha_servicer.stop)
         if self._ha_server is not None:
@@ -412,8 +421,8 @@ class Broker:
             await asyncio.to_thread(self.replicator.stop)
         if self._client_server is not None:
             await self._client_server.stop(grace_s)
-        if self.store is not None:
-            await asyncio.to_thread(self.store.shutdown)
+        if self._store is not None:
+            await asyncio.to_thread(self._store.shutdown)
         log.info("shut down cleanly")
 
 

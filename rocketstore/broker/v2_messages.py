@@ -69,7 +69,7 @@ RESERVED_PROPERTY_KEYS = frozenset(
 Host = tuple[str, int]
 
 
-def status(code: int, message: str = "", master_endpoint: str = "") -> pb.Status:
+def status(code: "pb.Code", message: str = "", master_endpoint: str = "") -> pb.Status:
     return pb.Status(code=code, message=message or codes.code_name(code), master_endpoint=master_endpoint)
 
 
@@ -80,7 +80,7 @@ OK = pb.Status(code=pb.OK, message="OK")
 class Refusal:
     """Why one message (or request) is refused; nothing was stored for it."""
 
-    code: int
+    code: "pb.Code"
     message: str
 
     def as_status(self) -> pb.Status:
@@ -138,7 +138,7 @@ def format_host(host: Host) -> str:
 # -- routes -----------------------------------------------------------------------------------
 
 
-def queue_permission(perm: int, queue_id: int, config: TopicConfig, read_only: bool) -> int:
+def queue_permission(perm: int, queue_id: int, config: TopicConfig, read_only: bool) -> "pb.Permission":
     """A queue's v2 permission: the topic's, limited to the sides whose queue count covers the
     queue id, and to READ on a slave."""
     readable = bool(perm & Permission.READ) and queue_id < config.read_queue_nums
@@ -297,7 +297,7 @@ def _timestamp(ms: int) -> timestamp_pb2.Timestamp:
     return ts
 
 
-def message_type_of(ext: MessageExt) -> int:
+def message_type_of(ext: MessageExt) -> "pb.MessageType":
     properties = ext.properties
     if ext.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_COMMIT_TYPE:
         return pb.TRANSACTION

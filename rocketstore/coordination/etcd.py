@@ -111,7 +111,7 @@ class Compare:
 
     def to_json(self) -> dict:
         field = self._FIELDS[self.target]
-        value = _b64(self.value) if self.target == "VALUE" else str(self.value)
+        value = _b64(self.value) if isinstance(self.value, bytes) else str(self.value)
         return {"key": _b64(self.key), "target": self.target, "result": self.result, field: value}
 
 

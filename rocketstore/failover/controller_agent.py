@@ -285,11 +285,11 @@ class ControllerAgent:
         published_candidate = view.brokers.get(me.broker_id)
         candidate_epoch = published_candidate.candidate_epoch if published_candidate is not None and view.master is None else -1
         self._publish(replace(me, candidate_epoch=candidate_epoch), lease, force=leases.get(me.broker_id) != lease)
-        if decision.action is Action.FOLLOW:
+        if decision.action is Action.FOLLOW and decision.master is not None:
             self._roles.follow(decision.master)
-        elif decision.action is Action.LEAD:
+        elif decision.action is Action.LEAD and decision.master is not None:
             self._lead(view, decision.master, master_kv, lease)
-        elif decision.action is Action.CAMPAIGN:
+        elif decision.action is Action.CAMPAIGN and decision.new_state is not None:
             self._campaign(view, decision.new_state, me, lease)
 
     def _still_master(self, view: GroupView, kv: KeyValue | None, lease: int, epoch: int) -> bool:
@@ -416,7 +416,7 @@ class ControllerAgent:
                 raise HandoverTimeout(f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over")
             view, leases, master_kv = self._read()
             keys = self._keys
-            if master_kv is None or view.master is None or view.master.broker_id != state.master_id:
+            if master_kv is None or view.master is None or view.state is None or view.master.broker_id != state.master_id:
                 raise HandoverError("this broker lost the master key meanwhile")
             target = view.brokers.get(target_id)
             if target is None:
