@@ -10,7 +10,7 @@ OFFICIAL := .venv-rocketmq
 # Pinned with every dependency: tests/official-client-requirements.txt (rocketmq-python-client 5.1.2).
 OFFICIAL_STAMP := $(OFFICIAL)/.installed
 
-.PHONY: setup demo lint test bench proto clean
+.PHONY: setup demo lint format test bench proto clean
 
 setup: $(STAMP)
 
@@ -28,10 +28,15 @@ $(OFFICIAL_STAMP): tests/official-client-requirements.txt
 demo: $(STAMP)
 	$(BIN)/rocketstore demo
 
-# The linter and the type checker (configured in pyproject.toml) run before every test run.
+# The formatter's check, the linter and the type checker (configured in pyproject.toml) run
+# before every test run; `make format` applies the formatter.
 lint: $(STAMP)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format .
 
 test: $(STAMP) $(OFFICIAL_STAMP) lint
 	$(BIN)/python -m pytest

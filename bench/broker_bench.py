@@ -179,13 +179,17 @@ def measure_catch_up(run_dir: Path, size: int) -> dict:
 def parse_args(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="rocketstore bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="1 KiB only, 1 and 64 producers (the goal's cells)")
-    p.add_argument("--seconds", type=float, default=None, help="measured time of one cell (default 3; 1.5 with --quick)")
+    p.add_argument(
+        "--seconds", type=float, default=None, help="measured time of one cell (default 3; 1.5 with --quick)"
+    )
     p.add_argument("--max-messages", type=int, default=2_000_000, help="message bound of one cell")
     p.add_argument("--modes", default="all", help="comma list of ROLE/FLUSH, e.g. SYNC_MASTER/SYNC_FLUSH (default all)")
     p.add_argument("--sizes", help="comma list of message sizes, e.g. 128,1KiB")
     p.add_argument("--producers", help="comma list of producer counts")
     p.add_argument("--batches", help="comma list of batch sizes")
-    p.add_argument("--catch-up-size", type=parse_size, default=256 * 1024 * 1024, help="bytes a new slave catches up on (0: skip)")
+    p.add_argument(
+        "--catch-up-size", type=parse_size, default=256 * 1024 * 1024, help="bytes a new slave catches up on (0: skip)"
+    )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     args = p.parse_args(argv)
@@ -218,8 +222,10 @@ def main(argv=None) -> int:
         print("RocketStore end-to-end benchmark (gRPC on 127.0.0.1, one master + one slave)")
         for key in ("started", "git", "python", "machine", "filesystem"):
             print(f"  {key:<11} {env[key]}")
-        print(f"  cells      sizes {[size_label(s) for s in args.size_list]}, producers {args.producer_list},"
-              f" batches {args.batch_list}, {args.seconds} s each")
+        print(
+            f"  cells      sizes {[size_label(s) for s in args.size_list]}, producers {args.producer_list},"
+            f" batches {args.batch_list}, {args.seconds} s each"
+        )
         results: list[CellResult] = []
         for role, flush in args.mode_list:
             progress(f"bench: starting {role} + {flush} master and slave")
@@ -231,37 +237,52 @@ def main(argv=None) -> int:
                         for producers in args.producer_list:
                             for batch in args.batch_list:
                                 cell = CellResult(role, flush, size, producers, batch)
-                                asyncio.run(run_cell(cluster.master.client_endpoint, admin, cell, args.seconds, args.max_messages))
+                                asyncio.run(
+                                    run_cell(
+                                        cluster.master.client_endpoint, admin, cell, args.seconds, args.max_messages
+                                    )
+                                )
                                 results.append(cell)
                                 print(cell.row(), flush=True)
             finally:
                 cluster.stop()
         catch_up = measure_catch_up(run_dir, args.catch_up_size) if args.catch_up_size else None
         if catch_up is not None:
-            print(f"catch-up: a new slave copied {catch_up.get('bytes', 0)} B in {catch_up.get('seconds')} s:"
-                  f" {catch_up.get('mb_per_s')} MB/s {catch_up.get('error', '')}".rstrip())
+            print(
+                f"catch-up: a new slave copied {catch_up.get('bytes', 0)} B in {catch_up.get('seconds')} s:"
+                f" {catch_up.get('mb_per_s')} MB/s {catch_up.get('error', '')}".rstrip()
+            )
         goal = _goal(results)
         if goal:
             print(goal)
         if args.json:
-            args.json.write_text(json.dumps({
-                "environment": env,
-                "cells": [asdict(c) | {"msgs_per_s": c.msgs_per_s, "mb_per_s": c.mb_per_s} for c in results],
-                "catch_up": catch_up,
-            }, indent=2))
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "environment": env,
+                        "cells": [asdict(c) | {"msgs_per_s": c.msgs_per_s, "mb_per_s": c.mb_per_s} for c in results],
+                        "catch_up": catch_up,
+                    },
+                    indent=2,
+                )
+            )
     return 0
 
 
 def _goal(results: list[CellResult]) -> str:
     def find(role: str, flush: str) -> CellResult | None:
-        return next((c for c in results if (c.role, c.flush, c.size, c.producers, c.batch) == (role, flush, 1024, 64, 1)), None)
+        return next(
+            (c for c in results if (c.role, c.flush, c.size, c.producers, c.batch) == (role, flush, 1024, 64, 1)), None
+        )
 
     sync, base = find("SYNC_MASTER", "SYNC_FLUSH"), find("ASYNC_MASTER", "ASYNC_FLUSH")
     if sync is None or base is None or not base.msgs_per_s:
         return ""
     ratio = sync.msgs_per_s / base.msgs_per_s
-    return (f"goal: SYNC_MASTER+SYNC_FLUSH 64p 1KiB b1 = {sync.msgs_per_s:,.0f} msgs/s, {ratio:.0%} of"
-            f" ASYNC_MASTER+ASYNC_FLUSH ({base.msgs_per_s:,.0f} msgs/s); target 60%")
+    return (
+        f"goal: SYNC_MASTER+SYNC_FLUSH 64p 1KiB b1 = {sync.msgs_per_s:,.0f} msgs/s, {ratio:.0%} of"
+        f" ASYNC_MASTER+ASYNC_FLUSH ({base.msgs_per_s:,.0f} msgs/s); target 60%"
+    )
 
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:

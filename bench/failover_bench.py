@@ -122,7 +122,9 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
         master = cluster.wait_master(60, in_sync=3)
         deadline = time.monotonic() + args.max_seconds
         threads = [
-            threading.Thread(target=produce, args=(cluster.client_endpoints(), recorder, stop, args.size, i, deadline), daemon=True)
+            threading.Thread(
+                target=produce, args=(cluster.client_endpoints(), recorder, stop, args.size, i, deadline), daemon=True
+            )
             for i in range(args.producers)
         ]
         for thread in threads:
@@ -141,15 +143,19 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
             )
             new = cluster.wait_master(60, not_=master, in_sync=2)
             failover_s = first - killed_at
-            rounds.append({
-                "round": round_ + 1,
-                "failover_s": failover_s,
-                "before_msgs_s": recorder.rate(killed_at - WINDOW_S, killed_at),
-                "during_msgs_s": recorder.rate(killed_at, first + 1.0),
-                "new_master": cluster.brokers.index(new),
-            })
-            progress(f"kill {round_ + 1}/{args.kills}: broker {cluster.brokers.index(master)} -> "
-                     f"{cluster.brokers.index(new)} in {failover_s * 1000:.0f} ms")
+            rounds.append(
+                {
+                    "round": round_ + 1,
+                    "failover_s": failover_s,
+                    "before_msgs_s": recorder.rate(killed_at - WINDOW_S, killed_at),
+                    "during_msgs_s": recorder.rate(killed_at, first + 1.0),
+                    "new_master": cluster.brokers.index(new),
+                }
+            )
+            progress(
+                f"kill {round_ + 1}/{args.kills}: broker {cluster.brokers.index(master)} -> "
+                f"{cluster.brokers.index(new)} in {failover_s * 1000:.0f} ms"
+            )
             cluster.restart(master)
             time.sleep(WINDOW_S)  # the after-window is measured, not waited on for a condition
             rounds[-1]["after_msgs_s"] = recorder.rate(first + 1.0, first + 1.0 + WINDOW_S)
@@ -206,22 +212,33 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rocketstore-failover-", dir=args.dir or default_parent_dir()) as tmp:
         run_dir = Path(tmp)
-        config = {"kills": args.kills, "producers": args.producers, "size": args.size, "per_round": args.per_round,
-                  "brokers": 3, "mode": "controller, SYNC_MASTER + SYNC_FLUSH", "lease_ttl_s": 2}
+        config = {
+            "kills": args.kills,
+            "producers": args.producers,
+            "size": args.size,
+            "per_round": args.per_round,
+            "brokers": 3,
+            "mode": "controller, SYNC_MASTER + SYNC_FLUSH",
+            "lease_ttl_s": 2,
+        }
         print("config:", json.dumps(config))
         print("environment:", json.dumps(environment(run_dir)))
         result = run_bench(args, run_dir)
     print(
         f"failover (kill -9 -> first PUT_OK at the new master) over {result['kills']} kills: "
-        f"p50 {result['failover_p50_ms']:.0f} ms, p99 {result['failover_p99_ms']:.0f} ms, max {result['failover_max_ms']:.0f} ms"
+        f"p50 {result['failover_p50_ms']:.0f} ms, p99 {result['failover_p99_ms']:.0f} ms, max "
+        f"{result['failover_max_ms']:.0f} ms"
     )
     print(
-        f"throughput (acknowledged msgs/s): before {result['before_msgs_s']:.0f}, during {result['during_msgs_s']:.0f}, "
+        f"throughput (acknowledged msgs/s): before {result['before_msgs_s']:.0f}, during "
+        f"{result['during_msgs_s']:.0f}, "
         f"after {result['after_msgs_s']:.0f}"
     )
     print(
-        f"acknowledged {result['acknowledged']}, missing from the final master's log: {result['acknowledged_missing']}; "
-        f"{result['replicas_compared']} replicas byte-identical up to the confirmed offset: {result['replicas_identical_to_confirmed']}"
+        f"acknowledged {result['acknowledged']}, missing from the final master's log: "
+        f"{result['acknowledged_missing']}; "
+        f"{result['replicas_compared']} replicas byte-identical up to the confirmed offset: "
+        f"{result['replicas_identical_to_confirmed']}"
     )
     print("outcomes:", json.dumps(result["outcomes"], sort_keys=True))
     if args.json:

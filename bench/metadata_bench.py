@@ -32,7 +32,9 @@ def percentile(ordered: list[float], p: float) -> float:
 
 
 def open_store(root: Path, role: str) -> MessageStore:
-    store = MessageStore(StoreConfig(store_path_root_dir=str(root), broker_role=role, mapped_file_size_commit_log=1 << 20))
+    store = MessageStore(
+        StoreConfig(store_path_root_dir=str(root), broker_role=role, mapped_file_size_commit_log=1 << 20)
+    )
     store.load()
     store.start()
     return store
@@ -56,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         for g in range(args.groups):
             for k in range(args.topics_per_group):
                 for q in range(4):
-                    master.consumer_offsets.commit_offset(f"group{g:04d}", f"Topic{(g + k) % args.topics:05d}", q, g * 1000 + k)
+                    master.consumer_offsets.commit_offset(
+                        f"group{g:04d}", f"Topic{(g + k) % args.topics:05d}", q, g * 1000 + k
+                    )
         sides: dict[str, list[float]] = {"master": [], "slave": [], "round": []}
         sizes = (0, 0, 0)
         first_ms = 0.0
@@ -81,8 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         slave.shutdown()
         shutil.rmtree(run_dir, ignore_errors=True)
     figures = {
-        "config": {"topics": args.topics, "groups": args.groups, "topics_per_group": args.topics_per_group,
-                   "offset_entries": args.groups * args.topics_per_group, "rounds": args.rounds},
+        "config": {
+            "topics": args.topics,
+            "groups": args.groups,
+            "topics_per_group": args.topics_per_group,
+            "offset_entries": args.groups * args.topics_per_group,
+            "rounds": args.rounds,
+        },
         "environment": env,
         "document_bytes": {"topics": sizes[0], "consumer_offsets": sizes[1], "delay_offsets": sizes[2]},
         "first_round_ms": round(first_ms, 2),

@@ -39,8 +39,9 @@ def write_store(root: Path, messages: int, body: int, segment_size: int) -> int:
     for i in range(messages):
         topic = f"Bench{i % 4}"
         msg = Message(topic, i % 8, (b"%010d" % i) * (body // 10), {"TAGS": f"tag{i % 10}", "KEYS": f"key{i}"})
-        enc = encode_message(msg, default_store_host=("127.0.0.1", 10911), max_message_size=4 << 20,
-                             now_ms=1_700_000_000_000)
+        enc = encode_message(
+            msg, default_store_host=("127.0.0.1", 10911), max_message_size=4 << 20, now_ms=1_700_000_000_000
+        )
         if pos + enc.size > segment_size:
             seg[pos : pos + 8] = (segment_size - pos).to_bytes(4, "big") + (-875286124).to_bytes(4, "big", signed=True)
             (log / f"{seg_start:020d}").write_bytes(seg)
@@ -92,13 +93,18 @@ def main(argv=None) -> int:
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="pipeline-bench-"))
     root = work / "store"
-    print(f"config: messages={args.messages} body={args.body} B segment={args.segment_size} B "
-          f"master={args.master} partitionBytes={args.partition_bytes} cpus={os.cpu_count()} python={sys.version.split()[0]}")
+    print(
+        f"config: messages={args.messages} body={args.body} B segment={args.segment_size} B "
+        f"master={args.master} partitionBytes={args.partition_bytes} cpus={os.cpu_count()} "
+        f"python={sys.version.split()[0]}"
+    )
     try:
         t = time.perf_counter()
         used = write_store(root, args.messages, args.body, args.segment_size)
-        print(f"wrote {used / 1e6:.1f} MB ({used / args.messages:.0f} B/message) in {time.perf_counter() - t:.1f} s",
-              file=sys.stderr)
+        print(
+            f"wrote {used / 1e6:.1f} MB ({used / args.messages:.0f} B/message) in {time.perf_counter() - t:.1f} s",
+            file=sys.stderr,
+        )
         mb = used / 1e6
 
         def line(what: str, seconds: float, count: int) -> None:
@@ -116,8 +122,14 @@ def main(argv=None) -> int:
         for label, df in (
             ("spark scan, all columns, CRC checked", reader.load(str(root))),
             ("spark scan, all columns, no CRC", reader.option("verifyCrc", "false").load(str(root))),
-            ("spark scan, 6 columns, no CRC", spark.read.format("rocketstore-commitlog").schema(PROJECTED)
-             .option("partitionBytes", str(args.partition_bytes)).option("verifyCrc", "false").load(str(root))),
+            (
+                "spark scan, 6 columns, no CRC",
+                spark.read.format("rocketstore-commitlog")
+                .schema(PROJECTED)
+                .option("partitionBytes", str(args.partition_bytes))
+                .option("verifyCrc", "false")
+                .load(str(root)),
+            ),
         ):
             df.write.format("noop").mode("overwrite").save()  # warm-up: JVM, workers
             t = time.perf_counter()

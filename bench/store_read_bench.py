@@ -163,12 +163,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--seconds", type=float, help="time bound of every loop, in seconds (default 120; 10 with --quick)"
     )
     parser.add_argument("--trials", type=int, help="rounds of the dispatch variants (default 3; 1 with --quick)")
-    parser.add_argument(
-        "--only", help=f"run only these sections, comma-separated: {','.join(SECTIONS)} (default: all)"
-    )
-    parser.add_argument(
-        "--no-cold", action="store_true", help="skip the cold-page-cache recovery runs"
-    )
+    parser.add_argument("--only", help=f"run only these sections, comma-separated: {','.join(SECTIONS)} (default: all)")
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold-page-cache recovery runs")
     parser.add_argument(
         "--profile", action="store_true", help="run dispatch, a read and abnormal recovery under cProfile"
     )
@@ -444,9 +440,12 @@ def run_dispatch(
         result.seconds = ended - began
         result.stop = stop
         if stop == "count" and dispatcher.reput_from_offset != end:
-            result.stop, result.error = "error", (
-                f"dispatch stopped at {dispatcher.reput_from_offset}, the log ends at {end}"
-                f" (failed_at={dispatcher.failed_at})"
+            result.stop, result.error = (
+                "error",
+                (
+                    f"dispatch stopped at {dispatcher.reput_from_offset}, the log ends at {end}"
+                    f" (failed_at={dispatcher.failed_at})"
+                ),
             )
         flush_began = time.perf_counter()
         queues.flush(0)
@@ -586,9 +585,7 @@ def reader_main(
         barrier.abort()
 
 
-def run_reads(
-    store: MessageStore, threads: int, tag: str | None, seconds: float, profiler: Profiler
-) -> ReadResult:
+def run_reads(store: MessageStore, threads: int, tag: str | None, seconds: float, profiler: Profiler) -> ReadResult:
     result = ReadResult(threads, tag or "*")
     ends = [(t, q, store.dispatched_queue_offset(t, q)) for t in TOPICS for q in range(QUEUES)]
     readers = [Reader(ends[i::threads]) for i in range(threads)]
@@ -751,7 +748,10 @@ def resident_bytes(root: Path) -> int | None:
     try:
         out = subprocess.run(
             [fincore, "--bytes", "--noheadings", "--raw", "--output", "RES", *paths],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
         return sum(int(line) for line in out.split())
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -851,7 +851,9 @@ def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
     stat = os.statvfs(run_dir)
     free = stat.f_bavail * stat.f_frsize
     if free < need:
-        raise SystemExit(f"store_read_bench: {run_dir} has {free / GiB:.1f} GiB free; the run needs about {need / GiB:.1f} GiB")
+        raise SystemExit(
+            f"store_read_bench: {run_dir} has {free / GiB:.1f} GiB free; the run needs about {need / GiB:.1f} GiB"
+        )
 
 
 def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
@@ -861,7 +863,10 @@ def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
         print(f"  {key:<12} {env[key]}")
     if env["fstype"] in ("tmpfs", "ramfs"):
         print("  WARNING      the directory is in memory: cold-cache figures say nothing about a disk")
-    print(f"  profile      {args.profile_name}: sections {','.join(args.sections)}{', cProfile on' if args.profile else ''}")
+    print(
+        f"  profile      {args.profile_name}: sections "
+        f"{','.join(args.sections)}{', cProfile on' if args.profile else ''}"
+    )
     print(
         f"  workload     {args.messages:,} messages, body {args.body_size:,} B random, {len(TOPICS)} topics x"
         f" {QUEUES} queues (message i: topic i%8, queue i/8%4), properties TAGS ({TAGS[0]}..{TAGS[-1]},"
@@ -898,7 +903,10 @@ def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
     )
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"  load avg     {load} (1, 5, 15 min) at start: other work on the machine skews every figure")
-    print("  units        MB = 10^6 bytes of CommitLog records; msgs/s over the timed loop; s/GiB = (load + start) / log GiB")
+    print(
+        "  units        MB = 10^6 bytes of CommitLog records; msgs/s over the timed loop; s/GiB = (load + start) / "
+        "log GiB"
+    )
     print()
 
 
@@ -914,7 +922,7 @@ def format_table(
             cell.ljust(width) if i < left or (last_left and i == last) else cell.rjust(width)
             for i, (cell, (_, width)) in enumerate(zip(cells, columns))
         ]
-        return ("  " + "  ".join(shown + cells[len(columns):])).rstrip()
+        return ("  " + "  ".join(shown + cells[len(columns) :])).rstrip()
 
     return [line([name for name, _ in columns])] + [line(row) for row in rows]
 
@@ -933,8 +941,18 @@ def print_builds(builds: list[Built], reads_open_s: float | None) -> None:
 
 
 DISPATCH_COLUMNS = (
-    ("consumers", 10), ("messages", 9), ("MB", 7), ("seconds", 7), ("msgs/s", 8), ("MB/s", 6),
-    ("us/msg", 6), ("flush s", 7), ("units", 8), ("idx entries", 11), ("stop", 5), ("trials msgs/s", 13),
+    ("consumers", 10),
+    ("messages", 9),
+    ("MB", 7),
+    ("seconds", 7),
+    ("msgs/s", 8),
+    ("MB/s", 6),
+    ("us/msg", 6),
+    ("flush s", 7),
+    ("units", 8),
+    ("idx entries", 11),
+    ("stop", 5),
+    ("trials msgs/s", 13),
 )
 
 
@@ -942,50 +960,94 @@ def print_dispatch(results: list[DispatchResult]) -> None:
     print("1. Dispatch: CommitLog -> ConsumeQueue (+ IndexFile), one thread; the median of the trials by msgs/s")
     rows = []
     for r in results:
-        rows.append([
-            r.variant, f"{r.messages:,}", f"{r.log_bytes / MB:,.1f}", f"{r.seconds:.2f}", f"{r.msgs_per_s:,.0f}",
-            f"{r.mb_per_s:,.1f}", f"{r.us_per_msg:.1f}", f"{r.flush_seconds:.2f}", f"{r.queue_units:,}",
-            f"{r.index_entries:,}", r.stop, " ".join(f"{v:,.0f}" for v in r.trials_msgs_per_s),
-        ] + ([f"ERROR {r.error}"] if r.error else []))
+        rows.append(
+            [
+                r.variant,
+                f"{r.messages:,}",
+                f"{r.log_bytes / MB:,.1f}",
+                f"{r.seconds:.2f}",
+                f"{r.msgs_per_s:,.0f}",
+                f"{r.mb_per_s:,.1f}",
+                f"{r.us_per_msg:.1f}",
+                f"{r.flush_seconds:.2f}",
+                f"{r.queue_units:,}",
+                f"{r.index_entries:,}",
+                r.stop,
+                " ".join(f"{v:,.0f}" for v in r.trials_msgs_per_s),
+            ]
+            + ([f"ERROR {r.error}"] if r.error else [])
+        )
     for line in format_table(DISPATCH_COLUMNS, rows, last_left=True):
         print(line)
     by_name = {r.variant: r for r in results if not r.error and r.messages}
     parse, cq, full = by_name.get("parse only"), by_name.get("cq only"), by_name.get("cq+index")
     if parse and cq and full:
         print(
-            f"  per message: walk + parse {parse.us_per_msg:.1f} us, ConsumeQueue {cq.us_per_msg - parse.us_per_msg:+.1f} us,"
-            f" IndexFile {full.us_per_msg - cq.us_per_msg:+.1f} us (differences of medians; the CQ files' creation included)"
+            f"  per message: walk + parse {parse.us_per_msg:.1f} us, ConsumeQueue "
+            f"{cq.us_per_msg - parse.us_per_msg:+.1f} us,"
+            f" IndexFile {full.us_per_msg - cq.us_per_msg:+.1f} us (differences of medians; the CQ files' creation "
+            "included)"
         )
     print()
 
 
 READ_COLUMNS = (
-    ("threads", 7), ("filter", 6), ("messages", 9), ("MB", 7), ("seconds", 7), ("msgs/s", 8), ("MB/s", 6),
-    ("units/s", 9), ("calls", 7), ("stop", 5),
+    ("threads", 7),
+    ("filter", 6),
+    ("messages", 9),
+    ("MB", 7),
+    ("seconds", 7),
+    ("msgs/s", 8),
+    ("MB/s", 6),
+    ("units/s", 9),
+    ("calls", 7),
+    ("stop", 5),
 )
 
 
 def print_reads(results: list[ReadResult]) -> None:
-    print(f"2. get_message: every queue from offset 0, pages of {PAGE} (messages = returned, units = queue units walked)")
+    print(
+        f"2. get_message: every queue from offset 0, pages of {PAGE} (messages = returned, units = queue units walked)"
+    )
     rows = []
     for r in results:
         head = [str(r.threads), r.tag_filter]
         if r.error:
             rows.append(head + [f"ERROR {r.error}"])
             continue
-        rows.append(head + [
-            f"{r.messages:,}", f"{r.bytes / MB:,.1f}", f"{r.seconds:.2f}", f"{r.msgs_per_s:,.0f}",
-            f"{r.mb_per_s:,.1f}", f"{r.units_per_s:,.0f}", f"{r.calls:,}", r.stop,
-        ])
+        rows.append(
+            head
+            + [
+                f"{r.messages:,}",
+                f"{r.bytes / MB:,.1f}",
+                f"{r.seconds:.2f}",
+                f"{r.msgs_per_s:,.0f}",
+                f"{r.mb_per_s:,.1f}",
+                f"{r.units_per_s:,.0f}",
+                f"{r.calls:,}",
+                r.stop,
+            ]
+        )
     for line in format_table(READ_COLUMNS, rows, left=2):
         print(line)
     print()
 
 
 RECOVERY_COLUMNS = (
-    ("shutdown", 8), ("cache", 5), ("log MiB", 7), ("cached MiB", 10), ("load s", 6), ("tail s", 6),
-    ("start s", 7), ("s/GiB", 6), ("w/o tail", 8), ("MB/s", 6), ("CRC from", 8), ("scanned", 8),
-    ("dispatched", 10), ("close s", 7),
+    ("shutdown", 8),
+    ("cache", 5),
+    ("log MiB", 7),
+    ("cached MiB", 10),
+    ("load s", 6),
+    ("tail s", 6),
+    ("start s", 7),
+    ("s/GiB", 6),
+    ("w/o tail", 8),
+    ("MB/s", 6),
+    ("CRC from", 8),
+    ("scanned", 8),
+    ("dispatched", 10),
+    ("close s", 7),
 )
 
 
@@ -1000,11 +1062,24 @@ def print_recovery(results: list[RecoveryResult], built: Built) -> None:
         cached = "?" if r.resident_before is None else f"{r.resident_before / MiB:,.1f}"
         tail = "?" if r.tail_seconds is None else f"{r.tail_seconds:.2f}"
         without = r.s_per_gib_without_tail
-        rows.append(head + [
-            f"{r.log_bytes / MiB:,.1f}", cached, f"{r.load_seconds:.2f}", tail, f"{r.start_seconds:.2f}",
-            f"{r.s_per_gib:.2f}", "?" if without is None else f"{without:.2f}", f"{r.mb_per_s:,.1f}",
-            f"{r.crc_from:,}", f"{r.messages_scanned:,}", f"{r.redispatched_messages:,}", f"{r.shutdown_seconds:.2f}",
-        ] + ([f"ERROR {r.error}"] if r.error else []))
+        rows.append(
+            head
+            + [
+                f"{r.log_bytes / MiB:,.1f}",
+                cached,
+                f"{r.load_seconds:.2f}",
+                tail,
+                f"{r.start_seconds:.2f}",
+                f"{r.s_per_gib:.2f}",
+                "?" if without is None else f"{without:.2f}",
+                f"{r.mb_per_s:,.1f}",
+                f"{r.crc_from:,}",
+                f"{r.messages_scanned:,}",
+                f"{r.redispatched_messages:,}",
+                f"{r.shutdown_seconds:.2f}",
+            ]
+            + ([f"ERROR {r.error}"] if r.error else [])
+        )
     for line in format_table(RECOVERY_COLUMNS, rows, left=2):
         print(line)
     segment = built.config.mapped_file_size_commit_log
@@ -1076,8 +1151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             root = run_dir / "workload"
             # The workload store's own dispatch is not measured: no IndexFile to build meanwhile.
             workload = build_store(
-                "workload store", root, store_config(root, args, index=False), args.body_size,
-                args.messages, 1 << 62, args.seconds,
+                "workload store",
+                root,
+                store_config(root, args, index=False),
+                args.body_size,
+                args.messages,
+                1 << 62,
+                args.seconds,
             )
             builds.append(workload)
             if "dispatch" in args.sections:
@@ -1088,8 +1168,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "recovery" in args.sections:
             root = run_dir / "recovery"
             recovery_store = build_store(
-                "recovery store", root, store_config(root, args), args.recovery_body_size,
-                args.recovery_bytes // args.recovery_body_size + 1, args.recovery_bytes, args.seconds,
+                "recovery store",
+                root,
+                store_config(root, args),
+                args.recovery_body_size,
+                args.recovery_bytes // args.recovery_body_size + 1,
+                args.recovery_bytes,
+                args.seconds,
             )
             builds.append(recovery_store)
             recovery = run_all_recovery(recovery_store, args, profiler)
@@ -1133,7 +1218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for r in dispatch
             ],
             "reads": [
-                dataclasses.asdict(r) | {"msgs_per_s": r.msgs_per_s, "mb_per_s": r.mb_per_s, "units_per_s": r.units_per_s}
+                dataclasses.asdict(r)
+                | {"msgs_per_s": r.msgs_per_s, "mb_per_s": r.mb_per_s, "units_per_s": r.units_per_s}
                 for r in reads
             ],
             "reads_store_open_seconds": reads_open_s,

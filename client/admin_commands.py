@@ -23,8 +23,13 @@ def admin_arguments(p: argparse.ArgumentParser) -> None:
     elect = actions.add_parser("elect", help="planned switchover: make a slave the master (controller mode)")
     _common(elect, admin=True)
     elect.add_argument("--broker", type=int, required=True, metavar="ID", help="brokerId of the slave to make master")
-    elect.add_argument("--timeout-s", type=_seconds, default=30.0, metavar="S",
-                       help="how long the slave may take to catch up (default 30)")
+    elect.add_argument(
+        "--timeout-s",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="how long the slave may take to catch up (default 30)",
+    )
     elect.set_defaults(parser=elect)
 
 

@@ -7,9 +7,9 @@ master), `--json`, `--tls-ca-file` and `--request-timeout-s`; admin commands (st
 take `--secret-file FILE` or the ROCKETSTORE_ADMIN_SECRET environment variable (the secret never
 appears on a command line or in output).
 
-Conventions (wire/cli_args.py, as the `rocketstore` command's): results on stdout, notes on stderr, exit 0 when all is well, 1 when
-something failed or looks wrong, 2 for usage errors; client errors become one-line
-`CommandError`s.
+Conventions (wire/cli_args.py, as the `rocketstore` command's): results on stdout, notes on
+stderr, exit 0 when all is well, 1 when something failed or looks wrong, 2 for usage errors;
+client errors become one-line `CommandError`s.
 
 - produce: N messages of SIZE bytes (reproducible bodies: the message number, then filler from
   a seeded generator) from C concurrent senders (asyncio tasks on one AsyncProducer, or threads
@@ -167,19 +167,33 @@ def _tag(text: str) -> str:
 
 def _common(p: argparse.ArgumentParser, *, admin: bool = False, several: bool = False) -> None:
     if several:
-        p.add_argument("--endpoint", type=_endpoints, default=DEFAULT_ENDPOINT, metavar="HOST:PORT[;HOST:PORT...]",
-                       help=f"the broker's client endpoint, or several of one broker group separated by ';' or ',' "
-                            f"to follow its master across failovers (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)")
+        p.add_argument(
+            "--endpoint",
+            type=_endpoints,
+            default=DEFAULT_ENDPOINT,
+            metavar="HOST:PORT[;HOST:PORT...]",
+            help=f"the broker's client endpoint, or several of one broker group separated by ';' or ',' "
+            f"to follow its master across failovers (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)",
+        )
     else:
-        p.add_argument("--endpoint", type=_endpoint, default=DEFAULT_ENDPOINT, metavar="HOST:PORT",
-                       help=f"the broker's client endpoint (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)")
+        p.add_argument(
+            "--endpoint",
+            type=_endpoint,
+            default=DEFAULT_ENDPOINT,
+            metavar="HOST:PORT",
+            help=f"the broker's client endpoint (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)",
+        )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--tls-ca-file", metavar="FILE", help="use TLS, trusting this CA certificate")
-    p.add_argument("--request-timeout-s", type=_seconds, default=10.0, metavar="S",
-                   help="deadline of each call (default 10)")
+    p.add_argument(
+        "--request-timeout-s", type=_seconds, default=10.0, metavar="S", help="deadline of each call (default 10)"
+    )
     if admin:
-        p.add_argument("--secret-file", metavar="FILE",
-                       help=f"file holding the broker's admin secret (default: the {SECRET_ENV} variable)")
+        p.add_argument(
+            "--secret-file",
+            metavar="FILE",
+            help=f"file holding the broker's admin secret (default: the {SECRET_ENV} variable)",
+        )
 
 
 def _check_tls_file(args: argparse.Namespace) -> None:
@@ -223,20 +237,28 @@ def produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True, type=_name, help="the topic to send to")
     p.add_argument("--count", type=_positive, default=1000, metavar="N", help="messages to send (default 1000)")
     p.add_argument("--size", type=_positive, default=1024, metavar="BYTES", help="body size (default 1024)")
-    p.add_argument("--batch", type=_batch, default=1, metavar="B",
-                   help=f"messages per request, 1-{MAX_BATCH} (default 1)")
-    p.add_argument("--concurrency", type=_batch, default=1, metavar="C",
-                   help="requests in flight at once (default 1)")
+    p.add_argument(
+        "--batch", type=_batch, default=1, metavar="B", help=f"messages per request, 1-{MAX_BATCH} (default 1)"
+    )
+    p.add_argument("--concurrency", type=_batch, default=1, metavar="C", help="requests in flight at once (default 1)")
     p.add_argument("--queue", type=_natural, metavar="Q", help="send to this queue (default: the broker chooses)")
     p.add_argument("--tag", type=_tag, metavar="TAG", help="tag every message")
-    p.add_argument("--api", choices=("asyncio", "threads"), default="asyncio",
-                   help="C asyncio tasks on one AsyncProducer (default), or C threads on one Producer")
+    p.add_argument(
+        "--api",
+        choices=("asyncio", "threads"),
+        default="asyncio",
+        help="C asyncio tasks on one AsyncProducer (default), or C threads on one Producer",
+    )
     p.add_argument("--seed", type=_natural, default=0, help="seed of the body filler (default 0)")
-    p.add_argument("--retry-timeout-s", type=_non_negative_seconds, default=10.0, metavar="S",
-                   help="how long one send may follow a moving master or retry a broker that cannot take it now "
-                        "(default 10; 0: fail at once)")
-    p.add_argument("--timeout-s", type=_seconds, default=300.0, metavar="S",
-                   help="stop after this long (default 300)")
+    p.add_argument(
+        "--retry-timeout-s",
+        type=_non_negative_seconds,
+        default=10.0,
+        metavar="S",
+        help="how long one send may follow a moving master or retry a broker that cannot take it now "
+        "(default 10; 0: fail at once)",
+    )
+    p.add_argument("--timeout-s", type=_seconds, default=300.0, metavar="S", help="stop after this long (default 300)")
 
 
 def make_body(index: int, size: int, filler: str) -> bytes:
@@ -363,8 +385,11 @@ def format_produce_summary(s: dict[str, Any]) -> str:
         f"produce {s['topic']} -> {s['endpoint']}: {s['count']} messages x {s['size']} B, batch {s['batch']}, "
         f"concurrency {s['concurrency']} ({s['api']}){queue}",
     ]
-    counts = [(name, s["statuses"].get(name, 0)) for name in SendStatus.__members__
-              if name in s["statuses"] or name == SendStatus.SEND_OK.name]
+    counts = [
+        (name, s["statuses"].get(name, 0))
+        for name in SendStatus.__members__
+        if name in s["statuses"] or name == SendStatus.SEND_OK.name
+    ]
     counts += [(f"error {kind}", n) for kind, n in s["errors"].items()]
     unsent = s["count"] - s["stored"] - sum(s["errors"].values())
     if unsent > 0:
@@ -412,8 +437,12 @@ class _Plan:
 async def _produce_asyncio(args: argparse.Namespace, plan: _Plan, tally: ProduceTally, deadline: float) -> bool:
     from .producer import AsyncProducer
 
-    producer = AsyncProducer(args.endpoint, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file,
-                             retry_timeout_s=args.retry_timeout_s)
+    producer = AsyncProducer(
+        args.endpoint,
+        timeout_s=args.request_timeout_s,
+        tls_ca_file=args.tls_ca_file,
+        retry_timeout_s=args.retry_timeout_s,
+    )
 
     async def sender() -> None:
         while not tally.stopped and time.monotonic() < deadline:
@@ -452,8 +481,12 @@ def _produce_threads(args: argparse.Namespace, plan: _Plan, tally: ProduceTally,
     from .producer import Producer
 
     timed_out = threading.Event()
-    with Producer(args.endpoint, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file,
-                  retry_timeout_s=args.retry_timeout_s) as producer:
+    with Producer(
+        args.endpoint,
+        timeout_s=args.request_timeout_s,
+        tls_ca_file=args.tls_ca_file,
+        retry_timeout_s=args.retry_timeout_s,
+    ) as producer:
 
         def sender() -> None:
             while not tally.stopped:
@@ -516,11 +549,20 @@ def consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue", type=_natural, metavar="Q", help="read this queue only (default: every queue)")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-offset", type=_natural, metavar="N", help="start at this offset in each queue")
-    start.add_argument("--group", type=_name, metavar="G",
-                       help="start at G's committed offsets (BEGINNING when none) and commit progress at the end")
+    start.add_argument(
+        "--group",
+        type=_name,
+        metavar="G",
+        help="start at G's committed offsets (BEGINNING when none) and commit progress at the end",
+    )
     p.add_argument("--count", type=_positive, metavar="N", help="stop after N messages (default: when caught up)")
-    p.add_argument("--wait-ms", type=_natural, default=0, metavar="MS",
-                   help="a queue is done after this long without a new message (long polls; default 0)")
+    p.add_argument(
+        "--wait-ms",
+        type=_natural,
+        default=0,
+        metavar="MS",
+        help="a queue is done after this long without a new message (long polls; default 0)",
+    )
     p.add_argument("--tag", metavar="EXPR", help="tag filter, e.g. 'TagA||TagB'")
     p.add_argument("--batch", type=_batch, default=32, metavar="B", help="messages per pull (default 32)")
 
@@ -582,8 +624,9 @@ async def _consume(
 ) -> tuple[list[int], dict[int, _QueueProgress], bool]:
     from .consumer import AsyncPullConsumer
 
-    consumer = AsyncPullConsumer(args.endpoint, args.group or CLI_GROUP, timeout_s=args.request_timeout_s,
-                                 tls_ca_file=args.tls_ca_file)
+    consumer = AsyncPullConsumer(
+        args.endpoint, args.group or CLI_GROUP, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
+    )
     try:
         if args.queue is not None:
             queue_ids = [args.queue]
@@ -597,7 +640,9 @@ async def _consume(
                 start = args.from_offset
             else:
                 committed = await consumer.get_offset(args.topic, qid) if args.group else None
-                start = committed if committed is not None else await consumer.query_offset(args.topic, qid, "BEGINNING")
+                start = (
+                    committed if committed is not None else await consumer.query_offset(args.topic, qid, "BEGINNING")
+                )
             progress[qid] = _QueueProgress(start, start)
         budget = {"left": args.count}
 
@@ -608,16 +653,25 @@ async def _consume(
             while budget["left"] is None or budget["left"] > 0:
                 wait_ms = max(int(args.wait_ms - (time.monotonic() - last_news) * 1000), 0)
                 asked = time.monotonic()
-                result = await consumer.pull(args.topic, qid, state.next_offset, max_messages=args.batch,
-                                             tag_filter=args.tag, long_polling_ms=wait_ms)
+                result = await consumer.pull(
+                    args.topic,
+                    qid,
+                    state.next_offset,
+                    max_messages=args.batch,
+                    tag_filter=args.tag,
+                    long_polling_ms=wait_ms,
+                )
                 name = result.status.name
                 if name == "OFFSET_ILLEGAL":
                     illegal_in_a_row += 1
                     if result.next_offset == state.next_offset or illegal_in_a_row >= _MAX_ILLEGAL_IN_A_ROW:
                         state.problem = f"offset {state.next_offset} is illegal and the broker offers no other"
                         return
-                    print(f"consume: queue {qid}: offset {state.next_offset} is illegal; continuing at "
-                          f"{result.next_offset}", file=sys.stderr)
+                    print(
+                        f"consume: queue {qid}: offset {state.next_offset} is illegal; continuing at "
+                        f"{result.next_offset}",
+                        file=sys.stderr,
+                    )
                     state.next_offset = result.next_offset
                     continue
                 illegal_in_a_row = 0
@@ -682,8 +736,10 @@ def run_consume(args: argparse.Namespace) -> int:
         print(json.dumps({"summary": summary}))
     else:
         offsets = " ".join(f"{qid}:{p.next_offset}" for qid, p in progress.items())
-        print(f"consumed {total} messages from {args.topic} (queues {', '.join(map(str, queue_ids))}); "
-              f"next offsets {offsets}")
+        print(
+            f"consumed {total} messages from {args.topic} (queues {', '.join(map(str, queue_ids))}); "
+            f"next offsets {offsets}"
+        )
         if committed:
             print(f"committed these offsets for group {args.group}")
         if corrupt:
@@ -700,50 +756,64 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, admin=True)
 
 
-STATUS_COLUMNS = ("broker", "id", "role", "endpoint", "max offset", "flushed", "confirmed", "ack/lag bytes",
-                  "lag s", "fit")
+STATUS_COLUMNS = (
+    "broker",
+    "id",
+    "role",
+    "endpoint",
+    "max offset",
+    "flushed",
+    "confirmed",
+    "ack/lag bytes",
+    "lag s",
+    "fit",
+)
 
 
 def status_rows(asked: dict[str, Any], slaves: dict[str, dict[str, Any] | str]) -> list[dict[str, Any]]:
     """Rows of the cluster table: the asked broker, then (for a master) each slave it lists.
     `slaves` maps a slave's client endpoint to its own status, or to why it could not be asked."""
-    rows = [{
-        "broker": asked["broker_name"],
-        "id": asked["broker_id"],
-        "role": asked["role"],
-        "endpoint": asked["client_endpoint"],
-        "max_offset": asked["max_offset"],
-        "flushed_offset": asked["flushed_offset"],
-        "confirmed_offset": asked["confirmed_offset"],
-        "ack_offset": None,
-        "lag_bytes": None,
-        "lag_seconds": None,
-        "fit": None,
-        "reachable": True,
-        "error": None,
-        "replication_error": asked.get("replication_error", ""),
-    }]
+    rows = [
+        {
+            "broker": asked["broker_name"],
+            "id": asked["broker_id"],
+            "role": asked["role"],
+            "endpoint": asked["client_endpoint"],
+            "max_offset": asked["max_offset"],
+            "flushed_offset": asked["flushed_offset"],
+            "confirmed_offset": asked["confirmed_offset"],
+            "ack_offset": None,
+            "lag_bytes": None,
+            "lag_seconds": None,
+            "fit": None,
+            "reachable": True,
+            "error": None,
+            "replication_error": asked.get("replication_error", ""),
+        }
+    ]
     for snap in asked.get("slaves") or ():
         endpoint = snap["client_endpoint"]
         answer = slaves.get(endpoint, "no client endpoint known") if endpoint else "no client endpoint known"
         own: dict[str, Any] = answer if isinstance(answer, dict) else {}
         reachable = bool(own)
-        rows.append({
-            "broker": own["broker_name"] if reachable else asked["broker_name"],
-            "id": snap["broker_id"],
-            "role": own["role"] if reachable else "unreachable",
-            "endpoint": endpoint or snap["ha_peer"],
-            "max_offset": own["max_offset"] if reachable else None,
-            "flushed_offset": own["flushed_offset"] if reachable else None,
-            "confirmed_offset": own["confirmed_offset"] if reachable else None,
-            "ack_offset": snap["ack_offset"],
-            "lag_bytes": snap["lag_bytes"],
-            "lag_seconds": snap["lag_seconds"],
-            "fit": snap["fit"],
-            "reachable": reachable,
-            "error": None if reachable else answer,
-            "replication_error": own.get("replication_error", "") if reachable else "",
-        })
+        rows.append(
+            {
+                "broker": own["broker_name"] if reachable else asked["broker_name"],
+                "id": snap["broker_id"],
+                "role": own["role"] if reachable else "unreachable",
+                "endpoint": endpoint or snap["ha_peer"],
+                "max_offset": own["max_offset"] if reachable else None,
+                "flushed_offset": own["flushed_offset"] if reachable else None,
+                "confirmed_offset": own["confirmed_offset"] if reachable else None,
+                "ack_offset": snap["ack_offset"],
+                "lag_bytes": snap["lag_bytes"],
+                "lag_seconds": snap["lag_seconds"],
+                "fit": snap["fit"],
+                "reachable": reachable,
+                "error": None if reachable else answer,
+                "replication_error": own.get("replication_error", "") if reachable else "",
+            }
+        )
     return rows
 
 
@@ -759,8 +829,10 @@ def _cell(value: Any) -> str:
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[_cell(v) for v in row] for row in rows]
-    numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) or r[i] is None for r in rows)
-               for i in range(len(headers))]
+    numeric = [
+        all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) or r[i] is None for r in rows)
+        for i in range(len(headers))
+    ]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
 
     def line(values: Sequence[str]) -> str:
@@ -770,13 +842,24 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
-    table = format_table(STATUS_COLUMNS, [
-        (r["broker"], r["id"], r["role"], r["endpoint"], r["max_offset"], r["flushed_offset"],
-         r["confirmed_offset"],
-         None if r["ack_offset"] is None else f"{r['ack_offset']}/{r['lag_bytes']}",
-         r["lag_seconds"], r["fit"])
-        for r in rows
-    ])
+    table = format_table(
+        STATUS_COLUMNS,
+        [
+            (
+                r["broker"],
+                r["id"],
+                r["role"],
+                r["endpoint"],
+                r["max_offset"],
+                r["flushed_offset"],
+                r["confirmed_offset"],
+                None if r["ack_offset"] is None else f"{r['ack_offset']}/{r['lag_bytes']}",
+                r["lag_seconds"],
+                r["fit"],
+            )
+            for r in rows
+        ],
+    )
     lines = [f"cluster {asked['cluster_name']}, epoch {asked['epoch']}", table]
     if asked.get("controller_mode"):
         master_id = asked.get("master_broker_id", -1)
@@ -784,8 +867,11 @@ def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
             f"controller mode: master {'none elected' if master_id < 0 else f'broker {master_id}'}, in-sync "
             f"{sorted(asked.get('in_sync_replica_ids') or [])}, group max offset {asked.get('group_max_offset', 0)}"
             + (f", lease left {asked['lease_valid_ms']} ms" if asked.get("lease_valid_ms") else "")
-            + (f", LAST ELECTION WAS UNCLEAN: up to {asked['unclean_lost_bytes']} bytes may be lost"
-               if asked.get("unclean_lost_bytes") else "")
+            + (
+                f", LAST ELECTION WAS UNCLEAN: up to {asked['unclean_lost_bytes']} bytes may be lost"
+                if asked.get("unclean_lost_bytes")
+                else ""
+            )
         )
         if asked.get("controller_error"):
             lines.append(f"etcd: {asked['controller_error']}")
@@ -797,14 +883,18 @@ def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
     if asked["role"] == "SLAVE":
         state = "connected" if asked.get("master_connected") else "NOT connected"
         behind = max(asked.get("master_max_offset", 0) - asked["max_offset"], 0)
-        lines.append(f"replicating from {asked.get('master_ha_address') or 'an unknown master'}: {state}, "
-                     f"master max offset {asked.get('master_max_offset', 0)} ({behind} bytes behind)")
+        lines.append(
+            f"replicating from {asked.get('master_ha_address') or 'an unknown master'}: {state}, "
+            f"master max offset {asked.get('master_max_offset', 0)} ({behind} bytes behind)"
+        )
         if asked.get("replication_error"):
             lines.append(f"last replication error: {asked['replication_error']}")
         synced = asked.get("metadata_synced_ms", 0)
         copied = f"last at {_utc(synced)}" if synced else "not yet"
-        lines.append(f"topics, consumer offsets and delay cursors copied from the master: {copied}"
-                     + (f" (last attempt failed: {asked['metadata_error']})" if asked.get("metadata_error") else ""))
+        lines.append(
+            f"topics, consumer offsets and delay cursors copied from the master: {copied}"
+            + (f" (last attempt failed: {asked['metadata_error']})" if asked.get("metadata_error") else "")
+        )
     elif not asked.get("slaves"):
         lines.append("no slave connected")
     return "\n".join(lines)
@@ -826,7 +916,9 @@ def run_status(args: argparse.Namespace) -> int:
     secret = admin_secret(args)
     _check_tls_file(args)
     try:
-        with AdminClient(args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as admin:
+        with AdminClient(
+            args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
+        ) as admin:
             asked = admin.status()
     except RocketStoreError as exc:
         raise _fail(exc) from None
@@ -837,8 +929,9 @@ def run_status(args: argparse.Namespace) -> int:
             if not endpoint or endpoint in slaves:
                 continue
             try:
-                with AdminClient(endpoint, secret, timeout_s=min(args.request_timeout_s, 5.0),
-                                 tls_ca_file=args.tls_ca_file) as slave_admin:
+                with AdminClient(
+                    endpoint, secret, timeout_s=min(args.request_timeout_s, 5.0), tls_ca_file=args.tls_ca_file
+                ) as slave_admin:
                     slaves[endpoint] = slave_admin.status()
             except RocketStoreError as exc:
                 slaves[endpoint] = str(exc)
@@ -860,8 +953,9 @@ def topic_arguments(p: argparse.ArgumentParser) -> None:
     _common(create, admin=True)
     create.add_argument("--topic", required=True, type=_name, help="the topic's name")
     create.add_argument("--queues", type=_positive, default=4, metavar="N", help="read and write queues (default 4)")
-    create.add_argument("--perm", type=_perm, default=6,
-                        help="RocketMQ permission bits: 4 read, 2 write, 1 inherit (default 6)")
+    create.add_argument(
+        "--perm", type=_perm, default=6, help="RocketMQ permission bits: 4 read, 2 write, 1 inherit (default 6)"
+    )
     create.set_defaults(parser=create)
     listing = actions.add_parser("list", help="list the broker's topics", description="list the broker's topics")
     _common(listing, admin=True)
@@ -879,14 +973,18 @@ def run_topic(args: argparse.Namespace) -> int:
     secret = admin_secret(args)
     _check_tls_file(args)
     try:
-        with AdminClient(args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as admin:
+        with AdminClient(
+            args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
+        ) as admin:
             if args.topic_action == "create":
                 spec = admin.create_topic(args.topic, queues=args.queues, perm=args.perm)
                 if args.json:
                     _print_json(spec)
                 else:
-                    print(f"topic {spec['name']}: {spec['read_queue_nums']} read / {spec['write_queue_nums']} write "
-                          f"queues, perm {spec['perm']} ({perm_text(spec['perm'])})")
+                    print(
+                        f"topic {spec['name']}: {spec['read_queue_nums']} read / {spec['write_queue_nums']} write "
+                        f"queues, perm {spec['perm']} ({perm_text(spec['perm'])})"
+                    )
                 return EXIT_OK
             topics = sorted(admin.list_topics(), key=lambda t: t["name"])
     except RocketStoreError as exc:
@@ -894,7 +992,13 @@ def run_topic(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(topics)
     else:
-        print(format_table(("topic", "read queues", "write queues", "perm"),
-                           [(t["name"], t["read_queue_nums"], t["write_queue_nums"],
-                             f"{t['perm']} ({perm_text(t['perm'])})") for t in topics]))
+        print(
+            format_table(
+                ("topic", "read queues", "write queues", "perm"),
+                [
+                    (t["name"], t["read_queue_nums"], t["write_queue_nums"], f"{t['perm']} ({perm_text(t['perm'])})")
+                    for t in topics
+                ],
+            )
+        )
     return EXIT_OK

@@ -230,7 +230,9 @@ class ProducerMessage:
         _optional_text("a message group", self.message_group)
         message_id = _optional_text("a message id", self.message_id)
         if message_id is not None and (len(message_id) > _MAX_MESSAGE_ID or any(c.isspace() for c in message_id)):
-            raise ValueError(f"message id {message_id[:40]!r} must be at most {_MAX_MESSAGE_ID} characters, without whitespace")
+            raise ValueError(
+                f"message id {message_id[:40]!r} must be at most {_MAX_MESSAGE_ID} characters, without whitespace"
+            )
 
 
 # -- message ids -------------------------------------------------------------------------------
@@ -497,7 +499,9 @@ def build_query_offset(topic: str, queue_id: int, policy: Any) -> pb.QueryOffset
     elif isinstance(policy, int) and not isinstance(policy, bool):
         ms = policy
     else:
-        raise TypeError(f"offset policy is BEGINNING, END, ms since the epoch or a datetime; not {type(policy).__name__}")
+        raise TypeError(
+            f"offset policy is BEGINNING, END, ms since the epoch or a datetime; not {type(policy).__name__}"
+        )
     if ms < 0:
         raise ValueError(f"a timestamp cannot be negative: {ms}")
     request.query_offset_policy = pb.TIMESTAMP
@@ -519,7 +523,11 @@ def build_pull_request(
     long_polling_ms: int,
 ) -> pb.PullMessageRequest:
     check_name("group", group)
-    for name, value, low in (("offset", offset, 0), ("max_messages", max_messages, 1), ("long_polling_ms", long_polling_ms, 0)):
+    for name, value, low in (
+        ("offset", offset, 0),
+        ("max_messages", max_messages, 1),
+        ("long_polling_ms", long_polling_ms, 0),
+    ):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{name} is an int, not {type(value).__name__}")
         if value < low:

@@ -77,7 +77,9 @@ class NotMasterError(BrokerError):
 
     def __init__(self, master_endpoint: str, message: str = "") -> None:
         self.master_endpoint = master_endpoint
-        super().__init__("FORBIDDEN", message or f"not a master; the master is at {master_endpoint or 'an unknown endpoint'}")
+        super().__init__(
+            "FORBIDDEN", message or f"not a master; the master is at {master_endpoint or 'an unknown endpoint'}"
+        )
 
 
 class PartialBatchError(BrokerError):
@@ -111,5 +113,8 @@ def from_rpc_error(exc: grpc.RpcError, endpoint: str) -> RocketStoreError:
     if code in _TRANSPORT_CODES or code is None:
         return TransportError(endpoint, code.name if code is not None else "UNKNOWN", details)
     if code == grpc.StatusCode.UNIMPLEMENTED:
-        return BrokerError("UNIMPLEMENTED", f"{endpoint} does not serve this call ({details})" if details else f"{endpoint} does not serve this call")
+        return BrokerError(
+            "UNIMPLEMENTED",
+            f"{endpoint} does not serve this call ({details})" if details else f"{endpoint} does not serve this call",
+        )
     return BrokerError(code.name, details)

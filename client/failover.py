@@ -194,7 +194,9 @@ class SendAttempts:
         master = self.known.learn(target) if target else None
         if master is not None:
             return self._go(master, now)
-        return self._within(Step(Action.REDISCOVER, delay_s=self._pause(), ask=self.known.route_order(self.endpoint)), now)
+        return self._within(
+            Step(Action.REDISCOVER, delay_s=self._pause(), ask=self.known.route_order(self.endpoint)), now
+        )
 
     def _go(self, endpoint: Endpoint, now: float) -> Step:
         # Two brokers naming each other (stale views during an election) must not spin.

@@ -62,7 +62,9 @@ def check_timeout(timeout_s: Any) -> float:
 def parse_endpoints(endpoints: str | Endpoint | Sequence[str | Endpoint]) -> list[Endpoint]:
     """One endpoint, `"a:1;b:2"`, or a list of either: the group's endpoints, in order."""
     if isinstance(endpoints, (str, Endpoint)):
-        items: list[Any] = [endpoints] if isinstance(endpoints, Endpoint) else [e for e in endpoints.split(";") if e.strip()]
+        items: list[Any] = (
+            [endpoints] if isinstance(endpoints, Endpoint) else [e for e in endpoints.split(";") if e.strip()]
+        )
     else:
         items = list(endpoints)
     parsed: list[Endpoint] = []
@@ -194,7 +196,11 @@ class Producer(_ProducerBase):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         super().__init__(
-            endpoints, timeout_s=timeout_s, tls_ca_file=tls_ca_file, retry_timeout_s=retry_timeout_s, retry_policy=retry_policy
+            endpoints,
+            timeout_s=timeout_s,
+            tls_ca_file=tls_ca_file,
+            retry_timeout_s=retry_timeout_s,
+            retry_policy=retry_policy,
         )
         self._stubs: dict[Endpoint, tuple[grpc.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
         self._stub_for(self._group.current)
@@ -262,7 +268,9 @@ class Producer(_ProducerBase):
     def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
         for endpoint in ask:
             try:
-                response = self._stub_for(endpoint).QueryRoute(_route_request(topic, endpoint), timeout=self._route_timeout())
+                response = self._stub_for(endpoint).QueryRoute(
+                    _route_request(topic, endpoint), timeout=self._route_timeout()
+                )
             except grpc.RpcError:
                 continue
             master = self._found(topic, response)
@@ -298,7 +306,11 @@ class AsyncProducer(_ProducerBase):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         super().__init__(
-            endpoints, timeout_s=timeout_s, tls_ca_file=tls_ca_file, retry_timeout_s=retry_timeout_s, retry_policy=retry_policy
+            endpoints,
+            timeout_s=timeout_s,
+            tls_ca_file=tls_ca_file,
+            retry_timeout_s=retry_timeout_s,
+            retry_policy=retry_policy,
         )
         self._stubs: dict[Endpoint, tuple[grpc.aio.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
 

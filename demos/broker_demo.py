@@ -139,7 +139,11 @@ def _consume(endpoint: str, queues: list[int]) -> dict[int, tuple]:
                 for m in page.messages:
                     seq = seq_of(m.body)
                     found[seq if seq is not None else -1 - len(found)] = (
-                        m.queue_id, m.queue_offset, m.commit_log_offset, m.msg_id, m.body_crc_ok,
+                        m.queue_id,
+                        m.queue_offset,
+                        m.commit_log_offset,
+                        m.msg_id,
+                        m.body_crc_ok,
                     )
                 if not page.messages or page.next_offset <= offset:
                     break
@@ -173,7 +177,9 @@ def run_demo(directory: str | None, messages: int, size: int, concurrency: int) 
                     summary.lost += 1
                     summary.mismatches.append(f"seq {seq} missing on the {where}")
                 elif got[:3] != (queue_id, queue_offset, commit_log_offset) or not got[4]:
-                    summary.mismatches.append(f"seq {seq} on the {where}: {got} != acknowledged {(queue_id, queue_offset, commit_log_offset)}")
+                    summary.mismatches.append(
+                        f"seq {seq} on the {where}: {got} != acknowledged {(queue_id, queue_offset, commit_log_offset)}"
+                    )
         for seq, got in on_master.items():
             if on_slave.get(seq) is not None and on_slave[seq][:4] != got[:4]:
                 summary.mismatches.append(f"seq {seq}: master {got[:4]} != slave {on_slave[seq][:4]}")
@@ -192,10 +198,12 @@ def format_summary(s: DemoSummary) -> str:
         "RocketStore demo: SYNC_MASTER + SYNC_FLUSH master and one SYNC_FLUSH slave on 127.0.0.1",
         f"  produced     {s.messages} messages of {s.size} B from {s.concurrency} producers in {d['elapsed_s']} s "
         f"({d['msgs_per_s']} msgs/s, {d['msgs_per_s'] * s.size / 1e6:.1f} MB/s)",
-        f"  latency      p50 {d['latency_ms']['p50']} ms, p99 {d['latency_ms']['p99']} ms (send to PUT_OK: fsynced on both)",
+        f"  latency      p50 {d['latency_ms']['p50']} ms, p99 {d['latency_ms']['p99']} ms (send to PUT_OK: fsynced on "
+        "both)",
         f"  statuses     {statuses}" + (f"; errors: {errors}" if errors else ""),
         f"  replication  master max offset {s.master_max_offset}, slave acked {s.slave_ack_offset} "
-        f"(lag {s.master_max_offset - s.slave_ack_offset} B, caught up {d['replication']['catch_up_s']} s after the last send)",
+        f"(lag {s.master_max_offset - s.slave_ack_offset} B, caught up {d['replication']['catch_up_s']} s after the "
+        "last send)",
         f"  consumed     {s.consumed_master} from the master, {s.consumed_slave} from the slave; "
         f"{s.acknowledged} acknowledged",
     ]

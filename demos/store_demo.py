@@ -117,7 +117,9 @@ def parse_ack(line: str) -> Ack | None:
         return None
 
 
-def writer_config(directory: str | os.PathLike, flush: str, segment_size: int, transient_pool: bool = False) -> StoreConfig:
+def writer_config(
+    directory: str | os.PathLike, flush: str, segment_size: int, transient_pool: bool = False
+) -> StoreConfig:
     return StoreConfig(
         store_path_root_dir=str(directory),
         flush_disk_type=FlushDiskType(flush),
@@ -220,10 +222,27 @@ class WriterProcess:
     ) -> None:
         self.stderr_path = stderr_path
         command = [
-            sys.executable, "-m", "demos.store_demo", "--writer", str(directory),
-            "--messages", str(messages), "--size", str(size), "--threads", str(threads),
-            "--segment-size", str(segment_size), "--flush-disk-type", flush,
-            "--first-seq", str(first_seq), "--topics", str(topics), "--queues", str(queues),
+            sys.executable,
+            "-m",
+            "demos.store_demo",
+            "--writer",
+            str(directory),
+            "--messages",
+            str(messages),
+            "--size",
+            str(size),
+            "--threads",
+            str(threads),
+            "--segment-size",
+            str(segment_size),
+            "--flush-disk-type",
+            flush,
+            "--first-seq",
+            str(first_seq),
+            "--topics",
+            str(topics),
+            "--queues",
+            str(queues),
         ] + (["--transient-pool"] if transient_pool else [])
         self._stderr = open(stderr_path, "wb")
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0)
@@ -316,7 +335,12 @@ def check_acked(store: MessageStore, acks: Iterable[Ack], size: int) -> dict[int
             continue
         expected = body_for(ack.seq, size)
         if (msg.body, msg.topic, msg.queue_id, msg.queue_offset, msg.msg_id, msg.store_size) != (
-            expected, ack.topic, ack.queue_id, ack.queue_offset, ack.msg_id, ack.size
+            expected,
+            ack.topic,
+            ack.queue_id,
+            ack.queue_offset,
+            ack.msg_id,
+            ack.size,
         ):
             lost[ack.seq] = (
                 f"seq {ack.seq} at offset {ack.offset}: found {msg.topic}-{msg.queue_id}@{msg.queue_offset} "
@@ -379,7 +403,9 @@ def check_log(store: MessageStore, size: int, from_offset: int = 0) -> LogCheck:
             count += 1
             key = f"{msg.topic}-{msg.queue_id}"
             if msg.queue_offset != next_qoff.get(key, 0):
-                problems.append(f"{key}: queue offset {msg.queue_offset} at {msg.physical_offset}, expected {next_qoff.get(key, 0)}")
+                problems.append(
+                    f"{key}: queue offset {msg.queue_offset} at {msg.physical_offset}, expected {next_qoff.get(key, 0)}"
+                )
             next_qoff[key] = msg.queue_offset + 1
             if msg.physical_offset >= from_offset:
                 seq = seq_of(msg.body)
@@ -469,11 +495,17 @@ def run_demo(
         # Messages already in a kept directory are not this run's: check bodies only past them.
         start_offset = inspect_store(store_dir).end_offset if (store_dir / "commitlog").is_dir() else 0
         kill_after = rng.randint(max(1, messages * 3 // 10), max(1, messages * 7 // 10))
-        say(f"demo: writer with {threads} threads puts up to {messages} messages (SYNC_FLUSH) into {store_dir}; "
-            f"SIGKILL after {kill_after} acknowledgements")
+        say(
+            f"demo: writer with {threads} threads puts up to {messages} messages (SYNC_FLUSH) into {store_dir}; "
+            f"SIGKILL after {kill_after} acknowledgements"
+        )
         stderr_path = (work if temporary else Path(tempfile.gettempdir())) / f"demo-writer-{os.getpid()}.stderr"
         writer = WriterProcess(
-            store_dir, messages=messages, size=size, threads=threads, segment_size=segment_size,
+            store_dir,
+            messages=messages,
+            size=size,
+            threads=threads,
+            segment_size=segment_size,
             stderr_path=stderr_path,
         )
         try:
@@ -521,7 +553,17 @@ def run_demo(
                 if result.status is not PutMessageStatus.PUT_OK:
                     problems.append(f"put after recovery answered {result.status.value}")
                     continue
-                extra_acks.append(Ack(seq, msg.topic, msg.queue_id, result.queue_offset, result.wrote_offset, result.wrote_bytes, result.msg_id))
+                extra_acks.append(
+                    Ack(
+                        seq,
+                        msg.topic,
+                        msg.queue_id,
+                        result.queue_offset,
+                        result.wrote_offset,
+                        result.wrote_bytes,
+                        result.msg_id,
+                    )
+                )
         finally:
             store.shutdown()
 
@@ -599,7 +641,8 @@ def format_summary(s: DemoSummary) -> str:
         f"  torn tail           {torn}",
         f"  abnormal recovery   {s.recovery_seconds * 1000:.1f} ms, {s.recovery_scanned} messages checked, "
         f"log ends at {s.recovery_end}, {s.torn_tail_bytes} torn bytes cut",
-        f"  acknowledged        {s.acknowledged}" + (f" (+{s.not_acknowledged} answered otherwise)" if s.not_acknowledged else ""),
+        f"  acknowledged        {s.acknowledged}"
+        + (f" (+{s.not_acknowledged} answered otherwise)" if s.not_acknowledged else ""),
         f"  recovered           {s.recovered} at their offsets with the right bodies",
         f"  kept, unacked       {s.kept_unacked} (written, not yet acknowledged when killed)",
         f"  lost                {s.lost}",
@@ -614,7 +657,8 @@ def format_summary(s: DemoSummary) -> str:
     if len(s.problems) > 20:
         lines.append(f"  ... and {len(s.problems) - 20} more problems")
     lines.append(
-        "RESULT: OK, 0 acknowledged messages lost" if s.ok
+        "RESULT: OK, 0 acknowledged messages lost"
+        if s.ok
         else f"RESULT: FAILED, {s.lost} acknowledged message(s) lost, {len(s.problems)} problem(s)"
     )
     return "\n".join(lines)
@@ -636,8 +680,20 @@ def _positive(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="keep the store in DIR (reused if it holds one) instead of a temporary directory")
-    parser.add_argument("--messages", type=_positive, default=2000, metavar="N", help="messages the writer is asked to put (default 2000)")
-    parser.add_argument("--size", type=_positive, default=1024, metavar="BYTES", help=f"body size in bytes, at most {MAX_BODY} (default 1024)")
+    parser.add_argument(
+        "--messages",
+        type=_positive,
+        default=2000,
+        metavar="N",
+        help="messages the writer is asked to put (default 2000)",
+    )
+    parser.add_argument(
+        "--size",
+        type=_positive,
+        default=1024,
+        metavar="BYTES",
+        help=f"body size in bytes, at most {MAX_BODY} (default 1024)",
+    )
     parser.add_argument("--threads", type=_positive, default=4, metavar="N", help="writer threads (default 4)")
     parser.add_argument("--seed", type=int, help="seed of the kill point (default: random, printed)")
 
@@ -653,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transient-pool", action="store_true")
     add_arguments(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if args.writer:
         return run_writer(args)
     if args.size > MAX_BODY:

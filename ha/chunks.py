@@ -153,7 +153,9 @@ class SlaveStreamCheck:
         self.expected_offset = log_end
         self._any_segment_start = log_empty
 
-    def check(self, start_offset: int, data: bytes, checksum: int, segment_size: int, master_max_offset: int) -> ChunkCheck:
+    def check(
+        self, start_offset: int, data: bytes, checksum: int, segment_size: int, master_max_offset: int
+    ) -> ChunkCheck:
         size = len(data)
         end = start_offset + size
         if segment_size != self.segment_size:
@@ -199,7 +201,8 @@ class SlaveStreamCheck:
         if whole != size:
             return ChunkCheck(
                 ChunkVerdict.PARTIAL_RECORD,
-                f"the chunk at {start_offset} ends inside a record ({size - whole} bytes of it at {start_offset + whole})",
+                f"the chunk at {start_offset} ends inside a record ({size - whole} bytes of it at "
+                f"{start_offset + whole})",
             )
         return ChunkCheck(ChunkVerdict.OK, end_offset=end)
 

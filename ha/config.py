@@ -72,8 +72,14 @@ class HaConfig:
     enable_elect_unclean_master: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("ha_send_heartbeat_interval_ms", "ha_housekeeping_interval_ms", "ha_transfer_batch_size",
-                     "ha_reconnect_backoff_min_ms", "ha_reconnect_backoff_max_ms", "ha_metadata_sync_interval_ms"):
+        for name in (
+            "ha_send_heartbeat_interval_ms",
+            "ha_housekeeping_interval_ms",
+            "ha_transfer_batch_size",
+            "ha_reconnect_backoff_min_ms",
+            "ha_reconnect_backoff_max_ms",
+            "ha_metadata_sync_interval_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.ha_reconnect_backoff_min_ms > self.ha_reconnect_backoff_max_ms:
@@ -93,8 +99,13 @@ class HaConfig:
             raise ConfigError("haTlsCaFile needs haTlsCertFile and haTlsKeyFile (mutual TLS)")
         if self.ha_secret and self.ha_secret_file:
             raise ConfigError("set haSecret or haSecretFile, not both")
-        for name in ("etcd_lease_ttl_s", "etcd_poll_interval_ms", "etcd_request_timeout_ms",
-                     "etcd_lease_fence_margin_ms", "ha_max_time_slave_not_catchup_ms"):
+        for name in (
+            "etcd_lease_ttl_s",
+            "etcd_poll_interval_ms",
+            "etcd_request_timeout_ms",
+            "etcd_lease_fence_margin_ms",
+            "ha_max_time_slave_not_catchup_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.enable_controller_mode:

@@ -45,7 +45,8 @@ class EpochKeeper:
             if kept != self._history:
                 log.warning(
                     "epoch file: dropping epochs %s that start at or past the log's end %d",
-                    [e.epoch for e in self._history.entries[len(kept):]], max_offset,
+                    [e.epoch for e in self._history.entries[len(kept) :]],
+                    max_offset,
                 )
                 self._save(kept)
             return self._history

@@ -5,7 +5,7 @@ Keys, under `<etcdPrefix>/<brokerClusterName>/<brokerName>/`:
 | key | value | lifetime |
 |---|---|---|
 | `master` | `MasterRecord`: broker id, epoch, client and replication endpoints | bound to the master's lease |
-| `state` | `GroupState`: epoch, master id, in-sync replica ids, hints | permanent; changed only by transactions comparing its mod revision |
+| `state` | `GroupState`: epoch, master id, in-sync ids, hints | permanent; changed by transactions on its revision |
 | `brokers/<id>` | `BrokerRecord`: endpoints, offsets, last epoch, election declaration | bound to that broker's lease |
 
 A master exists while its lease lives; `state.epoch` only grows, and each epoch is won by one

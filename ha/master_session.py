@@ -64,13 +64,16 @@ def decide_start(
     if not serving:
         return StartDecision(0, "this broker is a slave, it does not serve replication")
     if handshake.broker_name != broker_name:
-        return StartDecision(0, f"the slave belongs to broker {handshake.broker_name!r}, this master is {broker_name!r}")
+        return StartDecision(
+            0, f"the slave belongs to broker {handshake.broker_name!r}, this master is {broker_name!r}"
+        )
     durable = handshake.durable_offset
     if durable < 0:
         return StartDecision(0, f"the slave's offset {durable} is negative")
     if durable > log_max_offset:
         return StartDecision(
-            0, f"the slave's log ({durable}) is longer than the master's ({log_max_offset}); it has to be truncated first"
+            0,
+            f"the slave's log ({durable}) is longer than the master's ({log_max_offset}); it has to be truncated first",
         )
     if durable == 0:
         return StartDecision(log_min_offset)
@@ -136,7 +139,9 @@ class NextStep:
 class MasterSession:
     """One slave's accepted stream, from its start offset on."""
 
-    def __init__(self, start_offset: int, now_ms: int, *, window_bytes: int, heartbeat_ms: int, housekeeping_ms: int) -> None:
+    def __init__(
+        self, start_offset: int, now_ms: int, *, window_bytes: int, heartbeat_ms: int, housekeeping_ms: int
+    ) -> None:
         self.start_offset = start_offset
         self.sent = start_offset  # exclusive end of what went out
         self.acked = start_offset  # the highest durable offset the slave reported

@@ -202,7 +202,9 @@ class MasterAuth:
         self.master = master
         self._table = table if table is not None else NonceTable()
 
-    def hello(self, client_nonce: bytes, slave: Identity, now_ms: int, server_nonce: bytes | None = None) -> HelloAnswer:
+    def hello(
+        self, client_nonce: bytes, slave: Identity, now_ms: int, server_nonce: bytes | None = None
+    ) -> HelloAnswer:
         """ValueError for a malformed client nonce (the caller answers INVALID_ARGUMENT)."""
         if len(client_nonce) != NONCE_BYTES:
             raise ValueError(f"the client nonce must be {NONCE_BYTES} bytes, not {len(client_nonce)}")
@@ -276,8 +278,15 @@ class SlaveAuth:
 
 def chunk_parts(chunk) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
     return (
-        (chunk.start_offset, chunk.master_max_offset, chunk.epoch, chunk.checksum, chunk.confirmed_offset,
-         chunk.segment_size, chunk.epoch_start_offset),
+        (
+            chunk.start_offset,
+            chunk.master_max_offset,
+            chunk.epoch,
+            chunk.checksum,
+            chunk.confirmed_offset,
+            chunk.segment_size,
+            chunk.epoch_start_offset,
+        ),
         (chunk.master_client_endpoint.encode("utf-8"), chunk.data),
     )
 
@@ -291,7 +300,14 @@ def report_parts(report) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
 
 def epochs_parts(answer) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
     entries = tuple(value for entry in answer.epochs for value in (entry.epoch, entry.start_offset))
-    return (answer.min_offset, answer.max_offset, answer.confirmed_offset, int(answer.is_master), len(answer.epochs), *entries), ()
+    return (
+        answer.min_offset,
+        answer.max_offset,
+        answer.confirmed_offset,
+        int(answer.is_master),
+        len(answer.epochs),
+        *entries,
+    ), ()
 
 
 def metadata_parts(answer) -> tuple[tuple[int, ...], tuple[bytes, ...]]:

@@ -70,9 +70,19 @@ class SlaveSnapshot:
 
 
 class _Session:
-    __slots__ = ("session_id", "ha_peer", "broker_id", "client_endpoint", "ack_offset", "connected_at_ms", "caught_up_at_ms")
+    __slots__ = (
+        "session_id",
+        "ha_peer",
+        "broker_id",
+        "client_endpoint",
+        "ack_offset",
+        "connected_at_ms",
+        "caught_up_at_ms",
+    )
 
-    def __init__(self, session_id: Hashable, ha_peer: str, broker_id: int, client_endpoint: str, start_offset: int, now_ms: int):
+    def __init__(
+        self, session_id: Hashable, ha_peer: str, broker_id: int, client_endpoint: str, start_offset: int, now_ms: int
+    ):
         self.session_id = session_id
         self.ha_peer = ha_peer
         self.broker_id = broker_id

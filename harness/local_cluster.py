@@ -121,7 +121,7 @@ class LocalBroker:
         if line is None:
             self.kill()
             raise BrokerStartError(f"{self.name} did not become ready within {timeout_s} s:\n{self.tail()}")
-        self.ready = dict(part.split("=", 1) for part in line[len(READY_PREFIX):].split())
+        self.ready = dict(part.split("=", 1) for part in line[len(READY_PREFIX) :].split())
         return self
 
     def _ready_line(self) -> str | None:
@@ -246,7 +246,9 @@ class LocalCluster(_Brokers):
             self.add_slave(i, timeout_s)
         return self
 
-    def add_slave(self, broker_id: int, timeout_s: float = 60.0, *, wait_connected: bool = True, **extra: str) -> LocalBroker:
+    def add_slave(
+        self, broker_id: int, timeout_s: float = 60.0, *, wait_connected: bool = True, **extra: str
+    ) -> LocalBroker:
         """Start a slave; with `wait_connected`, return once the master lists it among its
         replication sessions (a SYNC_MASTER put made earlier would find no slave)."""
         settings = self._common()
@@ -334,7 +336,9 @@ class ControllerCluster(_Brokers):
             broker.start(timeout_s)
         return self
 
-    def restart(self, broker: LocalBroker, timeout_s: float = 60.0, env: Mapping[str, str] | None = None) -> LocalBroker:
+    def restart(
+        self, broker: LocalBroker, timeout_s: float = 60.0, env: Mapping[str, str] | None = None
+    ) -> LocalBroker:
         """Start a stopped or killed broker again on the ports it had (clients keep its address)."""
         if broker.ready:
             broker.settings.update(
@@ -382,4 +386,3 @@ class ControllerCluster(_Brokers):
 
     def client_endpoints(self) -> str:
         return ";".join(b.client_endpoint for b in self.brokers if b.ready)
-

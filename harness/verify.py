@@ -28,7 +28,10 @@ def open_store(store_dir: Path, settings: Mapping[str, str]) -> MessageStore:
 
 def messages_by_offset(store: MessageStore) -> dict[int, str]:
     """CommitLog offset -> the client's message id (UNIQ_KEY, else the broker's msgId)."""
-    return {m.physical_offset: m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, m.msg_id) for m in store.iter_messages()}
+    return {
+        m.physical_offset: m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, m.msg_id)
+        for m in store.iter_messages()
+    }
 
 
 def missing_acknowledged(acked: Mapping[str, int], log: Mapping[int, str]) -> list[str]:

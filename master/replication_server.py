@@ -61,8 +61,19 @@ from ha.epochs import EpochHistory
 from ha.master_session import CloseKind, MasterSession, SlaveHandshake, Step, decide_start
 from ha.metadata_sync import take_snapshot
 from ha.peer_auth import (
-    CHUNK, EPOCHS, HEADER, METADATA, REPORT, AuthenticationError, Identity, MasterAuth, PeerSession,
-    chunk_parts, epochs_parts, metadata_parts, report_parts,
+    CHUNK,
+    EPOCHS,
+    HEADER,
+    METADATA,
+    REPORT,
+    AuthenticationError,
+    Identity,
+    MasterAuth,
+    PeerSession,
+    chunk_parts,
+    epochs_parts,
+    metadata_parts,
+    report_parts,
 )
 from ha.replica_tracker import ReplicaTracker
 from wire.rpc import ha_pb2, ha_pb2_grpc
@@ -93,6 +104,8 @@ def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, details: str) -
 def _progress(session: MasterSession | None) -> tuple[int, int, int]:
     """(sent, acked, started at) for the closing log line."""
     return (session.sent, session.acked, session.start_offset) if session is not None else (0, 0, 0)
+
+
 _SERVICE = "/rocketstore.ha.v1.Replication/"
 
 
@@ -227,11 +240,13 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
     def Hello(self, request: ha_pb2.HelloRequest, context: grpc.ServicerContext) -> ha_pb2.HelloResponse:
         auth = self._auth
         if auth is None:
-            _abort(context, grpc.StatusCode.FAILED_PRECONDITION, "this master has no shared secret: it authenticates by TLS")
-        try:
-            answer = auth.hello(
-                request.client_nonce, Identity(request.broker_name, request.broker_id), self._clock()
+            _abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "this master has no shared secret: it authenticates by TLS",
             )
+        try:
+            answer = auth.hello(request.client_nonce, Identity(request.broker_name, request.broker_id), self._clock())
         except ValueError as exc:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return ha_pb2.HelloResponse(
@@ -263,7 +278,10 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             return
         self._track(stream)
         reader = threading.Thread(
-            target=self._read_reports, args=(stream, request_iterator), name=f"ha-reports-{stream.session_id}", daemon=True
+            target=self._read_reports,
+            args=(stream, request_iterator),
+            name=f"ha-reports-{stream.session_id}",
+            daemon=True,
         )
         reader.start()
         try:
@@ -280,7 +298,11 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 log.log(
                     level,
                     "replication session %d with %s (%s) closed at offset %d (acked %d, started at %d): %s",
-                    stream.session_id, stream.slave, stream.peer, *_progress(stream.session), reason,
+                    stream.session_id,
+                    stream.slave,
+                    stream.peer,
+                    *_progress(stream.session),
+                    reason,
                 )
             elif code not in (None, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE):
                 log.warning("replication stream from %s closed before its handshake: %s", stream.peer, reason)
@@ -345,7 +367,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     continue
                 durable = report.durable_offset
                 session = stream.session
-                error = session.acknowledged(durable, now) if session is not None else "an ack before the stream started"
+                error = (
+                    session.acknowledged(durable, now) if session is not None else "an ack before the stream started"
+                )
                 if error is not None:
                     self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, error, now)
                     return
@@ -408,7 +432,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     data = next_chunk(read, sent, step.until, self._batch)
                 except MalformedRecords as exc:
                     log.error("the CommitLog is corrupt at offset %d: %s", sent, exc)
-                    self._close(stream, grpc.StatusCode.DATA_LOSS, f"the master's CommitLog is corrupt at offset {sent}", now)
+                    self._close(
+                        stream, grpc.StatusCode.DATA_LOSS, f"the master's CommitLog is corrupt at offset {sent}", now
+                    )
                     continue
                 if data:
                     session.sent_chunk(len(data), now)
@@ -497,13 +523,26 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             return None
         if refusal:
             # A broker that is not master (yet: controller mode) is a passing condition.
-            code = grpc.StatusCode.UNAVAILABLE if self._store.broker_role is BrokerRole.SLAVE else grpc.StatusCode.FAILED_PRECONDITION
-            log.log(logging.INFO if code is grpc.StatusCode.UNAVAILABLE else logging.WARNING,
-                    "refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
+            code = (
+                grpc.StatusCode.UNAVAILABLE
+                if self._store.broker_role is BrokerRole.SLAVE
+                else grpc.StatusCode.FAILED_PRECONDITION
+            )
+            log.log(
+                logging.INFO if code is grpc.StatusCode.UNAVAILABLE else logging.WARNING,
+                "refused replication to %s (%s): %s",
+                stream.slave,
+                stream.peer,
+                refusal,
+            )
             self._close(stream, code, refusal, now)
             return None
         stream.session = MasterSession(
-            start, now, window_bytes=self._window, heartbeat_ms=self._heartbeat_ms, housekeeping_ms=self._housekeeping_ms
+            start,
+            now,
+            window_bytes=self._window,
+            heartbeat_ms=self._heartbeat_ms,
+            housekeeping_ms=self._housekeeping_ms,
         )
         replaced = self._tracker.register(
             stream.session_id,
@@ -524,8 +563,13 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             return None
         log.info(
             "replication session %d opened: slave %s at %s (client %s), from offset %d (slave max %d, master max %d)",
-            stream.session_id, stream.slave, stream.peer, report.client_endpoint or "-", start,
-            report.max_offset, self._store.max_offset,
+            stream.session_id,
+            stream.slave,
+            stream.peer,
+            report.client_endpoint or "-",
+            start,
+            report.max_offset,
+            self._store.max_offset,
         )
         return start
 

@@ -217,7 +217,11 @@ def lock_holder_pid(lock_path: Path) -> int | None:
 
 
 _CHECKPOINT_MAIN = (
-    "physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp", "physic_flushed_offset", "confirm_offset",
+    "physic_msg_timestamp",
+    "logics_msg_timestamp",
+    "index_msg_timestamp",
+    "physic_flushed_offset",
+    "confirm_offset",
 )
 
 
@@ -349,8 +353,17 @@ class _Walk:
             preview = msg.body[:48].decode("utf-8", "replace")
             self.shown.append(
                 MessageSummary(
-                    offset, record.size, msg.topic, msg.queue_id, msg.queue_offset, msg.msg_id,
-                    msg.store_timestamp_ms, msg.sys_flag, dict(msg.properties), len(msg.body), preview,
+                    offset,
+                    record.size,
+                    msg.topic,
+                    msg.queue_id,
+                    msg.queue_offset,
+                    msg.msg_id,
+                    msg.store_timestamp_ms,
+                    msg.sys_flag,
+                    dict(msg.properties),
+                    len(msg.body),
+                    preview,
                 )
             )
 
@@ -513,7 +526,9 @@ def inspect_store(
     raw_bad = sorted(walk.bad)
     if flushed is not None and end_offset < flushed and not any(o == end_offset for o, _, _ in raw_bad):
         segment = next((s.name for s in walk.segments if s.start <= end_offset < s.start + size), "(none)")
-        raw_bad.insert(0, (end_offset, segment, f"the log ends here, below the flushed offset {flushed}: fsynced data is missing"))
+        raw_bad.insert(
+            0, (end_offset, segment, f"the log ends here, below the flushed offset {flushed}: fsynced data is missing")
+        )
         raw_bad.sort()
     bad: list[BadOffset] = []
     for i, (offset, segment, reason) in enumerate(raw_bad):
@@ -532,8 +547,7 @@ def inspect_store(
 
     data_end = max([s.data_end for s in walk.segments if s.data_end > s.start] + [end_offset])
     queues = tuple(
-        QueueStats(topic, qid, s[0], s[1], s[2], s[3], s[4], s[5])
-        for (topic, qid), s in sorted(walk.queues.items())
+        QueueStats(topic, qid, s[0], s[1], s[2], s[3], s[4], s[5]) for (topic, qid), s in sorted(walk.queues.items())
     )
     if on_progress is not None:
         on_progress(total, total)
@@ -615,33 +629,48 @@ def format_report(report: InspectReport) -> str:
             f"index {_when(cp.index_msg_timestamp)}"
         )
     out.append(
-        "  abort file    present (the last run did not shut down cleanly)" if r.abort_present
+        "  abort file    present (the last run did not shut down cleanly)"
+        if r.abort_present
         else "  abort file    absent (clean shutdown, or never started)"
     )
     out.append(f"  lock          held by pid {r.lock_holder_pid}" if r.lock_holder_pid else "  lock          free")
     out.append(
         f"  messages      {r.messages} ({human_bytes(r.message_bytes)}) in {len(r.queues)} queue(s) of "
-        f"{len(r.topics)} topic(s)" + (f"; {r.messages_beyond_end} more beyond the first bad offset" if r.messages_beyond_end else "")
+        f"{len(r.topics)} topic(s)"
+        + (f"; {r.messages_beyond_end} more beyond the first bad offset" if r.messages_beyond_end else "")
     )
     out.append("")
     if r.queues:
         rows = []
         for t in r.topics:
             for q in (q for q in r.queues if q.topic == t.topic):
-                rows.append([
-                    q.topic, str(q.queue_id), str(q.messages), str(q.bytes),
-                    "-" if q.min_queue_offset is None else str(q.min_queue_offset),
-                    "-" if q.max_queue_offset is None else str(q.max_queue_offset),
-                    "yes" if q.dense else "NO",
-                ])
+                rows.append(
+                    [
+                        q.topic,
+                        str(q.queue_id),
+                        str(q.messages),
+                        str(q.bytes),
+                        "-" if q.min_queue_offset is None else str(q.min_queue_offset),
+                        "-" if q.max_queue_offset is None else str(q.max_queue_offset),
+                        "yes" if q.dense else "NO",
+                    ]
+                )
             if t.queues > 1:
                 rows.append([t.topic, "all", str(t.messages), str(t.bytes), "", "", ""])
         out += _table(["TOPIC", "QUEUE", "MESSAGES", "BYTES", "MIN QOFF", "MAX QOFF", "DENSE"], rows, {1, 2, 3, 4, 5})
         out.append("")
     if r.first_messages:
         rows = [
-            [str(m.offset), str(m.size), m.topic, str(m.queue_id), str(m.queue_offset), m.msg_id,
-             _when(m.store_timestamp_ms), repr(m.body_preview)]
+            [
+                str(m.offset),
+                str(m.size),
+                m.topic,
+                str(m.queue_id),
+                str(m.queue_offset),
+                m.msg_id,
+                _when(m.store_timestamp_ms),
+                repr(m.body_preview),
+            ]
             for m in r.first_messages
         ]
         out.append(f"First {len(rows)} message(s):")
@@ -651,7 +680,13 @@ def format_report(report: InspectReport) -> str:
         out.append(f"LAYOUT: {problem}")
     if r.bad_offsets:
         rows = [
-            [str(b.offset), b.segment, b.kind, "?" if b.below_flushed is None else ("yes" if b.below_flushed else "no"), b.reason]
+            [
+                str(b.offset),
+                b.segment,
+                b.kind,
+                "?" if b.below_flushed is None else ("yes" if b.below_flushed else "no"),
+                b.reason,
+            ]
             for b in r.bad_offsets
         ]
         out.append("Bad offsets:")
@@ -663,10 +698,14 @@ def format_report(report: InspectReport) -> str:
         first = r.corruption[0] if r.corruption else None
         out.append(
             "RESULT: PROBLEMS FOUND"
-            + (f": {first.kind} at offset {first.offset} ({first.reason}). "
-               f"See `rocketstore repair --store-dir {r.store_dir}`." if first
-               else f": the last segment {r.short_segment} is short; see the note above." if r.short_segment and not r.layout_problems
-               else ": the segment layout is broken.")
+            + (
+                f": {first.kind} at offset {first.offset} ({first.reason}). "
+                f"See `rocketstore repair --store-dir {r.store_dir}`."
+                if first
+                else f": the last segment {r.short_segment} is short; see the note above."
+                if r.short_segment and not r.layout_problems
+                else ": the segment layout is broken."
+            )
         )
     elif any(b.kind == IN_FLIGHT for b in r.bad_offsets):
         flight = next(b for b in r.bad_offsets if b.kind == IN_FLIGHT)

@@ -117,10 +117,12 @@ def plan_repair(report: InspectReport, truncate_at: int | None = None) -> Repair
     if offset < report.min_offset:
         raise RepairError(f"offset {offset} is below the first offset of the log, {report.min_offset}")
     if offset > report.end_offset:
-        where = f"the first bad offset {first.offset} ({first.reason})" if first else f"the end of the log {report.end_offset}"
-        raise RepairError(
-            f"offset {offset} is past {where}; a cut must be at or below it, or the damage stays"
+        where = (
+            f"the first bad offset {first.offset} ({first.reason})"
+            if first
+            else f"the end of the log {report.end_offset}"
         )
+        raise RepairError(f"offset {offset} is past {where}; a cut must be at or below it, or the damage stays")
     below = _boundary_walk(report, offset)
     kept = next((s for s in report.segments if s.start <= offset < s.start + s.size), None)
     cut = 0

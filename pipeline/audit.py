@@ -143,8 +143,16 @@ def compare_tasks(master: StoreLayout, slave: StoreLayout, start: int, end: int)
     while size and seg < end:
         lo, hi = max(start, seg), min(end, seg + size)
         for cut in range(lo, hi, COMPARE_CHUNK):
-            tasks.append((m.get(seg, "/nonexistent-master-segment"), s.get(seg, "/nonexistent-slave-segment"),
-                          seg, size, cut, min(hi, cut + COMPARE_CHUNK)))
+            tasks.append(
+                (
+                    m.get(seg, "/nonexistent-master-segment"),
+                    s.get(seg, "/nonexistent-slave-segment"),
+                    seg,
+                    size,
+                    cut,
+                    min(hi, cut + COMPARE_CHUNK),
+                )
+            )
         seg += size
     return tasks
 
@@ -165,10 +173,17 @@ def context_around(layout: StoreLayout, offset: int, count: int) -> tuple[Record
         briefs = []
         for p in chosen:
             row = decode_row(buf, p, seg.start, size, layout.store_dir)
-            briefs.append(RecordBrief(
-                row["physical_offset"], row.get("size"), row.get("topic"), row.get("queue_id"),
-                row.get("queue_offset"), row.get("msg_id"), row.get("error"),
-            ))
+            briefs.append(
+                RecordBrief(
+                    row["physical_offset"],
+                    row.get("size"),
+                    row.get("topic"),
+                    row.get("queue_id"),
+                    row.get("queue_offset"),
+                    row.get("msg_id"),
+                    row.get("error"),
+                )
+            )
         if stop <= rel and (not chosen or chosen[-1] < stop):
             briefs.append(RecordBrief(seg.start + stop, None, None, None, None, None, "the record chain stops here"))
         return tuple(briefs)
@@ -219,7 +234,11 @@ def audit_replicas(
             say(f"audit: comparing {slave_dir} with {master_dir} over [{start}, {limit}) in {len(tasks)} task(s)")
             found = []
             if tasks:
-                found = [o for o in spark.sparkContext.parallelize(tasks, len(tasks)).map(compare_chunk).collect() if o is not None]
+                found = [
+                    o
+                    for o in spark.sparkContext.parallelize(tasks, len(tasks)).map(compare_chunk).collect()
+                    if o is not None
+                ]
             if found:
                 first, reason = min(found), "bytes differ"
             elif up_to is not None and min(master_end, slave_end) < up_to:
@@ -228,18 +247,20 @@ def audit_replicas(
                 reason = f"the {who}'s log ends at {first}, below the acknowledged offset {up_to}"
             elif up_to is None and slave_end > master_end:
                 first, reason = master_end, f"the slave's log runs past the master's end {master_end} to {slave_end}"
-        replicas.append(ReplicaResult(
-            slave=str(slave_dir),
-            compared_from=start,
-            compared_to=bound,
-            master_end=master_end,
-            slave_end=slave_end,
-            lag_bytes=master_end - slave_end,
-            first_divergence=first,
-            reason=reason,
-            master_context=context_around(master, first, context) if first is not None else (),
-            slave_context=context_around(slave, first, context) if first is not None else (),
-        ))
+        replicas.append(
+            ReplicaResult(
+                slave=str(slave_dir),
+                compared_from=start,
+                compared_to=bound,
+                master_end=master_end,
+                slave_end=slave_end,
+                lag_bytes=master_end - slave_end,
+                first_divergence=first,
+                reason=reason,
+                master_context=context_around(master, first, context) if first is not None else (),
+                slave_context=context_around(slave, first, context) if first is not None else (),
+            )
+        )
 
     say("audit: counting messages, errors, duplicates and queue-offset gaps")
     stores = [str(master_dir), *map(str, slave_dirs)]
@@ -247,35 +268,58 @@ def audit_replicas(
     if up_to is not None:
         reader = reader.option("endOffset", str(up_to))
     df = reader.load()
-    df = df.select("broker", "physical_offset", "topic", "queue_id", "queue_offset", "sys_flag", "properties", "keys", "error")
+    df = df.select(
+        "broker", "physical_offset", "topic", "queue_id", "queue_offset", "sys_flag", "properties", "keys", "error"
+    )
     df.cache()
     try:
-        counts = [(r["broker"], r["topic"], r["count"]) for r in
-                  df.where("error is null").groupBy("broker", "topic").count().orderBy("broker", "topic").collect()]
+        counts = [
+            (r["broker"], r["topic"], r["count"])
+            for r in df.where("error is null").groupBy("broker", "topic").count().orderBy("broker", "topic").collect()
+        ]
         errors_df = df.where("error is not null")
         error_count = errors_df.count()
-        error_rows = [(r["broker"], r["physical_offset"], r["error"]) for r in
-                      errors_df.orderBy("broker", "physical_offset").limit(examples).collect()]
-        m = df.where((F.col("broker") == str(master_dir)) & F.col("error").isNull()
-                     & (F.col("physical_offset") < F.lit(bound_for_stats)))
-        dup_uniq = (m.where(F.col("properties").getItem("UNIQ_KEY").isNotNull())
-                    .groupBy("topic", F.col("properties").getItem("UNIQ_KEY").alias("value")).count()
-                    .where("count > 1").withColumn("kind", F.lit("UNIQ_KEY")))
-        dup_keys = (m.where(F.col("keys").isNotNull() & (F.col("keys") != ""))
-                    .groupBy("topic", F.col("keys").alias("value")).count()
-                    .where("count > 1").withColumn("kind", F.lit("KEYS")))
+        error_rows = [
+            (r["broker"], r["physical_offset"], r["error"])
+            for r in errors_df.orderBy("broker", "physical_offset").limit(examples).collect()
+        ]
+        m = df.where(
+            (F.col("broker") == str(master_dir))
+            & F.col("error").isNull()
+            & (F.col("physical_offset") < F.lit(bound_for_stats))
+        )
+        dup_uniq = (
+            m.where(F.col("properties").getItem("UNIQ_KEY").isNotNull())
+            .groupBy("topic", F.col("properties").getItem("UNIQ_KEY").alias("value"))
+            .count()
+            .where("count > 1")
+            .withColumn("kind", F.lit("UNIQ_KEY"))
+        )
+        dup_keys = (
+            m.where(F.col("keys").isNotNull() & (F.col("keys") != ""))
+            .groupBy("topic", F.col("keys").alias("value"))
+            .count()
+            .where("count > 1")
+            .withColumn("kind", F.lit("KEYS"))
+        )
         dups = dup_uniq.unionByName(dup_keys)
         duplicate_count = dups.count()
-        duplicates = [(r["topic"], r["kind"], r["value"], r["count"]) for r in
-                      dups.orderBy(F.desc("count"), "topic", "value").limit(examples).collect()]
+        duplicates = [
+            (r["topic"], r["kind"], r["value"], r["count"])
+            for r in dups.orderBy(F.desc("count"), "topic", "value").limit(examples).collect()
+        ]
         queued = m.where(~((F.col("sys_flag").bitwiseAND(12) == 4) | (F.col("sys_flag").bitwiseAND(12) == 12)))
         w = Window.partitionBy("topic", "queue_id").orderBy("queue_offset")
-        gaps_df = (queued.select("topic", "queue_id", "queue_offset")
-                   .withColumn("previous", F.lag("queue_offset").over(w))
-                   .where(F.col("previous").isNotNull() & (F.col("queue_offset") != F.col("previous") + 1)))
+        gaps_df = (
+            queued.select("topic", "queue_id", "queue_offset")
+            .withColumn("previous", F.lag("queue_offset").over(w))
+            .where(F.col("previous").isNotNull() & (F.col("queue_offset") != F.col("previous") + 1))
+        )
         gap_count = gaps_df.count()
-        gaps = [(r["topic"], r["queue_id"], r["previous"], r["queue_offset"]) for r in
-                gaps_df.orderBy("topic", "queue_id", "queue_offset").limit(examples).collect()]
+        gaps = [
+            (r["topic"], r["queue_id"], r["previous"], r["queue_offset"])
+            for r in gaps_df.orderBy("topic", "queue_id", "queue_offset").limit(examples).collect()
+        ]
     finally:
         df.unpersist()
     return AuditReport(
@@ -297,7 +341,8 @@ def format_audit(report: AuditReport) -> str:
     for r in report.replicas:
         state = "IDENTICAL" if r.identical else f"DIVERGES at offset {r.first_divergence} ({r.reason})"
         out.append(
-            f"  slave {r.slave}: {state}; compared [{r.compared_from}, {min(r.compared_to, r.master_end, r.slave_end)}), "
+            f"  slave {r.slave}: {state}; compared [{r.compared_from}, "
+            f"{min(r.compared_to, r.master_end, r.slave_end)}), "
             f"master end {r.master_end}, slave end {r.slave_end}, lag {r.lag_bytes} bytes"
         )
         for side, records in (("master", r.master_context), ("slave", r.slave_context)):

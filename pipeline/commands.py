@@ -46,8 +46,14 @@ def _topics(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--master", "--spark-master", dest="spark_master", default="local[*]", metavar="SPARK_MASTER",
-                        help="Spark master URL (default local[*])")
+    parser.add_argument(
+        "--master",
+        "--spark-master",
+        dest="spark_master",
+        default="local[*]",
+        metavar="SPARK_MASTER",
+        help="Spark master URL (default local[*])",
+    )
     jobs = parser.add_subparsers(dest="pipeline_command", metavar="JOB", required=True)
 
     scan = jobs.add_parser("scan", help="read CommitLogs: messages per broker and topic, corrupt records")
@@ -60,18 +66,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scan.add_argument("--json", action="store_true")
 
     audit = jobs.add_parser("audit", help="are the slaves' CommitLogs byte-identical to the master's?")
-    audit.add_argument("--master", dest="master_dir", required=True, type=_dir, metavar="DIR",
-                       help="the master broker's store directory")
+    audit.add_argument(
+        "--master",
+        dest="master_dir",
+        required=True,
+        type=_dir,
+        metavar="DIR",
+        help="the master broker's store directory",
+    )
     audit.add_argument("--slave", dest="slave_dirs", action="append", required=True, type=_dir, metavar="DIR")
-    audit.add_argument("--up-to", type=offset_arg, metavar="OFFSET", help="acknowledged/confirmed offset both must hold")
+    audit.add_argument(
+        "--up-to", type=offset_arg, metavar="OFFSET", help="acknowledged/confirmed offset both must hold"
+    )
     audit.add_argument("--context", type=offset_arg, default=3, metavar="N", help="records shown around a divergence")
     audit.add_argument("--json", action="store_true")
 
     rebuild = jobs.add_parser("rebuild", help="write ConsumeQueues and IndexFiles from a CommitLog")
     rebuild.add_argument("--store-dir", required=True, type=_dir, metavar="DIR")
     rebuild.add_argument("--out-dir", required=True, metavar="DIR", help="where consumequeue/ and index/ go")
-    rebuild.add_argument("--consume-queue-file-size", type=_positive, metavar="BYTES",
-                         help="mappedFileSizeConsumeQueue (default 6000000)")
+    rebuild.add_argument(
+        "--consume-queue-file-size",
+        type=_positive,
+        metavar="BYTES",
+        help="mappedFileSizeConsumeQueue (default 6000000)",
+    )
     rebuild.add_argument("--hash-slot-num", type=_positive, metavar="N", help="maxHashSlotNum (default 5000000)")
     rebuild.add_argument("--index-num", type=_positive, metavar="N", help="maxIndexNum (default 20000000)")
     rebuild.add_argument("--message-delay-level", metavar="LEVELS", help="messageDelayLevel (RocketMQ's default)")
@@ -89,7 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     from .stream_command import add_stream_arguments
 
-    stream = jobs.add_parser("stream", help="topics of a running broker into Parquet (Structured Streaming, exactly once)")
+    stream = jobs.add_parser(
+        "stream", help="topics of a running broker into Parquet (Structured Streaming, exactly once)"
+    )
     add_stream_arguments(stream)
 
 
@@ -121,7 +141,11 @@ def _session(args):
 
 def run(args: argparse.Namespace) -> int:
     job = {
-        "scan": run_scan, "audit": run_audit, "rebuild": run_rebuild, "export": run_export, "stream": run_stream,
+        "scan": run_scan,
+        "audit": run_audit,
+        "rebuild": run_rebuild,
+        "export": run_export,
+        "stream": run_stream,
     }[args.pipeline_command]
     return job(args)
 
@@ -141,8 +165,11 @@ def run_scan(args: argparse.Namespace) -> int:
             _progress(f"pipeline scan: {problem}")
     spark = _session(args)
     reader = spark.read.format("rocketstore-commitlog").option("paths", json.dumps(args.store_dirs))
-    for name, value in (("startOffset", args.start_offset), ("endOffset", args.end_offset),
-                        ("partitionBytes", args.partition_bytes)):
+    for name, value in (
+        ("startOffset", args.start_offset),
+        ("endOffset", args.end_offset),
+        ("partitionBytes", args.partition_bytes),
+    ):
         if value is not None:
             reader = reader.option(name, str(value))
     if args.topics:
@@ -151,23 +178,55 @@ def run_scan(args: argparse.Namespace) -> int:
     _progress(f"pipeline scan: {len(layouts)} store(s), {total >> 20} MiB of segments")
     df = reader.load().cache()
     try:
-        topics = (df.where("error is null").groupBy("broker", "topic")
-                  .agg(F.count("*").alias("messages"), F.sum("size").alias("bytes"),
-                       F.min("physical_offset").alias("first_offset"), F.max("physical_offset").alias("last_offset"))
-                  .orderBy("broker", "topic").collect())
-        errors = df.where("error is not null").orderBy("broker", "physical_offset").select(
-            "broker", "physical_offset", "error").collect()
+        topics = (
+            df.where("error is null")
+            .groupBy("broker", "topic")
+            .agg(
+                F.count("*").alias("messages"),
+                F.sum("size").alias("bytes"),
+                F.min("physical_offset").alias("first_offset"),
+                F.max("physical_offset").alias("last_offset"),
+            )
+            .orderBy("broker", "topic")
+            .collect()
+        )
+        errors = (
+            df.where("error is not null")
+            .orderBy("broker", "physical_offset")
+            .select("broker", "physical_offset", "error")
+            .collect()
+        )
         shown = []
         if args.show:
-            shown = df.where("error is null").orderBy("broker", "physical_offset").limit(args.show).select(
-                "broker", "physical_offset", "topic", "queue_id", "queue_offset", "msg_id", "tags", "keys",
-                "store_timestamp").collect()
+            shown = (
+                df.where("error is null")
+                .orderBy("broker", "physical_offset")
+                .limit(args.show)
+                .select(
+                    "broker",
+                    "physical_offset",
+                    "topic",
+                    "queue_id",
+                    "queue_offset",
+                    "msg_id",
+                    "tags",
+                    "keys",
+                    "store_timestamp",
+                )
+                .collect()
+            )
     finally:
         df.unpersist()
     summary = {
         "stores": [
-            {"store_dir": layout.store_dir, "segment_size": layout.segment_size, "segments": len(layout.segments),
-             "min_offset": layout.min_offset, "flushed_offset": layout.flushed_offset, "problems": list(layout.problems)}
+            {
+                "store_dir": layout.store_dir,
+                "segment_size": layout.segment_size,
+                "segments": len(layout.segments),
+                "min_offset": layout.min_offset,
+                "flushed_offset": layout.flushed_offset,
+                "problems": list(layout.problems),
+            }
             for layout in layouts
         ],
         "topics": [r.asDict() for r in topics],
@@ -180,13 +239,17 @@ def run_scan(args: argparse.Namespace) -> int:
     else:
         print(f"Scanned {len(layouts)} store(s): {summary['messages']} messages, {len(errors)} error row(s)")
         for r in topics:
-            print(f"  {r['broker']}  {r['topic']}: {r['messages']} messages, {r['bytes']} bytes, "
-                  f"offsets {r['first_offset']}..{r['last_offset']}")
+            print(
+                f"  {r['broker']}  {r['topic']}: {r['messages']} messages, {r['bytes']} bytes, "
+                f"offsets {r['first_offset']}..{r['last_offset']}"
+            )
         for r in errors:
             print(f"  ERROR {r['broker']} @ {r['physical_offset']}: {r['error']}")
         for r in shown:
-            print(f"  {r['broker']} @ {r['physical_offset']} {r['topic']}-{r['queue_id']} qoff={r['queue_offset']} "
-                  f"msgId={r['msg_id']} tags={r['tags']} keys={r['keys']}")
+            print(
+                f"  {r['broker']} @ {r['physical_offset']} {r['topic']}-{r['queue_id']} qoff={r['queue_offset']} "
+                f"msgId={r['msg_id']} tags={r['tags']} keys={r['keys']}"
+            )
         print("RESULT: OK" if not errors else "RESULT: PROBLEMS FOUND")
     return EXIT_PROBLEMS if errors else EXIT_OK
 
@@ -196,8 +259,9 @@ def run_audit(args: argparse.Namespace) -> int:
 
     _layouts([args.master_dir, *args.slave_dirs])
     spark = _session(args)
-    report = audit_replicas(spark, args.master_dir, args.slave_dirs, args.up_to, context=args.context,
-                            on_progress=_progress)
+    report = audit_replicas(
+        spark, args.master_dir, args.slave_dirs, args.up_to, context=args.context, on_progress=_progress
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -210,9 +274,12 @@ def run_rebuild(args: argparse.Namespace) -> int:
 
     _layouts([args.store_dir])
     options = {}
-    for name, value in (("consume_queue_file_size", args.consume_queue_file_size),
-                        ("hash_slot_num", args.hash_slot_num), ("index_num", args.index_num),
-                        ("message_delay_level", args.message_delay_level)):
+    for name, value in (
+        ("consume_queue_file_size", args.consume_queue_file_size),
+        ("hash_slot_num", args.hash_slot_num),
+        ("index_num", args.index_num),
+        ("message_delay_level", args.message_delay_level),
+    ):
         if value is not None:
             options[name] = value
 
@@ -238,13 +305,22 @@ def run_export(args: argparse.Namespace) -> int:
     if args.mode == "errorifexists" and out.exists():
         raise _fail(f"{out} exists; choose --mode append or overwrite, or another --out-dir")
     spark = _session(args)
-    report = export_topics(spark, args.store_dirs, args.out_dir, topics=args.topics,
-                           start_offset=args.start_offset, end_offset=args.end_offset, mode=args.mode)
+    report = export_topics(
+        spark,
+        args.store_dirs,
+        args.out_dir,
+        topics=args.topics,
+        start_offset=args.start_offset,
+        end_offset=args.end_offset,
+        mode=args.mode,
+    )
     if args.json:
         print(json.dumps(asdict(report), indent=2))
     else:
-        print(f"Exported {report.rows} messages to {report.out_dir} in {len(report.partitions)} topic/date partition(s)"
-              + (f"; {report.error_rows} corrupt record(s) not exported" if report.error_rows else ""))
+        print(
+            f"Exported {report.rows} messages to {report.out_dir} in {len(report.partitions)} topic/date partition(s)"
+            + (f"; {report.error_rows} corrupt record(s) not exported" if report.error_rows else "")
+        )
         for topic, date, rows in report.partitions:
             print(f"  topic={topic}/date={date}: {rows}")
     return EXIT_PROBLEMS if report.error_rows else EXIT_OK

@@ -139,7 +139,8 @@ def requested_columns(schema: StructType) -> list[str]:
             raise SourceOptionError(f"{FORMAT}: no column {field.name!r}; columns are {', '.join(COLUMN_NAMES)}")
         if field.dataType != known[field.name]:
             raise SourceOptionError(
-                f"{FORMAT}: column {field.name} is {known[field.name].simpleString()}, not {field.dataType.simpleString()}"
+                f"{FORMAT}: column {field.name} is {known[field.name].simpleString()}, not "
+                f"{field.dataType.simpleString()}"
             )
         names.append(field.name)
     return names
@@ -151,7 +152,9 @@ class CommitLogReader(DataSourceReader):
         self.columns = requested_columns(schema)
         self.start_offset = _int_option(options, "startOffset", 0) or 0
         self.end_offset = _int_option(options, "endOffset", None)
-        self.partition_bytes = _int_option(options, "partitionBytes", DEFAULT_PARTITION_BYTES) or DEFAULT_PARTITION_BYTES
+        self.partition_bytes = (
+            _int_option(options, "partitionBytes", DEFAULT_PARTITION_BYTES) or DEFAULT_PARTITION_BYTES
+        )
         self.batch_rows = _int_option(options, "batchRows", 32768) or 32768
         self.verify_crc = _bool_option(options, "verifyCrc", True)
         topics = options.get("topics")
@@ -196,7 +199,9 @@ def read_range(
         fd = os.open(r.path, os.O_RDONLY)
     except FileNotFoundError:
         # Retention deleted the segment since planning: say so, never return nothing silently.
-        yield rows_to_batch([error_row(r.start_offset, f"segment {r.path} disappeared (deleted by retention?)", r.broker)], columns)
+        yield rows_to_batch(
+            [error_row(r.start_offset, f"segment {r.path} disappeared (deleted by retention?)", r.broker)], columns
+        )
         return
     try:
         buf = mmap.mmap(fd, r.seg_size, access=mmap.ACCESS_READ)
@@ -204,9 +209,15 @@ def read_range(
         os.close(fd)
     try:
         walk = walk_segment(
-            buf, r.seg_start, r.seg_size, r.lo, r.hi,
-            last_data_segment=r.last_data_segment, flushed_offset=r.flushed_offset,
-            batch_records=batch_rows, finder=find_chain,
+            buf,
+            r.seg_start,
+            r.seg_size,
+            r.lo,
+            r.hi,
+            last_data_segment=r.last_data_segment,
+            flushed_offset=r.flushed_offset,
+            batch_records=batch_rows,
+            finder=find_chain,
         )
         for item in walk:
             if isinstance(item, Stop):
@@ -216,12 +227,16 @@ def read_range(
                 if item.torn:
                     reason = f"torn tail: {reason}"
                 elif item.resume is not None:
-                    reason = f"{reason}; {item.resume - item.offset} bytes skipped to the next valid record at {item.resume}"
+                    reason = (
+                        f"{reason}; {item.resume - item.offset} bytes skipped to the next valid record at {item.resume}"
+                    )
                 elif item.kind == "bad":
                     reason = f"{reason}; no valid record follows in the segment"
                 yield rows_to_batch([error_row(item.offset, reason, r.broker)], columns)
                 continue
-            for batch in decode_records(buf, r.seg_start, r.seg_size, item, broker=r.broker, verify_crc=verify_crc, columns=decoded):
+            for batch in decode_records(
+                buf, r.seg_start, r.seg_size, item, broker=r.broker, verify_crc=verify_crc, columns=decoded
+            ):
                 if wanted is not None:
                     topic = batch.column("topic")
                     batch = batch.filter(pc.or_(pc.is_in(topic, value_set=wanted), pc.is_null(topic)))

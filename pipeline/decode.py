@@ -95,17 +95,32 @@ def arrow_schema(columns: Sequence[str]) -> pa.Schema:
     return pa.schema([ARROW_SCHEMA.field(name) for name in columns])
 
 
-_HEAD48 = np.dtype([
-    ("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
-    ("queue_offset", ">i8"), ("phys", ">i8"), ("sys_flag", ">i4"), ("born_ts", ">i8"),
-])
+_HEAD48 = np.dtype(
+    [
+        ("size", ">i4"),
+        ("magic", ">i4"),
+        ("crc", ">i4"),
+        ("queue_id", ">i4"),
+        ("flag", ">i4"),
+        ("queue_offset", ">i8"),
+        ("phys", ">i8"),
+        ("sys_flag", ">i4"),
+        ("born_ts", ">i8"),
+    ]
+)
 
 
 def _tail_dtype(born: int, store: int) -> np.dtype:
-    return np.dtype([
-        ("born", f"V{born}"), ("store_ts", ">i8"), ("store", f"V{store}"),
-        ("reconsume", ">i4"), ("prepared", ">i8"), ("body_len", ">i4"),
-    ])
+    return np.dtype(
+        [
+            ("born", f"V{born}"),
+            ("store_ts", ">i8"),
+            ("store", f"V{store}"),
+            ("reconsume", ">i4"),
+            ("prepared", ">i8"),
+            ("body_len", ">i4"),
+        ]
+    )
 
 
 _TAILS = {(b, s): _tail_dtype(b, s) for b in (8, 20) for s in (8, 20)}
@@ -185,7 +200,9 @@ def _records_array(buf_pa: pa.Buffer, starts: np.ndarray, end: int) -> pa.Array:
     offsets = np.empty(len(starts) + 1, np.int32)
     offsets[:-1] = starts - base
     offsets[-1] = end - base
-    return pa.Array.from_buffers(pa.binary(), len(starts), [None, pa.py_buffer(offsets), buf_pa.slice(base, end - base)])
+    return pa.Array.from_buffers(
+        pa.binary(), len(starts), [None, pa.py_buffer(offsets), buf_pa.slice(base, end - base)]
+    )
 
 
 def _fixed_block(records: pa.Array, a: np.ndarray, starts: np.ndarray, begin: int, width: int) -> np.ndarray:
@@ -318,7 +335,11 @@ def decode_records(
     hosts = sys_flag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
     if hosts.any():
         # IPv6 hosts shift every later field: the reference decoder takes those batches.
-        return [rows_to_batch([decode_row(buf, int(p), seg_start, seg_size, broker, verify_crc=verify_crc) for p in starts], columns)]
+        return [
+            rows_to_batch(
+                [decode_row(buf, int(p), seg_start, seg_size, broker, verify_crc=verify_crc) for p in starts], columns
+            )
+        ]
     tail = _fixed_block(records, a, starts, 48, 40).view(_TAILS[8, 8]).ravel()
     body_len = tail["body_len"].astype(np.int64)
     ok = body_len >= 0
@@ -337,27 +358,49 @@ def decode_records(
     out: list[pa.RecordBatch] = []
     if not ok.all():
         bad = np.flatnonzero(~ok)
-        out.append(rows_to_batch(
-            [decode_row(buf, int(starts[i]), seg_start, seg_size, broker, verify_crc=verify_crc) for i in bad], columns
-        ))
+        out.append(
+            rows_to_batch(
+                [decode_row(buf, int(starts[i]), seg_start, seg_size, broker, verify_crc=verify_crc) for i in bad],
+                columns,
+            )
+        )
         keep = np.flatnonzero(ok)
         if len(keep) == 0:
             return out
         starts, sizes, head, tail = starts[keep], sizes[keep], head[keep], tail[keep]
         body_len, topic_at, topic_len, props_len_at, props_len = (
-            body_len[keep], topic_at[keep], topic_len[keep], props_len_at[keep], props_len[keep]
+            body_len[keep],
+            topic_at[keep],
+            topic_len[keep],
+            props_len_at[keep],
+            props_len[keep],
         )
     n = len(starts)
     need = set(columns)
     try:
         built = _build_columns(
-            a, buf_pa, seg_start, starts, sizes, head, tail, body_len, topic_at, topic_len, props_len_at, props_len,
-            broker, verify_crc, need,
+            a,
+            buf_pa,
+            seg_start,
+            starts,
+            sizes,
+            head,
+            tail,
+            body_len,
+            topic_at,
+            topic_len,
+            props_len_at,
+            props_len,
+            broker,
+            verify_crc,
+            need,
         )
     except _NotFast:
-        out.append(rows_to_batch(
-            [decode_row(buf, int(p), seg_start, seg_size, broker, verify_crc=verify_crc) for p in starts], columns
-        ))
+        out.append(
+            rows_to_batch(
+                [decode_row(buf, int(p), seg_start, seg_size, broker, verify_crc=verify_crc) for p in starts], columns
+            )
+        )
         return out
     out.append(pa.RecordBatch.from_arrays([built[c] for c in columns], schema=arrow_schema(columns)))
     assert out[-1].num_rows == n
@@ -365,8 +408,21 @@ def decode_records(
 
 
 def _build_columns(
-    a, buf_pa, seg_start, starts, sizes, head, tail, body_len, topic_at, topic_len, props_len_at, props_len,
-    broker, verify_crc, need,
+    a,
+    buf_pa,
+    seg_start,
+    starts,
+    sizes,
+    head,
+    tail,
+    body_len,
+    topic_at,
+    topic_len,
+    props_len_at,
+    props_len,
+    broker,
+    verify_crc,
+    need,
 ) -> dict[str, pa.Array]:
     n = len(starts)
     cols: dict[str, pa.Array] = {}

@@ -48,7 +48,10 @@ def export_topics(
     try:
         errors = df.where("error is not null").count()
         good = df.where("error is null").withColumn(
-            "date", F.date_format(F.to_utc_timestamp(F.timestamp_millis("store_timestamp"), F.current_timezone()), "yyyy-MM-dd")
+            "date",
+            F.date_format(
+                F.to_utc_timestamp(F.timestamp_millis("store_timestamp"), F.current_timezone()), "yyyy-MM-dd"
+            ),
         )
         good.write.mode(mode).partitionBy("topic", "date").parquet(str(out_dir))
         parts = good.groupBy("topic", "date").count().orderBy("topic", "date").collect()

@@ -143,8 +143,14 @@ def plan_ranges(
             for cut in range(lo, hi, step):
                 ranges.append(
                     ScanRange(
-                        layout.store_dir, seg.path, seg.start, size, cut, min(hi, cut + step),
-                        seg.start == last_data, layout.flushed_offset,
+                        layout.store_dir,
+                        seg.path,
+                        seg.start,
+                        size,
+                        cut,
+                        min(hi, cut + step),
+                        seg.start == last_data,
+                        layout.flushed_offset,
                     )
                 )
     return ranges

@@ -103,30 +103,63 @@ def _partition_by(text: str) -> list[str]:
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     from client import DEFAULT_ENDPOINT
 
-    parser.add_argument("--endpoint", type=_endpoint, default=DEFAULT_ENDPOINT, metavar="HOST:PORT",
-                        help=f"the broker's client endpoint, master or slave (default {DEFAULT_ENDPOINT})")
+    parser.add_argument(
+        "--endpoint",
+        type=_endpoint,
+        default=DEFAULT_ENDPOINT,
+        metavar="HOST:PORT",
+        help=f"the broker's client endpoint, master or slave (default {DEFAULT_ENDPOINT})",
+    )
     parser.add_argument("--topics", required=True, type=_topics, metavar="A,B", help="the topics to read")
     parser.add_argument("--out-dir", required=True, metavar="DIR", help="where the Parquet files go")
-    parser.add_argument("--checkpoint-dir", required=True, metavar="DIR",
-                        help="Spark's checkpoint (offsets and commits); reuse it to go on where a run stopped")
-    parser.add_argument("--trigger", type=_trigger, default=(AVAILABLE_NOW, None), metavar="TRIGGER",
-                        help=f"{AVAILABLE_NOW} (default: what the broker holds now, then stop) or "
-                             f"{PROCESSING_TIME}:N (a batch every N seconds)")
+    parser.add_argument(
+        "--checkpoint-dir",
+        required=True,
+        metavar="DIR",
+        help="Spark's checkpoint (offsets and commits); reuse it to go on where a run stopped",
+    )
+    parser.add_argument(
+        "--trigger",
+        type=_trigger,
+        default=(AVAILABLE_NOW, None),
+        metavar="TRIGGER",
+        help=f"{AVAILABLE_NOW} (default: what the broker holds now, then stop) or "
+        f"{PROCESSING_TIME}:N (a batch every N seconds)",
+    )
     parser.add_argument("--max-messages-per-trigger", type=positive, metavar="N", help="cap on messages per batch")
-    parser.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest",
-                        help="where a new checkpoint starts (default earliest)")
+    parser.add_argument(
+        "--starting-offsets",
+        choices=("earliest", "latest"),
+        default="earliest",
+        help="where a new checkpoint starts (default earliest)",
+    )
     parser.add_argument("--group", metavar="G", help="commit each finished batch's offsets to the broker under G")
-    parser.add_argument("--allow-data-loss", action="store_true",
-                        help="skip ranges the broker no longer holds instead of failing (failOnDataLoss=false)")
-    parser.add_argument("--partition-by", type=_partition_by, default=["topic"], metavar="COLS",
-                        help="Parquet partition columns: topic (default), queue_id, or none")
-    parser.add_argument("--pull-batch-size", type=positive, metavar="N",
-                        help="messages per pull (default 256, max 1024)")
-    parser.add_argument("--run-seconds", type=_seconds, metavar="S",
-                        help=f"with {PROCESSING_TIME}: stop after S seconds")
+    parser.add_argument(
+        "--allow-data-loss",
+        action="store_true",
+        help="skip ranges the broker no longer holds instead of failing (failOnDataLoss=false)",
+    )
+    parser.add_argument(
+        "--partition-by",
+        type=_partition_by,
+        default=["topic"],
+        metavar="COLS",
+        help="Parquet partition columns: topic (default), queue_id, or none",
+    )
+    parser.add_argument(
+        "--pull-batch-size", type=positive, metavar="N", help="messages per pull (default 256, max 1024)"
+    )
+    parser.add_argument(
+        "--run-seconds", type=_seconds, metavar="S", help=f"with {PROCESSING_TIME}: stop after S seconds"
+    )
     parser.add_argument("--tls-ca-file", metavar="FILE", help="use TLS, trusting this CA certificate")
-    parser.add_argument("--request-timeout-s", type=_seconds, default=10.0, metavar="S",
-                        help="deadline of each broker call (default 10)")
+    parser.add_argument(
+        "--request-timeout-s",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="deadline of each broker call (default 10)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -149,8 +182,12 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         "failOnDataLoss": "false" if args.allow_data_loss else "true",
         "requestTimeoutS": str(args.request_timeout_s),
     }
-    for name, value in (("maxMessagesPerTrigger", args.max_messages_per_trigger), ("group", args.group),
-                        ("pullBatchSize", args.pull_batch_size), ("tlsCaFile", args.tls_ca_file)):
+    for name, value in (
+        ("maxMessagesPerTrigger", args.max_messages_per_trigger),
+        ("group", args.group),
+        ("pullBatchSize", args.pull_batch_size),
+        ("tlsCaFile", args.tls_ca_file),
+    ):
         if value is not None:
             options[name] = str(value)
     return options
@@ -248,8 +285,12 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
     reader = spark.readStream.format("rocketstore")
     for name, value in options.items():
         reader = reader.option(name, value)
-    writer = (reader.load().writeStream.format("parquet").option("path", str(args.out_dir))
-              .option("checkpointLocation", str(args.checkpoint_dir)))
+    writer = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(args.out_dir))
+        .option("checkpointLocation", str(args.checkpoint_dir))
+    )
     if args.partition_by:
         writer = writer.partitionBy(*args.partition_by)
     if kind == AVAILABLE_NOW or interval_s is None:
@@ -334,8 +375,10 @@ def run_stream(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"Streamed {summary['messages']} messages from {', '.join(args.topics)} "
-              f"in {summary['batches']} batch(es) to {args.out_dir} ({summary['stopped']})")
+        print(
+            f"Streamed {summary['messages']} messages from {', '.join(args.topics)} "
+            f"in {summary['batches']} batch(es) to {args.out_dir} ({summary['stopped']})"
+        )
         if lag is not None:
             behind = {k: v for k, v in summary["lag"].items() if v}
             detail = ": " + ", ".join(f"{k} {v}" for k, v in behind.items()) if behind else ""

@@ -337,8 +337,16 @@ def lag_from_progress(progress: Mapping[str, Any], source_index: int = 0) -> Lag
 
 
 class Puller(Protocol):
-    def pull(self, topic: str, queue_id: int, offset: int, *, max_messages: int = ..., tag_filter: str | None = ...,
-             long_polling_ms: int = ...) -> PullResult: ...
+    def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_messages: int = ...,
+        tag_filter: str | None = ...,
+        long_polling_ms: int = ...,
+    ) -> PullResult: ...
 
 
 def read_queue_range(
@@ -368,8 +376,13 @@ def read_queue_range(
 
     def lose(first: int, stop: int, why: str) -> None:
         if qrange.new_queue and not emitted and first == qrange.start:
-            log.info("%s: queue %s:%d starts at %d (earlier messages were deleted before the stream found it)",
-                     FORMAT, topic, queue_id, stop)
+            log.info(
+                "%s: queue %s:%d starts at %d (earlier messages were deleted before the stream found it)",
+                FORMAT,
+                topic,
+                queue_id,
+                stop,
+            )
             return
         if fail_on_data_loss:
             raise DataLossError(topic, queue_id, first, stop, why)
@@ -380,8 +393,13 @@ def read_queue_range(
     for _ in range(max_pulls):
         if cur >= end:
             return
-        result = consumer.pull(topic, queue_id, cur, max_messages=min(page_size, end - cur),
-                               long_polling_ms=retry_wait_ms if empties else 0)
+        result = consumer.pull(
+            topic,
+            queue_id,
+            cur,
+            max_messages=min(page_size, end - cur),
+            long_polling_ms=retry_wait_ms if empties else 0,
+        )
         status = result.status
         if status is PullStatus.FOUND:
             page: list[ReceivedMessage] = []
@@ -440,8 +458,9 @@ def read_queue_range(
                 "(is the endpoint another broker, or a slave behind?)"
             )
     if cur < end:
-        raise StreamReadError(f"{FORMAT}: queue {topic}:{queue_id}: stopped at {cur} of [{qrange.start}, {end}) "
-                              f"after {max_pulls} pulls")
+        raise StreamReadError(
+            f"{FORMAT}: queue {topic}:{queue_id}: stopped at {cur} of [{qrange.start}, {end}) after {max_pulls} pulls"
+        )
 
 
 def message_row(m: ReceivedMessage) -> tuple:
@@ -467,8 +486,17 @@ def message_row(m: ReceivedMessage) -> tuple:
 # -- options -----------------------------------------------------------------------------------
 
 _OPTIONS = (
-    "endpoint", "topics", "startingOffsets", "maxMessagesPerTrigger", "group", "failOnDataLoss",
-    "pullBatchSize", "emptyPullRetries", "retryWaitMs", "requestTimeoutS", "tlsCaFile",
+    "endpoint",
+    "topics",
+    "startingOffsets",
+    "maxMessagesPerTrigger",
+    "group",
+    "failOnDataLoss",
+    "pullBatchSize",
+    "emptyPullRetries",
+    "retryWaitMs",
+    "requestTimeoutS",
+    "tlsCaFile",
 )
 
 
@@ -477,7 +505,9 @@ def _int_option(options: Mapping[str, Any], name: str, default: int, low: int, h
 
 
 @overload
-def _int_option(options: Mapping[str, Any], name: str, default: None, low: int, high: int | None = None) -> int | None: ...
+def _int_option(
+    options: Mapping[str, Any], name: str, default: None, low: int, high: int | None = None
+) -> int | None: ...
 
 
 def _int_option(
@@ -679,11 +709,22 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         for key, top in latest.items():
             if top < begin.get(key, NEW_QUEUE_START):
                 if self.options.fail_on_data_loss:
-                    raise DataLossError(key[0], key[1], top, begin[key],
-                                        f"the broker's queue ends at {top}, behind the stream's {begin[key]}: "
-                                        "a replaced store, or another broker?")
-                log.warning("%s: queue %s:%d ends at %d, behind the stream's %d; waiting for it to pass",
-                            FORMAT, key[0], key[1], top, begin[key])
+                    raise DataLossError(
+                        key[0],
+                        key[1],
+                        top,
+                        begin[key],
+                        f"the broker's queue ends at {top}, behind the stream's {begin[key]}: "
+                        "a replaced store, or another broker?",
+                    )
+                log.warning(
+                    "%s: queue %s:%d ends at %d, behind the stream's %d; waiting for it to pass",
+                    FORMAT,
+                    key[0],
+                    key[1],
+                    top,
+                    begin[key],
+                )
         self._latest_seen = {**begin, **latest}
         if self._target is not None:
             latest = {key: min(top, self._target[key]) for key, top in latest.items() if key in self._target}
@@ -708,8 +749,12 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         consumer = self._open_consumer()
         try:
             pages = read_queue_range(
-                consumer, partition.qrange, page_size=o.pull_batch_size, empty_pull_retries=o.empty_pull_retries,
-                retry_wait_ms=o.retry_wait_ms, fail_on_data_loss=o.fail_on_data_loss,
+                consumer,
+                partition.qrange,
+                page_size=o.pull_batch_size,
+                empty_pull_retries=o.empty_pull_retries,
+                retry_wait_ms=o.retry_wait_ms,
+                fail_on_data_loss=o.fail_on_data_loss,
             )
             for page in pages:
                 yield messages_to_batch(page)
@@ -726,8 +771,9 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 consumer.update_offset(topic, queue_id, offset)
             except RocketStoreError as exc:
                 # Advisory only (the checkpoint is the truth): a failed commit must not stop the query.
-                log.warning("%s: could not commit %s:%d=%d for group %s: %s",
-                            FORMAT, topic, queue_id, offset, group, exc)
+                log.warning(
+                    "%s: could not commit %s:%d=%d for group %s: %s", FORMAT, topic, queue_id, offset, group, exc
+                )
 
     def stop(self) -> None:
         consumer, self._consumer = self._consumer, None

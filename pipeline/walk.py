@@ -173,8 +173,10 @@ def walk_segment(
     classified_at = -1
     while pos < hi:
         if pos < lo:
-            pos = skip_chain(buf, seg_start, seg_size, pos, lo) if finder is hop_chain else _skip_with(
-                finder, buf, seg_start, seg_size, pos, lo, window_bytes
+            pos = (
+                skip_chain(buf, seg_start, seg_size, pos, lo)
+                if finder is hop_chain
+                else _skip_with(finder, buf, seg_start, seg_size, pos, lo, window_bytes)
             )
         else:
             found, pos = finder(buf, seg_start, seg_size, pos, min(hi, pos + window_bytes))

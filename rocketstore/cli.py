@@ -60,10 +60,16 @@ def _progress_printer(label: str) -> Callable[[int, int], None]:
 
 
 def _inspect_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store-dir", required=True, type=cli_args.store_dir, metavar="DIR", help="the store's root directory")
+    p.add_argument(
+        "--store-dir", required=True, type=cli_args.store_dir, metavar="DIR", help="the store's root directory"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--show-messages", type=cli_args.count, default=0, metavar="N", help="also list the first N messages")
-    p.add_argument("--segment-size", type=cli_args.positive, metavar="BYTES", help="segment size (default: the files' size)")
+    p.add_argument(
+        "--show-messages", type=cli_args.count, default=0, metavar="N", help="also list the first N messages"
+    )
+    p.add_argument(
+        "--segment-size", type=cli_args.positive, metavar="BYTES", help="segment size (default: the files' size)"
+    )
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -89,10 +95,17 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def _repair_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store-dir", required=True, type=cli_args.store_dir, metavar="DIR", help="the store's root directory")
-    p.add_argument("--truncate-at", type=cli_args.offset, metavar="OFFSET", help="cut the CommitLog at this record boundary")
-    p.add_argument("--extend-short-segment", action="store_true",
-                   help="zero-fill a last segment file shorter than the segment size back to size")
+    p.add_argument(
+        "--store-dir", required=True, type=cli_args.store_dir, metavar="DIR", help="the store's root directory"
+    )
+    p.add_argument(
+        "--truncate-at", type=cli_args.offset, metavar="OFFSET", help="cut the CommitLog at this record boundary"
+    )
+    p.add_argument(
+        "--extend-short-segment",
+        action="store_true",
+        help="zero-fill a last segment file shorter than the segment size back to size",
+    )
     p.add_argument("--yes", action="store_true", help="really do it (with --truncate-at or --extend-short-segment)")
 
 
@@ -157,7 +170,9 @@ def run_repair(args: argparse.Namespace) -> int:
         )
         return EXIT_PROBLEMS
     if planned is None:
-        print(f"Nothing to repair: the CommitLog of {store_dir} is valid from {report.min_offset} to {report.end_offset}.")
+        print(
+            f"Nothing to repair: the CommitLog of {store_dir} is valid from {report.min_offset} to {report.end_offset}."
+        )
         return EXIT_OK
     first = report.bad_offsets[0] if report.bad_offsets else None
     if first is not None:
@@ -199,30 +214,80 @@ def run_demo(args: argparse.Namespace) -> int:
 # -- the table ---------------------------------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
-    Command("inspect", "offline check of a store: totals per topic/queue, offsets, bad offsets",
-            "rocketstore.cli:_inspect_arguments", "rocketstore.cli:run_inspect"),
-    Command("repair", "say where a damaged CommitLog would be cut; cut it with --truncate-at OFFSET --yes",
-            "rocketstore.cli:_repair_arguments", "rocketstore.cli:run_repair"),
-    Command("demo", "start a SYNC_MASTER and a slave on 127.0.0.1, produce with sync replication, consume from both",
-            "demos.broker_demo:add_arguments", "demos.broker_demo:run"),
-    Command("crash-demo", "crash a SYNC_FLUSH writer with SIGKILL, recover, show nothing acknowledged is lost",
-            "demos.store_demo:add_arguments", "rocketstore.cli:run_demo"),
-    Command("broker", "run a broker (master or slave by brokerRole): -c broker.conf [--key=value ...]",
-            "rocketstore.broker.command:add_arguments", "rocketstore.broker.command:run", passthrough=True),
-    Command("pipeline", "Spark jobs over CommitLogs: scan, audit replicas, rebuild queues/indexes, export Parquet",
-            "pipeline.commands:add_arguments", "pipeline.commands:run"),
-    Command("bench", "end-to-end benchmark over gRPC on 127.0.0.1 (rocketstore bench --help)",
-            "bench.broker_bench:add_cli_arguments", "bench.broker_bench:run", passthrough=True),
-    Command("produce", "send N messages to a broker from C concurrent senders; summary of statuses and latency",
-            "client.commands:produce_arguments", "client.commands:run_produce"),
-    Command("consume", "pull a topic's messages from a broker and print them (commit offsets with --group)",
-            "client.commands:consume_arguments", "client.commands:run_consume"),
-    Command("status", "the cluster as a broker sees it: roles, offsets, each slave's ack, lag and fitness",
-            "client.commands:status_arguments", "client.commands:run_status"),
-    Command("admin", "operator actions: `admin elect --broker ID` makes a slave the master (planned switchover)",
-            "client.admin_commands:admin_arguments", "client.admin_commands:run_admin"),
-    Command("topic", "create or list topics on a broker (admin API)",
-            "client.commands:topic_arguments", "client.commands:run_topic"),
+    Command(
+        "inspect",
+        "offline check of a store: totals per topic/queue, offsets, bad offsets",
+        "rocketstore.cli:_inspect_arguments",
+        "rocketstore.cli:run_inspect",
+    ),
+    Command(
+        "repair",
+        "say where a damaged CommitLog would be cut; cut it with --truncate-at OFFSET --yes",
+        "rocketstore.cli:_repair_arguments",
+        "rocketstore.cli:run_repair",
+    ),
+    Command(
+        "demo",
+        "start a SYNC_MASTER and a slave on 127.0.0.1, produce with sync replication, consume from both",
+        "demos.broker_demo:add_arguments",
+        "demos.broker_demo:run",
+    ),
+    Command(
+        "crash-demo",
+        "crash a SYNC_FLUSH writer with SIGKILL, recover, show nothing acknowledged is lost",
+        "demos.store_demo:add_arguments",
+        "rocketstore.cli:run_demo",
+    ),
+    Command(
+        "broker",
+        "run a broker (master or slave by brokerRole): -c broker.conf [--key=value ...]",
+        "rocketstore.broker.command:add_arguments",
+        "rocketstore.broker.command:run",
+        passthrough=True,
+    ),
+    Command(
+        "pipeline",
+        "Spark jobs over CommitLogs: scan, audit replicas, rebuild queues/indexes, export Parquet",
+        "pipeline.commands:add_arguments",
+        "pipeline.commands:run",
+    ),
+    Command(
+        "bench",
+        "end-to-end benchmark over gRPC on 127.0.0.1 (rocketstore bench --help)",
+        "bench.broker_bench:add_cli_arguments",
+        "bench.broker_bench:run",
+        passthrough=True,
+    ),
+    Command(
+        "produce",
+        "send N messages to a broker from C concurrent senders; summary of statuses and latency",
+        "client.commands:produce_arguments",
+        "client.commands:run_produce",
+    ),
+    Command(
+        "consume",
+        "pull a topic's messages from a broker and print them (commit offsets with --group)",
+        "client.commands:consume_arguments",
+        "client.commands:run_consume",
+    ),
+    Command(
+        "status",
+        "the cluster as a broker sees it: roles, offsets, each slave's ack, lag and fitness",
+        "client.commands:status_arguments",
+        "client.commands:run_status",
+    ),
+    Command(
+        "admin",
+        "operator actions: `admin elect --broker ID` makes a slave the master (planned switchover)",
+        "client.admin_commands:admin_arguments",
+        "client.admin_commands:run_admin",
+    ),
+    Command(
+        "topic",
+        "create or list topics on a broker (admin API)",
+        "client.commands:topic_arguments",
+        "client.commands:run_topic",
+    ),
 )
 
 

@@ -161,8 +161,12 @@ class MetadataSync:
             except MetadataSyncFailed as exc:
                 message = str(exc)
                 if message != reported and not self._stop.is_set():
-                    log.log(logging.INFO if exc.passing else logging.WARNING,
-                            "copying metadata from %s failed: %s", self._address, message)
+                    log.log(
+                        logging.INFO if exc.passing else logging.WARNING,
+                        "copying metadata from %s failed: %s",
+                        self._address,
+                        message,
+                    )
                 reported = message
             except Exception:  # noqa: BLE001 - the thread must outlive any one round
                 if self._stop.is_set():
@@ -175,7 +179,9 @@ class MetadataSync:
                 if result.changed:
                     log.info(
                         "metadata from %s: topics %s, %d consumer offset entries changed, delay cursors %s",
-                        self._address, "replaced" if result.topics_replaced else "unchanged",
-                        result.offsets_changed, result.delay_cursors.value,
+                        self._address,
+                        "replaced" if result.topics_replaced else "unchanged",
+                        result.offsets_changed,
+                        result.delay_cursors.value,
                     )
             self._stop.wait(self._interval_s)

@@ -65,7 +65,18 @@ from ha.epochs import EpochEntry, EpochHistory, consistent_point
 from ha.slave_session import ReconnectPolicy, SlaveSession
 from slave.metadata_client import MetadataSync
 from slave.rpc_failure import describe
-from ha.peer_auth import CHUNK, EPOCHS, REPORT, AuthenticationError, Identity, PeerSession, SlaveAuth, chunk_parts, epochs_parts, report_parts
+from ha.peer_auth import (
+    CHUNK,
+    EPOCHS,
+    REPORT,
+    AuthenticationError,
+    Identity,
+    PeerSession,
+    SlaveAuth,
+    chunk_parts,
+    epochs_parts,
+    report_parts,
+)
 from slave.peer_login import REFUSALS, LoginFailed, login
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
@@ -277,7 +288,9 @@ class SlaveReplicator:
             except TimeoutError:
                 status = PutMessageStatus.FLUSH_DISK_TIMEOUT
             if status is not PutMessageStatus.PUT_OK or store.flushed_offset < end:
-                raise _StreamFailed(f"the slave's own log could not be flushed to {end} before the handshake ({status.name})")
+                raise _StreamFailed(
+                    f"the slave's own log could not be flushed to {end} before the handshake ({status.name})"
+                )
         return end
 
     def _channel(self) -> grpc.Channel:
@@ -322,19 +335,28 @@ class SlaveReplicator:
         if point < local_max:
             log.warning(
                 "truncating this slave's log from %d to %d: the tail diverges from the master's (epochs %s vs %s)",
-                local_max, point, list(local), list(remote),
+                local_max,
+                point,
+                list(local),
+                list(remote),
             )
             store.truncate_to(point)
             keeper.truncate(point)
 
-    def _login(self, channel: grpc.Channel, method: str) -> tuple[PeerSession | None, tuple[tuple[str, str], ...] | None]:
+    def _login(
+        self, channel: grpc.Channel, method: str
+    ) -> tuple[PeerSession | None, tuple[tuple[str, str], ...] | None]:
         """Shared-secret mode: the master proves itself before `method` is called (`_StreamFailed`
         when it does not); the call's session and metadata. (None, None) without a secret."""
         if self._auth is None:
             return None, None
         try:
             return login(
-                channel, self._auth, method, self._address, self._ha.ha_housekeeping_interval_ms / 1000,
+                channel,
+                self._auth,
+                method,
+                self._address,
+                self._ha.ha_housekeeping_interval_ms / 1000,
                 tls=self._credentials is not None,
             )
         except LoginFailed as exc:
@@ -362,7 +384,8 @@ class SlaveReplicator:
         known = history.entry(chunk.epoch)
         if chunk.epoch < last.epoch or known is None or known.start_offset != chunk.epoch_start_offset:
             raise _StreamFailed(
-                f"protocol error: a chunk at {chunk.start_offset} of epoch {chunk.epoch} (from {chunk.epoch_start_offset}) "
+                f"protocol error: a chunk at {chunk.start_offset} of epoch {chunk.epoch} (from "
+                f"{chunk.epoch_start_offset}) "
                 f"does not continue this slave's epochs {list(history)}"
             )
 
@@ -450,7 +473,10 @@ class SlaveReplicator:
         if first:
             self._policy.accepted()
             log.info(
-                "replicating from %s from offset %d (master max %d)", self._address, chunk.start_offset, chunk.master_max_offset
+                "replicating from %s from offset %d (master max %d)",
+                self._address,
+                chunk.start_offset,
+                chunk.master_max_offset,
             )
         self.confirmed_offset = chunk.confirmed_offset
         if check.verdict is ChunkVerdict.HEARTBEAT:
@@ -503,15 +529,18 @@ class SlaveReplicator:
         store = self._store
         session = stream.session
         epoch, epoch_start = self._last_epoch(durable)
-        yield self._sealed(stream, ha_pb2.SlaveReport(
-            durable_offset=durable,
-            broker_name=self._broker_name,
-            broker_id=self._broker_id,
-            client_endpoint=self._client_endpoint,
-            max_offset=store.max_offset,
-            epoch=epoch,
-            epoch_start_offset=epoch_start,
-        ))
+        yield self._sealed(
+            stream,
+            ha_pb2.SlaveReport(
+                durable_offset=durable,
+                broker_name=self._broker_name,
+                broker_id=self._broker_id,
+                client_endpoint=self._client_endpoint,
+                max_offset=store.max_offset,
+                epoch=epoch,
+                epoch_start_offset=epoch_start,
+            ),
+        )
         while True:
             offset = None
             with self._cond:
@@ -526,7 +555,9 @@ class SlaveReplicator:
                         break
                     self._cond.wait(session.wait_ms(now) / 1000)
             if offset is None:
-                self._fail(stream, f"no chunk from the master within {session.housekeeping_ms} ms (haHousekeepingInterval)")
+                self._fail(
+                    stream, f"no chunk from the master within {session.housekeeping_ms} ms (haHousekeepingInterval)"
+                )
                 return
             yield self._sealed(stream, ha_pb2.SlaveReport(durable_offset=offset, max_offset=store.max_offset))
 

@@ -48,18 +48,26 @@ class AutoCreateGate:
         """None when `topic` may be created now (and a token is spent); otherwise why not."""
         limits = self.limits
         if not limits.enabled:
-            return AutoCreateRefusal(AutoCreateLimit.DISABLED, f"topic {topic} does not exist and autoCreateTopicEnable is false")
+            return AutoCreateRefusal(
+                AutoCreateLimit.DISABLED, f"topic {topic} does not exist and autoCreateTopicEnable is false"
+            )
         if topic_count >= limits.max_topics:
-            return AutoCreateRefusal(AutoCreateLimit.MAX_TOPICS, (
-                f"topic {topic} does not exist and the broker holds {topic_count} topics, the limit of "
-                f"auto-creation (autoCreateTopicMaxTopics={limits.max_topics}); create it explicitly"
-            ))
+            return AutoCreateRefusal(
+                AutoCreateLimit.MAX_TOPICS,
+                (
+                    f"topic {topic} does not exist and the broker holds {topic_count} topics, the limit of "
+                    f"auto-creation (autoCreateTopicMaxTopics={limits.max_topics}); create it explicitly"
+                ),
+            )
         self._refill(now_ms)
         if self._tokens < 1:
-            return AutoCreateRefusal(AutoCreateLimit.RATE, (
-                f"topic {topic} does not exist and topics are being auto-created faster than "
-                f"autoCreateTopicPerMinute={limits.per_minute} allows; retry later or create it explicitly"
-            ))
+            return AutoCreateRefusal(
+                AutoCreateLimit.RATE,
+                (
+                    f"topic {topic} does not exist and topics are being auto-created faster than "
+                    f"autoCreateTopicPerMinute={limits.per_minute} allows; retry later or create it explicitly"
+                ),
+            )
         self._tokens -= 1
         return None
 

@@ -159,9 +159,7 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     parts = []
     for key, value in properties.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise MessageRejected(
-                PutMessageStatus.MESSAGE_ILLEGAL, f"property {key!r}: keys and values must be str"
-            )
+            raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"property {key!r}: keys and values must be str")
         if not key:
             raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "property with an empty key")
         for text in (key, value):
@@ -261,11 +259,7 @@ def _explain_bad_ints(msg: Message) -> MessageRejected:
 
 
 # Everything from TOTALSIZE to the body length, per (born host, store host) address length.
-_FIXED = {
-    (born, store): struct.Struct(f">iiiiiqqiq{born}sq{store}siqi")
-    for born in (8, 20)
-    for store in (8, 20)
-}
+_FIXED = {(born, store): struct.Struct(f">iiiiiqqiq{born}sq{store}siqi") for born in (8, 20) for store in (8, 20)}
 _EMPTY_PROPERTIES = _I16.pack(0)
 
 
@@ -358,18 +352,28 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
         raise _explain_bad_ints(msg)
     try:
         head = fixed.pack(
-            total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, 0, 0,
-            sys_flag, born_ts, born_host_bytes, 0, store_host_bytes,
-            msg.reconsume_times, msg.prepared_transaction_offset, len(body),
+            total,
+            MESSAGE_MAGIC_CODE,
+            zlib.crc32(body) & 0x7FFFFFFF,
+            msg.queue_id,
+            msg.flag,
+            0,
+            0,
+            sys_flag,
+            born_ts,
+            born_host_bytes,
+            0,
+            store_host_bytes,
+            msg.reconsume_times,
+            msg.prepared_transaction_offset,
+            len(body),
         )
     except struct.error:
         raise _explain_bad_ints(msg) from None
     return b"".join((head, body, topic_suffix, props_field)), 48 + born_len
 
 
-def encode_message(
-    msg: Message, *, default_store_host: Host, max_message_size: int, now_ms: int
-) -> EncodedMessage:
+def encode_message(msg: Message, *, default_store_host: Host, max_message_size: int, now_ms: int) -> EncodedMessage:
     """Encode one message; raises MessageRejected with RocketMQ's status for bad input."""
     if not isinstance(msg, Message):
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
@@ -429,7 +433,8 @@ def encode_batch(
         if size > max_message_size:
             raise MessageRejected(
                 PutMessageStatus.MESSAGE_ILLEGAL,
-                f"batch is over {size} bytes encoded; the limit (maxMessageSize, within a segment) is {max_message_size}",
+                f"batch is over {size} bytes encoded; the limit (maxMessageSize, within a segment) is "
+                f"{max_message_size}",
             )
     return EncodedMessage(
         bytearray().join(parts), starts, ts_positions, f"{first.topic}-{first.queue_id}", 0, store_host_bytes
@@ -503,7 +508,9 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
         return _END
     if magic == BLANK_MAGIC_CODE:
         if size != remaining:
-            raise CorruptMessage(physical_offset, f"blank record of {size} bytes, but {remaining} remain in the segment")
+            raise CorruptMessage(
+                physical_offset, f"blank record of {size} bytes, but {remaining} remain in the segment"
+            )
         return RecordCheck(RecordKind.BLANK, size)
     if magic != MESSAGE_MAGIC_CODE:
         raise CorruptMessage(physical_offset, f"bad magic code {magic}")
@@ -513,7 +520,9 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     fixed = _FIXED[20 if sys_flag & BORNHOST_V6_FLAG else 8, 20 if sys_flag & STOREHOST_V6_FLAG else 8]
     if size < fixed.size + 1 + 2:
         raise CorruptMessage(physical_offset, f"total size {size} is too small for its host addresses")
-    (_, _, crc, queue_id, _, queue_offset, phys, _, _, _, store_ts, _, _, prepared, body_len) = fixed.unpack_from(buf, pos)
+    (_, _, crc, queue_id, _, queue_offset, phys, _, _, _, store_ts, _, _, prepared, body_len) = fixed.unpack_from(
+        buf, pos
+    )
     if phys != physical_offset:
         raise CorruptMessage(physical_offset, f"physical offset field says {phys}")
     end = pos + size

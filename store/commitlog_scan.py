@@ -172,7 +172,9 @@ def scan_commitlog(
         ended = False
         while pos < segment_size:
             try:
-                record = check_record(buf, pos, segment_size, offset, verify_crc=verify_crc and offset >= crc_from_offset)
+                record = check_record(
+                    buf, pos, segment_size, offset, verify_crc=verify_crc and offset >= crc_from_offset
+                )
             except CorruptMessage as exc:
                 bad_offset, reason, ended = offset, exc.reason, True
                 break

@@ -99,7 +99,9 @@ class StoreConfig:
     max_msgs_num_batch: int = 64
     default_query_max_num: int = 32
     flush_consume_queue_least_pages: int = 2
-    flush_consume_queue_thorough_interval_ms: int = field(default=60_000, metadata=_key("flushConsumeQueueThoroughInterval"))
+    flush_consume_queue_thorough_interval_ms: int = field(
+        default=60_000, metadata=_key("flushConsumeQueueThoroughInterval")
+    )
     enable_schedule_message_stats: bool = True
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
 
@@ -114,9 +116,15 @@ class StoreConfig:
                     raise ConfigError(f"{_label(name)}={value!r}: expected one of {choices}") from None
         object.__setattr__(self, "store_path_root_dir", str(self.store_path_root_dir))
         positive = (
-            "mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_message_size",
-            "sync_flush_timeout_ms", "slave_timeout_ms", "os_page_cache_busy_timeout_ms",
-            "flush_interval_commit_log_ms", "commit_interval_commit_log_ms", "flush_interval_consume_queue_ms",
+            "mapped_file_size_commit_log",
+            "mapped_file_size_consume_queue",
+            "max_message_size",
+            "sync_flush_timeout_ms",
+            "slave_timeout_ms",
+            "os_page_cache_busy_timeout_ms",
+            "flush_interval_commit_log_ms",
+            "commit_interval_commit_log_ms",
+            "flush_interval_consume_queue_ms",
             "transient_store_pool_size",
         )
         for name in positive:

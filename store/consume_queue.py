@@ -330,12 +330,17 @@ class ConsumeQueue:
             if scan.stop_reason is not None:
                 log.warning(
                     "consume queue %s-%d: invalid unit at queue offset %d (%s); the queue ends there",
-                    self.topic, self.queue_id, scan.end_offset // UNIT_SIZE, scan.stop_reason,
+                    self.topic,
+                    self.queue_id,
+                    scan.end_offset // UNIT_SIZE,
+                    scan.stop_reason,
                 )
             elif scan.data_after_end is not None:
                 log.warning(
                     "consume queue %s-%d ends at queue offset %d with non-zero bytes after it; zeroing them",
-                    self.topic, self.queue_id, scan.end_offset // UNIT_SIZE,
+                    self.topic,
+                    self.queue_id,
+                    scan.end_offset // UNIT_SIZE,
                 )
             # A torn tail is zeroed to the end of its file: a later put followed by a crash must
             # not leave a stale unit right behind it for the next recovery to accept.
@@ -381,7 +386,11 @@ class ConsumeQueue:
             elif queue_offset > end:
                 log.warning(
                     "consume queue %s-%d: put at queue offset %d beyond the end %d; filling %d places",
-                    self.topic, self.queue_id, queue_offset, end, queue_offset - end,
+                    self.topic,
+                    self.queue_id,
+                    queue_offset,
+                    end,
+                    queue_offset - end,
                 )
                 self._fill_to(queue_offset)
             self._write_unit(data)
@@ -533,7 +542,11 @@ class ConsumeQueue:
             last = self._read_unit(p - 1) if p > head else None
             log.info(
                 "consume queue %s-%d: dropping queue offsets [%d, %d) at CommitLog offset %d",
-                self.topic, self.queue_id, cut, end, commit_log_offset,
+                self.topic,
+                self.queue_id,
+                cut,
+                end,
+                commit_log_offset,
             )
             self._max_offset = cut  # readers stop before the bytes being zeroed
             # MappedFileQueue.truncate declares everything below the cut flushed: make it so.

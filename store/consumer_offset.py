@@ -78,7 +78,9 @@ class ConsumerOffsetManager:
         raw_table = content.get("offsetTable", {})
         if not isinstance(raw_table, dict):
             raise ValueError(f"{source}: offsetTable is not an object")
-        return {self._parse_key(key, source): self._parse_queues(key, queues, source) for key, queues in raw_table.items()}
+        return {
+            self._parse_key(key, source): self._parse_queues(key, queues, source) for key, queues in raw_table.items()
+        }
 
     @staticmethod
     def _parse_key(key: str, source: str) -> tuple[str, str]:

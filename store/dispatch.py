@@ -223,5 +223,8 @@ class ReputMessageService(ServiceThread):
                 pass
         except Exception as exc:  # noqa: BLE001 - the last round must not kill shutdown
             # Not lost: the next start dispatches again from the checkpoint.
-            log.warning("dispatching the last records at shutdown failed (%s: %s); the next start does it",
-                        type(exc).__name__, exc)
+            log.warning(
+                "dispatching the last records at shutdown failed (%s: %s); the next start does it",
+                type(exc).__name__,
+                exc,
+            )

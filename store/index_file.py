@@ -246,7 +246,9 @@ def _check_geometry(hash_slot_num: int, index_num: int) -> int:
     size = index_file_size(hash_slot_num, index_num)
     if size > INT32_MAX:
         # RocketMQ sizes the file with an int: a bigger file could not be opened by it.
-        raise ValueError(f"an IndexFile of {hash_slot_num} slots and {index_num} entries is {size} bytes; max {INT32_MAX}")
+        raise ValueError(
+            f"an IndexFile of {hash_slot_num} slots and {index_num} entries is {size} bytes; max {INT32_MAX}"
+        )
     return size
 
 
@@ -316,15 +318,15 @@ class IndexFile:
         )
         # Header and slots are reserved now, entries as they come (`put_key`): a default file is
         # 420 MB, most of it entries that a quiet broker never writes.
-        fd = create_file_atomically(
-            path, size, reserve=entry_position(hash_slot_num, 1), head=encode_header(header)
-        )
+        fd = create_file_atomically(path, size, reserve=entry_position(hash_slot_num, 1), head=encode_header(header))
         index_file = cls(path, hash_slot_num, index_num, fd, header)
         index_file._dirty = False
         return index_file
 
     @classmethod
-    def open(cls, path: Path, hash_slot_num: int = DEFAULT_HASH_SLOT_NUM, index_num: int = DEFAULT_INDEX_NUM) -> "IndexFile":
+    def open(
+        cls, path: Path, hash_slot_num: int = DEFAULT_HASH_SLOT_NUM, index_num: int = DEFAULT_INDEX_NUM
+    ) -> "IndexFile":
         """An existing file. ValueError when its size does not match the geometry (a changed
         maxHashSlotNum / maxIndexNum would misplace every slot) or its header is impossible."""
         size = _check_geometry(hash_slot_num, index_num)
@@ -456,9 +458,14 @@ class IndexFile:
             self.end_phy_offset = phy_offset
             self.end_timestamp = store_timestamp_ms
             _HEADER.pack_into(
-                buf, 0,
-                self.begin_timestamp, store_timestamp_ms, self.begin_phy_offset, phy_offset,
-                self.hash_slot_count, count + 1,
+                buf,
+                0,
+                self.begin_timestamp,
+                store_timestamp_ms,
+                self.begin_phy_offset,
+                phy_offset,
+                self.hash_slot_count,
+                count + 1,
             )
             self._dirty = True
             # Published last: readers bound every walk by index_count.
@@ -495,8 +502,14 @@ class IndexFile:
             # Count before begin: a put publishes begin before the count that makes it visible.
             count = self.index_count
             return select_from(
-                self._buf, self.hash_slot_num, count, self.begin_timestamp,
-                key_hash(key), max_num, begin_ms, end_ms,
+                self._buf,
+                self.hash_slot_num,
+                count,
+                self.begin_timestamp,
+                key_hash(key),
+                max_num,
+                begin_ms,
+                end_ms,
             )
         finally:
             self._unpin()
@@ -574,7 +587,9 @@ class IndexService:
                 if not last_exit_ok and index_file.end_timestamp > index_msg_timestamp:
                     log.warning(
                         "deleting index file %s: written up to %d, past the checkpoint's %d",
-                        path, index_file.end_timestamp, index_msg_timestamp,
+                        path,
+                        index_file.end_timestamp,
+                        index_msg_timestamp,
                     )
                     begin = index_file.begin_phy_offset
                     reindex_from = begin if reindex_from is None else min(reindex_from, begin)
@@ -644,9 +659,9 @@ class IndexService:
             keys = split_keys(keys)
         # dict.fromkeys: a key named twice (KEYS "a a", or equal to the unique key) is indexed
         # once; RocketMQ writes it twice and a query then returns the message twice.
-        idx_keys = list(dict.fromkeys(
-            index_key(topic, k) for k in ([uniq_key] if uniq_key else []) + [k for k in keys or () if k]
-        ))
+        idx_keys = list(
+            dict.fromkeys(index_key(topic, k) for k in ([uniq_key] if uniq_key else []) + [k for k in keys or () if k])
+        )
         # Checked against the newest file before any new one is made (a new file would carry the
         # same endPhyOffset): a replay after a full file must not create an empty one.
         files = self._files
@@ -678,7 +693,10 @@ class IndexService:
         mkdir_durable(self.directory)
         name = next_index_file_name(self._clock_ms(), previous.name if previous else None)
         index_file = IndexFile.create(
-            self.directory, name, self.hash_slot_num, self.index_num,
+            self.directory,
+            name,
+            self.hash_slot_num,
+            self.index_num,
             end_phy_offset=previous.end_phy_offset if previous else 0,
             end_timestamp=previous.end_timestamp if previous else 0,
         )
@@ -762,7 +780,7 @@ class IndexService:
                 expired.append(index_file)
             if not expired:
                 return 0
-            self._files = files[len(expired):]
+            self._files = files[len(expired) :]
         for index_file in expired:
             log.info("deleting expired index file %s (ends at %d)", index_file.path, index_file.end_phy_offset)
             index_file.destroy()

@@ -23,7 +23,7 @@ from .mapped_file import fsync_dir, mkdir_durable
 log = logging.getLogger(__name__)
 
 
-_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
+_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 
 
 def _quote_int_keys(text: str) -> str:

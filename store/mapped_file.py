@@ -126,12 +126,23 @@ def map_for_writing(fd: int, size: int) -> mmap.mmap:
 
 class MappedFile:
     __slots__ = (
-        "path", "file_from_offset", "file_size", "fd", "buf", "write_buffer",
-        "wrote_position", "committed_position", "flushed_position", "store_timestamp_ms",
-        "reserve_step", "reserved_end",
+        "path",
+        "file_from_offset",
+        "file_size",
+        "fd",
+        "buf",
+        "write_buffer",
+        "wrote_position",
+        "committed_position",
+        "flushed_position",
+        "store_timestamp_ms",
+        "reserve_step",
+        "reserved_end",
     )
 
-    def __init__(self, path: Path, file_from_offset: int, file_size: int, fd: int, write_buffer: bytearray | None = None):
+    def __init__(
+        self, path: Path, file_from_offset: int, file_size: int, fd: int, write_buffer: bytearray | None = None
+    ):
         self.path = path
         self.file_from_offset = file_from_offset
         self.file_size = file_size

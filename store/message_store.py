@@ -42,7 +42,14 @@ from .commitlog import CommitLog, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
-from .dispatch import Dispatcher, DispatchRequest, ReputMessageService, index_consumer, queue_consumer, recent_ids_consumer
+from .dispatch import (
+    Dispatcher,
+    DispatchRequest,
+    ReputMessageService,
+    index_consumer,
+    queue_consumer,
+    recent_ids_consumer,
+)
 from .flush import CommitRealTimeService, FlushRealTimeService, GroupCommitService, wall_clock_ms
 from .index_file import IndexService
 from .lifecycle import AbortFile, StoreLock
@@ -103,7 +110,9 @@ class MessageStore:
         self.commit_log = CommitLog(self.queue, clock_ms)
         self.consume_queues = ConsumeQueueTable(root, config.mapped_file_size_consume_queue)
         self.index = (
-            IndexService(root, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num, clock_ms=clock_ms)
+            IndexService(
+                root, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num, clock_ms=clock_ms
+            )
             if config.message_index_enable
             else None
         )
@@ -142,7 +151,11 @@ class MessageStore:
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
         self._topic_lock = threading.Lock()
         self._auto_create = AutoCreateGate(
-            AutoCreateLimits(config.auto_create_topic_enable, config.auto_create_topic_max_topics, config.auto_create_topic_per_minute)
+            AutoCreateLimits(
+                config.auto_create_topic_enable,
+                config.auto_create_topic_max_topics,
+                config.auto_create_topic_per_minute,
+            )
         )
         self._allocator: SegmentAllocator | None = None
         self._flusher: ServiceThread | None = None
@@ -387,7 +400,9 @@ class MessageStore:
 
     def _on_disk_full(self, full: bool) -> None:
         if full != self._disk_full:
-            log.warning("disk %s: puts are %s", "full" if full else "no longer full", "refused" if full else "taken again")
+            log.warning(
+                "disk %s: puts are %s", "full" if full else "no longer full", "refused" if full else "taken again"
+            )
         self._disk_full = full
 
     def _on_commit_log_deleted(self, min_offset: int) -> None:
@@ -512,7 +527,12 @@ class MessageStore:
             self._cut_parts(), offset, record_starts_at=self.record_starts_at, quiesce=self._quiesce, step=self._step
         )
         if result.removed_bytes:
-            log.info("CommitLog cut from %d to %d (%d bytes removed)", result.previous_max_offset, result.offset, result.removed_bytes)
+            log.info(
+                "CommitLog cut from %d to %d (%d bytes removed)",
+                result.previous_max_offset,
+                result.offset,
+                result.removed_bytes,
+            )
         return result
 
     def _quiesce(self) -> Callable[[], None]:
@@ -523,7 +543,13 @@ class MessageStore:
 
     def _cut_parts(self) -> CutParts:
         return CutParts(
-            self._root, self.checkpoint, self.commit_log, self.consume_queues, self.index, self.dispatcher, self.recent_ids
+            self._root,
+            self.checkpoint,
+            self.commit_log,
+            self.consume_queues,
+            self.index,
+            self.dispatcher,
+            self.recent_ids,
         )
 
     def _step(self, name: str) -> None:
@@ -578,7 +604,9 @@ class MessageStore:
         """Block until every message appended before the call is readable by queue (within the
         dispatch limit); False at the timeout."""
         target = self.max_offset
-        return self._await(self._reput, lambda: self.dispatcher.reput_from_offset >= min(target, self.dispatcher.limit), timeout_s)
+        return self._await(
+            self._reput, lambda: self.dispatcher.reput_from_offset >= min(target, self.dispatcher.limit), timeout_s
+        )
 
     def wait_flushed(self, offset: int, timeout_s: float = 10.0) -> bool:
         """Block until the CommitLog is fsynced up to `offset`; False at the timeout."""
@@ -702,7 +730,9 @@ class MessageStore:
         try:
             prepared = self.read_message(prepared_offset)
         except CorruptMessage as exc:
-            return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=f"no prepared message at {prepared_offset}: {exc.reason}")
+            return PutMessageResult(
+                Status.MESSAGE_ILLEGAL, reason=f"no prepared message at {prepared_offset}: {exc.reason}"
+            )
         if prepared.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_PREPARED_TYPE:
             return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=f"the message at {prepared_offset} is not prepared")
         end_type = TRANSACTION_COMMIT_TYPE if commit else TRANSACTION_ROLLBACK_TYPE
@@ -772,7 +802,9 @@ class MessageStore:
         """Up to `max_msg_nums` messages of a queue from `queue_offset` (RocketMQ's getMessage)."""
         if isinstance(tag_filter, str):
             tag_filter = TagFilter.parse(tag_filter)
-        result = self._reader.get_message(group, topic, queue_id, queue_offset, max_msg_nums, max_total_bytes, tag_filter)
+        result = self._reader.get_message(
+            group, topic, queue_id, queue_offset, max_msg_nums, max_total_bytes, tag_filter
+        )
         self.stats.record_get(result.found, len(result.messages), result.buffer_total_size)
         return result
 

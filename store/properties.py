@@ -155,7 +155,11 @@ def _convert(key: str, text: str, kind: Any) -> Any:
         if kind is str:
             return text
     except (ValueError, KeyError) as exc:
-        choices = f" (one of {', '.join(m.name for m in kind)})" if isinstance(kind, type) and issubclass(kind, enum.Enum) else ""
+        choices = (
+            f" (one of {', '.join(m.name for m in kind)})"
+            if isinstance(kind, type) and issubclass(kind, enum.Enum)
+            else ""
+        )
         raise ConfigError(f"{key}={text!r}: not a valid {getattr(kind, '__name__', kind)}{choices}: {exc}") from None
     raise TypeError(f"no converter for {key} of type {kind!r}")
 

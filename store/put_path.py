@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
 from .commitlog import AppendResult, CommitLog, CommitLogClosed
 from .config import StoreConfig
-from .message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_WAIT_STORE_MSG_OK, Message
+from .message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    Message,
+)
 from .recent_ids import Landed, RecentIds
 from .replication import ReplicaGate
 from .results import PutMessageResult
@@ -136,11 +141,14 @@ class PutPath:
             return refusal
         # maxMessageSize limits the body, as the clients count it (a batch: its bodies together);
         # the encoded record gets room for its header and properties on top (max_append_size).
-        body_bytes = sum(len(b) for b in (getattr(m, "body", b"") for m in messages) if isinstance(b, (bytes, bytearray)))
+        body_bytes = sum(
+            len(b) for b in (getattr(m, "body", b"") for m in messages) if isinstance(b, (bytes, bytearray))
+        )
         if body_bytes > self._max_body:
             what = "the bodies of the batch are" if batch else "the body is"
             return PutMessageResult(
-                Status.MESSAGE_ILLEGAL, reason=f"{what} {body_bytes} bytes; the limit (maxMessageSize) is {self._max_body}"
+                Status.MESSAGE_ILLEGAL,
+                reason=f"{what} {body_bytes} bytes; the limit (maxMessageSize) is {self._max_body}",
             )
         try:
             if batch:
@@ -159,7 +167,9 @@ class PutPath:
         if reason is not None:
             return PutMessageResult(Status.MESSAGE_ILLEGAL, reason=reason)
         recent = self._recent
-        uniq_key = None if batch or recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        uniq_key = (
+            None if batch or recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        )
         if uniq_key and recent is not None:
             landed = recent.get(first.topic, uniq_key)
             if landed is not None:
@@ -187,13 +197,20 @@ class PutPath:
     def _retry_of(self, landed: Landed, wait: bool, now: int, started: int) -> _Pending:
         """A producer's retry of a message the log holds: nothing is appended, and the retry
         waits for the same durability as its original (which may still be waiting itself)."""
-        appended = AppendResult(landed.wrote_offset, landed.wrote_bytes, landed.queue_offset, landed.store_timestamp_ms, 1)
+        appended = AppendResult(
+            landed.wrote_offset, landed.wrote_bytes, landed.queue_offset, landed.store_timestamp_ms, 1
+        )
         msg_id = self._msg_id_at(landed.wrote_offset) if self._msg_id_at is not None else ""
         log.debug("a retry of the message at %d: answered with its result", landed.wrote_offset)
         return self._pending(None, appended, wait, now, started, (msg_id,))
 
     def _pending(
-        self, encoded: EncodedMessage | None, appended: AppendResult, wait: bool, now: int, started: int,
+        self,
+        encoded: EncodedMessage | None,
+        appended: AppendResult,
+        wait: bool,
+        now: int,
+        started: int,
         msg_ids: tuple[str, ...] = (),
     ) -> _Pending:
         next_offset = appended.wrote_offset + appended.wrote_bytes
@@ -262,7 +279,9 @@ class PutPath:
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
         flush = self._wait(pending.flush, self._remaining(pending, self._flush_wait_s), Status.FLUSH_DISK_TIMEOUT)
-        replica = self._wait(pending.replica, self._remaining(pending, self._replica_wait_s), Status.FLUSH_SLAVE_TIMEOUT)
+        replica = self._wait(
+            pending.replica, self._remaining(pending, self._replica_wait_s), Status.FLUSH_SLAVE_TIMEOUT
+        )
         return self._result(pending, flush, replica)
 
     @staticmethod
@@ -275,7 +294,9 @@ class PutPath:
         pending = self._begin(messages, batch, self._waits(messages[0] if messages else None))
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
-        flush = await self._await(pending.flush, self._remaining(pending, self._flush_wait_s), Status.FLUSH_DISK_TIMEOUT)
+        flush = await self._await(
+            pending.flush, self._remaining(pending, self._flush_wait_s), Status.FLUSH_DISK_TIMEOUT
+        )
         replica = await self._await(
             pending.replica, self._remaining(pending, self._replica_wait_s), Status.FLUSH_SLAVE_TIMEOUT
         )

@@ -137,11 +137,11 @@ class MessageReader:
             except CorruptMessage:
                 continue  # deleted by retention since it was indexed
             keys = (message.keys or "").split()
-            if message.topic == topic and (key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key):
+            if message.topic == topic and (
+                key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key
+            ):
                 found.append(message)
-        return QueryMessageResult(
-            tuple(found), self._index.last_update_timestamp, self._index.last_update_phy_offset
-        )
+        return QueryMessageResult(tuple(found), self._index.last_update_timestamp, self._index.last_update_phy_offset)
 
     def view_message_by_id(self, msg_id: str) -> MessageExt:
         """The message a msgId names; ValueError for a malformed id, CorruptMessage when no

@@ -143,7 +143,9 @@ class CleanReason(enum.Enum):
     FORCED = "forced"  # usage above diskSpaceCleanForciblyRatio: unexpired segments go too
 
 
-def clean_reasons(*, time_up: bool, disk: DiskDecision, manual: bool, clean_forcibly_enable: bool) -> frozenset[CleanReason]:
+def clean_reasons(
+    *, time_up: bool, disk: DiskDecision, manual: bool, clean_forcibly_enable: bool
+) -> frozenset[CleanReason]:
     """Why a round deletes; empty: it does not. FORCED only ever joins another reason: as in
     RocketMQ, a nearly full disk makes a triggered round delete unexpired segments, but triggers
     nothing itself (it is above diskMaxUsedSpaceRatio in any sane configuration anyway)."""
@@ -183,7 +185,9 @@ def select_expired(
         try:
             expired = mtime_of(segment) + reserved_ms <= now_ms
         except OSError as exc:
-            log.warning("cannot read the modification time of %s, keeping it: %s", getattr(segment, "path", segment), exc)
+            log.warning(
+                "cannot read the modification time of %s, keeping it: %s", getattr(segment, "path", segment), exc
+            )
             expired = False
         if not expired and not (force and (may_force is None or may_force(segment))):
             # Deleting past a kept segment would leave a hole in the CommitLog.
@@ -411,7 +415,9 @@ class CleanService(ServiceThread):
                 else:
                     deleted = self._delete_round(now_ms, reasons)
                 if not deleted and disk.space_to_delete:
-                    log.warning("disk space will be full soon (%s), but no segment could be deleted", _percent(disk.ratio))
+                    log.warning(
+                        "disk space will be full soon (%s), but no segment could be deleted", _percent(disk.ratio)
+                    )
             return CleanRound(
                 now_ms=now_ms,
                 reasons=reasons,

@@ -18,7 +18,9 @@ from .consume_queue import ConsumeQueueTable
 from .message import transaction_type
 
 
-def queue_offsets_through_log(commit_log: CommitLog, consume_queues: ConsumeQueueTable, dispatched_to: int) -> dict[str, int]:
+def queue_offsets_through_log(
+    commit_log: CommitLog, consume_queues: ConsumeQueueTable, dispatched_to: int
+) -> dict[str, int]:
     """The next queue offset of every queue: the ConsumeQueues' own, raised by the records in
     [dispatched_to, end of log) that take a queue slot. The caller holds the CommitLog lock."""
     table = consume_queues.queue_offset_table()
@@ -30,7 +32,9 @@ def queue_offsets_through_log(commit_log: CommitLog, consume_queues: ConsumeQueu
     return table
 
 
-def promote(commit_log: CommitLog, consume_queues: ConsumeQueueTable, dispatched_to: int, switch: Callable[[], None]) -> None:
+def promote(
+    commit_log: CommitLog, consume_queues: ConsumeQueueTable, dispatched_to: int, switch: Callable[[], None]
+) -> None:
     """Renumber later puts after the whole log and run `switch` (the role flip and the caches it
     invalidates) in the same critical section, so no put sees the new role with old numbers."""
     with commit_log.lock:

@@ -262,7 +262,7 @@ def _parse_offset_table(content: Any, source: str) -> dict[int, int]:
     """Level -> cursor from a delayOffset.json document; ValueError when it is not one."""
     raw = content.get("offsetTable") if isinstance(content, dict) else None
     if not isinstance(raw, dict):
-        raise ValueError(f"{source}: expected {{\"offsetTable\": {{level: offset}}}}, got {content!r:.200}")
+        raise ValueError(f'{source}: expected {{"offsetTable": {{level: offset}}}}, got {content!r:.200}')
     table: dict[int, int] = {}
     for key, value in raw.items():
         level = _parse_java_int(str(key))
@@ -357,8 +357,17 @@ class _Level:
     """One level's cursor and counters. Mutated by the delivering thread under the state lock."""
 
     __slots__ = (
-        "level", "delay_ms", "offset", "retry_at", "delivered", "skipped", "failed_puts", "marks", "end",
-        "durable_cursor", "durable_end",
+        "level",
+        "delay_ms",
+        "offset",
+        "retry_at",
+        "delivered",
+        "skipped",
+        "failed_puts",
+        "marks",
+        "end",
+        "durable_cursor",
+        "durable_end",
     )
 
     def __init__(self, level: int, delay_ms: int, offset: int) -> None:
@@ -467,7 +476,9 @@ class ScheduleMessageService:
         if self._unknown:
             log.warning(
                 "%s has offsets for delay levels %s beyond the %d configured; keeping them untouched",
-                self._path, sorted(self._unknown), len(self._levels),
+                self._path,
+                sorted(self._unknown),
+                len(self._levels),
             )
 
     def _set_cursors(self, table: Mapping[int, int], durable_end: int) -> None:
@@ -592,14 +603,20 @@ class ScheduleMessageService:
             log.warning(
                 "delay level %d: offset %d is below its queue's min offset %d (retention deleted %d "
                 "messages before delivery); continuing from %d",
-                state.level, offset, low, low - offset, low,
+                state.level,
+                offset,
+                low,
+                low - offset,
+                low,
             )
             self._move(state, low)
         elif offset > high:
             log.warning(
-                "delay level %d: offset %d is beyond its queue's end %d (the queue was truncated); "
-                "continuing from %d",
-                state.level, offset, high, high,
+                "delay level %d: offset %d is beyond its queue's end %d (the queue was truncated); continuing from %d",
+                state.level,
+                offset,
+                high,
+                high,
             )
             self._move(state, high)
         return state.offset
@@ -674,7 +691,10 @@ class ScheduleMessageService:
                 log.warning(
                     "delay level %d: skipped %d unit(s) whose message cannot be read (deleted by "
                     "retention or corrupt), queue offsets %d..%d",
-                    state.level, len(unreadable), unreadable[0], unreadable[-1],
+                    state.level,
+                    len(unreadable),
+                    unreadable[0],
+                    unreadable[-1],
                 )
 
     def _deliver_unit(self, state: _Level, offset: int, unit: CqUnit, now_ms: int, unreadable: list[int]) -> int | None:
@@ -697,7 +717,10 @@ class ScheduleMessageService:
             log.error(
                 "delay level %d: queue offset %d points at CommitLog offset %d, which holds a %r "
                 "message, not a delayed one; skipping it",
-                state.level, offset, unit.commit_log_offset, stored.topic,
+                state.level,
+                offset,
+                unit.commit_log_offset,
+                stored.topic,
             )
             self._count(state, "skipped")
             return 0
@@ -710,7 +733,9 @@ class ScheduleMessageService:
         if real.topic == TRANS_HALF_TOPIC:
             log.error(
                 "delay level %d: queue offset %d: a delayed message for %s; dropping it",
-                state.level, offset, real.topic,
+                state.level,
+                offset,
+                real.topic,
             )
             self._count(state, "skipped")
             return 0
@@ -719,7 +744,9 @@ class ScheduleMessageService:
         except MessageRejected as exc:
             log.error(
                 "delay level %d: queue offset %d: the store refuses the message (%s); dropping it",
-                state.level, offset, exc.reason,
+                state.level,
+                offset,
+                exc.reason,
             )
             self._count(state, "skipped")
             return 0
@@ -736,13 +763,19 @@ class ScheduleMessageService:
         if status in _PERMANENT_FAILURES:
             log.error(
                 "delay level %d: queue offset %d: the store refuses the message (%s %s); dropping it",
-                state.level, offset, status.name, result.reason,
+                state.level,
+                offset,
+                status.name,
+                result.reason,
             )
             self._count(state, "skipped")
             return 0
         log.warning(
             "delay level %d: re-putting queue offset %d failed (%s); retrying in %d ms",
-            state.level, offset, status.name, self._retry_delay_ms,
+            state.level,
+            offset,
+            status.name,
+            self._retry_delay_ms,
         )
         self._pause(state, now_ms)
         return None

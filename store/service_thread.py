@@ -78,7 +78,9 @@ class ServiceThread:
                 self._failure = failure
             return False
         if self._failure:
-            log.info("%s works again after %d failed round(s) (last: %s)", self.name, self._failed_rounds, self._failure)
+            log.info(
+                "%s works again after %d failed round(s) (last: %s)", self.name, self._failed_rounds, self._failure
+            )
             self._failure, self._failed_rounds = "", 0
         return True
 

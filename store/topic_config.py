@@ -122,7 +122,9 @@ class TopicConfig:
                 f"got {self.topic_filter_type!r}"
             )
         if not _is_int(self.topic_sys_flag) or not 0 <= self.topic_sys_flag <= _INT32_MAX:
-            raise ValueError(f"{self.topic_name}: topic_sys_flag must be a non-negative int, got {self.topic_sys_flag!r}")
+            raise ValueError(
+                f"{self.topic_name}: topic_sys_flag must be a non-negative int, got {self.topic_sys_flag!r}"
+            )
         if not isinstance(self.order, bool):
             raise ValueError(f"{self.topic_name}: order must be a bool, got {self.order!r}")
 
@@ -190,7 +192,9 @@ class TopicConfigManager:
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         if not _is_int(default_topic_queue_nums) or not 1 <= default_topic_queue_nums <= MAX_QUEUE_NUMS:
-            raise ValueError(f"default_topic_queue_nums must be in 1..{MAX_QUEUE_NUMS}, got {default_topic_queue_nums!r}")
+            raise ValueError(
+                f"default_topic_queue_nums must be in 1..{MAX_QUEUE_NUMS}, got {default_topic_queue_nums!r}"
+            )
         if not _is_int(delay_levels) or not 1 <= delay_levels <= MAX_QUEUE_NUMS:
             raise ValueError(f"delay_levels must be in 1..{MAX_QUEUE_NUMS}, got {delay_levels!r}")
         self.path = Path(root) / "config" / TOPICS_FILE

@@ -48,6 +48,7 @@ async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, text:
     await context.abort(code, text)
     raise AssertionError("context.abort returned")
 
+
 log = logging.getLogger("rocketstore.broker.admin")
 
 
@@ -62,7 +63,9 @@ def _guarded(method):
             raise
         except Exception as exc:
             log.exception("%s failed", method.__name__)
-            await _abort(context, grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
+            await _abort(
+                context, grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log"
+            )
 
     return guarded
 
@@ -204,7 +207,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         if self._view.role is BrokerRole.SLAVE:
             broker = self._configs.broker
             master = self._view.master_client_endpoint() or "an unknown endpoint"
-            await _abort(context,
+            await _abort(
+                context,
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{broker.broker_name} (id {broker.broker_id}) is not master (role SLAVE): "
                 f"create topics on the MASTER at {master}",

@@ -134,9 +134,7 @@ def summarize(statuses: Iterable[pb.Status]) -> pb.Status:
         if first.code == pb.OK:
             return pb.Status(code=pb.OK, message="OK")
         return pb.Status(code=first.code, message=first.message, master_endpoint=first.master_endpoint)
-    counts = ", ".join(
-        f"{code_name(code)} x{sum(1 for s in statuses if s.code == code)}" for code in sorted(codes)
-    )
+    counts = ", ".join(f"{code_name(code)} x{sum(1 for s in statuses if s.code == code)}" for code in sorted(codes))
     return pb.Status(code=pb.MULTIPLE_RESULTS, message=f"entries differ: {counts}")
 
 

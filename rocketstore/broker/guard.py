@@ -11,8 +11,6 @@ from collections.abc import Callable
 import grpc
 
 
-
-
 # -- undecodable requests ---------------------------------------------------------------------
 
 

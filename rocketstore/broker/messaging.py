@@ -97,7 +97,9 @@ def _guarded(response_type):
                 raise
             except Exception as exc:
                 log.exception("%s failed", method.__name__)
-                return response_type(status=status(pb.INTERNAL_ERROR, f"internal error ({type(exc).__name__}); see the broker log"))
+                return response_type(
+                    status=status(pb.INTERNAL_ERROR, f"internal error ({type(exc).__name__}); see the broker log")
+                )
 
         return guarded
 
@@ -176,7 +178,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         master = self._view.master_client_endpoint()
         where = f"send to its master at {master}" if master else "its master's client endpoint is not known yet"
         return status(
-            pb.FORBIDDEN, f"{NOT_MASTER}: {broker.broker_name} (id {broker.broker_id}) is a SLAVE: {where}", master_endpoint=master
+            pb.FORBIDDEN,
+            f"{NOT_MASTER}: {broker.broker_name} (id {broker.broker_id}) is a SLAVE: {where}",
+            master_endpoint=master,
         )
 
     def _fenced(self, reason: str | None, late: bool = False) -> pb.Status | None:
@@ -248,12 +252,19 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             master = self._view.master_client_endpoint()
             if not master:
                 return pb.QueryRouteResponse(
-                    status=status(pb.HA_NOT_AVAILABLE, f"broker {self._configs.broker.broker_name} has no master elected now")
+                    status=status(
+                        pb.HA_NOT_AVAILABLE, f"broker {self._configs.broker.broker_name} has no master elected now"
+                    )
                 )
             known = self._store.topics.get(topic) or self._topic_from_queues(topic)
             count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
             queues = route_queues(
-                request.topic, TopicConfig(topic, count, count), self._configs.broker.broker_name, 0, master, read_only=False
+                request.topic,
+                TopicConfig(topic, count, count),
+                self._configs.broker.broker_name,
+                0,
+                master,
+                read_only=False,
             )
             return pb.QueryRouteResponse(status=OK, message_queues=queues)
         config = self._store.topics.get(topic)
@@ -298,7 +309,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     async def SendMessage(self, request: pb.SendMessageRequest, context) -> pb.SendMessageResponse:
         messages = request.messages
         if not messages:
-            return pb.SendMessageResponse(status=status(pb.BAD_REQUEST, "a SendMessageRequest needs at least one message"))
+            return pb.SendMessageResponse(
+                status=status(pb.BAD_REQUEST, "a SendMessageRequest needs at least one message")
+            )
         if len(messages) > MAX_SEND_MESSAGES:
             return pb.SendMessageResponse(
                 status=status(pb.BAD_REQUEST, f"{len(messages)} messages in one request; at most {MAX_SEND_MESSAGES}")
@@ -322,7 +335,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         # while these puts waited must not acknowledge them; a retry is safe, a false OK is not.
         late = self._fenced(self._view.write_refusal(), late=True)
         if late is not None:
-            done = [pb.SendResultEntry(status=late, message_id=e.message_id) if e.status.code in codes.STORED_CODES else e for e in done]
+            done = [
+                pb.SendResultEntry(status=late, message_id=e.message_id) if e.status.code in codes.STORED_CODES else e
+                for e in done
+            ]
         return pb.SendMessageResponse(status=codes.summarize(e.status for e in done), entries=done)
 
     async def _plan(
@@ -338,9 +354,18 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         for index, msg in enumerate(messages):
             outcome = await self._plan_one(msg, born_host, now, max_body, levels, topics, round_robin)
             if isinstance(outcome, Refusal):
-                entries[index] = pb.SendResultEntry(status=outcome.as_status(), message_id=msg.system_properties.message_id)
+                entries[index] = pb.SendResultEntry(
+                    status=outcome.as_status(), message_id=msg.system_properties.message_id
+                )
             else:
-                planned.append(_Planned(index, outcome, msg.system_properties.message_id, PROPERTY_DELAY_TIME_LEVEL in outcome.properties))
+                planned.append(
+                    _Planned(
+                        index,
+                        outcome,
+                        msg.system_properties.message_id,
+                        PROPERTY_DELAY_TIME_LEVEL in outcome.properties,
+                    )
+                )
         return planned
 
     async def _plan_one(
@@ -527,7 +552,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             wait_s = min(wait_s, max(0.0, remaining - DEADLINE_MARGIN_S))
         return wait_s
 
-    async def _read(self, group: str, topic: str, queue_id: int, offset: int, batch: int, tag_filter) -> GetMessageResult:
+    async def _read(
+        self, group: str, topic: str, queue_id: int, offset: int, batch: int, tag_filter
+    ) -> GetMessageResult:
         return await asyncio.to_thread(
             self._store.get_message, group, topic, queue_id, offset, batch, MAX_PULL_BYTES, tag_filter
         )
@@ -569,7 +596,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                     yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
                     return
                 if action is PullAction.RESET:
-                    text = f"offset {offset} is outside queue {topic}:{queue_id} [{result.min_offset}, {result.max_offset}]"
+                    bounds = f"[{result.min_offset}, {result.max_offset}]"
+                    text = f"offset {offset} is outside queue {topic}:{queue_id} {bounds}"
                     yield pb.PullMessageResponse(status=status(pb.ILLEGAL_OFFSET, text))
                     yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
                     return
@@ -679,4 +707,3 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         except Exception as exc:
             log.exception("Telemetry failed")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
-

@@ -16,9 +16,9 @@ stdout names every bound port:
 Controller mode (enableControllerMode=true): the store opens as a slave and every broker serves
 replication on haListenPort; `controller_agent.ControllerAgent` decides the role from etcd and
 calls `roles.ControllerRoles` (promote, follow, step down) on its own thread, under the broker's
-role lock. Static mode's planned switchover is `switchover`. brokerRole then names how the broker acknowledges when it is master
-(SYNC_MASTER or ASYNC_MASTER). Consumers see messages up to the confirmed offset only (the
-dispatch limit), puts are fenced before they are appended when the broker may not acknowledge
+role lock. Static mode's planned switchover is `switchover`. brokerRole then names how the broker
+acknowledges when it is master (SYNC_MASTER or ASYNC_MASTER). Consumers see messages up to the
+confirmed offset only (the dispatch limit), puts are fenced before they are appended when the broker may not acknowledge
 (`set_put_fence`), and again before an answer leaves (`BrokerState.write_refusal`). The ready
 line says role=CONTROLLER; the admin status says what the broker is now.
 
@@ -348,7 +348,9 @@ class Broker:
         )
         servicer.add_to_server(server)
         try:
-            ha_port = self._bind(server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort")
+            ha_port = self._bind(
+                server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort"
+            )
         except ConfigError:
             tracker.close()
             server.stop(grace=None)

@@ -208,7 +208,9 @@ def message_properties(msg: pb.Message, levels: Sequence[int], now_ms: int) -> d
             reason = "is reserved by the broker" if key in RESERVED_PROPERTY_KEYS else "is empty or holds \\x01/\\x02"
             return Refusal(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property key {key[:64]!r} {reason}")
         if _has_separator(value):
-            return Refusal(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of user property {key[:64]!r} holds \\x01/\\x02")
+            return Refusal(
+                pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of user property {key[:64]!r} holds \\x01/\\x02"
+            )
         properties[key] = value
     if sp.HasField("tag"):
         tag = sp.tag
@@ -221,7 +223,9 @@ def message_properties(msg: pb.Message, levels: Sequence[int], now_ms: int) -> d
     if sp.keys:
         for key in sp.keys:
             if not key or any(c.isspace() for c in key) or _has_separator(key):
-                return Refusal(pb.ILLEGAL_MESSAGE_KEY, f"message key {key[:64]!r} must be non-empty, without whitespace")
+                return Refusal(
+                    pb.ILLEGAL_MESSAGE_KEY, f"message key {key[:64]!r} must be non-empty, without whitespace"
+                )
         properties[PROPERTY_KEYS] = " ".join(sp.keys)
     if sp.HasField("message_group"):
         group = sp.message_group
@@ -246,13 +250,15 @@ def message_properties(msg: pb.Message, levels: Sequence[int], now_ms: int) -> d
             if level is None:
                 return Refusal(
                     pb.ILLEGAL_DELIVERY_TIME,
-                    f"delivery time is {delay_ms} ms away; this broker delays at most {max(levels)} ms (messageDelayLevel)",
+                    f"delivery time is {delay_ms} ms away; this broker delays at most {max(levels)} ms "
+                    "(messageDelayLevel)",
                 )
             properties[PROPERTY_DELAY_TIME_LEVEL] = str(level)
     size = len(encode_properties(properties))
     if size > MAX_PROPERTIES_LENGTH:
         return Refusal(
-            pb.MESSAGE_PROPERTIES_TOO_LARGE, f"the message's properties are {size} bytes; at most {MAX_PROPERTIES_LENGTH}"
+            pb.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"the message's properties are {size} bytes; at most {MAX_PROPERTIES_LENGTH}",
         )
     return properties
 
@@ -280,7 +286,8 @@ def choose_queue(sp: pb.SystemProperties, config: TopicConfig, round_robin: Call
         if not 0 <= queue_id < queues:
             return Refusal(
                 pb.BAD_REQUEST,
-                f"queue id {queue_id} is out of range: topic {config.topic_name} has {queues} write queues (0..{queues - 1})",
+                f"queue id {queue_id} is out of range: topic {config.topic_name} has {queues} write queues "
+                f"(0..{queues - 1})",
             )
         return queue_id
     if sp.HasField("message_group") and sp.message_group:

@@ -83,7 +83,13 @@ class Compare:
     value: int | bytes
     result: str = "EQUAL"
 
-    _FIELDS = {"VERSION": "version", "CREATE": "create_revision", "MOD": "mod_revision", "VALUE": "value", "LEASE": "lease"}
+    _FIELDS = {
+        "VERSION": "version",
+        "CREATE": "create_revision",
+        "MOD": "mod_revision",
+        "VALUE": "value",
+        "LEASE": "lease",
+    }
 
     @classmethod
     def mod_revision(cls, key: str, revision: int, result: str = "EQUAL") -> "Compare":
@@ -365,7 +371,12 @@ class EtcdClient:
     def delete(self, key: str, *, prefix: bool = False) -> int:
         return int(self._call("/v3/kv/deleterange", _key_range(key, prefix)).get("deleted", 0))
 
-    def txn(self, compare: Sequence[Compare], success: Sequence[Put | Delete | Get], failure: Sequence[Put | Delete | Get] = ()) -> TxnResult:
+    def txn(
+        self,
+        compare: Sequence[Compare],
+        success: Sequence[Put | Delete | Get],
+        failure: Sequence[Put | Delete | Get] = (),
+    ) -> TxnResult:
         body = {
             "compare": [c.to_json() for c in compare],
             "success": [op.to_json() for op in success],

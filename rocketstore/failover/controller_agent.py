@@ -179,7 +179,9 @@ class ControllerAgent:
         return ControllerStatus(
             master=self._master,
             state=self._state,
-            lease_valid_ms=self._lease_clock.remaining_ms(self._clock()) if self._roles.acting_epoch() is not None else 0,
+            lease_valid_ms=self._lease_clock.remaining_ms(self._clock())
+            if self._roles.acting_epoch() is not None
+            else 0,
             last_error=self._last_error,
             decision=self._decision,
         )
@@ -283,7 +285,9 @@ class ControllerAgent:
             self._publish(replace(me, candidate_epoch=decision.declare_epoch), lease, force=True)
             return
         published_candidate = view.brokers.get(me.broker_id)
-        candidate_epoch = published_candidate.candidate_epoch if published_candidate is not None and view.master is None else -1
+        candidate_epoch = (
+            published_candidate.candidate_epoch if published_candidate is not None and view.master is None else -1
+        )
         self._publish(replace(me, candidate_epoch=candidate_epoch), lease, force=leases.get(me.broker_id) != lease)
         if decision.action is Action.FOLLOW and decision.master is not None:
             self._roles.follow(decision.master)
@@ -307,7 +311,8 @@ class ControllerAgent:
         previous = self._published
         if not force and previous is not None and self._published_lease == lease:
             if record == previous or (
-                replace(record, max_offset=previous.max_offset) == previous and now - self._published_at < PUBLISH_INTERVAL_MS
+                replace(record, max_offset=previous.max_offset) == previous
+                and now - self._published_at < PUBLISH_INTERVAL_MS
             ):
                 return
         self._etcd.put(self._keys.broker(record.broker_id), encode(record), lease=lease)
@@ -317,7 +322,9 @@ class ControllerAgent:
         if not self._lease_clock.valid(self._clock()):
             return  # a master must be able to acknowledge from its first moment
         keys = self._keys
-        state_check = Compare.mod_revision(keys.state, view.state_revision) if view.state_revision else Compare.absent(keys.state)
+        state_check = (
+            Compare.mod_revision(keys.state, view.state_revision) if view.state_revision else Compare.absent(keys.state)
+        )
         master = MasterRecord(me.broker_id, new_state.epoch, me.client_endpoint, me.ha_endpoint)
         result = self._etcd.txn(
             [state_check, Compare.absent(keys.master)],
@@ -328,8 +335,11 @@ class ControllerAgent:
             return
         log.warning(
             "won the election: master of epoch %d at offset %d%s",
-            new_state.epoch, me.max_offset,
-            f" (unclean: up to {new_state.unclean_lost_bytes} bytes may be lost)" if new_state.unclean_lost_bytes else "",
+            new_state.epoch,
+            me.max_offset,
+            f" (unclean: up to {new_state.unclean_lost_bytes} bytes may be lost)"
+            if new_state.unclean_lost_bytes
+            else "",
         )
         self._master, self._state = master, new_state
         self._roles.promote(new_state.epoch)
@@ -356,7 +366,10 @@ class ControllerAgent:
             return
         self._roles.set_in_sync(state.isr - {me})
         changes = isr_changes(
-            state.isr, me, self._roles.replica_progress(), max_time_not_catchup_ms=self._ha.ha_max_time_slave_not_catchup_ms
+            state.isr,
+            me,
+            self._roles.replica_progress(),
+            max_time_not_catchup_ms=self._ha.ha_max_time_slave_not_catchup_ms,
         )
         if not changes:
             self._refresh_hint(view, state)
@@ -372,7 +385,10 @@ class ControllerAgent:
         if result.succeeded:
             log.info(
                 "in-sync replicas %s -> %s (joined %s, left %s)",
-                sorted(state.isr), sorted(new_isr), sorted(joins), sorted(changes.leaves),
+                sorted(state.isr),
+                sorted(new_isr),
+                sorted(joins),
+                sorted(changes.leaves),
             )
             self._state = new_state
             self._roles.set_in_sync(new_isr - {me})
@@ -389,7 +405,9 @@ class ControllerAgent:
             return
         self._hint_at = now
         new_state = replace(state, master_max_offset=max_offset)
-        if self._etcd.txn([Compare.mod_revision(self._keys.state, view.state_revision)], [Put(self._keys.state, encode(new_state))]).succeeded:
+        if self._etcd.txn(
+            [Compare.mod_revision(self._keys.state, view.state_revision)], [Put(self._keys.state, encode(new_state))]
+        ).succeeded:
             self._state = new_state
 
     # -- planned switchover --------------------------------------------------------------------
@@ -408,15 +426,24 @@ class ControllerAgent:
         if target is None or target_id not in leases:
             raise HandoverError(f"broker {target_id} is not registered (not running, or not in this group)")
         if target_id not in state.isr:
-            raise HandoverError(f"broker {target_id} is not in the in-sync set {sorted(state.isr)}: it may miss messages")
+            raise HandoverError(
+                f"broker {target_id} is not in the in-sync set {sorted(state.isr)}: it may miss messages"
+            )
         self._handing_over = True
         try:
             offset = self._roles.wait_caught_up(target_id, timeout_s)
             if offset is None:
-                raise HandoverTimeout(f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over")
+                raise HandoverTimeout(
+                    f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over"
+                )
             view, leases, master_kv = self._read()
             keys = self._keys
-            if master_kv is None or view.master is None or view.state is None or view.master.broker_id != state.master_id:
+            if (
+                master_kv is None
+                or view.master is None
+                or view.state is None
+                or view.master.broker_id != state.master_id
+            ):
                 raise HandoverError("this broker lost the master key meanwhile")
             target = view.brokers.get(target_id)
             if target is None:
@@ -425,8 +452,12 @@ class ControllerAgent:
             # The successor starts alone in its in-sync set, as after an election: the others join
             # once they follow it (until then its puts are refused, before being stored).
             new_state = replace(
-                view.state, epoch=new_epoch, master_id=target_id, isr=frozenset({target_id}),
-                master_max_offset=offset, handover_to=NO_BROKER,
+                view.state,
+                epoch=new_epoch,
+                master_id=target_id,
+                isr=frozenset({target_id}),
+                master_max_offset=offset,
+                handover_to=NO_BROKER,
             )
             new_master = MasterRecord(target_id, new_epoch, target.client_endpoint, target.ha_endpoint)
             result = self._etcd.txn(

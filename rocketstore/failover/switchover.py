@@ -82,7 +82,9 @@ def apply_override(configs: BrokerConfigs) -> BrokerConfigs:
     master = data.get("haMasterAddress", "") if role is BrokerRole.SLAVE else ""
     log.warning(
         "%s overrides broker.conf: brokerRole=%s%s (a planned switchover set it; delete the file to use broker.conf)",
-        override_path(root), role.name, f" haMasterAddress={master}" if master else "",
+        override_path(root),
+        role.name,
+        f" haMasterAddress={master}" if master else "",
     )
     return configs._replace(
         store=dataclasses.replace(configs.store, broker_role=role),
@@ -94,13 +96,19 @@ def apply_override(configs: BrokerConfigs) -> BrokerConfigs:
 PEER_PROBE_TIMEOUT_S = 3.0
 
 
-def refuse_a_second_master(configured: BrokerConfigs, effective: BrokerConfigs, secrets, timeout_s: float = PEER_PROBE_TIMEOUT_S) -> None:
+def refuse_a_second_master(
+    configured: BrokerConfigs, effective: BrokerConfigs, secrets, timeout_s: float = PEER_PROBE_TIMEOUT_S
+) -> None:
     """A broker that broker.conf makes a slave but a role override makes master asks the master
     broker.conf names whether it is still master; ConfigError when it is (two masters of one group
     would both accept writes and their logs would diverge). An unreachable peer does not block the
     start: it is the normal case after a switchover whose old master is down."""
     address = configured.ha.ha_master_address
-    if effective.store.broker_role is BrokerRole.SLAVE or configured.store.broker_role is not BrokerRole.SLAVE or not address:
+    if (
+        effective.store.broker_role is BrokerRole.SLAVE
+        or configured.store.broker_role is not BrokerRole.SLAVE
+        or not address
+    ):
         return
     if probe_is_master(address, configured, secrets, timeout_s):
         raise ConfigError(
@@ -119,7 +127,9 @@ def probe_is_master(address: str, configs: BrokerConfigs, secrets, timeout_s: fl
     from slave.peer_login import LoginFailed, login
 
     ha = configs.ha
-    credentials = channel_credentials(ha.ha_tls_ca_file, ha.ha_tls_cert_file, ha.ha_tls_key_file) if ha.ha_tls_ca_file else None
+    credentials = (
+        channel_credentials(ha.ha_tls_ca_file, ha.ha_tls_cert_file, ha.ha_tls_key_file) if ha.ha_tls_ca_file else None
+    )
     channel = grpc.secure_channel(address, credentials) if credentials is not None else grpc.insecure_channel(address)
     with channel:
         try:
@@ -155,13 +165,17 @@ def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
     try:
         offset = wait_caught_up(store, broker.tracker, target_id, timeout_s)
         if offset is None:
-            raise HandoverTimeout(f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over")
+            raise HandoverTimeout(
+                f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over"
+            )
         write_override(root, BrokerRole.SLAVE, "")
         try:
             answer = _take_over(target_endpoint, broker.secrets.admin, offset, master_role, timeout_s)
         except grpc.RpcError as exc:
             remove_override(root)
-            raise HandoverError(f"broker {target_id} did not take over: {exc.details() if hasattr(exc, 'details') else exc}") from None
+            raise HandoverError(
+                f"broker {target_id} did not take over: {exc.details() if hasattr(exc, 'details') else exc}"
+            ) from None
         write_override(root, BrokerRole.SLAVE, answer.ha_endpoint)
         _become_slave(broker, answer.ha_endpoint, f"handed over to broker {target_id}")
     finally:
@@ -170,7 +184,9 @@ def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
     return answer.client_endpoint, offset
 
 
-def _take_over(endpoint: str, secret: bytes, offset: int, role: BrokerRole, timeout_s: float) -> admin_pb2.TakeOverResponse:
+def _take_over(
+    endpoint: str, secret: bytes, offset: int, role: BrokerRole, timeout_s: float
+) -> admin_pb2.TakeOverResponse:
     with grpc.insecure_channel(endpoint) as channel:
         stub = admin_pb2_grpc.AdminStub(channel)
         return stub.TakeOver(
@@ -260,7 +276,9 @@ def _become_master(broker, role: BrokerRole) -> None:
     """A static slave whose replication stopped takes over as `role`."""
     broker.replicator = None
     store_config = dataclasses.replace(broker.configs.store, broker_role=role)
-    broker.configs = broker.configs._replace(store=store_config, ha=dataclasses.replace(broker.configs.ha, ha_master_address=""))
+    broker.configs = broker.configs._replace(
+        store=store_config, ha=dataclasses.replace(broker.configs.ha, ha_master_address="")
+    )
     if broker.tracker is None:
         broker._start_master_replication(store_config, broker.configs.ha, broker.configs.broker.host)
     else:

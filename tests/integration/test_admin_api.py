@@ -79,7 +79,11 @@ async def serving(root, view: StaticView, *, broker_id: int = 0, **store_overrid
     channel = grpc.aio.insecure_channel(view.client)
     try:
         yield Harness(
-            store, admin_pb2_grpc.AdminStub(channel), messaging_pb2_grpc.MessagingServiceStub(channel), channel, view,
+            store,
+            admin_pb2_grpc.AdminStub(channel),
+            messaging_pb2_grpc.MessagingServiceStub(channel),
+            channel,
+            view,
             Signer(SECRET),
         )
     finally:
@@ -107,8 +111,16 @@ def master_view() -> StaticView:
         ha="127.0.0.1:20912",
         confirmed=0,
         slaves=[
-            SlaveSnapshot("127.0.0.1:50001", 1, "127.0.0.1:30911", ack_offset=10, lag_bytes=5, lag_seconds=1.5, fit=True,
-                          connected_at_ms=NOW_MS - 5000),
+            SlaveSnapshot(
+                "127.0.0.1:50001",
+                1,
+                "127.0.0.1:30911",
+                ack_offset=10,
+                lag_bytes=5,
+                lag_seconds=1.5,
+                fit=True,
+                connected_at_ms=NOW_MS - 5000,
+            ),
         ],
         epoch_value=3,
         started_ms=NOW_MS - 60_000,
@@ -143,7 +155,9 @@ def test_master_status(tmp_path):
             assert not status.master_ha_address and not status.master_connected
             assert isinstance(json.loads(status.stats_json), dict)
 
-            view = await h.admin.GetClusterView(admin_pb2.ClusterViewRequest(), metadata=h.creds("GetClusterView"), timeout=10)
+            view = await h.admin.GetClusterView(
+                admin_pb2.ClusterViewRequest(), metadata=h.creds("GetClusterView"), timeout=10
+            )
             assert view.HasField("master") and not view.HasField("self")
             assert view.master.broker_name == "broker-t" and view.master.role == "SYNC_MASTER"
 
@@ -155,23 +169,35 @@ def test_slave_status_and_cluster_view(tmp_path):
         view = StaticView(
             BrokerRole.SLAVE,
             master_client="127.0.0.1:10911",
-            replication=ReplicationState("127.0.0.1:10912", connected=True, master_max_offset=4096, durable_offset=0,
-                                         last_chunk_ms=0, last_error="chunk at 5 does not start at 0"),
+            replication=ReplicationState(
+                "127.0.0.1:10912",
+                connected=True,
+                master_max_offset=4096,
+                durable_offset=0,
+                last_chunk_ms=0,
+                last_error="chunk at 5 does not start at 0",
+            ),
         )
         async with serving(tmp_path, view, broker_id=1) as h:
             status = await h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=h.creds("GetStatus"), timeout=10)
             assert (status.role, status.broker_id) == ("SLAVE", 1)
             assert (status.master_ha_address, status.master_connected, status.master_max_offset) == (
-                "127.0.0.1:10912", True, 4096,
+                "127.0.0.1:10912",
+                True,
+                4096,
             )
             assert status.replication_error == "chunk at 5 does not start at 0"
             assert not status.slaves and status.uptime_ms == 0
-            cluster = await h.admin.GetClusterView(admin_pb2.ClusterViewRequest(), metadata=h.creds("GetClusterView"), timeout=10)
+            cluster = await h.admin.GetClusterView(
+                admin_pb2.ClusterViewRequest(), metadata=h.creds("GetClusterView"), timeout=10
+            )
             assert cluster.HasField("self") and not cluster.HasField("master")
             assert cluster.self.role == "SLAVE"
             spec = admin_pb2.TopicSpec(name="OnSlave", read_queue_nums=2, write_queue_nums=2, perm=6)
             details = await expect_error(
-                h.admin.CreateTopic(admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10),
+                h.admin.CreateTopic(
+                    admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10
+                ),
                 grpc.StatusCode.FAILED_PRECONDITION,
             )
             assert "not master" in details and "MASTER" in details and "127.0.0.1:10911" in details
@@ -184,12 +210,24 @@ def test_create_and_list_topics(tmp_path):
     async def body():
         async with serving(tmp_path, master_view(), default_topic_queue_nums=4) as h:
             spec = admin_pb2.TopicSpec(name="Orders", read_queue_nums=8, write_queue_nums=6, perm=6)
-            created = await h.admin.CreateTopic(admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10)
-            assert (created.topic.name, created.topic.read_queue_nums, created.topic.write_queue_nums, created.topic.perm) == (
-                "Orders", 8, 6, 6,
+            created = await h.admin.CreateTopic(
+                admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10
+            )
+            assert (
+                created.topic.name,
+                created.topic.read_queue_nums,
+                created.topic.write_queue_nums,
+                created.topic.perm,
+            ) == (
+                "Orders",
+                8,
+                6,
+                6,
             )
             defaults = admin_pb2.TopicSpec(name="Defaults")
-            created = await h.admin.CreateTopic(admin_pb2.CreateTopicRequest(topic=defaults), metadata=h.creds("CreateTopic"), timeout=10)
+            created = await h.admin.CreateTopic(
+                admin_pb2.CreateTopicRequest(topic=defaults), metadata=h.creds("CreateTopic"), timeout=10
+            )
             assert (created.topic.read_queue_nums, created.topic.write_queue_nums, created.topic.perm) == (4, 4, 6)
             listed = await h.admin.ListTopics(admin_pb2.ListTopicsRequest(), metadata=h.creds("ListTopics"), timeout=10)
             names = [t.name for t in listed.topics]
@@ -208,7 +246,9 @@ def test_create_and_list_topics(tmp_path):
             ]
             for spec in bad_specs:
                 details = await expect_error(
-                    h.admin.CreateTopic(admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10),
+                    h.admin.CreateTopic(
+                        admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10
+                    ),
                     grpc.StatusCode.INVALID_ARGUMENT,
                 )
                 assert details, spec
@@ -224,15 +264,20 @@ def test_create_and_list_topics(tmp_path):
 def test_admin_refuses_calls_without_valid_credentials(tmp_path):
     async def body():
         async with serving(tmp_path, master_view()) as h:
-            await expect_error(h.admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=10), grpc.StatusCode.UNAUTHENTICATED)
+            await expect_error(
+                h.admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=10), grpc.StatusCode.UNAUTHENTICATED
+            )
             wrong = Signer(b"another-secret-of-enough-length").metadata(ADMIN_PREFIX + "GetStatus")
             await expect_error(
-                h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=wrong, timeout=10), grpc.StatusCode.UNAUTHENTICATED
+                h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=wrong, timeout=10),
+                grpc.StatusCode.UNAUTHENTICATED,
             )
             # Credentials are per method: a GetStatus signature does not create topics.
             spec = admin_pb2.TopicSpec(name="Sneaky")
             await expect_error(
-                h.admin.CreateTopic(admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("GetStatus"), timeout=10),
+                h.admin.CreateTopic(
+                    admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("GetStatus"), timeout=10
+                ),
                 grpc.StatusCode.UNAUTHENTICATED,
             )
             assert h.store.topics.get("Sneaky") is None

@@ -21,7 +21,9 @@ TOPIC = "ProcTopic"
 def run_broker(tmp_path: Path, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "rocketstore.cli", "broker", f"--storePathRootDir={tmp_path / 'store'}", *args],
-        capture_output=True, text=True, timeout=timeout_s,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
 
 
@@ -72,7 +74,9 @@ def test_broker_without_a_secret_refuses_to_start(tmp_path):
 
 
 def test_slave_without_a_master_address_is_a_config_error(tmp_path):
-    done = run_broker(tmp_path, "--brokerRole=SLAVE", "--brokerId=1", "--haSecret=0123456789abcdef0123", "--listenPort=0")
+    done = run_broker(
+        tmp_path, "--brokerRole=SLAVE", "--brokerId=1", "--haSecret=0123456789abcdef0123", "--listenPort=0"
+    )
     assert done.returncode == 1
     assert "haMasterAddress" in done.stderr
 
@@ -120,17 +124,62 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 def make_ca(directory: Path, name: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2", "-subj", f"/CN={name}", cwd=directory)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={name}",
+        cwd=directory,
+    )
 
 
 def make_cert(directory: Path, ca: str, name: str) -> None:
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=directory)
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        "-subj",
+        f"/CN={name}",
+        cwd=directory,
+    )
     ext = directory / f"{name}.ext"
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-             "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", ext.name, cwd=directory)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        f"{ca}.crt",
+        "-CAkey",
+        f"{ca}.key",
+        "-CAcreateserial",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "2",
+        "-extfile",
+        ext.name,
+        cwd=directory,
+    )
     os.chmod(directory / f"{name}.key", 0o600)
 
 
@@ -149,8 +198,13 @@ def test_replication_over_mutual_tls_and_a_foreign_certificate_is_refused(make_c
     for name in ("master", "slave1"):
         make_cert(pki, "ca", name)
     make_cert(pki, "other-ca", "intruder")
-    cluster = make_cluster(start=False, master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0,
-                           settings=tls_settings(pki, "ca", "master"))
+    cluster = make_cluster(
+        start=False,
+        master_role="SYNC_MASTER",
+        flush_disk_type="SYNC_FLUSH",
+        slaves=0,
+        settings=tls_settings(pki, "ca", "master"),
+    )
     cluster.start()
     cluster.slave_settings = tls_settings(pki, "ca", "slave1")
     cluster.add_slave(1)
@@ -183,7 +237,9 @@ def test_client_api_over_tls(make_cluster, tmp_path):
     make_ca(pki, "ca")
     make_cert(pki, "ca", "broker")
     cluster = make_cluster(
-        master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0,
+        master_role="ASYNC_MASTER",
+        flush_disk_type="ASYNC_FLUSH",
+        slaves=0,
         settings={
             "tlsEnable": "true",
             "tlsServerCertPath": str(pki / "broker.crt"),

@@ -33,7 +33,10 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         rocketstore_command() + [str(a) for a in args], capture_output=True, text=True, timeout=timeout
     )
     # Shown by pytest when the test fails.
-    print(f"$ rocketstore {' '.join(map(str, args))}\n[exit {result.returncode}]\n{result.stdout}\n[stderr]\n{result.stderr}")
+    print(
+        f"$ rocketstore {' '.join(map(str, args))}\n[exit "
+        f"{result.returncode}]\n{result.stdout}\n[stderr]\n{result.stderr}"
+    )
     assert "Traceback" not in result.stderr
     return result
 
@@ -138,9 +141,7 @@ def test_inspect_good_store_json(good_store):
         assert q["body_bytes"] == sum(len(body(p.i)) for p in mine)
         assert (q["min_queue_offset"], q["max_queue_offset"], q["dense"]) == (0, len(mine) - 1, True)
     topics = {t["topic"]: t for t in report["topics"]}
-    assert {t: topics[t]["messages"] for t in topics} == {
-        t: sum(1 for p in puts if p.topic == t) for t in TOPICS
-    }
+    assert {t: topics[t]["messages"] for t in topics} == {t: sum(1 for p in puts if p.topic == t) for t in TOPICS}
     shown = report["first_messages"]
     assert [m["offset"] for m in shown] == [p.offset for p in puts[:3]]
     assert shown[1]["properties"] == {"KEYS": "k1"} and shown[1]["body_length"] == len(body(1))
@@ -196,7 +197,10 @@ def test_inspect_finds_damage_after_damage(good_store):
     second = in_second[10]
     flip_body_byte(root, second)
     report = json.loads(run_cli("inspect", "--store-dir", root, "--json").stdout)
-    assert [(b["offset"], b["kind"]) for b in report["bad_offsets"]] == [(first.offset, "corrupt"), (second.offset, "corrupt")]
+    assert [(b["offset"], b["kind"]) for b in report["bad_offsets"]] == [
+        (first.offset, "corrupt"),
+        (second.offset, "corrupt"),
+    ]
     assert report["messages"] == 50
     assert report["messages_beyond_end"] == len(in_second) - 1
     assert [s["state"] for s in report["segments"]] == ["damaged", "damaged"]
@@ -262,11 +266,19 @@ def test_repair_truncates_and_the_store_loads_again(good_store):
         assert store.max_offset == victim.offset
         for p in puts[:200]:
             msg = store.read_message(p.offset)
-            assert (msg.body, msg.topic, msg.queue_id, msg.queue_offset) == (body(p.i), p.topic, p.queue_id, p.queue_offset)
+            assert (msg.body, msg.topic, msg.queue_id, msg.queue_offset) == (
+                body(p.i),
+                p.topic,
+                p.queue_id,
+                p.queue_offset,
+            )
         assert sum(1 for _ in store.iter_messages()) == 200
         # Queue offsets go on from what was kept.
         r = store.put_message(Message(victim.topic, victim.queue_id, b"after repair"))
-        assert r.status is PutMessageStatus.PUT_OK and (r.wrote_offset, r.queue_offset) == (victim.offset, victim.queue_offset)
+        assert r.status is PutMessageStatus.PUT_OK and (r.wrote_offset, r.queue_offset) == (
+            victim.offset,
+            victim.queue_offset,
+        )
     result = run_cli("inspect", "--store-dir", root)
     assert result.returncode == 0 and "RESULT: OK" in result.stdout
 
@@ -302,7 +314,10 @@ def test_repair_refuses_while_another_process_holds_the_store(good_store):
     root, puts = good_store
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(root), str(SEGMENT_SIZE)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         # The holder prints READY once it has the lock; wait for it with a deadline.

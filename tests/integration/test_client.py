@@ -76,13 +76,24 @@ class FakeMessaging(messaging_pb2_grpc.MessagingServiceServicer):
         if request.topic.name not in TOPICS:
             return pb.QueryRouteResponse(status=_status(pb.TOPIC_NOT_FOUND, f"topic {request.topic.name} not found"))
         host, port = self.endpoint.rsplit(":", 1)
-        broker = pb.Broker(name="broker-a", id=0, endpoints=pb.Endpoints(
-            scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]))
-        return pb.QueryRouteResponse(status=_status(pb.OK), message_queues=[
-            pb.MessageQueue(topic=request.topic, id=i, permission=pb.READ_WRITE, broker=broker,
-                            accept_message_types=[pb.NORMAL, pb.FIFO])
-            for i in range(QUEUES)
-        ])
+        broker = pb.Broker(
+            name="broker-a",
+            id=0,
+            endpoints=pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]),
+        )
+        return pb.QueryRouteResponse(
+            status=_status(pb.OK),
+            message_queues=[
+                pb.MessageQueue(
+                    topic=request.topic,
+                    id=i,
+                    permission=pb.READ_WRITE,
+                    broker=broker,
+                    accept_message_types=[pb.NORMAL, pb.FIFO],
+                )
+                for i in range(QUEUES)
+            ],
+        )
 
     def _store(self, message: pb.Message, queue_id: int) -> tuple[int, int]:
         topic = message.topic.name
@@ -109,8 +120,12 @@ class FakeMessaging(messaging_pb2_grpc.MessagingServiceServicer):
         if fail:
             context.abort(grpc.StatusCode.UNAVAILABLE, "the answer was lost")
         if self.slave_of:
-            status = _status(pb.FORBIDDEN, f"broker-a (id 1) is a SLAVE: send to its master at {self.slave_of}", self.slave_of)
-            return pb.SendMessageResponse(status=status, entries=[pb.SendResultEntry(status=status) for _ in request.messages])
+            status = _status(
+                pb.FORBIDDEN, f"broker-a (id 1) is a SLAVE: send to its master at {self.slave_of}", self.slave_of
+            )
+            return pb.SendMessageResponse(
+                status=status, entries=[pb.SendResultEntry(status=status) for _ in request.messages]
+            )
         if not request.messages:
             return pb.SendMessageResponse(status=_status(pb.BAD_REQUEST, "no messages"))
         entries = []
@@ -132,9 +147,15 @@ class FakeMessaging(messaging_pb2_grpc.MessagingServiceServicer):
                     queue_id = self.round_robin[topic] % QUEUES
                     self.round_robin[topic] += 1
                 queue_offset, commit_log_offset = self._store(m, queue_id)
-            entries.append(pb.SendResultEntry(
-                status=_status(TIMEOUT_CODES.get(topic, pb.OK)), message_id=sp.message_id, offset=queue_offset,
-                queue_id=queue_id, commit_log_offset=commit_log_offset))
+            entries.append(
+                pb.SendResultEntry(
+                    status=_status(TIMEOUT_CODES.get(topic, pb.OK)),
+                    message_id=sp.message_id,
+                    offset=queue_offset,
+                    queue_id=queue_id,
+                    commit_log_offset=commit_log_offset,
+                )
+            )
         codes = {e.status.code for e in entries}
         code = codes.pop() if len(codes) == 1 else pb.MULTIPLE_RESULTS
         return pb.SendMessageResponse(status=_status(code), entries=entries)
@@ -183,7 +204,10 @@ class FakeMessaging(messaging_pb2_grpc.MessagingServiceServicer):
         if request.query_offset_policy == pb.END:
             return pb.QueryOffsetResponse(status=_status(pb.OK), offset=len(queue))
         wanted = request.timestamp.ToMilliseconds()
-        found = next((i for i, m in enumerate(queue) if m.system_properties.store_timestamp.ToMilliseconds() >= wanted), len(queue))
+        found = next(
+            (i for i, m in enumerate(queue) if m.system_properties.store_timestamp.ToMilliseconds() >= wanted),
+            len(queue),
+        )
         return pb.QueryOffsetResponse(status=_status(pb.OK), offset=found)
 
 
@@ -225,11 +249,23 @@ class FakeBroker:
         port = self.server.add_insecure_port("127.0.0.1:0")
         self.endpoint = f"127.0.0.1:{port}"
         self.messaging.endpoint = self.endpoint
-        self.admin.status.CopyFrom(admin_pb2.BrokerStatus(
-            cluster_name="DefaultCluster", broker_name="broker-a", broker_id=broker_id, role=role,
-            client_endpoint=self.endpoint, ha_endpoint="127.0.0.1:1", flush_disk_type="SYNC_FLUSH",
-            max_offset=4096, flushed_offset=4096, confirmed_offset=3000, dispatched_offset=4096,
-            in_sync_replicas=2, stats_json=json.dumps({"puts": {"PUT_OK": 12}})))
+        self.admin.status.CopyFrom(
+            admin_pb2.BrokerStatus(
+                cluster_name="DefaultCluster",
+                broker_name="broker-a",
+                broker_id=broker_id,
+                role=role,
+                client_endpoint=self.endpoint,
+                ha_endpoint="127.0.0.1:1",
+                flush_disk_type="SYNC_FLUSH",
+                max_offset=4096,
+                flushed_offset=4096,
+                confirmed_offset=3000,
+                dispatched_offset=4096,
+                in_sync_replicas=2,
+                stats_json=json.dumps({"puts": {"PUT_OK": 12}}),
+            )
+        )
         self.server.start()
 
     def stop(self) -> None:
@@ -287,11 +323,14 @@ def test_producer_sends_and_reports_where_the_message_went(broker):
     assert broker.messaging.sends[1].messages[0].system_properties.send_queue_id == 2
 
 
-@pytest.mark.parametrize("topic,status", [
-    ("SlowDisk", SendStatus.FLUSH_DISK_TIMEOUT),
-    ("SlowSlave", SendStatus.FLUSH_SLAVE_TIMEOUT),
-    ("NoSlave", SendStatus.SLAVE_NOT_AVAILABLE),
-])
+@pytest.mark.parametrize(
+    "topic,status",
+    [
+        ("SlowDisk", SendStatus.FLUSH_DISK_TIMEOUT),
+        ("SlowSlave", SendStatus.FLUSH_SLAVE_TIMEOUT),
+        ("NoSlave", SendStatus.SLAVE_NOT_AVAILABLE),
+    ],
+)
 def test_timeouts_are_results_and_the_message_is_stored(broker, topic, status):
     with Producer(broker.endpoint) as producer, PullConsumer(broker.endpoint) as consumer:
         result = producer.send(topic, b"durable-ish", queue_id=1)
@@ -374,8 +413,17 @@ def test_async_producer(broker, closed_endpoint):
 
 def _fill(broker, topic="Orders", queue_id=1, n=5):
     with Producer(broker.endpoint) as producer:
-        return [producer.send(topic, f"body-{i}", tag="even" if i % 2 == 0 else "odd", keys=[f"k{i}"],
-                              properties={"i": str(i)}, queue_id=queue_id) for i in range(n)]
+        return [
+            producer.send(
+                topic,
+                f"body-{i}",
+                tag="even" if i % 2 == 0 else "odd",
+                keys=[f"k{i}"],
+                properties={"i": str(i)},
+                queue_id=queue_id,
+            )
+            for i in range(n)
+        ]
 
 
 def test_pull_consumer(broker):
@@ -399,7 +447,13 @@ def test_pull_consumer(broker):
     assert [m.msg_id for m in found.messages] == [r.msg_id for r in sent]
     m = found.messages[2]
     assert (m.body, m.tag, m.keys, dict(m.properties), m.queue_id, m.queue_offset) == (
-        b"body-2", "even", ("k2",), {"i": "2"}, 1, 2)
+        b"body-2",
+        "even",
+        ("k2",),
+        {"i": "2"},
+        1,
+        2,
+    )
     assert m.body_crc_ok and m.store_host == broker.endpoint and m.commit_log_offset == sent[2].commit_log_offset
     assert m.store_timestamp_ms >= m.born_timestamp_ms > 0 and m.reconsume_times == 0
     assert caught_up.status is PullStatus.NO_NEW_MSG and caught_up.next_offset == 5
@@ -435,7 +489,12 @@ def test_async_pull_consumer(broker):
             queues = await consumer.queues("Orders")
             pulls = await asyncio.gather(*(consumer.pull("Orders", q, 0) for q in queues))
             await consumer.update_offset("Orders", 0, 3)
-            return queues, pulls, await consumer.get_offset("Orders", 0), await consumer.query_offset("Orders", 0, "END")
+            return (
+                queues,
+                pulls,
+                await consumer.get_offset("Orders", 0),
+                await consumer.query_offset("Orders", 0, "END"),
+            )
 
     queues, pulls, committed, end = asyncio.run(scenario())
     assert queues == [0, 1, 2, 3] and [p.status for p in pulls] == [PullStatus.FOUND] + [PullStatus.NO_NEW_MSG] * 3
@@ -473,7 +532,9 @@ def test_admin_client(broker):
         topics = admin.list_topics()
         with pytest.raises(BrokerError) as invalid:
             admin.create_topic("bad topic")
-    assert status["role"] == "SYNC_MASTER" and status["max_offset"] == 4096 and status["stats"] == {"puts": {"PUT_OK": 12}}
+    assert (
+        status["role"] == "SYNC_MASTER" and status["max_offset"] == 4096 and status["stats"] == {"puts": {"PUT_OK": 12}}
+    )
     assert view["master"]["broker_name"] == "broker-a" and view["self"] is None
     assert created == {"name": "Payments", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}
     assert [t["name"] for t in topics] == ["Payments"]
@@ -499,8 +560,26 @@ def test_admin_refuses_a_wrong_secret_and_slaves_refuse_topics(broker):
 
 @pytest.mark.parametrize("api", ["asyncio", "threads"])
 def test_produce_command(broker, capsys, api):
-    code, out, _ = cli(capsys, "produce", "--endpoint", broker.endpoint, "--topic", "Orders", "--count", 50,
-                       "--size", 64, "--batch", 4, "--concurrency", 3, "--api", api, "--tag", "bench")
+    code, out, _ = cli(
+        capsys,
+        "produce",
+        "--endpoint",
+        broker.endpoint,
+        "--topic",
+        "Orders",
+        "--count",
+        50,
+        "--size",
+        64,
+        "--batch",
+        4,
+        "--concurrency",
+        3,
+        "--api",
+        api,
+        "--tag",
+        "bench",
+    )
     assert code == 0
     assert re.search(r"SEND_OK\s+50\b", out) and "msgs/s" in out and "p99" in out
     stored = [m for (topic, _), q in broker.messaging.queues.items() if topic == "Orders" for m in q]
@@ -510,8 +589,9 @@ def test_produce_command(broker, capsys, api):
 
 
 def test_produce_command_json_and_not_ok_statuses(broker, capsys):
-    code, out, _ = cli(capsys, "produce", "--endpoint", broker.endpoint, "--topic", "SlowSlave", "--count", 6,
-                       "--queue", 2, "--json")
+    code, out, _ = cli(
+        capsys, "produce", "--endpoint", broker.endpoint, "--topic", "SlowSlave", "--count", 6, "--queue", 2, "--json"
+    )
     summary = json.loads(out)
     assert code == 1 and summary["statuses"] == {"FLUSH_SLAVE_TIMEOUT": 6} and not summary["ok"]
     assert summary["requests"] == 6 and summary["queue"] == 2 and summary["latency_ms"]["max"] > 0
@@ -519,20 +599,55 @@ def test_produce_command_json_and_not_ok_statuses(broker, capsys):
 
 
 def test_produce_command_against_a_closed_port_or_a_slave(broker, capsys, closed_endpoint):
-    code, out, _ = cli(capsys, "produce", "--endpoint", closed_endpoint, "--topic", "Orders", "--count", 100,
-                       "--concurrency", 4, "--retry-timeout-s", 0)
+    code, out, _ = cli(
+        capsys,
+        "produce",
+        "--endpoint",
+        closed_endpoint,
+        "--topic",
+        "Orders",
+        "--count",
+        100,
+        "--concurrency",
+        4,
+        "--retry-timeout-s",
+        0,
+    )
     assert code == 1 and "error TRANSPORT_UNAVAILABLE" in out and "stopped by" in out and closed_endpoint in out
     broker.messaging.slave_of = "10.1.1.1:10911"
-    code, out, _ = cli(capsys, "produce", "--endpoint", broker.endpoint, "--topic", "Orders", "--count", 10, "--json",
-                       "--retry-timeout-s", 0)
+    code, out, _ = cli(
+        capsys,
+        "produce",
+        "--endpoint",
+        broker.endpoint,
+        "--topic",
+        "Orders",
+        "--count",
+        10,
+        "--json",
+        "--retry-timeout-s",
+        0,
+    )
     summary = json.loads(out)
     assert code == 1 and summary["errors"] == {"NOT_MASTER": 1} and "10.1.1.1:10911" in summary["stopped_by"]
 
 
 def test_produce_command_stops_at_its_timeout_and_shows_progress(broker, capsys, monkeypatch):
     monkeypatch.setattr("client.commands.PROGRESS_EVERY_S", 0.05)
-    code, out, err = cli(capsys, "produce", "--endpoint", broker.endpoint, "--topic", "Hang", "--count", 10,
-                         "--concurrency", 2, "--timeout-s", 1)
+    code, out, err = cli(
+        capsys,
+        "produce",
+        "--endpoint",
+        broker.endpoint,
+        "--topic",
+        "Hang",
+        "--count",
+        10,
+        "--concurrency",
+        2,
+        "--timeout-s",
+        1,
+    )
     assert code == 1 and "stopped: --timeout-s ran out" in out and "not sent" in out
     assert "produce: 0 of 10 messages answered" in err
 
@@ -546,8 +661,21 @@ def test_consume_command(broker, capsys):
     assert any(x.startswith("queue=2 offset=1 ") and "size=6 tag=odd body=body-1" in x for x in lines)
     assert "consumed 6 messages from Orders (queues 0, 1, 2, 3)" in lines[-1]
 
-    code, out, _ = cli(capsys, "consume", "--endpoint", broker.endpoint, "--topic", "Orders", "--queue", 0,
-                       "--from-offset", 1, "--count", 1, "--json")
+    code, out, _ = cli(
+        capsys,
+        "consume",
+        "--endpoint",
+        broker.endpoint,
+        "--topic",
+        "Orders",
+        "--queue",
+        0,
+        "--from-offset",
+        1,
+        "--count",
+        1,
+        "--json",
+    )
     records = [json.loads(x) for x in out.splitlines()]
     assert code == 0 and len(records) == 2
     assert records[0]["queue_offset"] == 1 and records[0]["body"] == "body-1" and records[0]["body_crc_ok"]
@@ -556,12 +684,27 @@ def test_consume_command(broker, capsys):
 
 def test_consume_command_with_a_group_commits_its_progress(broker, capsys):
     _fill(broker, queue_id=1, n=4)
-    code, out, _ = cli(capsys, "consume", "--endpoint", broker.endpoint, "--topic", "Orders", "--group", "audit",
-                       "--count", 3, "--tag", "even||odd", "--batch", 2)
+    code, out, _ = cli(
+        capsys,
+        "consume",
+        "--endpoint",
+        broker.endpoint,
+        "--topic",
+        "Orders",
+        "--group",
+        "audit",
+        "--count",
+        3,
+        "--tag",
+        "even||odd",
+        "--batch",
+        2,
+    )
     assert code == 0 and out.count("queue=1 ") == 3 and "committed these offsets for group audit" in out
     assert broker.messaging.offsets == {("audit", "Orders", 1): 3}
-    code, out, _ = cli(capsys, "consume", "--endpoint", broker.endpoint, "--topic", "Orders", "--group", "audit",
-                       "--wait-ms", 50)
+    code, out, _ = cli(
+        capsys, "consume", "--endpoint", broker.endpoint, "--topic", "Orders", "--group", "audit", "--wait-ms", 50
+    )
     assert code == 0 and out.count("queue=1 ") == 1 and "queue=1 offset=3 " in out
     assert broker.messaging.offsets[("audit", "Orders", 1)] == 4
     assert all(p.group.name == "audit" for p in broker.messaging.pulls)
@@ -584,10 +727,26 @@ def test_status_command(broker, capsys, secret_file, closed_endpoint, monkeypatc
         slave.admin.status.master_ha_address = "127.0.0.1:1"
         slave.admin.status.master_connected = True
         snapshots = [
-            admin_pb2.SlaveStatus(ha_peer="127.0.0.1:50001", broker_id=1, client_endpoint=slave.endpoint,
-                                  ack_offset=4000, lag_bytes=96, lag_seconds=0.25, fit=True, connected_at_ms=1),
-            admin_pb2.SlaveStatus(ha_peer="127.0.0.1:50002", broker_id=2, client_endpoint=closed_endpoint,
-                                  ack_offset=100, lag_bytes=3996, lag_seconds=42.0, fit=False, connected_at_ms=1),
+            admin_pb2.SlaveStatus(
+                ha_peer="127.0.0.1:50001",
+                broker_id=1,
+                client_endpoint=slave.endpoint,
+                ack_offset=4000,
+                lag_bytes=96,
+                lag_seconds=0.25,
+                fit=True,
+                connected_at_ms=1,
+            ),
+            admin_pb2.SlaveStatus(
+                ha_peer="127.0.0.1:50002",
+                broker_id=2,
+                client_endpoint=closed_endpoint,
+                ack_offset=100,
+                lag_bytes=3996,
+                lag_seconds=42.0,
+                fit=False,
+                connected_at_ms=1,
+            ),
         ]
         broker.admin.status.slaves.extend(snapshots)
         code, out, _ = cli(capsys, "status", "--endpoint", broker.endpoint, "--secret-file", secret_file)
@@ -623,17 +782,40 @@ def test_status_command_with_a_wrong_secret(broker, capsys, tmp_path):
 
 
 def test_topic_commands(broker, capsys, secret_file):
-    code, out, _ = cli(capsys, "topic", "create", "--endpoint", broker.endpoint, "--secret-file", secret_file,
-                       "--topic", "Payments", "--queues", 8)
+    code, out, _ = cli(
+        capsys,
+        "topic",
+        "create",
+        "--endpoint",
+        broker.endpoint,
+        "--secret-file",
+        secret_file,
+        "--topic",
+        "Payments",
+        "--queues",
+        8,
+    )
     assert code == 0 and "topic Payments: 8 read / 8 write queues, perm 6 (RW-)" in out
-    cli(capsys, "topic", "create", "--endpoint", broker.endpoint, "--secret-file", secret_file, "--topic", "Audit",
-        "--perm", 4)
+    cli(
+        capsys,
+        "topic",
+        "create",
+        "--endpoint",
+        broker.endpoint,
+        "--secret-file",
+        secret_file,
+        "--topic",
+        "Audit",
+        "--perm",
+        4,
+    )
     code, out, _ = cli(capsys, "topic", "list", "--endpoint", broker.endpoint, "--secret-file", secret_file)
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["topic", "read", "queues", "write", "queues", "perm"]
     assert lines[1].split()[0] == "Audit" and lines[2].split()[:3] == ["Payments", "8", "8"]
     code, out, _ = cli(capsys, "topic", "list", "--endpoint", broker.endpoint, "--secret-file", secret_file, "--json")
     assert code == 0 and [t["name"] for t in json.loads(out)] == ["Audit", "Payments"]
-    code, _, err = cli(capsys, "topic", "create", "--endpoint", broker.endpoint, "--secret-file", secret_file,
-                       "--topic", "bad topic")
+    code, _, err = cli(
+        capsys, "topic", "create", "--endpoint", broker.endpoint, "--secret-file", secret_file, "--topic", "bad topic"
+    )
     assert code == 1 and "INVALID_ARGUMENT" in err

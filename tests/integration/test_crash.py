@@ -52,10 +52,27 @@ class Writer(LineProcess):
 
     def __init__(self, store_dir: Path, log_dir: Path, *, flush: str, first_seq: int, transient_pool: bool) -> None:
         command = [
-            sys.executable, "-m", "demos.store_demo", "--writer", str(store_dir),
-            "--flush-disk-type", flush, "--first-seq", str(first_seq), "--messages", str(SEQ_STRIDE - 1),
-            "--size", str(BODY_SIZE), "--threads", str(THREADS), "--segment-size", str(SEGMENT_SIZE),
-            "--topics", str(TOPICS), "--queues", str(QUEUES),
+            sys.executable,
+            "-m",
+            "demos.store_demo",
+            "--writer",
+            str(store_dir),
+            "--flush-disk-type",
+            flush,
+            "--first-seq",
+            str(first_seq),
+            "--messages",
+            str(SEQ_STRIDE - 1),
+            "--size",
+            str(BODY_SIZE),
+            "--threads",
+            str(THREADS),
+            "--segment-size",
+            str(SEGMENT_SIZE),
+            "--topics",
+            str(TOPICS),
+            "--queues",
+            str(QUEUES),
         ] + (["--transient-pool"] if transient_pool else [])
         self.acks: list[Ack] = []
         self.ready: dict | None = None
@@ -166,7 +183,9 @@ def run_rounds(tmp_path: Path, flush: str, rounds: int, *, transient_pool: bool 
     results = []
     for round_no in range(rounds):
         kill_after = rng.randint(20, 300)
-        writer = Writer(store_dir, tmp_path, flush=flush, first_seq=round_no * SEQ_STRIDE, transient_pool=transient_pool)
+        writer = Writer(
+            store_dir, tmp_path, flush=flush, first_seq=round_no * SEQ_STRIDE, transient_pool=transient_pool
+        )
         with writer_output_on_failure(writer, seed):
             try:
                 assert writer.wait_for(lambda: writer.ready is not None, READY_TIMEOUT_S), "the writer did not start"

@@ -116,15 +116,24 @@ def test_tls_with_client_certificates(tmp_path, clients):
     for name, ca in (("server", "ca"), ("broker", "ca"), ("intruder", "other-ca")):
         make_cert(pki, ca, name)
     server = EtcdServer(tmp_path / "etcd", tls=(str(pki / "server.crt"), str(pki / "server.key"), str(pki / "ca.crt")))
-    server.client_options = {"ca_file": str(pki / "ca.crt"), "cert_file": str(pki / "broker.crt"), "key_file": str(pki / "broker.key")}
+    server.client_options = {
+        "ca_file": str(pki / "ca.crt"),
+        "cert_file": str(pki / "broker.crt"),
+        "key_file": str(pki / "broker.key"),
+    }
     server.start()
     try:
         assert server.endpoint.startswith("https://")
         good = clients(server.endpoint, **server.client_options)
         good.put("/t", b"x")
         assert good.get("/t").value == b"x"
-        intruder = clients(server.endpoint, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "intruder.crt"),
-                           key_file=str(pki / "intruder.key"), timeout_s=1)
+        intruder = clients(
+            server.endpoint,
+            ca_file=str(pki / "ca.crt"),
+            cert_file=str(pki / "intruder.crt"),
+            key_file=str(pki / "intruder.key"),
+            timeout_s=1,
+        )
         with pytest.raises(EtcdUnavailable):
             intruder.get("/t")
         untrusting = clients(server.endpoint, timeout_s=1)  # the system CAs do not know our CA

@@ -312,8 +312,13 @@ def test_without_a_live_in_sync_broker_only_an_unclean_election_proceeds_and_say
     behind.pause()
     with Producer(master.client_endpoint, timeout_s=3.0, retry_timeout_s=10) as producer:
         # The paused slave leaves the in-sync set (not caught up for 1 s): puts are OK again.
-        assert poll_until(lambda: sorted(cluster.status(master)["in_sync_replica_ids"]) ==
-                          sorted([cluster.brokers.index(master), cluster.brokers.index(other)]), 30)
+        assert poll_until(
+            lambda: (
+                sorted(cluster.status(master)["in_sync_replica_ids"])
+                == sorted([cluster.brokers.index(master), cluster.brokers.index(other)])
+            ),
+            30,
+        )
         for i in range(20):
             assert producer.send(TOPIC, f"only on two {i}".encode()).ok
     end = int(cluster.status(master)["max_offset"])

@@ -138,7 +138,9 @@ def test_slave_far_behind_catches_up_while_the_master_keeps_writing(make_cluster
 @pytest.mark.parametrize("in_sync_replicas", [2, 3])
 def test_two_slaves_with_in_sync_replicas(make_cluster, in_sync_replicas):
     cluster = make_cluster(
-        master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=2,
+        master_role="SYNC_MASTER",
+        flush_disk_type="SYNC_FLUSH",
+        slaves=2,
         settings={"inSyncReplicas": str(in_sync_replicas)},
     )
     endpoint = cluster.master.client_endpoint
@@ -187,13 +189,16 @@ def test_slave_with_a_wrong_secret_is_refused_and_the_secret_is_not_logged(make_
     slave = cluster.add_slave(1, wait_connected=False, haSecretFile=str(wrong))
     # Each side proves itself to the other first: the master's proof fails under the slave's secret,
     # so the slave stops there and never sends its handshake.
-    wait_until(lambda: "failed to prove it holds the shared secret" in slave.tail(),
-               what="the slave to report its refusal")
+    wait_until(
+        lambda: "failed to prove it holds the shared secret" in slave.tail(), what="the slave to report its refusal"
+    )
     [result] = send_all(cluster.master.client_endpoint, 0, 1)
     assert result.status is SendStatus.SLAVE_NOT_AVAILABLE
     secrets = [cluster.admin_secret().decode(), "a-completely-different-secret-0123456789"]
     for broker in cluster.brokers:
-        logs = broker.tail(100_000) + "".join(p.read_text(errors="replace") for p in (broker.directory / "logs").glob("*"))
+        logs = broker.tail(100_000) + "".join(
+            p.read_text(errors="replace") for p in (broker.directory / "logs").glob("*")
+        )
         for secret in secrets:
             assert secret not in logs
 
@@ -239,7 +244,9 @@ def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
     acked = send_all(master.client_endpoint, 0, 100)
     assert {r.status for r in acked} == {SendStatus.SEND_OK}
     master.kill()
-    master.settings.update(listenPort=master.client_endpoint.rsplit(":", 1)[1], haListenPort=master.ha_endpoint.rsplit(":", 1)[1])
+    master.settings.update(
+        listenPort=master.client_endpoint.rsplit(":", 1)[1], haListenPort=master.ha_endpoint.rsplit(":", 1)[1]
+    )
     master.start()
     wait_until(lambda: cluster.caught_up(), what="the slave to reconnect to the restarted master")
     more = wait_until(
@@ -310,8 +317,12 @@ def test_a_slave_rejoins_a_restarted_master_within_its_configured_backoff(make_c
     import socket
     import threading
 
-    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1,
-                           slave_settings={"haReconnectBackoffMin": "50", "haReconnectBackoffMax": "1000"})
+    cluster = make_cluster(
+        master_role="SYNC_MASTER",
+        flush_disk_type="SYNC_FLUSH",
+        slaves=1,
+        slave_settings={"haReconnectBackoffMin": "50", "haReconnectBackoffMax": "1000"},
+    )
     master = cluster.master
     ha_port = int(master.ha_endpoint.rsplit(":", 1)[1])
     master.kill()

@@ -53,7 +53,9 @@ class Harness:
 
 
 @contextlib.asynccontextmanager
-async def serving(root, *, broker_id: int = 0, long_polling_max_ms: int = 30_000, view: StaticView | None = None, **store_overrides):
+async def serving(
+    root, *, broker_id: int = 0, long_polling_max_ms: int = 30_000, view: StaticView | None = None, **store_overrides
+):
     config = store_config(root, **store_overrides)
     store = MessageStore(config)
     store.load()
@@ -98,15 +100,23 @@ async def send(h: Harness, *messages: pb.Message) -> pb.SendMessageResponse:
 
 
 def pull_request(
-    topic: str = TOPIC, queue_id: int = 0, offset: int = 0, *, group: str = "G", batch: int = 32,
-    tags: str | None = None, long_poll_ms: int = 0,
+    topic: str = TOPIC,
+    queue_id: int = 0,
+    offset: int = 0,
+    *,
+    group: str = "G",
+    batch: int = 32,
+    tags: str | None = None,
+    long_poll_ms: int = 0,
 ) -> pb.PullMessageRequest:
     request = pb.PullMessageRequest(
         group=pb.Resource(name=group),
         message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=queue_id),
         offset=offset,
         batch_size=batch,
-        long_polling_timeout=duration_pb2.Duration(seconds=long_poll_ms // 1000, nanos=(long_poll_ms % 1000) * 1_000_000),
+        long_polling_timeout=duration_pb2.Duration(
+            seconds=long_poll_ms // 1000, nanos=(long_poll_ms % 1000) * 1_000_000
+        ),
     )
     if tags is not None:
         request.filter_expression.CopyFrom(pb.FilterExpression(type=pb.TAG, expression=tags))
@@ -327,7 +337,9 @@ def test_pulls_work_on_a_slave(tmp_path):
             await send(master, *(message(f"r{i}".encode(), send_queue_id=0) for i in range(3)))
             data = master.store.commit_log_data(0, master.store.max_offset)
             async with serving(
-                tmp_path / "slave", broker_id=1, broker_role=BrokerRole.SLAVE,
+                tmp_path / "slave",
+                broker_id=1,
+                broker_role=BrokerRole.SLAVE,
                 view=StaticView(BrokerRole.SLAVE, client="127.0.0.1:1", master_client=master.endpoint),
             ) as slave:
                 slave.view.client = slave.endpoint
@@ -365,11 +377,15 @@ def test_offsets_api(tmp_path):
             group = pb.Resource(name="G1")
             none = await h.stub.GetOffset(pb.GetOffsetRequest(group=group, message_queue=queue), timeout=10)
             assert none.status.code == pb.OFFSET_NOT_FOUND
-            updated = await h.stub.UpdateOffset(pb.UpdateOffsetRequest(group=group, message_queue=queue, offset=2), timeout=10)
+            updated = await h.stub.UpdateOffset(
+                pb.UpdateOffsetRequest(group=group, message_queue=queue, offset=2), timeout=10
+            )
             assert updated.status.code == pb.OK
             got = await h.stub.GetOffset(pb.GetOffsetRequest(group=group, message_queue=queue), timeout=10)
             assert (got.status.code, got.offset) == (pb.OK, 2)
-            negative = await h.stub.UpdateOffset(pb.UpdateOffsetRequest(group=group, message_queue=queue, offset=-1), timeout=10)
+            negative = await h.stub.UpdateOffset(
+                pb.UpdateOffsetRequest(group=group, message_queue=queue, offset=-1), timeout=10
+            )
             assert negative.status.code == pb.ILLEGAL_OFFSET
             bad_group = await h.stub.GetOffset(
                 pb.GetOffsetRequest(group=pb.Resource(name="a b"), message_queue=queue), timeout=10
@@ -377,7 +393,9 @@ def test_offsets_api(tmp_path):
             assert bad_group.status.code == pb.ILLEGAL_CONSUMER_GROUP
 
             async def query(policy, **kw):
-                return await h.stub.QueryOffset(pb.QueryOffsetRequest(message_queue=queue, query_offset_policy=policy, **kw), timeout=10)
+                return await h.stub.QueryOffset(
+                    pb.QueryOffsetRequest(message_queue=queue, query_offset_policy=policy, **kw), timeout=10
+                )
 
             assert (await query(pb.BEGINNING)).offset == 0
             assert (await query(pb.END)).offset == 3
@@ -446,7 +464,9 @@ def test_telemetry_answers_settings_and_stays_open(tmp_path):
             assert reply.status.code == pb.OK
             assert reply.settings.publishing.max_body_size == MAX_MESSAGE_SIZE
             assert reply.settings.client_type == pb.PRODUCER and not reply.settings.metric.on
-            consumer = pb.Settings(client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name="G")))
+            consumer = pb.Settings(
+                client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name="G"))
+            )
             await call.write(pb.TelemetryCommand(settings=consumer))
             reply = await call.read()
             assert reply.status.code == pb.OK
@@ -481,7 +501,9 @@ def test_a_slave_refuses_sends_naming_its_master(tmp_path):
             response = await send(h, message(b"a", message_id="X1"), message(b"b"))
             assert response.status.code == pb.FORBIDDEN
             assert response.status.master_endpoint == "10.1.2.3:10911"
-            assert "broker-a (id 1) is a SLAVE" in response.status.message and "10.1.2.3:10911" in response.status.message
+            assert (
+                "broker-a (id 1) is a SLAVE" in response.status.message and "10.1.2.3:10911" in response.status.message
+            )
             assert [e.status.code for e in response.entries] == [pb.FORBIDDEN, pb.FORBIDDEN]
             assert response.entries[0].message_id == "X1"
             assert h.store.max_offset == 0
@@ -510,7 +532,11 @@ def test_hostile_requests_get_errors_and_serving_goes_on(tmp_path):
             assert h.store.max_offset == 0
             # Undecodable bytes never reach the servicer.
             garbage = bytes(range(256)) * 4
-            for method, kind in (("SendMessage", "unary_unary"), ("PullMessage", "unary_stream"), ("QueryRoute", "unary_unary")):
+            for method, kind in (
+                ("SendMessage", "unary_unary"),
+                ("PullMessage", "unary_stream"),
+                ("QueryRoute", "unary_unary"),
+            ):
                 raw = getattr(h.channel, kind)(f"/apache.rocketmq.v2.MessagingService/{method}")
                 try:
                     call = raw(garbage, timeout=10)
@@ -588,8 +614,12 @@ def test_clients_flooding_new_topic_names_cannot_fill_the_disk(tmp_path):
     and cap, each costing a reservation step of queue file, and the rest get a clear status."""
 
     async def body():
-        async with serving(tmp_path / "b", auto_create_topic_per_minute=10, auto_create_topic_max_topics=200,
-                           mapped_file_size_consume_queue=6_000_000) as h:
+        async with serving(
+            tmp_path / "b",
+            auto_create_topic_per_minute=10,
+            auto_create_topic_max_topics=200,
+            mapped_file_size_consume_queue=6_000_000,
+        ) as h:
             root = h.store.config.store_path_root_dir
             topics_before = len(h.store.topics.topics())
             disk_before = _allocated_bytes(root)
@@ -599,20 +629,28 @@ def test_clients_flooding_new_topic_names_cannot_fill_the_disk(tmp_path):
                 assert route.status.code == pb.OK  # a route to send to: the send decides
                 assert (await pull(h, pull_request(topic=name))).status.code == pb.TOPIC_NOT_FOUND
                 offset = await h.stub.GetOffset(
-                    pb.GetOffsetRequest(group=pb.Resource(name="G"),
-                                        message_queue=pb.MessageQueue(topic=pb.Resource(name=name), id=0)), timeout=10)
+                    pb.GetOffsetRequest(
+                        group=pb.Resource(name="G"), message_queue=pb.MessageQueue(topic=pb.Resource(name=name), id=0)
+                    ),
+                    timeout=10,
+                )
                 assert offset.status.code == pb.TOPIC_NOT_FOUND
             assert len(h.store.topics.topics()) == topics_before
-            assert not (tmp_path / "b" / "consumequeue").exists() or not any((tmp_path / "b" / "consumequeue").iterdir())
+            assert not (tmp_path / "b" / "consumequeue").exists() or not any(
+                (tmp_path / "b" / "consumequeue").iterdir()
+            )
             codes = []
             for i in range(50):
                 response = await h.stub.SendMessage(
-                    pb.SendMessageRequest(messages=[message(b"x", topic=f"flood-send-{i}", send_queue_id=0)]), timeout=30)
+                    pb.SendMessageRequest(messages=[message(b"x", topic=f"flood-send-{i}", send_queue_id=0)]),
+                    timeout=30,
+                )
                 codes.append(response.status.code)
             assert codes[:10] == [pb.OK] * 10
             assert set(codes[10:]) == {pb.TOO_MANY_REQUESTS}
             refused = await h.stub.SendMessage(
-                pb.SendMessageRequest(messages=[message(b"x", topic="flood-send-more", send_queue_id=0)]), timeout=30)
+                pb.SendMessageRequest(messages=[message(b"x", topic="flood-send-more", send_queue_id=0)]), timeout=30
+            )
             assert "autoCreateTopicPerMinute=10" in refused.status.message
             assert await asyncio.to_thread(h.store.wait_dispatched)
             assert len(h.store.topics.topics()) == topics_before + 10
@@ -628,12 +666,14 @@ def test_auto_creation_stops_at_its_topic_cap_with_a_clear_status(tmp_path):
     async def body():
         async with serving(tmp_path / "b", auto_create_topic_max_topics=0) as h:
             response = await h.stub.SendMessage(
-                pb.SendMessageRequest(messages=[message(b"x", topic="OneTooMany", send_queue_id=0)]), timeout=30)
+                pb.SendMessageRequest(messages=[message(b"x", topic="OneTooMany", send_queue_id=0)]), timeout=30
+            )
             assert response.status.code == pb.TOPIC_NOT_FOUND
             assert "autoCreateTopicMaxTopics=0" in response.status.message
             h.store.create_or_update_topic(TopicConfig("OneTooMany", 4, 4))  # an operator still can
             response = await h.stub.SendMessage(
-                pb.SendMessageRequest(messages=[message(b"x", topic="OneTooMany", send_queue_id=0)]), timeout=30)
+                pb.SendMessageRequest(messages=[message(b"x", topic="OneTooMany", send_queue_id=0)]), timeout=30
+            )
             assert response.status.code == pb.OK
 
     run(body())

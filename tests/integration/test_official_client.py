@@ -48,7 +48,10 @@ def test_official_producer_sends_and_our_consumer_reads_what_it_sent(make_cluste
     env = dict(os.environ, HOME=str(tmp_path))
     done = subprocess.run(
         [str(OFFICIAL_PYTHON), "-c", PRODUCER, endpoint, TOPIC, "5"],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     client_log = tmp_path / "logs" / "rocketmq_python" / "rocketmq_client.log"
     assert done.returncode == 0, done.stderr + (client_log.read_text() if client_log.exists() else "")

@@ -71,11 +71,17 @@ class FakeBroker(messaging_pb2_grpc.MessagingServiceServicer):
         if failing or not master:
             return pb.QueryRouteResponse(status=pb.Status(code=pb.HA_NOT_AVAILABLE, message="no master elected now"))
         host, port = master.rsplit(":", 1)
-        broker = pb.Broker(name=GROUP_NAME, id=0, endpoints=pb.Endpoints(
-            scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]))
-        return pb.QueryRouteResponse(status=pb.Status(code=pb.OK), message_queues=[
-            pb.MessageQueue(topic=request.topic, id=i, permission=pb.READ_WRITE, broker=broker) for i in range(2)
-        ])
+        broker = pb.Broker(
+            name=GROUP_NAME,
+            id=0,
+            endpoints=pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=int(port))]),
+        )
+        return pb.QueryRouteResponse(
+            status=pb.Status(code=pb.OK),
+            message_queues=[
+                pb.MessageQueue(topic=request.topic, id=i, permission=pb.READ_WRITE, broker=broker) for i in range(2)
+            ],
+        )
 
     def SendMessage(self, request, context):
         ids = [m.system_properties.message_id for m in request.messages]
@@ -95,10 +101,13 @@ class FakeBroker(messaging_pb2_grpc.MessagingServiceServicer):
         if lose:
             context.abort(grpc.StatusCode.UNAVAILABLE, "the answer was lost")
         status = pb.Status(code=self.answer_code)
-        return pb.SendMessageResponse(status=status, entries=[
-            pb.SendResultEntry(status=status, message_id=mid, queue_id=0, offset=first + i, commit_log_offset=0)
-            for i, mid in enumerate(ids)
-        ])
+        return pb.SendMessageResponse(
+            status=status,
+            entries=[
+                pb.SendResultEntry(status=status, message_id=mid, queue_id=0, offset=first + i, commit_log_offset=0)
+                for i, mid in enumerate(ids)
+            ],
+        )
 
 
 @pytest.fixture
@@ -300,8 +309,26 @@ def test_channels_open_when_needed_and_close_together(brokers):
 def test_produce_command_follows_the_master(brokers, capsys, api):
     slave, master = brokers("slave", "master")
     slave.master = master.endpoint
-    code = main(["produce", "--endpoint", f"{slave.endpoint},{master.endpoint}", "--topic", TOPIC, "--count", "6",
-                 "--batch", "2", "--concurrency", "2", "--api", api, "--json", "--retry-timeout-s", "5"])
+    code = main(
+        [
+            "produce",
+            "--endpoint",
+            f"{slave.endpoint},{master.endpoint}",
+            "--topic",
+            TOPIC,
+            "--count",
+            "6",
+            "--batch",
+            "2",
+            "--concurrency",
+            "2",
+            "--api",
+            api,
+            "--json",
+            "--retry-timeout-s",
+            "5",
+        ]
+    )
     out = capsys.readouterr().out
     summary = json.loads(out)
     assert code == 0 and summary["ok"] and summary["statuses"] == {"SEND_OK": 6}

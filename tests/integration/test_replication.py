@@ -75,15 +75,24 @@ def put_all(store: MessageStore, start: int, count: int) -> list:
 
 
 class Master:
-    def __init__(self, root: Path, role: BrokerRole = BrokerRole.SYNC_MASTER, secret: bytes | None = None, in_sync: int = 2,
-                 ha: HaConfig | None = None, port: int = 0):
+    def __init__(
+        self,
+        root: Path,
+        role: BrokerRole = BrokerRole.SYNC_MASTER,
+        secret: bytes | None = None,
+        in_sync: int = 2,
+        ha: HaConfig | None = None,
+        port: int = 0,
+    ):
         self.store = open_store(store_config(root, role))
         ha = ha or ha_config()
         self.tracker = ReplicaTracker(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
         self.store.set_replica_gate(self.tracker)
         self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
         auth = MasterAuth(secret, Identity(BROKER, 0)) if secret else None
-        self.servicer = ReplicationServicer(self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth)
+        self.servicer = ReplicationServicer(
+            self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth
+        )
         self.servicer.add_to_server(self.server)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
@@ -96,8 +105,17 @@ class Master:
 
 
 class Slave:
-    def __init__(self, root: Path, address: str, *, flush: FlushDiskType = FlushDiskType.SYNC_FLUSH,
-                 broker_name: str = BROKER, broker_id: int = 1, secret: bytes | None = SECRET, **ha):
+    def __init__(
+        self,
+        root: Path,
+        address: str,
+        *,
+        flush: FlushDiskType = FlushDiskType.SYNC_FLUSH,
+        broker_name: str = BROKER,
+        broker_id: int = 1,
+        secret: bytes | None = SECRET,
+        **ha,
+    ):
         self.store = open_store(store_config(root, BrokerRole.SLAVE, flush))
         self.replicator = SlaveReplicator(
             self.store,
@@ -227,6 +245,7 @@ def test_concurrent_puts_and_puts_that_do_not_wait_are_replicated(tmp_path, clos
                 statuses.append(master.store.put_message(Message(TOPIC, k, body(k * 1000 + i))).status)
             batch = [Message(TOPIC, k, body(k * 1000 + 100 + j, 300)) for j in range(20)]
             statuses.append(master.store.put_messages(batch).status)
+
         return run
 
     run_threads([producer(k) for k in range(4)], timeout_s=60)
@@ -310,7 +329,9 @@ def test_a_slave_that_does_not_acknowledge_gives_flush_slave_timeout(tmp_path, c
 
 
 def test_master_closes_a_stream_whose_slave_went_silent(tmp_path, closing):
-    master = make_master(tmp_path, closing, ha=ha_config(ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=300))
+    master = make_master(
+        tmp_path, closing, ha=ha_config(ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=300)
+    )
     silent = SilentSlave(master.address, 0)
     closing(silent)
     wait_until(lambda: connected(master), 10, "the silent slave to connect")
@@ -335,8 +356,12 @@ class MuteMaster(ha_pb2_grpc.ReplicationServicer):
         context.add_callback(self.closed.set)
         handshake = next(request_iterator)
         self.streams += 1
-        yield ha_pb2.Chunk(start_offset=handshake.durable_offset, master_max_offset=handshake.durable_offset,
-                           checksum=crc32c(b""), segment_size=SEGMENT)
+        yield ha_pb2.Chunk(
+            start_offset=handshake.durable_offset,
+            master_max_offset=handshake.durable_offset,
+            checksum=crc32c(b""),
+            segment_size=SEGMENT,
+        )
         ended.wait(10)
 
 
@@ -347,8 +372,14 @@ def test_slave_gives_up_a_master_that_went_silent_and_reconnects(tmp_path, closi
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        slave = make_slave(tmp_path, closing, f"127.0.0.1:{port}", secret=None,
-                           ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=300)
+        slave = make_slave(
+            tmp_path,
+            closing,
+            f"127.0.0.1:{port}",
+            secret=None,
+            ha_send_heartbeat_interval_ms=50,
+            ha_housekeeping_interval_ms=300,
+        )
         wait_until(lambda: mute.closed.is_set(), 10, "the slave to give the stream up")
         assert "no chunk from the master within 300 ms" in wait_until(
             lambda: slave.replicator.state().last_error, 10, "the slave's error"
@@ -390,8 +421,11 @@ def test_async_master_never_waits(tmp_path, closing):
     assert {r.status for r in put_all(master.store, 5, 5)} == {S.PUT_OK}
     assert master.tracker.waiting == 0
     end = master.store.max_offset
-    wait_until(lambda: any(c.start_offset + len(c.data) == end for c in list(silent.chunks) if c.data), 10,
-               "the bytes to reach the slave all the same")
+    wait_until(
+        lambda: any(c.start_offset + len(c.data) == end for c in list(silent.chunks) if c.data),
+        10,
+        "the bytes to reach the slave all the same",
+    )
 
 
 # -- refusals and protocol errors ---------------------------------------------------------------
@@ -569,19 +603,28 @@ class ImpostorMaster(ha_pb2_grpc.ReplicationServicer):
     def Hello(self, request, context):
         self.hellos += 1
         answer = self.auth.hello(request.client_nonce, Identity(request.broker_name, request.broker_id), 0)
-        return ha_pb2.HelloResponse(server_nonce=answer.server_nonce, server_proof=answer.server_proof,
-                                    broker_name=BROKER, broker_id=0)
+        return ha_pb2.HelloResponse(
+            server_nonce=answer.server_nonce, server_proof=answer.server_proof, broker_name=BROKER, broker_id=0
+        )
 
     def Replicate(self, request_iterator, context):
         self.calls.append("Replicate")
         handshake = next(request_iterator)
-        yield ha_pb2.Chunk(start_offset=handshake.durable_offset, data=self.data, checksum=crc32c(self.data),
-                           master_max_offset=len(self.data), segment_size=SEGMENT)
+        yield ha_pb2.Chunk(
+            start_offset=handshake.durable_offset,
+            data=self.data,
+            checksum=crc32c(self.data),
+            master_max_offset=len(self.data),
+            segment_size=SEGMENT,
+        )
 
     def GetMetadata(self, request, context):
         self.calls.append("GetMetadata")
-        return ha_pb2.MetadataResponse(is_master=True, topics_json=b'{"topicConfigTable": {"Evil": {}}}',
-                                       consumer_offsets_json=b'{"offsetTable": {}}')
+        return ha_pb2.MetadataResponse(
+            is_master=True,
+            topics_json=b'{"topicConfigTable": {"Evil": {}}}',
+            consumer_offsets_json=b'{"offsetTable": {}}',
+        )
 
     def GetEpochs(self, request, context):
         self.calls.append("GetEpochs")
@@ -598,8 +641,14 @@ def test_a_master_without_the_secret_is_refused_and_the_real_one_still_accepts_t
     slave_root = tmp_path / "slave"
     try:
         slave = Slave(slave_root, f"127.0.0.1:{port}", secret=SECRET)
-        wait_until(lambda: "failed to prove" in slave.replicator.state().last_error, 10, "the slave to refuse the impostor")
-        wait_until(lambda: "failed to prove" in slave.replicator.metadata.state().last_error, 10, "the metadata copy to refuse it")
+        wait_until(
+            lambda: "failed to prove" in slave.replicator.state().last_error, 10, "the slave to refuse the impostor"
+        )
+        wait_until(
+            lambda: "failed to prove" in slave.replicator.metadata.state().last_error,
+            10,
+            "the metadata copy to refuse it",
+        )
         assert impostor.hellos >= 2 and impostor.calls == []  # nothing past the Hello: no handshake, no request
         assert slave.store.max_offset == 0
         assert slave.store.topics.get("Evil") is None
@@ -653,4 +702,3 @@ def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path
             stub.GetEpochs(ha_pb2.EpochsRequest(broker_name=BROKER), metadata=old, timeout=5)
         assert old_style.value.code() is grpc.StatusCode.UNAUTHENTICATED
     assert not connected(master)
-

@@ -154,7 +154,9 @@ def run_writer(directory: str, flush: str, first_seq: int) -> int:
 
     def ack(kind: str, seq: int, result) -> None:
         if result.status is OK:
-            _emit(f"ACK {kind} {seq} {result.queue_offset} {result.wrote_offset} {result.wrote_bytes} {result.msg_id}\n")
+            _emit(
+                f"ACK {kind} {seq} {result.queue_offset} {result.wrote_offset} {result.wrote_bytes} {result.msg_id}\n"
+            )
 
     def work() -> None:
         while True:
@@ -191,7 +193,16 @@ class Writer(LineProcess):
 
     def __init__(self, store_dir: Path, log_dir: Path, flush: str, first_seq: int) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]))
-        command = [sys.executable, __file__, "--writer", str(store_dir), "--flush", flush, "--first-seq", str(first_seq)]
+        command = [
+            sys.executable,
+            __file__,
+            "--writer",
+            str(store_dir),
+            "--flush",
+            flush,
+            "--first-seq",
+            str(first_seq),
+        ]
         self.acks: list[Ack] = []
         self.abnormal: bool | None = None
         super().__init__(command, log_dir / f"writer-{flush}-{first_seq}.stderr", cwd=REPO, env=env)
@@ -325,10 +336,18 @@ def check_after_kill(store_dir: Path, flush: str, acks: list[Ack], confirmed: di
             if ack.offset + ack.size > end:
                 return False
             msg = store.read_message(ack.offset)
-            expected_type = {"N": TRANSACTION_NOT_TYPE, "P": TRANSACTION_PREPARED_TYPE, "C": TRANSACTION_COMMIT_TYPE,
-                             "R": TRANSACTION_ROLLBACK_TYPE}[ack.kind]
+            expected_type = {
+                "N": TRANSACTION_NOT_TYPE,
+                "P": TRANSACTION_PREPARED_TYPE,
+                "C": TRANSACTION_COMMIT_TYPE,
+                "R": TRANSACTION_ROLLBACK_TYPE,
+            }[ack.kind]
             same = (seq_of(msg.body), msg.body, msg.msg_id, msg.store_size, transaction_type(msg.sys_flag)) == (
-                ack.seq, body_for(ack.seq), ack.msg_id, ack.size, expected_type,
+                ack.seq,
+                body_for(ack.seq),
+                ack.msg_id,
+                ack.size,
+                expected_type,
             )
             return same and (ack.kind in "PR" or msg.queue_offset == ack.queue_offset)
 
@@ -570,7 +589,9 @@ def test_delayed_message_waits_in_schedule_topic_then_reaches_its_queue(tmp_path
         held = store.read_message(first.wrote_offset)
         assert (held.topic, held.queue_id) == (SCHEDULE_TOPIC, 2)
         assert {k: held.properties.get(k) for k in ("DELAY", "REAL_TOPIC", "REAL_QID")} == {
-            "DELAY": "3", "REAL_TOPIC": "DelayTopic", "REAL_QID": "1",
+            "DELAY": "3",
+            "REAL_TOPIC": "DelayTopic",
+            "REAL_QID": "1",
         }
         unit = store.find_consume_queue(SCHEDULE_TOPIC, 2).get_units(0, 1)[0]
         assert (unit.commit_log_offset, unit.tags_code) == (first.wrote_offset, T0 + LEVEL_3_MS)
@@ -708,7 +729,9 @@ def check_retained(store: MessageStore, root: Path, puts: list[Put], commit_log_
         for old in (0, new_min - 1):
             result = store.get_message(GROUP, "RetainTopic", q, old)
             assert (result.status, result.next_begin_offset, result.messages) == (
-                GetMessageStatus.OFFSET_TOO_SMALL, new_min, ()
+                GetMessageStatus.OFFSET_TOO_SMALL,
+                new_min,
+                (),
             ), (q, old, result)
         result = store.get_message(GROUP, "RetainTopic", q, new_min, 4)
         first = next(p for p in puts if p.queue_id == q and p.queue_offset == new_min)
@@ -729,9 +752,7 @@ def check_retained(store: MessageStore, root: Path, puts: list[Put], commit_log_
 @pytest.mark.timeout(60)
 def test_retention_deletes_expired_segments_at_delete_when(tmp_path):
     root = tmp_path / "store"
-    cfg = config(
-        root, flush_disk_type="SYNC_FLUSH", mapped_file_size_consume_queue=CQ_UNITS_PER_FILE * 20
-    )
+    cfg = config(root, flush_disk_type="SYNC_FLUSH", mapped_file_size_consume_queue=CQ_UNITS_PER_FILE * 20)
     # Segment expiry compares real file modification times with the store's clock, which starts at
     # the wall clock here and is then moved days ahead.
     now = [int(time.time() * 1000)]
@@ -739,7 +760,9 @@ def test_retention_deletes_expired_segments_at_delete_when(tmp_path):
         puts: list[Put] = []
         i = 0
         while len(store.queue.files) < 7 or store.max_offset - store.queue.files[-1].file_from_offset < 8 * 1100:
-            r = store.put_message(Message("RetainTopic", i % 3, b"%06d" % i + bytes(1000), properties={"KEYS": f"r{i}"}))
+            r = store.put_message(
+                Message("RetainTopic", i % 3, b"%06d" % i + bytes(1000), properties={"KEYS": f"r{i}"})
+            )
             assert r.status is OK, r
             puts.append(Put(i, i % 3, r.queue_offset, r.wrote_offset))
             i += 1

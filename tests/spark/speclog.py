@@ -41,11 +41,16 @@ def encode(m: Msg, offset: int) -> bytes:
     sys_flag = m.sys_flag | (16 if len(born) == 20 else 0) | (32 if len(store) == 20 else 0)
     props = "".join(f"{k}\x01{v}\x02" for k, v in m.properties.items()).encode()
     topic = m.topic.encode()
-    tail = (struct.pack(">i", len(m.body)) + m.body + bytes([len(topic)]) + topic
-            + struct.pack(">h", len(props)) + props)
-    head_rest = (struct.pack(">iiiqqiq", zlib.crc32(m.body) & 0x7FFFFFFF, m.queue_id, m.flag, m.queue_offset,
-                             offset, sys_flag, m.born_ts)
-                 + born + struct.pack(">q", m.store_ts) + store + struct.pack(">iq", m.reconsume, m.prepared))
+    tail = struct.pack(">i", len(m.body)) + m.body + bytes([len(topic)]) + topic + struct.pack(">h", len(props)) + props
+    head_rest = (
+        struct.pack(
+            ">iiiqqiq", zlib.crc32(m.body) & 0x7FFFFFFF, m.queue_id, m.flag, m.queue_offset, offset, sys_flag, m.born_ts
+        )
+        + born
+        + struct.pack(">q", m.store_ts)
+        + store
+        + struct.pack(">iq", m.reconsume, m.prepared)
+    )
     total = 8 + len(head_rest) + len(tail)
     return struct.pack(">ii", total, MAGIC) + head_rest + tail
 

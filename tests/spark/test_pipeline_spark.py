@@ -22,8 +22,11 @@ SEG = 64 * 1024
 
 def make_store(root: Path, count: int, *, topics=("TA", "TB")) -> Path:
     config = StoreConfig(
-        store_path_root_dir=str(root), mapped_file_size_commit_log=SEG, mapped_file_size_consume_queue=20480,
-        max_hash_slot_num=512, max_index_num=2048,
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log=SEG,
+        mapped_file_size_consume_queue=20480,
+        max_hash_slot_num=512,
+        max_index_num=2048,
     )
     with MessageStore(config) as store:
         for i in range(count):
@@ -50,34 +53,63 @@ def test_scan_of_a_store_matches_its_messages(spark, store_dir):
     rows = df.orderBy("physical_offset").collect()
     assert len(rows) == 1500
     assert all(r["error"] is None and r["body_crc_ok"] for r in rows)
-    with MessageStore(StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=SEG,
-                                  mapped_file_size_consume_queue=20480, max_hash_slot_num=512, max_index_num=2048)) as store:
+    with MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(store_dir),
+            mapped_file_size_commit_log=SEG,
+            mapped_file_size_consume_queue=20480,
+            max_hash_slot_num=512,
+            max_index_num=2048,
+        )
+    ) as store:
         expected = list(store.iter_messages())
     assert [r["physical_offset"] for r in rows] == [m.physical_offset for m in expected]
     for r, m in zip(rows, expected):
         assert (r["topic"], r["queue_id"], r["queue_offset"], bytes(r["body"]), r["msg_id"], r["tags"], r["keys"]) == (
-            m.topic, m.queue_id, m.queue_offset, m.body, m.msg_id, m.tags, m.keys)
+            m.topic,
+            m.queue_id,
+            m.queue_offset,
+            m.body,
+            m.msg_id,
+            m.tags,
+            m.keys,
+        )
         assert dict(r["properties"]) == dict(m.properties)
         assert r["store_timestamp"] == m.store_timestamp_ms and r["broker"] == str(store_dir)
     # a column subset, a topic filter and an offset range
-    sub = read(spark, store_dir, topics="TB", startOffset=rows[10]["physical_offset"],
-               endOffset=rows[20]["physical_offset"])
-    picked = spark.read.format("rocketstore-commitlog").schema("physical_offset bigint, queue_id int").option(
-        "topics", "TB").option("startOffset", rows[10]["physical_offset"]).option(
-        "endOffset", rows[20]["physical_offset"]).load(str(store_dir)).collect()
+    sub = read(
+        spark, store_dir, topics="TB", startOffset=rows[10]["physical_offset"], endOffset=rows[20]["physical_offset"]
+    )
+    picked = (
+        spark.read.format("rocketstore-commitlog")
+        .schema("physical_offset bigint, queue_id int")
+        .option("topics", "TB")
+        .option("startOffset", rows[10]["physical_offset"])
+        .option("endOffset", rows[20]["physical_offset"])
+        .load(str(store_dir))
+        .collect()
+    )
     want = [r["physical_offset"] for r in rows[10:20] if r["topic"] == "TB"]
     assert sorted(r["physical_offset"] for r in sub.collect()) == want
-    assert sorted(r["physical_offset"] for r in picked) == want and picked[0].__fields__ == ["physical_offset", "queue_id"]
+    assert sorted(r["physical_offset"] for r in picked) == want and picked[0].__fields__ == [
+        "physical_offset",
+        "queue_id",
+    ]
 
 
 def spec_log(tmp_path: Path) -> tuple[Path, LogWriter, dict]:
     log = LogWriter(8192)
     marks = {}
     for i in range(120):
-        m = Msg(topic=f"S{i % 2}", body=bytes([i % 256]) * (50 + i * 7 % 300), queue_id=i % 3, queue_offset=i // 3,
-                properties={"TAGS": "t", "KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"} if i % 4 else {},
-                born=("2001:db8::7", 4000 + i) if i % 5 == 0 else ("10.1.2.3", 5555),
-                store=("fe80::2", 10911) if i % 7 == 0 else ("10.9.9.9", 10911))
+        m = Msg(
+            topic=f"S{i % 2}",
+            body=bytes([i % 256]) * (50 + i * 7 % 300),
+            queue_id=i % 3,
+            queue_offset=i // 3,
+            properties={"TAGS": "t", "KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"} if i % 4 else {},
+            born=("2001:db8::7", 4000 + i) if i % 5 == 0 else ("10.1.2.3", 5555),
+            store=("fe80::2", 10911) if i % 7 == 0 else ("10.9.9.9", 10911),
+        )
         log.add(m)
     offsets = log.offsets
     marks["crc"] = offsets[30]
@@ -85,7 +117,7 @@ def spec_log(tmp_path: Path) -> tuple[Path, LogWriter, dict]:
     marks["smashed"] = offsets[60]
     log.patch(offsets[60], b"\x00\x00\x00\x07\x00\x00\x00\x00")  # header gone: resync at the next record
     marks["torn"] = offsets[-1]
-    size = struct.unpack(">i", bytes(log.segments[offsets[-1] - offsets[-1] % 8192][offsets[-1] % 8192:][:4]))[0]
+    size = struct.unpack(">i", bytes(log.segments[offsets[-1] - offsets[-1] % 8192][offsets[-1] % 8192 :][:4]))[0]
     log.patch(offsets[-1] + 40, bytes(size - 40))  # the last record half written
     return log.save(tmp_path / "spec"), log, marks
 
@@ -102,7 +134,10 @@ def test_spec_written_log_blank_ends_ipv6_torn_tail_and_corruption(spark, tmp_pa
     assert len(rows) == len(good) + 2
     v6 = rows[log.offsets[0]]
     assert v6["born_host"] == "[2001:db8::7]:4000" and v6["store_host"] == "[fe80::2]:10911" and len(v6["msg_id"]) == 56
-    assert rows[log.offsets[1]]["store_host"] == "10.9.9.9:10911" and dict(rows[log.offsets[1]]["properties"])["UNIQ_KEY"] == "U1"
+    assert (
+        rows[log.offsets[1]]["store_host"] == "10.9.9.9:10911"
+        and dict(rows[log.offsets[1]]["properties"])["UNIQ_KEY"] == "U1"
+    )
     reported = read(spark, root, tornTail="report").where("error like 'torn tail%'").collect()
     assert [r["physical_offset"] for r in reported] == [marks["torn"]]
 
@@ -185,7 +220,9 @@ def run_cli(monkeypatch, capsys, argv):
 
 
 def test_cli_end_to_end(spark, store_dir, tmp_path, monkeypatch, capsys):
-    code, out, err = run_cli(monkeypatch, capsys, ["pipeline", "--master", "local[2]", "scan", "--store-dir", str(store_dir), "--json"])
+    code, out, err = run_cli(
+        monkeypatch, capsys, ["pipeline", "--master", "local[2]", "scan", "--store-dir", str(store_dir), "--json"]
+    )
     assert code == 0, err
     assert json.loads(out)["messages"] == 1500
     root, _, _ = spec_log(tmp_path)
@@ -194,15 +231,32 @@ def test_cli_end_to_end(spark, store_dir, tmp_path, monkeypatch, capsys):
     same = copy_store(store_dir, tmp_path / "same")
     code, out, _ = run_cli(monkeypatch, capsys, ["pipeline", "audit", "--master", str(store_dir), "--slave", str(same)])
     assert code == 0 and "IDENTICAL" in out
-    code, out, _ = run_cli(monkeypatch, capsys, ["pipeline", "rebuild", "--store-dir", str(store_dir), "--out-dir",
-                                                 str(tmp_path / "r"), "--consume-queue-file-size", "20480",
-                                                 "--hash-slot-num", "512", "--index-num", "2048"])
+    code, out, _ = run_cli(
+        monkeypatch,
+        capsys,
+        [
+            "pipeline",
+            "rebuild",
+            "--store-dir",
+            str(store_dir),
+            "--out-dir",
+            str(tmp_path / "r"),
+            "--consume-queue-file-size",
+            "20480",
+            "--hash-slot-num",
+            "512",
+            "--index-num",
+            "2048",
+        ],
+    )
     assert code == 0 and "1500 messages" in out
-    code, out, err = run_cli(monkeypatch, capsys, ["pipeline", "rebuild", "--store-dir", str(store_dir), "--out-dir",
-                                                   str(tmp_path / "r")])
+    code, out, err = run_cli(
+        monkeypatch, capsys, ["pipeline", "rebuild", "--store-dir", str(store_dir), "--out-dir", str(tmp_path / "r")]
+    )
     assert code == 1 and "already holds files" in err and err.count("\n") == 1
     code, _, err = run_cli(monkeypatch, capsys, ["pipeline", "scan", "--store-dir", str(tmp_path / "nope")])
     assert code == 2
-    code, out, _ = run_cli(monkeypatch, capsys, ["pipeline", "export", "--store-dir", str(store_dir), "--out-dir",
-                                                 str(tmp_path / "e")])
+    code, out, _ = run_cli(
+        monkeypatch, capsys, ["pipeline", "export", "--store-dir", str(store_dir), "--out-dir", str(tmp_path / "e")]
+    )
     assert code == 0 and "Exported 1500 messages" in out

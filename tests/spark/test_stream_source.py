@@ -27,8 +27,13 @@ QUERY_TIMEOUT_S = 120
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("stream-cluster"), master_role="ASYNC_MASTER",
-                           flush_disk_type="ASYNC_FLUSH", slaves=1, settings=dict(SETTINGS))
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("stream-cluster"),
+        master_role="ASYNC_MASTER",
+        flush_disk_type="ASYNC_FLUSH",
+        slaves=1,
+        settings=dict(SETTINGS),
+    )
     try:
         yield cluster.start()
     finally:
@@ -47,8 +52,9 @@ def produce(endpoint: str, topic: str, count: int, first: int = 0) -> dict[str, 
     with Producer(endpoint) as producer:
         for i in range(first, first + count):
             body = f"{topic}-{i}".encode()
-            result = producer.send(topic, body, tag=f"t{i % 2}", keys=[f"k{i}"], properties={"n": str(i)},
-                                   queue_id=i % QUEUES)
+            result = producer.send(
+                topic, body, tag=f"t{i % 2}", keys=[f"k{i}"], properties={"n": str(i)}, queue_id=i % QUEUES
+            )
             assert result.ok
             sent[result.msg_id] = body
     return sent
@@ -59,8 +65,14 @@ def stream(spark, endpoint: str, topics: str, out, checkpoint, **options):
     reader = spark.readStream.format("rocketstore").option("endpoint", endpoint).option("topics", topics)
     for name, value in options.items():
         reader = reader.option(name, str(value))
-    query = (reader.load().writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(QUERY_TIMEOUT_S), "the query did not finish"
     finally:
@@ -147,10 +159,18 @@ def test_reads_from_a_slave(rs, cluster, tmp_path):
 def test_a_checkpoint_ahead_of_the_broker_fails_the_query_clearly(rs, cluster, tmp_path):
     ep = cluster.master.client_endpoint
     produce(ep, "StreamX", 4)
-    query = (rs.readStream.format("rocketstore").option("endpoint", ep).option("topics", "StreamX")
-             .option("startingOffsets", '{"StreamX": {"0": 1000}}').load()
-             .writeStream.format("parquet").option("path", str(tmp_path / "out"))
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query = (
+        rs.readStream.format("rocketstore")
+        .option("endpoint", ep)
+        .option("topics", "StreamX")
+        .option("startingOffsets", '{"StreamX": {"0": 1000}}')
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         with pytest.raises(Exception, match=r"queue StreamX:0 lost offsets \[1, 1000\)"):
             query.awaitTermination(QUERY_TIMEOUT_S)
@@ -171,13 +191,28 @@ def cli_args(*argv: str) -> argparse.Namespace:
 def test_cli_streams_to_parquet_and_reports_lag(rs, cluster, tmp_path, capsys):
     ep = cluster.master.client_endpoint
     sent = produce(ep, "StreamC", 9)
-    argv = ["--endpoint", ep, "--topics", "StreamC", "--out-dir", str(tmp_path / "out"),
-            "--checkpoint-dir", str(tmp_path / "ck"), "--max-messages-per-trigger", "5", "--json"]
+    argv = [
+        "--endpoint",
+        ep,
+        "--topics",
+        "StreamC",
+        "--out-dir",
+        str(tmp_path / "out"),
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+        "--max-messages-per-trigger",
+        "5",
+        "--json",
+    ]
     assert run_stream(cli_args(*argv)) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert (summary["messages"], summary["lag_total"], summary["stopped"], summary["error"]) == (
-        9, 0, "caught up with the broker", None)
+        9,
+        0,
+        "caught up with the broker",
+        None,
+    )
     assert summary["batches"] == 2
     assert summary["end_offsets"] == {"StreamC:0": 3, "StreamC:1": 2, "StreamC:2": 2, "StreamC:3": 2}
     assert "pipeline stream: batch" in captured.err and "lag" in captured.err
@@ -196,8 +231,18 @@ def test_cli_fails_fast_on_an_unreachable_broker(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = cli_args("--endpoint", f"127.0.0.1:{port}", "--topics", "T", "--out-dir", str(tmp_path / "o"),
-                    "--checkpoint-dir", str(tmp_path / "c"), "--request-timeout-s", "2")
+    args = cli_args(
+        "--endpoint",
+        f"127.0.0.1:{port}",
+        "--topics",
+        "T",
+        "--out-dir",
+        str(tmp_path / "o"),
+        "--checkpoint-dir",
+        str(tmp_path / "c"),
+        "--request-timeout-s",
+        "2",
+    )
     with pytest.raises(CommandError, match=f"cannot reach the broker at 127.0.0.1:{port}"):
         run_stream(args)
     with pytest.raises(SystemExit):  # a usage error

@@ -41,5 +41,7 @@ def test_auto_creation_is_off_by_default_beyond_loopback_and_an_explicit_setting
     assert configs_from_properties({}).store.auto_create_topic_enable
     assert not configs_from_properties({"brokerIP1": "10.1.2.3"}).store.auto_create_topic_enable
     assert not configs_from_properties({"bindAddress": "0.0.0.0"}).store.auto_create_topic_enable
-    assert configs_from_properties({"bindAddress": "0.0.0.0", "autoCreateTopicEnable": "true"}).store.auto_create_topic_enable
+    assert configs_from_properties(
+        {"bindAddress": "0.0.0.0", "autoCreateTopicEnable": "true"}
+    ).store.auto_create_topic_enable
     assert not configs_from_properties({"autoCreateTopicEnable": "false"}).store.auto_create_topic_enable

@@ -79,7 +79,9 @@ def test_illegal_message_reasons_from_the_store_map_to_precise_codes():
         (
             lambda: encode_batch(
                 [Message("T", 0, b"x" * 3000)] * 2,
-                default_store_host=("127.0.0.1", 1), max_message_size=4096, now_ms=0,
+                default_store_host=("127.0.0.1", 1),
+                max_message_size=4096,
+                now_ms=0,
             ),
             pb.MESSAGE_BODY_TOO_LARGE,
         ),
@@ -99,7 +101,10 @@ def test_properties_too_large_from_the_store():
 
 
 def test_topic_admission_and_service_reasons():
-    assert codes.put_code(P.MESSAGE_ILLEGAL, "topic T does not exist and autoCreateTopicEnable is false") == pb.TOPIC_NOT_FOUND
+    assert (
+        codes.put_code(P.MESSAGE_ILLEGAL, "topic T does not exist and autoCreateTopicEnable is false")
+        == pb.TOPIC_NOT_FOUND
+    )
     assert codes.put_code(P.MESSAGE_ILLEGAL, "topic T is not writable (perm 4)") == pb.FORBIDDEN
     assert codes.put_code(P.MESSAGE_ILLEGAL, "the message at 12 is not prepared") == pb.INVALID_TRANSACTION_ID
     assert codes.put_code(P.SERVICE_NOT_AVAILABLE, "a slave does not accept puts") == pb.FORBIDDEN
@@ -198,11 +203,22 @@ def test_message_properties_mapping_and_refusals():
 
 def test_stored_message_to_v2():
     ext = MessageExt(
-        topic="T", queue_id=2, body=b"hello",
+        topic="T",
+        queue_id=2,
+        body=b"hello",
         properties={"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1", "__SHARDINGKEY": "g", "user": "u"},
-        flag=7, sys_flag=0, born_host=("10.0.0.2", 4000), store_host=("::1", 10911),
-        born_timestamp_ms=1_700_000_000_123, store_timestamp_ms=1_700_000_000_456, reconsume_times=2,
-        prepared_transaction_offset=0, queue_offset=41, physical_offset=9000, store_size=120, body_crc=0,
+        flag=7,
+        sys_flag=0,
+        born_host=("10.0.0.2", 4000),
+        store_host=("::1", 10911),
+        born_timestamp_ms=1_700_000_000_123,
+        store_timestamp_ms=1_700_000_000_456,
+        reconsume_times=2,
+        prepared_transaction_offset=0,
+        queue_offset=41,
+        physical_offset=9000,
+        store_size=120,
+        body_crc=0,
         msg_id="00",
     )
     m = to_pb_message(ext, "ns")

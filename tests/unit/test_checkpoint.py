@@ -98,7 +98,11 @@ def test_persist_and_load(tmp_path):
 
     assert path.stat().st_size == FILE_SIZE
     assert reader.trusted
-    assert state == reader.state == CheckpointState(physic_msg_timestamp=10, physic_flushed_offset=4096, confirm_offset=2048)
+    assert (
+        state
+        == reader.state
+        == CheckpointState(physic_msg_timestamp=10, physic_flushed_offset=4096, confirm_offset=2048)
+    )
 
 
 def test_load_missing_file(tmp_path):

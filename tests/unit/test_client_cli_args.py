@@ -32,7 +32,14 @@ def test_defaults():
     args = parse("produce", "--topic", "T")
     assert args.endpoint.target == "127.0.0.1:10911" and not args.json
     assert (args.count, args.size, args.batch, args.concurrency, args.queue, args.api, args.timeout_s) == (
-        1000, 1024, 1, 1, None, "asyncio", 300.0)
+        1000,
+        1024,
+        1,
+        1,
+        None,
+        "asyncio",
+        300.0,
+    )
     args = parse("consume", "--topic", "T", "--endpoint", "[::1]:9876", "--json")
     assert args.endpoint.target == "[::1]:9876" and args.json and args.group is None and args.wait_ms == 0
     args = parse("topic", "create", "--topic", "T")
@@ -127,7 +134,9 @@ def test_tally_and_summary():
     ok = SendResult(SendStatus.SEND_OK, "A", "T", 0, 0, 0)
     slow = SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, "B", "T", 0, 1, 10)
     tally.record_results([ok, slow], [10**6, 10**6], 0.002)
-    partial = PartialBatchError([ok, BrokerError("MESSAGE_BODY_TOO_LARGE", "big")], BrokerError("MESSAGE_BODY_TOO_LARGE", "big"))
+    partial = PartialBatchError(
+        [ok, BrokerError("MESSAGE_BODY_TOO_LARGE", "big")], BrokerError("MESSAGE_BODY_TOO_LARGE", "big")
+    )
     tally.record_error(partial, [10**6, 10**7], 0.004)
     assert not tally.stopped
     summary = cli.produce_summary(_args(), tally, 2.0, timed_out=False)
@@ -157,22 +166,48 @@ def test_error_kinds():
 
 
 def _status(role: str, broker_id: int, endpoint: str, **extra):
-    base = dict(cluster_name="C", broker_name="broker-a", broker_id=broker_id, role=role, epoch=0,
-                client_endpoint=endpoint, max_offset=1000, flushed_offset=900, confirmed_offset=800, slaves=[],
-                master_ha_address="", master_connected=False, master_max_offset=0)
+    base = dict(
+        cluster_name="C",
+        broker_name="broker-a",
+        broker_id=broker_id,
+        role=role,
+        epoch=0,
+        client_endpoint=endpoint,
+        max_offset=1000,
+        flushed_offset=900,
+        confirmed_offset=800,
+        slaves=[],
+        master_ha_address="",
+        master_connected=False,
+        master_max_offset=0,
+    )
     return base | extra
 
 
 def _snapshot(broker_id: int, endpoint: str, fit: bool = True):
-    return dict(ha_peer=f"10.0.0.{broker_id}:40000", broker_id=broker_id, client_endpoint=endpoint, ack_offset=990,
-                lag_bytes=10, lag_seconds=0.5, fit=fit, connected_at_ms=1)
+    return dict(
+        ha_peer=f"10.0.0.{broker_id}:40000",
+        broker_id=broker_id,
+        client_endpoint=endpoint,
+        ack_offset=990,
+        lag_bytes=10,
+        lag_seconds=0.5,
+        fit=fit,
+        connected_at_ms=1,
+    )
 
 
 def test_status_rows_table_and_problems():
     master = _status("SYNC_MASTER", 0, "m:1", slaves=[_snapshot(1, "s1:1"), _snapshot(2, "s2:1", fit=False)])
-    rows = cli.status_rows(master, {"s1:1": _status("SLAVE", 1, "s1:1", max_offset=990, replication_error="reset"),
-                                    "s2:1": "cannot reach it"})
-    assert [(r["id"], r["role"], r["reachable"]) for r in rows] == [(0, "SYNC_MASTER", True), (1, "SLAVE", True), (2, "unreachable", False)]
+    rows = cli.status_rows(
+        master,
+        {"s1:1": _status("SLAVE", 1, "s1:1", max_offset=990, replication_error="reset"), "s2:1": "cannot reach it"},
+    )
+    assert [(r["id"], r["role"], r["reachable"]) for r in rows] == [
+        (0, "SYNC_MASTER", True),
+        (1, "SLAVE", True),
+        (2, "unreachable", False),
+    ]
     assert rows[1]["max_offset"] == 990 and rows[2]["max_offset"] is None and rows[2]["error"] == "cannot reach it"
     assert cli.status_problems(rows, master)
     text = cli.format_status(rows, master)
@@ -192,10 +227,14 @@ def test_status_of_a_slave():
     slave = _status("SLAVE", 1, "s:1", master_ha_address="m:2", master_connected=True, master_max_offset=1500)
     rows = cli.status_rows(slave, {})
     assert len(rows) == 1 and not cli.status_problems(rows, slave)
-    assert "replicating from m:2: connected, master max offset 1500 (500 bytes behind)" in cli.format_status(rows, slave)
+    assert "replicating from m:2: connected, master max offset 1500 (500 bytes behind)" in cli.format_status(
+        rows, slave
+    )
     cut_off = slave | {"master_connected": False, "replication_error": "the master refused: log too long"}
     assert cli.status_problems(rows, cut_off)
-    assert "last replication error: the master refused: log too long" in cli.format_status(cli.status_rows(cut_off, {}), cut_off)
+    assert "last replication error: the master refused: log too long" in cli.format_status(
+        cli.status_rows(cut_off, {}), cut_off
+    )
 
 
 def test_table_alignment_and_cells():
@@ -212,13 +251,29 @@ def test_perm_text_and_preview():
 
 
 def test_status_in_controller_mode_shows_the_group():
-    master = _status("SYNC_MASTER", 0, "m:1", controller_mode=True, master_broker_id=0, in_sync_replica_ids=[2, 0],
-                     group_max_offset=1000, lease_valid_ms=1200, epoch=7)
+    master = _status(
+        "SYNC_MASTER",
+        0,
+        "m:1",
+        controller_mode=True,
+        master_broker_id=0,
+        in_sync_replica_ids=[2, 0],
+        group_max_offset=1000,
+        lease_valid_ms=1200,
+        epoch=7,
+    )
     text = cli.format_status(cli.status_rows(master, {}), master)
     assert "epoch 7" in text
     assert "controller mode: master broker 0, in-sync [0, 2], group max offset 1000, lease left 1200 ms" in text
-    unclean = _status("SLAVE", 1, "s:1", controller_mode=True, master_broker_id=-1, unclean_lost_bytes=4096,
-                      controller_error="control: no etcd endpoint answered")
+    unclean = _status(
+        "SLAVE",
+        1,
+        "s:1",
+        controller_mode=True,
+        master_broker_id=-1,
+        unclean_lost_bytes=4096,
+        controller_error="control: no etcd endpoint answered",
+    )
     text = cli.format_status(cli.status_rows(unclean, {}), unclean)
     assert "master none elected" in text and "up to 4096 bytes may be lost" in text
     assert "etcd: control: no etcd endpoint answered" in text

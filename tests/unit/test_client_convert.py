@@ -121,7 +121,12 @@ def test_producer_message_normalises_and_validates():
     for kwargs in bad:
         with pytest.raises(ValueError):
             ProducerMessage(**kwargs)
-    for kwargs in (dict(body=42), dict(body=b"x", properties={"k": 1}), dict(body=b"x", keys=[1]), dict(body=b"x", properties=[("k", "v")])):
+    for kwargs in (
+        dict(body=42),
+        dict(body=b"x", properties={"k": 1}),
+        dict(body=b"x", keys=[1]),
+        dict(body=b"x", properties=[("k", "v")]),
+    ):
         with pytest.raises(TypeError):
             ProducerMessage(**kwargs)
 
@@ -197,7 +202,12 @@ def test_send_codes_that_stored_the_message_are_results(code, status):
     (result,) = send_results("Orders", response, ["CLIENT-ID"])
     assert result.status is status and result.ok == (status is SendStatus.SEND_OK)
     assert (result.msg_id, result.topic, result.queue_id, result.queue_offset, result.commit_log_offset) == (
-        "BROKER-ID", "Orders", 2, 7, 1007)
+        "BROKER-ID",
+        "Orders",
+        2,
+        7,
+        1007,
+    )
 
 
 def test_send_result_falls_back_to_the_client_id():
@@ -219,7 +229,11 @@ def test_forbidden_with_master_endpoint_is_not_master():
 
 
 def test_mixed_batch_raises_partial_with_every_outcome():
-    entries = [_entry(pb.OK, 0), _entry(pb.MESSAGE_BODY_TOO_LARGE, message="too big"), _entry(pb.MASTER_PERSISTENCE_TIMEOUT, 1)]
+    entries = [
+        _entry(pb.OK, 0),
+        _entry(pb.MESSAGE_BODY_TOO_LARGE, message="too big"),
+        _entry(pb.MASTER_PERSISTENCE_TIMEOUT, 1),
+    ]
     response = pb.SendMessageResponse(status=pb.Status(code=pb.MULTIPLE_RESULTS), entries=entries)
     with pytest.raises(PartialBatchError) as info:
         send_results("T", response, ["A", "B", "C"])
@@ -264,7 +278,9 @@ def _pb_message(offset: int, body: bytes = b"body", *, digest: str | None = None
         reconsume_times=0,
         **sp_fields,
     )
-    sp.body_digest.CopyFrom(pb.Digest(type=pb.CRC32, checksum=digest if digest is not None else f"{zlib.crc32(body):08X}"))
+    sp.body_digest.CopyFrom(
+        pb.Digest(type=pb.CRC32, checksum=digest if digest is not None else f"{zlib.crc32(body):08X}")
+    )
     sp.born_timestamp.FromMilliseconds(1_000)
     sp.store_timestamp.FromMilliseconds(2_000)
     return pb.Message(topic=pb.Resource(name="Orders"), user_properties={"u": "1"}, system_properties=sp, body=body)
@@ -289,9 +305,20 @@ def test_pull_found():
     result = _assemble(_stream(pb.OK, [_pb_message(3, tag="TagA", keys=["k"]), _pb_message(4)], next_offset=9), 3)
     assert result.status is PullStatus.FOUND and result.next_offset == 9
     first = result.messages[0]
-    assert (first.topic, first.queue_id, first.queue_offset, first.commit_log_offset, first.msg_id) == ("Orders", 1, 3, 5003, "ID3")
+    assert (first.topic, first.queue_id, first.queue_offset, first.commit_log_offset, first.msg_id) == (
+        "Orders",
+        1,
+        3,
+        5003,
+        "ID3",
+    )
     assert (first.tag, first.keys, dict(first.properties)) == ("TagA", ("k",), {"u": "1"})
-    assert (first.born_timestamp_ms, first.store_timestamp_ms, first.born_host, first.store_host) == (1000, 2000, "client:1", "10.0.0.1:10911")
+    assert (first.born_timestamp_ms, first.store_timestamp_ms, first.born_host, first.store_host) == (
+        1000,
+        2000,
+        "client:1",
+        "10.0.0.1:10911",
+    )
     assert first.body == b"body" and first.size == 4 and first.body_crc_ok and first.reconsume_times == 0
     assert result.messages[1].tag is None
 
@@ -352,15 +379,30 @@ def test_received_message_reconsume_and_missing_extensions():
 
 def test_pull_request_fields_and_validation():
     r = build_pull_request("G", "T", 2, 10, max_messages=16, tag_filter="A||B", long_polling_ms=1500)
-    assert (r.group.name, r.message_queue.topic.name, r.message_queue.id, r.offset, r.batch_size) == ("G", "T", 2, 10, 16)
+    assert (r.group.name, r.message_queue.topic.name, r.message_queue.id, r.offset, r.batch_size) == (
+        "G",
+        "T",
+        2,
+        10,
+        16,
+    )
     assert r.filter_expression.type == pb.TAG and r.filter_expression.expression == "A||B"
     assert r.long_polling_timeout.ToMilliseconds() == 1500
-    assert not build_pull_request("G", "T", 0, 0, max_messages=1, tag_filter=None, long_polling_ms=0).HasField("filter_expression")
+    assert not build_pull_request("G", "T", 0, 0, max_messages=1, tag_filter=None, long_polling_ms=0).HasField(
+        "filter_expression"
+    )
     for kwargs in (dict(offset=-1), dict(max_messages=0), dict(max_messages=1025), dict(long_polling_ms=-5)):
         args = dict(offset=0, max_messages=1, long_polling_ms=0) | kwargs
         with pytest.raises(ValueError):
-            build_pull_request("G", "T", 0, args["offset"], max_messages=args["max_messages"], tag_filter=None,
-                               long_polling_ms=args["long_polling_ms"])
+            build_pull_request(
+                "G",
+                "T",
+                0,
+                args["offset"],
+                max_messages=args["max_messages"],
+                tag_filter=None,
+                long_polling_ms=args["long_polling_ms"],
+            )
     with pytest.raises(TypeError):
         build_pull_request("G", "T", 0, 1.5, max_messages=1, tag_filter=None, long_polling_ms=0)
     with pytest.raises(ValueError):
@@ -373,8 +415,14 @@ def test_pull_request_fields_and_validation():
 def test_queues_from_route():
     def queue(qid, perm, host, scheme=pb.IPv4):
         return pb.MessageQueue(
-            topic=pb.Resource(name="T"), id=qid, permission=perm,
-            broker=pb.Broker(name="broker-a", id=0, endpoints=pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=10911)])),
+            topic=pb.Resource(name="T"),
+            id=qid,
+            permission=perm,
+            broker=pb.Broker(
+                name="broker-a",
+                id=0,
+                endpoints=pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=10911)]),
+            ),
         )
 
     response = pb.QueryRouteResponse(
@@ -383,9 +431,17 @@ def test_queues_from_route():
     )
     q0, q1 = queues_from_route("T", response)
     assert (q0.queue_id, q0.permission, q0.readable, q0.writable, q0.endpoint, q0.broker_name) == (
-        0, "READ_WRITE", True, True, "10.0.0.1:10911", "broker-a")
+        0,
+        "READ_WRITE",
+        True,
+        True,
+        "10.0.0.1:10911",
+        "broker-a",
+    )
     assert (q1.queue_id, q1.readable, q1.writable, q1.endpoint) == (1, True, False, "[::1]:10911")
-    write_only = queues_from_route("T", pb.QueryRouteResponse(status=pb.Status(code=pb.OK), message_queues=[queue(2, pb.WRITE, "h")]))
+    write_only = queues_from_route(
+        "T", pb.QueryRouteResponse(status=pb.Status(code=pb.OK), message_queues=[queue(2, pb.WRITE, "h")])
+    )
     assert convert.readable_queue_ids([q1, q0, *write_only, q1]) == [0, 1]
     with pytest.raises(BrokerError, match="TOPIC_NOT_FOUND"):
         queues_from_route("T", pb.QueryRouteResponse(status=pb.Status(code=pb.TOPIC_NOT_FOUND)))
@@ -417,18 +473,33 @@ def test_offsets():
 
 def test_broker_status_dict():
     status = admin_pb2.BrokerStatus(
-        broker_name="broker-a", role="SYNC_MASTER", max_offset=2**40, stats_json=json.dumps({"puts": 3}),
+        broker_name="broker-a",
+        role="SYNC_MASTER",
+        max_offset=2**40,
+        stats_json=json.dumps({"puts": 3}),
         slaves=[admin_pb2.SlaveStatus(broker_id=1, client_endpoint="h:1", ack_offset=5, lag_seconds=1.5, fit=True)],
     )
     d = broker_status_dict(status)
     assert d["broker_name"] == "broker-a" and d["max_offset"] == 2**40 and d["flushed_offset"] == 0
     assert d["stats"] == {"puts": 3} and "stats_json" not in d
-    assert d["slaves"] == [{"ha_peer": "", "broker_id": 1, "client_endpoint": "h:1", "ack_offset": 5, "lag_bytes": 0,
-                            "lag_seconds": 1.5, "fit": True, "connected_at_ms": 0}]
+    assert d["slaves"] == [
+        {
+            "ha_peer": "",
+            "broker_id": 1,
+            "client_endpoint": "h:1",
+            "ack_offset": 5,
+            "lag_bytes": 0,
+            "lag_seconds": 1.5,
+            "fit": True,
+            "connected_at_ms": 0,
+        }
+    ]
     assert broker_status_dict(admin_pb2.BrokerStatus(stats_json="{nope"))["stats"] is None
     view = proto_to_dict(admin_pb2.ClusterView(master=status))
     assert view["self"] is None and view["master"]["role"] == "SYNC_MASTER"
-    route = proto_to_dict(pb.Message(user_properties={"a": "b"}, system_properties=pb.SystemProperties(message_type=pb.FIFO)))
+    route = proto_to_dict(
+        pb.Message(user_properties={"a": "b"}, system_properties=pb.SystemProperties(message_type=pb.FIFO))
+    )
     assert route["user_properties"] == {"a": "b"} and route["system_properties"]["message_type"] == "FIFO"
 
 
@@ -530,4 +601,3 @@ def test_endpoint_target_round_trips(address, port):
     ep = Endpoint(str(address), port)
     assert parse_endpoint(ep.target) == ep
     assert ep.is_ipv6 == (address.version == 6) and ep.is_ipv4 == (address.version == 4)
-

@@ -304,7 +304,10 @@ def test_failover_master_dies_a_slave_is_elected():
 
 def test_failover_that_never_ends_gives_up_after_the_budget():
     known = group(A, B)
-    outcomes = {A: [TransportError(A.target, "UNAVAILABLE")] * 1000, B: [TransportError(B.target, "UNAVAILABLE")] * 1000}
+    outcomes = {
+        A: [TransportError(A.target, "UNAVAILABLE")] * 1000,
+        B: [TransportError(B.target, "UNAVAILABLE")] * 1000,
+    }
     step, tried, asked, spent = drive(known, outcomes, [], timeout_s=2.0)
     assert step.action is Action.GIVE_UP and step.attempts == len(tried) == 1
     assert isinstance(step.error, TransportError) and 1.9 < spent < 2.1

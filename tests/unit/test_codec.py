@@ -40,7 +40,9 @@ def encode_batch(batch, *, max_size: int = MAX_SIZE, now_ms: int = 1_700_000_000
     return codec.encode_batch(batch, default_store_host=STORE_HOST, max_message_size=max_size, now_ms=now_ms)
 
 
-def stamped(msg: Message, physical_offset: int = 0, queue_offset: int = 0, store_ts: int = 1_700_000_000_123) -> bytearray:
+def stamped(
+    msg: Message, physical_offset: int = 0, queue_offset: int = 0, store_ts: int = 1_700_000_000_123
+) -> bytearray:
     encoded = encode(msg)
     encoded.stamp(physical_offset=physical_offset, queue_offset=queue_offset, store_timestamp_ms=store_ts)
     return encoded.buf
@@ -81,7 +83,9 @@ def messages(draw, topic=topics, queue_id=st.integers(0, 2**31 - 1), sys_flag=IN
 # Reference encoder, written from docs/design.md §3 alone
 
 
-def reference_encode(msg: Message, *, store_host, born_ts: int, store_ts: int, queue_offset: int, physical_offset: int) -> bytes:
+def reference_encode(
+    msg: Message, *, store_host, born_ts: int, store_ts: int, queue_offset: int, physical_offset: int
+) -> bytes:
     born_addr = ipaddress.ip_address(msg.born_host[0]).packed
     store_addr = ipaddress.ip_address(store_host[0]).packed
     sys_flag = msg.sys_flag & ~(0x10 | 0x20)
@@ -216,7 +220,12 @@ def test_bytes_equal_reference_encoder(msg, physical_offset, queue_offset, store
 def test_decodes_reference_bytes(msg, lead, physical_offset, queue_offset, store_ts):
     store_host = msg.store_host or STORE_HOST
     raw = reference_encode(
-        msg, store_host=store_host, born_ts=7, store_ts=store_ts, queue_offset=queue_offset, physical_offset=physical_offset
+        msg,
+        store_host=store_host,
+        born_ts=7,
+        store_ts=store_ts,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
     )
     # Placed mid-buffer, as a reader finds it inside a segment.
     segment = bytearray(lead) + raw + bytearray(16)
@@ -477,7 +486,9 @@ def test_batch_rejects_transaction_messages(tx):
 
 @pytest.mark.parametrize("other", [{"topic": "U"}, {"queue_id": 1}, {"store_host": ("10.0.0.9", 1)}])
 def test_batch_rejects_mixed_destinations(other):
-    batch_rejected([Message(topic="T", queue_id=0, body=b"a"), Message(**{"topic": "T", "queue_id": 0, "body": b"b", **other})])
+    batch_rejected(
+        [Message(topic="T", queue_id=0, body=b"a"), Message(**{"topic": "T", "queue_id": 0, "body": b"b", **other})]
+    )
 
 
 def test_batch_rejects_empty():

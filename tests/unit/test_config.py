@@ -31,7 +31,16 @@ def test_comments_and_blank_lines_are_skipped():
 
 @pytest.mark.parametrize(
     "line",
-    ["key=value", "key:value", "key value", "key\tvalue", "key = value", "key  :  value", "   key=value", "key \t value"],
+    [
+        "key=value",
+        "key:value",
+        "key value",
+        "key\tvalue",
+        "key = value",
+        "key  :  value",
+        "   key=value",
+        "key \t value",
+    ],
 )
 def test_separators(line):
     assert parse_properties(line) == {"key": "value"}
@@ -269,7 +278,9 @@ def test_rocketmq_keys_bind_to_fields():
 
 
 def test_unknown_keys_are_returned():
-    config, unknown = StoreConfig.from_properties({"brokerName": "broker-a", "slaveTimeout": "10", "sync_flush_timeout_ms": "1"})
+    config, unknown = StoreConfig.from_properties(
+        {"brokerName": "broker-a", "slaveTimeout": "10", "sync_flush_timeout_ms": "1"}
+    )
 
     assert config.slave_timeout_ms == 10
     assert unknown == {"brokerName": "broker-a", "sync_flush_timeout_ms": "1"}
@@ -382,7 +393,12 @@ def test_store_config_to_properties_round_trip():
     ],
 )
 def test_transient_store_pool_active(role, flush, active):
-    assert StoreConfig(broker_role=role, flush_disk_type=flush, transient_store_pool_enable=True).transient_store_pool_active is active
+    assert (
+        StoreConfig(
+            broker_role=role, flush_disk_type=flush, transient_store_pool_enable=True
+        ).transient_store_pool_active
+        is active
+    )
     assert StoreConfig(broker_role=role, flush_disk_type=flush).transient_store_pool_active is False
 
 

@@ -12,8 +12,14 @@ from ha.group_state import BrokerRecord, GroupKeys, GroupState, GroupStateError,
 
 
 def rec(broker_id: int, max_offset: int, *, candidate: int = -1, last_epoch: int = 0) -> BrokerRecord:
-    return BrokerRecord(broker_id, f"127.0.0.1:{1000 + broker_id}", f"127.0.0.1:{2000 + broker_id}", max_offset,
-                        last_epoch=last_epoch, candidate_epoch=candidate)
+    return BrokerRecord(
+        broker_id,
+        f"127.0.0.1:{1000 + broker_id}",
+        f"127.0.0.1:{2000 + broker_id}",
+        max_offset,
+        last_epoch=last_epoch,
+        candidate_epoch=candidate,
+    )
 
 
 def view(*records: BrokerRecord, state: GroupState | None = None, master: MasterRecord | None = None) -> GroupView:
@@ -125,7 +131,9 @@ def test_the_lease_clock_fences_before_the_lease_can_expire():
 def test_records_round_trip_and_garbage_is_an_error():
     for record in (STATE, rec(1, 5, candidate=2), MasterRecord(1, 2, "a:1", "a:2")):
         assert decode(type(record), encode(record)) == record
-    assert decode(GroupState, b'{"epoch": 1, "isr": [2, 1], "future_field": true}') == GroupState(1, isr=frozenset({1, 2}))
+    assert decode(GroupState, b'{"epoch": 1, "isr": [2, 1], "future_field": true}') == GroupState(
+        1, isr=frozenset({1, 2})
+    )
     for raw in (b"", b"[1]", b'{"epoch": "1"}', b'{"isr": [true]}', b"\xff", b'{"broker_id": 1}'):
         with pytest.raises(GroupStateError):
             decode(BrokerRecord if b"broker_id" in raw else GroupState, raw)

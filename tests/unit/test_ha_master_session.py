@@ -47,8 +47,13 @@ def starts_at(log: bytearray, boundaries: list[int]):
 
 
 def start(durable: int, log: bytearray, boundaries: list[int], **kw):
-    defaults = dict(broker_name="broker-a", serving=True, log_min_offset=0, log_max_offset=len(log),
-                    record_starts_at=starts_at(log, boundaries))
+    defaults = dict(
+        broker_name="broker-a",
+        serving=True,
+        log_min_offset=0,
+        log_max_offset=len(log),
+        record_starts_at=starts_at(log, boundaries),
+    )
     defaults.update(kw)
     return decide_start(SlaveHandshake("broker-a", durable), **defaults)
 
@@ -74,10 +79,17 @@ def test_a_stream_starts_exactly_at_a_record_boundary_the_master_holds(sizes, da
 def test_handshake_refusals_name_their_reason():
     log, boundaries = build_log([100, 100, 100])
     assert "is a slave" in start(0, log, boundaries, serving=False).refusal
-    assert "belongs to broker" in decide_start(
-        SlaveHandshake("broker-b", 0), broker_name="broker-a", serving=True, log_min_offset=0,
-        log_max_offset=len(log), record_starts_at=starts_at(log, boundaries),
-    ).refusal
+    assert (
+        "belongs to broker"
+        in decide_start(
+            SlaveHandshake("broker-b", 0),
+            broker_name="broker-a",
+            serving=True,
+            log_min_offset=0,
+            log_max_offset=len(log),
+            record_starts_at=starts_at(log, boundaries),
+        ).refusal
+    )
     assert "negative" in start(-1, log, boundaries).refusal
     gone = start(100, log, boundaries, log_min_offset=SEGMENT)
     assert "no longer has the bytes" in gone.refusal
@@ -87,17 +99,35 @@ def test_handshake_refusals_name_their_reason():
 def test_epochs_refuse_a_divergent_tail():
     log, boundaries = build_log([100] * 8)
     history = EpochHistory([EpochEntry(1, 0), EpochEntry(2, 300)])
-    same = decide_start(SlaveHandshake("broker-a", 200, epoch=1, epoch_start_offset=0), broker_name="broker-a",
-                        serving=True, log_min_offset=0, log_max_offset=len(log),
-                        record_starts_at=lambda o: True, epochs=history)
+    same = decide_start(
+        SlaveHandshake("broker-a", 200, epoch=1, epoch_start_offset=0),
+        broker_name="broker-a",
+        serving=True,
+        log_min_offset=0,
+        log_max_offset=len(log),
+        record_starts_at=lambda o: True,
+        epochs=history,
+    )
     assert same.accepted
-    past = decide_start(SlaveHandshake("broker-a", 400, epoch=1, epoch_start_offset=0), broker_name="broker-a",
-                        serving=True, log_min_offset=0, log_max_offset=len(log),
-                        record_starts_at=lambda o: True, epochs=history)
+    past = decide_start(
+        SlaveHandshake("broker-a", 400, epoch=1, epoch_start_offset=0),
+        broker_name="broker-a",
+        serving=True,
+        log_min_offset=0,
+        log_max_offset=len(log),
+        record_starts_at=lambda o: True,
+        epochs=history,
+    )
     assert "past the end of epoch 1 at 300" in past.refusal
-    unknown = decide_start(SlaveHandshake("broker-a", 100, epoch=2, epoch_start_offset=100), broker_name="broker-a",
-                           serving=True, log_min_offset=0, log_max_offset=len(log),
-                           record_starts_at=lambda o: True, epochs=history)
+    unknown = decide_start(
+        SlaveHandshake("broker-a", 100, epoch=2, epoch_start_offset=100),
+        broker_name="broker-a",
+        serving=True,
+        log_min_offset=0,
+        log_max_offset=len(log),
+        record_starts_at=lambda o: True,
+        epochs=history,
+    )
     assert "the logs diverge" in unknown.refusal
 
 
@@ -151,8 +181,15 @@ def test_a_master_and_a_slave_session_bring_the_slave_to_the_masters_log(sizes, 
     assert decision.accepted
     now = 0
     master = MasterSession(decision.start_offset, now, window_bytes=window, heartbeat_ms=50, housekeeping_ms=10_000)
-    slave = SlaveSession(segment_size=SEGMENT, log_end=durable, log_empty=durable == 0, durable_offset=durable,
-                         now_ms=now, heartbeat_ms=50, housekeeping_ms=10_000)
+    slave = SlaveSession(
+        segment_size=SEGMENT,
+        log_end=durable,
+        log_empty=durable == 0,
+        durable_offset=durable,
+        now_ms=now,
+        heartbeat_ms=50,
+        housekeeping_ms=10_000,
+    )
     wire: list[ChunkFields] = []
     read = reader(log)
 

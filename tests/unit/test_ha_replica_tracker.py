@@ -22,14 +22,22 @@ class Master:
         self.max_offset = max_offset
 
 
-def tracker(in_sync: int = 2, role: BrokerRole = BrokerRole.SYNC_MASTER, master: Master | None = None) -> tuple[ReplicaTracker, Master]:
+def tracker(
+    in_sync: int = 2, role: BrokerRole = BrokerRole.SYNC_MASTER, master: Master | None = None
+) -> tuple[ReplicaTracker, Master]:
     master = master or Master()
     return ReplicaTracker(role, in_sync, TIMEOUT, FALLBEHIND, lambda: master.max_offset), master
 
 
 def register(t: ReplicaTracker, sid, broker_id: int, start: int = 0, now: int = 0):
-    return t.register(sid, ha_peer=f"ipv4:127.0.0.1:{5000 + broker_id}", broker_id=broker_id,
-                      client_endpoint=f"127.0.0.1:{6000 + broker_id}", start_offset=start, now_ms=now)
+    return t.register(
+        sid,
+        ha_peer=f"ipv4:127.0.0.1:{5000 + broker_id}",
+        broker_id=broker_id,
+        client_endpoint=f"127.0.0.1:{6000 + broker_id}",
+        start_offset=start,
+        now_ms=now,
+    )
 
 
 def test_async_master_never_waits():
@@ -242,10 +250,26 @@ def test_snapshots_describe_each_slave():
     register(t, "a", 1, start=400, now=200)
     snaps = t.snapshots(1200)
     assert snaps == [
-        SlaveSnapshot(ha_peer="ipv4:127.0.0.1:5001", broker_id=1, client_endpoint="127.0.0.1:6001", ack_offset=400,
-                      lag_bytes=600, lag_seconds=1.0, fit=True, connected_at_ms=200),
-        SlaveSnapshot(ha_peer="ipv4:127.0.0.1:5002", broker_id=2, client_endpoint="127.0.0.1:6002", ack_offset=1000,
-                      lag_bytes=0, lag_seconds=0.0, fit=True, connected_at_ms=100),
+        SlaveSnapshot(
+            ha_peer="ipv4:127.0.0.1:5001",
+            broker_id=1,
+            client_endpoint="127.0.0.1:6001",
+            ack_offset=400,
+            lag_bytes=600,
+            lag_seconds=1.0,
+            fit=True,
+            connected_at_ms=200,
+        ),
+        SlaveSnapshot(
+            ha_peer="ipv4:127.0.0.1:5002",
+            broker_id=2,
+            client_endpoint="127.0.0.1:6002",
+            ack_offset=1000,
+            lag_bytes=0,
+            lag_seconds=0.0,
+            fit=True,
+            connected_at_ms=100,
+        ),
     ]
 
 
@@ -274,7 +298,9 @@ class TrackerMachine(RuleBasedStateMachine):
         super().__init__()
         self.master = Master()
         self.in_sync = 3
-        self.t = ReplicaTracker(BrokerRole.SYNC_MASTER, self.in_sync, TIMEOUT, FALLBEHIND, lambda: self.master.max_offset)
+        self.t = ReplicaTracker(
+            BrokerRole.SYNC_MASTER, self.in_sync, TIMEOUT, FALLBEHIND, lambda: self.master.max_offset
+        )
         self.now = 0
         self.acks: dict[int, int] = {}  # broker id -> ack, the model of connected slaves
         self.sessions: dict[int, int] = {}  # broker id -> its live session number

@@ -23,7 +23,9 @@ def record(size: int) -> bytes:
     return struct.pack(">ii", size, MESSAGE_MAGIC_CODE) + bytes(size - 8)
 
 
-def chunk(start: int, data: bytes, *, master_max: int | None = None, checksum: int | None = None, confirmed: int = 0) -> ChunkFields:
+def chunk(
+    start: int, data: bytes, *, master_max: int | None = None, checksum: int | None = None, confirmed: int = 0
+) -> ChunkFields:
     return ChunkFields(
         start_offset=start,
         data=data,
@@ -37,8 +39,13 @@ def chunk(start: int, data: bytes, *, master_max: int | None = None, checksum: i
 
 def session(log_end: int = 1000, durable: int = 1000, now: int = 0, empty: bool = False) -> SlaveSession:
     return SlaveSession(
-        segment_size=SEGMENT, log_end=log_end, log_empty=empty, durable_offset=durable, now_ms=now,
-        heartbeat_ms=HEARTBEAT, housekeeping_ms=HOUSEKEEPING,
+        segment_size=SEGMENT,
+        log_end=log_end,
+        log_empty=empty,
+        durable_offset=durable,
+        now_ms=now,
+        heartbeat_ms=HEARTBEAT,
+        housekeeping_ms=HOUSEKEEPING,
     )
 
 
@@ -102,8 +109,10 @@ def test_backoff_doubles_to_the_max_and_restarts_after_an_accepted_stream():
     assert p.delay_ms(refused=False) == 100
 
 
-@given(draws=st.lists(st.floats(min_value=0.0, max_value=0.999999), min_size=1, max_size=30),
-       refusals=st.lists(st.booleans(), min_size=30, max_size=30))
+@given(
+    draws=st.lists(st.floats(min_value=0.0, max_value=0.999999), min_size=1, max_size=30),
+    refusals=st.lists(st.booleans(), min_size=30, max_size=30),
+)
 def test_jittered_backoff_stays_between_half_the_step_and_the_configured_max(draws, refusals):
     values = iter(draws * 30)
     p = ReconnectPolicy(40, 1000, uniform=lambda: next(values))

@@ -671,9 +671,7 @@ def test_model(messages, queries, slots, entries, reopen_at):
             begin = T0 + lo * 1000
             end = begin + span * 1000
             expected = [
-                off
-                for off, t in reversed(model.get(ix.key_hash(ix.index_key(topic, key)), []))
-                if begin <= t <= end
+                off for off, t in reversed(model.get(ix.key_hash(ix.index_key(topic, key)), [])) if begin <= t <= end
             ][:max_num]
             assert svc.query_offsets(topic, key, max_num, begin, end) == expected
         for f in svc.files:

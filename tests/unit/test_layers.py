@@ -27,8 +27,11 @@ ALLOWED = {
 
 def test_the_broker_itself_imports_no_client_tool_or_harness():
     broker = {m: ours for m, ours in imports_of("rocketstore").items() if m.startswith("rocketstore/broker/")}
-    wrong = [f"{module} imports {sorted(ours & {'client', 'ops', 'demos', 'harness'})}"
-             for module, ours in broker.items() if ours & {"client", "ops", "demos", "harness"}]
+    wrong = [
+        f"{module} imports {sorted(ours & {'client', 'ops', 'demos', 'harness'})}"
+        for module, ours in broker.items()
+        if ours & {"client", "ops", "demos", "harness"}
+    ]
     assert not wrong, wrong
 
 

@@ -81,7 +81,12 @@ def test_put_and_read_back(tmp_path):
             b"first body",
             {"TAGS": "tagA", "KEYS": "k1 k2", "custom": "v\u00e9"},
         )
-        assert (got.flag, got.born_host, got.born_timestamp_ms, got.reconsume_times) == (7, ("10.0.0.9", 5555), NOW_MS - 50, 3)
+        assert (got.flag, got.born_host, got.born_timestamp_ms, got.reconsume_times) == (
+            7,
+            ("10.0.0.9", 5555),
+            NOW_MS - 50,
+            3,
+        )
         assert (got.store_timestamp_ms, got.queue_offset, got.physical_offset) == (NOW_MS, 0, 0)
         assert (got.store_size, got.msg_id, got.tags, got.keys) == (r1.wrote_bytes, r1.msg_id, "tagA", "k1 k2")
 
@@ -318,7 +323,9 @@ def test_sync_flush_also_flushes_puts_that_do_not_wait(tmp_path):
     with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
         r = store.put_message(Message("NoWaitTopic", 0, b"fire and forget", properties={"WAIT": "false"}))
         assert r.status is OK
-        assert store.wait_flushed(r.next_offset, 3), f"the WAIT=false put's bytes (up to {r.next_offset}) were not flushed"
+        assert store.wait_flushed(r.next_offset, 3), (
+            f"the WAIT=false put's bytes (up to {r.next_offset}) were not flushed"
+        )
 
 
 def test_flush_error_times_out_the_put_and_turns_the_store_read_only(tmp_path, monkeypatch):
@@ -349,9 +356,12 @@ def test_wait_false_does_not_wait_for_the_flush(tmp_path, monkeypatch):
             assert store.flushed_offset < r.next_offset  # answered without the flush (which is stalled)
             batch = store.put_messages([Message("NoWaitTopic", 0, b"b", properties={"WAIT": "false"})] * 2)
             assert batch.status is OK
-            assert asyncio.run(
-                store.async_put_message(Message("NoWaitTopic", 0, b"c", properties={"WAIT": "false"}))
-            ).status is OK
+            assert (
+                asyncio.run(
+                    store.async_put_message(Message("NoWaitTopic", 0, b"c", properties={"WAIT": "false"}))
+                ).status
+                is OK
+            )
             assert store.flushed_offset < r.next_offset
             assert [m.queue_offset for m in store.iter_messages()] == [0, 1, 2, 3]
         finally:
@@ -392,8 +402,16 @@ def _bad_cases():
         ("property-value-separator", lambda: m(properties={"k": "v\x02"}), ILLEGAL),
         ("property-empty-key", lambda: m(properties={"": "v"}), ILLEGAL),
         ("property-value-not-str", lambda: m(properties={"k": 1}), ILLEGAL),
-        ("properties-32768-bytes", lambda: m(properties={"k": "v" * (32768 - 3)}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
-        ("properties-huge", lambda: m(properties={f"key{i}": "x" * 1000 for i in range(40)}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED),
+        (
+            "properties-32768-bytes",
+            lambda: m(properties={"k": "v" * (32768 - 3)}),
+            PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+        ),
+        (
+            "properties-huge",
+            lambda: m(properties={f"key{i}": "x" * 1000 for i in range(40)}),
+            PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+        ),
         ("over-max-message-size", lambda: m(body=b"b" * (_BIG + 1)), ILLEGAL),
         ("not-a-message", lambda: {"topic": "GoodTopic"}, ILLEGAL),
         ("empty-batch", lambda: [], ILLEGAL),
@@ -688,7 +706,10 @@ def _verify_tiling(store: MessageStore, results: list[tuple[Message, PutMessageR
         # The only gap allowed: a blank record ending a segment, the next message at the next start.
         segment_end = (a.next_offset // SEG + 1) * SEG
         assert b.wrote_offset == segment_end, f"gap or overlap between {a} and {b}"
-        assert struct.unpack(">ii", store.commit_log_data(a.next_offset, 8)) == (segment_end - a.next_offset, BLANK_MAGIC)
+        assert struct.unpack(">ii", store.commit_log_data(a.next_offset, 8)) == (
+            segment_end - a.next_offset,
+            BLANK_MAGIC,
+        )
         crossings += 1
     assert crossings >= 2, "the test must cross segments"
     assert ordered[-1][1].next_offset == store.max_offset
@@ -829,7 +850,11 @@ def test_a_producer_retry_of_a_stored_message_is_answered_not_stored_again(tmp_p
         first = store.put_message(Message("Orders", 0, b"pay 10", dict(retry)))
         again = store.put_message(Message("Orders", 2, b"pay 10", dict(retry)))  # a retry may pick another queue
         assert first.status is OK and again.status is OK
-        assert (again.wrote_offset, again.queue_offset, again.msg_id) == (first.wrote_offset, first.queue_offset, first.msg_id)
+        assert (again.wrote_offset, again.queue_offset, again.msg_id) == (
+            first.wrote_offset,
+            first.queue_offset,
+            first.msg_id,
+        )
         other_topic = store.put_message(Message("Audit", 0, b"pay 10", dict(retry)))  # another store of the message
         assert other_topic.wrote_offset != first.wrote_offset
         fresh = store.put_message(Message("Orders", 0, b"pay 10", {"UNIQ_KEY": "C0A80001000118B4AAC2000000000002"}))

@@ -8,8 +8,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ha.peer_auth import (
-    CHUNK, METADATA, REPORT, AuthenticationError, HelloAnswer, Identity, MasterAuth, NonceTable, PeerSession,
-    SlaveAuth, chunk_parts, metadata_parts, report_parts, session_key,
+    CHUNK,
+    METADATA,
+    REPORT,
+    AuthenticationError,
+    HelloAnswer,
+    Identity,
+    MasterAuth,
+    NonceTable,
+    PeerSession,
+    SlaveAuth,
+    chunk_parts,
+    metadata_parts,
+    report_parts,
+    session_key,
 )
 from wire.rpc import ha_pb2
 
@@ -118,16 +130,35 @@ def _pair() -> tuple[PeerSession, PeerSession]:
 
 
 def _chunk(**fields) -> ha_pb2.Chunk:
-    values = dict(start_offset=4096, data=b"record-bytes" * 20, master_max_offset=9000, epoch=2, checksum=12345,
-                  confirmed_offset=4000, segment_size=1 << 20, master_client_endpoint="127.0.0.1:8081",
-                  epoch_start_offset=1024)
+    values = dict(
+        start_offset=4096,
+        data=b"record-bytes" * 20,
+        master_max_offset=9000,
+        epoch=2,
+        checksum=12345,
+        confirmed_offset=4000,
+        segment_size=1 << 20,
+        master_client_endpoint="127.0.0.1:8081",
+        epoch_start_offset=1024,
+    )
     values.update(fields)
     return ha_pb2.Chunk(**values)
 
 
 @given(
-    field=st.sampled_from(["start_offset", "master_max_offset", "epoch", "checksum", "confirmed_offset",
-                           "segment_size", "epoch_start_offset", "data", "master_client_endpoint"]),
+    field=st.sampled_from(
+        [
+            "start_offset",
+            "master_max_offset",
+            "epoch",
+            "checksum",
+            "confirmed_offset",
+            "segment_size",
+            "epoch_start_offset",
+            "data",
+            "master_client_endpoint",
+        ]
+    ),
     flip=st.integers(min_value=0, max_value=239),
 )
 def test_any_altered_chunk_field_fails_its_mac(field, flip):

@@ -38,14 +38,22 @@ def build(messages, seg_size=SEG, seg_start=0, store_host=("127.0.0.1", 10911)):
 
 
 def msgs(n, body=40):
-    return [Message(f"T{i % 3}", i % 2, bytes([65 + i % 26]) * (body + i % 17),
-                    {"TAGS": f"tag{i % 4}", "KEYS": f"k{i} x{i}"} if i % 5 else {}) for i in range(n)]
+    return [
+        Message(
+            f"T{i % 3}",
+            i % 2,
+            bytes([65 + i % 26]) * (body + i % 17),
+            {"TAGS": f"tag{i % 4}", "KEYS": f"k{i} x{i}"} if i % 5 else {},
+        )
+        for i in range(n)
+    ]
 
 
 def walk_all(buf, lo=0, hi=SEG, *, last=True, flushed=None, finder=hop_chain, seg_start=0):
     positions, stops = [], []
-    for item in walk_segment(buf, seg_start, len(buf), lo, hi, last_data_segment=last, flushed_offset=flushed,
-                             batch_records=7, finder=finder):
+    for item in walk_segment(
+        buf, seg_start, len(buf), lo, hi, last_data_segment=last, flushed_offset=flushed, batch_records=7, finder=finder
+    ):
         if isinstance(item, Stop):
             stops.append(item)
         else:
@@ -64,8 +72,14 @@ def layout(n_segments=3, size=1000, data=(True, True, False)):
 def test_plan_covers_segments_up_to_the_last_holding_data():
     ranges = plan_ranges([layout()], partition_bytes=300)
     assert [(r.seg_start, r.lo, r.hi) for r in ranges] == [
-        (0, 0, 300), (0, 300, 600), (0, 600, 900), (0, 900, 1000),
-        (1000, 0, 300), (1000, 300, 600), (1000, 600, 900), (1000, 900, 1000),
+        (0, 0, 300),
+        (0, 300, 600),
+        (0, 600, 900),
+        (0, 900, 1000),
+        (1000, 0, 300),
+        (1000, 300, 600),
+        (1000, 600, 900),
+        (1000, 900, 1000),
     ]
     assert [r.last_data_segment for r in ranges] == [False] * 4 + [True] * 4
 
@@ -171,7 +185,9 @@ def test_vectorised_finder_agrees_with_the_hops(data):
 
 
 def reference(buf, positions, seg_start=0, columns=COLUMN_NAMES, verify_crc=True):
-    return rows_to_batch([decode_row(buf, p, seg_start, len(buf), "b", verify_crc=verify_crc) for p in positions], columns)
+    return rows_to_batch(
+        [decode_row(buf, p, seg_start, len(buf), "b", verify_crc=verify_crc) for p in positions], columns
+    )
 
 
 def table(batches):

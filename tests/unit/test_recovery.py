@@ -336,7 +336,11 @@ def test_scan_finds_a_flipped_body_byte():
     body_at = victim["offset"] + victim["size"] - len(b"key-2") - 6 - 2 - 1 - len("ScanTopic") - 10
     flat[body_at] ^= 0x40
     result = scan(log, flat)
-    assert (result.end_offset, result.bad_offset, result.reason) == (victim["offset"], victim["offset"], "body CRC mismatch")
+    assert (result.end_offset, result.bad_offset, result.reason) == (
+        victim["offset"],
+        victim["offset"],
+        "body CRC mismatch",
+    )
     assert result.messages == 2
     with pytest.raises(StoreCorruptedError) as info:
         check_recoverable(result, log.end)
@@ -664,8 +668,9 @@ def test_property_a_damaged_queue_offset_stops_the_scan_at_its_record(messages, 
     log = _build(messages)
     index = data.draw(st.integers(1, len(log.messages) - 1), label="message")
     target = log.messages[index]
-    earlier_of_queue = any(m["topic"] == target["topic"] and m["queue_id"] == target["queue_id"]
-                           for m in log.messages[:index])
+    earlier_of_queue = any(
+        m["topic"] == target["topic"] and m["queue_id"] == target["queue_id"] for m in log.messages[:index]
+    )
     bit = data.draw(st.integers(0, 63), label="bit")
     damaged = bytearray(log.flat)
     at = target["offset"] + 20 + (7 - bit // 8)  # QUEUEOFFSET is 8 big-endian bytes at 20

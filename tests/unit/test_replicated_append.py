@@ -57,7 +57,9 @@ def test_replicated_bytes_land_at_the_same_offsets_and_are_dispatched(pair):
     assert slave.wait_dispatched()
     assert slave.max_queue_offset("T", 0) == 150
     page = slave.get_message("g", "T", 1, 0, max_msg_nums=200, max_total_bytes=1 << 20)
-    assert [m.physical_offset for m in page.messages] == [r.wrote_offset for r in results if r.queue_offset is not None][1::2]
+    assert [m.physical_offset for m in page.messages] == [
+        r.wrote_offset for r in results if r.queue_offset is not None
+    ][1::2]
 
 
 def test_bytes_for_any_other_offset_are_refused_and_nothing_is_written(pair):

@@ -18,10 +18,16 @@ _OUTSIDE = re.compile(
 
 
 def _tracked_text_files() -> list[Path]:
-    names = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, check=True, capture_output=True,
-    ).stdout.decode().split("\0")
+    names = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     files = []
     for name in filter(None, names):
         path = ROOT / name

@@ -164,7 +164,9 @@ def test_clean_reasons_forced_only_joins_a_trigger():
         CleanReason.TIME,
         CleanReason.FORCED,
     }
-    assert clean_reasons(time_up=True, disk=forced_disk, manual=False, clean_forcibly_enable=False) == {CleanReason.TIME}
+    assert clean_reasons(time_up=True, disk=forced_disk, manual=False, clean_forcibly_enable=False) == {
+        CleanReason.TIME
+    }
     calm = DiskDecision(0.5, False, False, False)
     assert clean_reasons(time_up=False, disk=calm, manual=True, clean_forcibly_enable=True) == {CleanReason.MANUAL}
 
@@ -172,13 +174,24 @@ def test_clean_reasons_forced_only_joins_a_trigger():
 def test_policy_from_config_uses_rocketmq_defaults_and_clamps_the_used_ratio(tmp_path):
     p = CleanPolicy.from_config(StoreConfig(store_path_root_dir=str(tmp_path)), tz=UTC)
     assert p == CleanPolicy(tz=UTC)
-    assert (p.file_reserved_ms, p.delete_when, p.interval_ms, p.delete_file_batch_max) == (RESERVED_MS, "04", 10_000, 10)
-    assert (p.disk_max_used_ratio, p.disk_space_clean_forcibly_ratio, p.disk_space_warning_level_ratio) == (0.75, 0.85, 0.90)
+    assert (p.file_reserved_ms, p.delete_when, p.interval_ms, p.delete_file_batch_max) == (
+        RESERVED_MS,
+        "04",
+        10_000,
+        10,
+    )
+    assert (p.disk_max_used_ratio, p.disk_space_clean_forcibly_ratio, p.disk_space_warning_level_ratio) == (
+        0.75,
+        0.85,
+        0.90,
+    )
     high = CleanPolicy.from_config(StoreConfig(store_path_root_dir=str(tmp_path), disk_max_used_space_ratio=99))
     low = CleanPolicy.from_config(StoreConfig(store_path_root_dir=str(tmp_path), disk_max_used_space_ratio=3))
     assert (high.disk_max_used_ratio, low.disk_max_used_ratio) == (0.95, 0.10)
     custom = CleanPolicy.from_config(
-        StoreConfig(store_path_root_dir=str(tmp_path), file_reserved_time_h=1, delete_when="01;13", delete_file_batch_max=3)
+        StoreConfig(
+            store_path_root_dir=str(tmp_path), file_reserved_time_h=1, delete_when="01;13", delete_file_batch_max=3
+        )
     )
     assert (custom.file_reserved_ms, custom.delete_when, custom.delete_file_batch_max) == (HOUR_MS, "01;13", 3)
 
@@ -360,8 +373,12 @@ def test_forced_clean_up_keeps_segments_younger_than_the_minimum_age(harness):
 
 
 def test_forced_clean_up_of_unconsumed_messages_when_the_operator_allows_it(harness):
-    h = harness(3, mtimes={i * SEG: FRESH for i in range(3)}, policy=policy(forced_unconsumed_allowed=True),
-                first_unconsumed=lambda: 0)
+    h = harness(
+        3,
+        mtimes={i * SEG: FRESH for i in range(3)},
+        policy=policy(forced_unconsumed_allowed=True),
+        first_unconsumed=lambda: 0,
+    )
     h.ratio = 0.87
     assert h.service.run_round(NOW_OUTSIDE).deleted == (name(0), name(SEG))
 

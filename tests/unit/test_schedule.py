@@ -182,8 +182,12 @@ class FakeStore:
         if self.on_put is not None:
             self.on_put()
         return PutMessageResult(
-            answer, wrote_offset=offset, wrote_bytes=encoded.size, queue_offset=queue_offset,
-            msg_id=ext.msg_id, store_timestamp_ms=now,
+            answer,
+            wrote_offset=offset,
+            wrote_bytes=encoded.size,
+            queue_offset=queue_offset,
+            msg_id=ext.msg_id,
+            store_timestamp_ms=now,
         )
 
     # test helpers
@@ -313,8 +317,12 @@ def test_level_zero_or_negative_is_not_delayed(text):
 
 
 def test_schedule_topic_record_is_not_transformed_again():
-    record = Message(SCHEDULE_TOPIC, 1, b"x", {PROPERTY_DELAY_TIME_LEVEL: "2", PROPERTY_REAL_TOPIC: "Orders",
-                                                PROPERTY_REAL_QUEUE_ID: "0"})
+    record = Message(
+        SCHEDULE_TOPIC,
+        1,
+        b"x",
+        {PROPERTY_DELAY_TIME_LEVEL: "2", PROPERTY_REAL_TOPIC: "Orders", PROPERTY_REAL_QUEUE_ID: "0"},
+    )
     assert to_schedule_message(record, LEVELS) is record
 
 
@@ -381,15 +389,25 @@ def stored(msg: Message, physical_offset: int = 4096, store_ts: int = T0) -> Mes
 
 def test_restore_real_message_round_trip_through_the_codec():
     original = Message(
-        "Orders", 5, b"body bytes", {PROPERTY_DELAY_TIME_LEVEL: "2", PROPERTY_TAGS: "T", "custom": "v"},
-        flag=9, sys_flag=TRANSACTION_COMMIT_TYPE, born_host=("192.168.1.2", 5555),
-        born_timestamp_ms=T0 - 100, reconsume_times=3, prepared_transaction_offset=77,
+        "Orders",
+        5,
+        b"body bytes",
+        {PROPERTY_DELAY_TIME_LEVEL: "2", PROPERTY_TAGS: "T", "custom": "v"},
+        flag=9,
+        sys_flag=TRANSACTION_COMMIT_TYPE,
+        born_host=("192.168.1.2", 5555),
+        born_timestamp_ms=T0 - 100,
+        reconsume_times=3,
+        prepared_transaction_offset=77,
     )
     ext = stored(to_schedule_message(original, LEVELS))
     real = restore_real_message(ext)
     assert (real.topic, real.queue_id) == ("Orders", 5)
     assert real.properties == {
-        PROPERTY_TAGS: "T", "custom": "v", PROPERTY_REAL_TOPIC: "Orders", PROPERTY_REAL_QUEUE_ID: "5",
+        PROPERTY_TAGS: "T",
+        "custom": "v",
+        PROPERTY_REAL_TOPIC: "Orders",
+        PROPERTY_REAL_QUEUE_ID: "5",
         PROPERTY_WAIT_STORE_MSG_OK: "false",
     }
     assert (real.body, real.flag, real.sys_flag, real.reconsume_times) == (b"body bytes", 9, ext.sys_flag, 3)
@@ -520,8 +538,12 @@ def test_message_the_store_refuses_is_dropped_not_retried_forever(store, clock, 
     service = make_service(store, path)
     # A schedule record whose real topic the codec refuses: a re-put raises MessageRejected.
     store.put_message(
-        Message(SCHEDULE_TOPIC, 0, b"x", {PROPERTY_DELAY_TIME_LEVEL: "1", PROPERTY_REAL_TOPIC: "bad topic!",
-                                          PROPERTY_REAL_QUEUE_ID: "0"})
+        Message(
+            SCHEDULE_TOPIC,
+            0,
+            b"x",
+            {PROPERTY_DELAY_TIME_LEVEL: "1", PROPERTY_REAL_TOPIC: "bad topic!", PROPERTY_REAL_QUEUE_ID: "0"},
+        )
     )
     store.produce("refused by status", 1)
     store.produce("fine", 1)
@@ -698,8 +720,15 @@ def test_loads_javas_unquoted_keys_and_keeps_unknown_levels(store, clock, path, 
 
 @pytest.mark.parametrize(
     "text",
-    ['{"offsetTable": [1, 2]}', '{"other": {}}', '{"offsetTable": {"x": 1}}', '{"offsetTable": {"1": -3}}',
-     '{"offsetTable": {"1": "5"}}', '{"offsetTable": {"0": 5}}', "[]"],
+    [
+        '{"offsetTable": [1, 2]}',
+        '{"other": {}}',
+        '{"offsetTable": {"x": 1}}',
+        '{"offsetTable": {"1": -3}}',
+        '{"offsetTable": {"1": "5"}}',
+        '{"offsetTable": {"0": 5}}',
+        "[]",
+    ],
 )
 def test_bad_offset_file_is_a_clear_error(store, path, text):
     path.parent.mkdir(parents=True)
@@ -910,8 +939,12 @@ def test_random_delays_and_clock_steps_deliver_each_message_once_never_early(ops
             assert d.at_ms >= due[d.msg.keys]  # never before its due time
         # within a level, delivery follows store order
         for level in (1, 2, 3):
-            order = [d.msg.keys for d in store.delivered if d.msg.properties[PROPERTY_REAL_QUEUE_ID] == "1"
-                     and due[d.msg.keys] - store_time(store, d.msg.keys) == SHORT_LEVELS[level - 1]]
+            order = [
+                d.msg.keys
+                for d in store.delivered
+                if d.msg.properties[PROPERTY_REAL_QUEUE_ID] == "1"
+                and due[d.msg.keys] - store_time(store, d.msg.keys) == SHORT_LEVELS[level - 1]
+            ]
             assert order == sorted(order, key=lambda k: int(k[1:]))
 
 
@@ -977,7 +1010,8 @@ def test_crashes_with_the_durable_guard_lose_nothing(rounds):
 def reputs_ending_by(store: FakeStore, level: int, log_offset: int) -> int:
     """How many of the level's re-puts lie wholly below `log_offset` (keys say the level)."""
     return sum(
-        1 for d in store.delivered
+        1
+        for d in store.delivered
         if d.msg.keys.startswith(f"L{level}-") and d.msg.physical_offset + d.msg.store_size <= log_offset
     )
 

@@ -413,4 +413,3 @@ def test_transient_pool_every_message_below_max_offset_is_readable(tmp_path, mon
         monkeypatch.undo()
     with MessageStore(cfg) as store:
         assert [m.physical_offset for m in store.iter_messages()] == [r.wrote_offset for r in results]
-

@@ -84,7 +84,9 @@ def put_ok(store: MessageStore, msg: Message):
     return result
 
 
-def read_queue(store: MessageStore, topic: str, queue_id: int, *, start: int = 0, max_msg_nums: int = 32, tag_filter=None):
+def read_queue(
+    store: MessageStore, topic: str, queue_id: int, *, start: int = 0, max_msg_nums: int = 32, tag_filter=None
+):
     """Page through a queue with next_begin_offset up to its end, as a consumer does; returns
     every message handed out. Each step must move forward."""
     got = []
@@ -103,7 +105,11 @@ def read_queue(store: MessageStore, topic: str, queue_id: int, *, start: int = 0
 def assert_same_message(got, msg: Message, put) -> None:
     assert (got.topic, got.queue_id, got.body) == (msg.topic, msg.queue_id, msg.body)
     assert dict(got.properties) == dict(msg.properties)
-    assert (got.physical_offset, got.queue_offset, got.store_size) == (put.wrote_offset, put.queue_offset, put.wrote_bytes)
+    assert (got.physical_offset, got.queue_offset, got.store_size) == (
+        put.wrote_offset,
+        put.queue_offset,
+        put.wrote_bytes,
+    )
     assert got.msg_id == put.msg_id
 
 
@@ -228,7 +234,9 @@ def test_batch_reads_back_as_single_messages(tmp_path):
     with MessageStore(config(tmp_path)) as store:
         first = put_ok(store, Message("BatchRead", 0, b"single"))
         batch = [
-            Message("BatchRead", 0, f"b{i}".encode(), properties={"TAGS": "TagA" if i % 2 else "TagB", "KEYS": f"bk{i}"})
+            Message(
+                "BatchRead", 0, f"b{i}".encode(), properties={"TAGS": "TagA" if i % 2 else "TagB", "KEYS": f"bk{i}"}
+            )
             for i in range(6)
         ]
         r = store.put_messages(batch)
@@ -248,7 +256,9 @@ def test_batch_reads_back_as_single_messages(tmp_path):
 def test_reads_survive_a_clean_restart(tmp_path):
     cfg = config(tmp_path)
     with MessageStore(cfg) as store:
-        puts = [put_ok(store, Message("RestartTopic", i % 2, f"m{i}".encode(), properties={"TAGS": "T"})) for i in range(30)]
+        puts = [
+            put_ok(store, Message("RestartTopic", i % 2, f"m{i}".encode(), properties={"TAGS": "T"})) for i in range(30)
+        ]
     with MessageStore(cfg) as store:
         wait_dispatched(store)
         for q in (0, 1):
@@ -265,7 +275,12 @@ def test_reads_survive_a_clean_restart(tmp_path):
 def test_statuses_and_next_begin_offset_corrections(tmp_path):
     with MessageStore(config(tmp_path)) as store:
         unknown = store.get_message(GROUP, "NoSuchTopic", 0, 0)
-        assert (unknown.status, unknown.next_begin_offset, unknown.min_offset, unknown.max_offset) == (NO_QUEUE, 0, 0, 0)
+        assert (unknown.status, unknown.next_begin_offset, unknown.min_offset, unknown.max_offset) == (
+            NO_QUEUE,
+            0,
+            0,
+            0,
+        )
         assert not unknown.found and unknown.messages == ()
 
         for i in range(10):
@@ -296,7 +311,12 @@ def test_statuses_and_next_begin_offset_corrections(tmp_path):
         # A tag nothing in range carries: every unit up to the end is scanned and skipped.
         for start in (0, 6):
             none = store.get_message(GROUP, "StatusTopic", 1, start, 4, tag_filter="TagX")
-            assert (none.status, none.next_begin_offset, none.messages, none.buffer_total_size) == (NO_MATCHED, 10, (), 0)
+            assert (none.status, none.next_begin_offset, none.messages, none.buffer_total_size) == (
+                NO_MATCHED,
+                10,
+                (),
+                0,
+            )
 
         for bad in ({"max_msg_nums": 0}, {"max_msg_nums": -1}, {"max_total_bytes": 0}):
             with pytest.raises(ValueError):
@@ -391,15 +411,20 @@ def test_retention_message_was_removing_then_offset_too_small(tmp_path):
         # segments but the last and corrects the queues.
         clock.now = int(time.time() * 1000) + 100 * DAY_MS
         store.request_delete_files_now()
-        assert store.wait_cleaned(lambda: len(store.queue.files) == 1 and store.min_queue_offset(topic, 0) > first_live), (
-            "retention did not delete the expired segments"
-        )
+        assert store.wait_cleaned(
+            lambda: len(store.queue.files) == 1 and store.min_queue_offset(topic, 0) > first_live
+        ), "retention did not delete the expired segments"
         commit_log_min = store.min_offset
         cq_min = next(r.queue_offset for r in puts if r.wrote_offset >= commit_log_min)
         assert store.min_queue_offset(topic, 0) == cq_min
 
         small = store.get_message(GROUP, topic, 0, 0)
-        assert (small.status, small.next_begin_offset, small.min_offset, small.max_offset) == (TOO_SMALL, cq_min, cq_min, 400)
+        assert (small.status, small.next_begin_offset, small.min_offset, small.max_offset) == (
+            TOO_SMALL,
+            cq_min,
+            cq_min,
+            400,
+        )
         r = store.get_message(GROUP, topic, 0, cq_min, 2)
         assert r.status is FOUND and r.messages[0].physical_offset == puts[cq_min].wrote_offset
         # With min > 0, a consumer past the end restarts at the max (RocketMQ's rule).
@@ -594,7 +619,9 @@ def test_index_survives_a_restart(tmp_path):
         puts, _ = _put_indexed(store, clock, count=20)
     with MessageStore(cfg, clock_ms=clock) as store:
         wait_dispatched(store)
-        assert [m.physical_offset for m in store.query_message("IdxTopic", "UNIQ0013").messages] == [puts[13].wrote_offset]
+        assert [m.physical_offset for m in store.query_message("IdxTopic", "UNIQ0013").messages] == [
+            puts[13].wrote_offset
+        ]
         got = store.query_message("IdxTopic", "order2", begin_ms=0, end_ms=NOW_MS + DAY_MS).messages
         assert [m.physical_offset for m in got] == [puts[i].wrote_offset for i in (17, 12, 7, 2)]
 
@@ -715,7 +742,12 @@ def test_transaction_prepare_commit_rollback(tmp_path):
     # Recovery rebuilds the same queue offsets: prepared and rollback records count for nothing.
     with MessageStore(cfg) as store:
         wait_dispatched(store)
-        assert [m.body for m in read_queue(store, topic, 0)] == [b"normal-0", b"normal-1", b"prepared-commit", b"normal-2"]
+        assert [m.body for m in read_queue(store, topic, 0)] == [
+            b"normal-0",
+            b"normal-1",
+            b"prepared-commit",
+            b"normal-2",
+        ]
         assert put_ok(store, Message(topic, 0, b"normal-3")).queue_offset == 4
 
 
@@ -733,7 +765,9 @@ def test_arrival_listeners_see_every_dispatched_message_in_order(tmp_path):
         def listener(request):
             seen.append(request)
             # Long polling re-reads on this signal: the unit must already be readable.
-            visible_when_heard.append(store.dispatched_queue_offset(request.topic, request.queue_id) > request.queue_offset)
+            visible_when_heard.append(
+                store.dispatched_queue_offset(request.topic, request.queue_id) > request.queue_offset
+            )
 
         store.add_arrival_listener(broken)
         store.add_arrival_listener(listener)
@@ -755,7 +789,9 @@ def test_arrival_listeners_see_every_dispatched_message_in_order(tmp_path):
         for request, (topic, queue_id, tags, keys, r) in zip(seen, results, strict=True):
             assert (request.topic, request.queue_id, request.queue_offset) == (topic, queue_id, r.queue_offset)
             assert (request.commit_log_offset, request.msg_size, request.store_timestamp_ms) == (
-                r.wrote_offset, r.wrote_bytes, r.store_timestamp_ms,
+                r.wrote_offset,
+                r.wrote_bytes,
+                r.store_timestamp_ms,
             )
             assert (request.tags_code, request.keys) == (java_string_hash(tags), keys)
         assert all(visible_when_heard)

@@ -180,7 +180,10 @@ def test_a_cut_then_a_reopen_leaves_exactly_the_prefix(tmp_path_factory, count, 
         slave.start()
         assert slave.max_offset == cut
         start = slave.min_offset
-        assert slave.commit_log_data(start, SEGMENT) == master.commit_log_data(start, SEGMENT)[: len(slave.commit_log_data(start, SEGMENT))]
+        assert (
+            slave.commit_log_data(start, SEGMENT)
+            == master.commit_log_data(start, SEGMENT)[: len(slave.commit_log_data(start, SEGMENT))]
+        )
     finally:
         master.shutdown()
         slave.shutdown()

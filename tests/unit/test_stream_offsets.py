@@ -47,10 +47,20 @@ def test_offsets_are_canonical_json_and_survive_the_checkpoint():
     assert encode_offsets({}) == {}
 
 
-@pytest.mark.parametrize("doc", [
-    [], {"A": [1]}, {"A": {"x": 1}}, {"A": {"-1": 1}}, {"A": {"0": -1}}, {"A": {"0": "3"}},
-    {"A": {"0": True}}, {"": {"0": 1}}, {"A": {"0": 1.5}},
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [],
+        {"A": [1]},
+        {"A": {"x": 1}},
+        {"A": {"-1": 1}},
+        {"A": {"0": -1}},
+        {"A": {"0": "3"}},
+        {"A": {"0": True}},
+        {"": {"0": 1}},
+        {"A": {"0": 1.5}},
+    ],
+)
 def test_malformed_offsets_are_refused(doc):
     with pytest.raises(StreamSourceError):
         decode_offsets(doc)
@@ -67,11 +77,29 @@ def test_starting_offsets():
 def test_options():
     o = StreamOptions.parse({"ENDPOINT": "127.0.0.1:10911", "topics": " A, B ,A,", "maxmessagespertrigger": "50"})
     assert (o.endpoint, o.topics, o.max_messages_per_trigger, o.group, o.fail_on_data_loss) == (
-        "127.0.0.1:10911", ("A", "B"), 50, None, True)
-    o = StreamOptions.parse({"endpoint": "[::1]:9", "topics": "A", "group": "g", "failOnDataLoss": "false",
-                             "startingOffsets": "latest", "pullBatchSize": "1024"})
+        "127.0.0.1:10911",
+        ("A", "B"),
+        50,
+        None,
+        True,
+    )
+    o = StreamOptions.parse(
+        {
+            "endpoint": "[::1]:9",
+            "topics": "A",
+            "group": "g",
+            "failOnDataLoss": "false",
+            "startingOffsets": "latest",
+            "pullBatchSize": "1024",
+        }
+    )
     assert (o.endpoint, o.group, o.fail_on_data_loss, o.starting, o.pull_batch_size) == (
-        "[::1]:9", "g", False, "latest", 1024)
+        "[::1]:9",
+        "g",
+        False,
+        "latest",
+        1024,
+    )
     for bad, match in (
         ({"topics": "A"}, "endpoint is required"),
         ({"endpoint": "h:1"}, "topics is required"),
@@ -104,8 +132,11 @@ def test_split_budget_is_max_min_fair():
         split_budget({A0: 5}, -1)
 
 
-@given(st.dictionaries(st.tuples(st.sampled_from("AB"), st.integers(0, 7)), st.integers(0, 50), max_size=12),
-       st.integers(0, 200), st.integers(0, 10**6))
+@given(
+    st.dictionaries(st.tuples(st.sampled_from("AB"), st.integers(0, 7)), st.integers(0, 50), max_size=12),
+    st.integers(0, 200),
+    st.integers(0, 10**6),
+)
 def test_split_budget_properties(available, budget, rotation):
     take = split_budget(available, budget, rotation)
     assert sum(take.values()) == min(budget, sum(available.values()))
@@ -155,9 +186,11 @@ def test_plan_ranges():
 def test_lag():
     assert queue_lag({A0: 5, A1: 7}, {A0: 9, A1: 7, A2: 2}) == {A0: 4, A1: 0, A2: 2}
     progress = {
-        "batchId": 3, "numInputRows": 8,
-        "sources": [{"startOffset": None, "endOffset": '{"A": {"0": 5, "1": 7}}',
-                     "latestOffset": {"A": {"0": 9, "1": 7}}}],
+        "batchId": 3,
+        "numInputRows": 8,
+        "sources": [
+            {"startOffset": None, "endOffset": '{"A": {"0": 5, "1": 7}}', "latestOffset": {"A": {"0": 9, "1": 7}}}
+        ],
     }
     report = lag_from_progress(progress)
     assert (report.batch_id, report.num_input_rows, report.lag, report.total) == (3, 8, {A0: 4, A1: 0}, 4)
@@ -170,11 +203,21 @@ def test_lag():
 
 def message(offset: int, *, topic="A", queue_id=0, crc_ok=True) -> ReceivedMessage:
     return ReceivedMessage(
-        topic=topic, queue_id=queue_id, queue_offset=offset, commit_log_offset=1000 + offset, msg_id=f"ID{offset}",
-        body=b"body-%d" % offset, tag="t" if offset % 2 else None, keys=("k1", "k2") if offset % 3 == 0 else (),
-        properties=types.MappingProxyType({"p": str(offset)}), born_timestamp_ms=1_700_000_000_000 + offset,
-        store_timestamp_ms=1_700_000_000_001 + offset if offset % 5 else -1, born_host="10.0.0.1:5000",
-        store_host="10.0.0.2:10911", reconsume_times=0, body_crc_ok=crc_ok,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        commit_log_offset=1000 + offset,
+        msg_id=f"ID{offset}",
+        body=b"body-%d" % offset,
+        tag="t" if offset % 2 else None,
+        keys=("k1", "k2") if offset % 3 == 0 else (),
+        properties=types.MappingProxyType({"p": str(offset)}),
+        born_timestamp_ms=1_700_000_000_000 + offset,
+        store_timestamp_ms=1_700_000_000_001 + offset if offset % 5 else -1,
+        born_host="10.0.0.1:5000",
+        store_host="10.0.0.2:10911",
+        reconsume_times=0,
+        body_crc_ok=crc_ok,
     )
 
 
