@@ -88,6 +88,11 @@ class LocalBroker:
         return self.ready["ha"]
 
     @property
+    def remoting_endpoint(self) -> str:
+        """The remoting API's endpoint (the broker runs with remotingListenPort set)."""
+        return self.ready["remoting"]
+
+    @property
     def role(self) -> str:
         return self.ready.get("role", self.settings.get("brokerRole", "ASYNC_MASTER"))
 

@@ -206,16 +206,25 @@ class Dispatcher:
 
 
 class ReputMessageService(ServiceThread):
+    """Dispatches as appends wake it (`wakeup` on every append, put or replicated). While bytes
+    of the log are held back (a dispatch limit, a record still in a write buffer) it looks again
+    every `held_s`; otherwise it sleeps until woken, `quiet_s` at most."""
+
     name = "reput-message"
 
-    def __init__(self, dispatcher: Dispatcher, idle_s: float = 0.001) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, log_end: Callable[[], int], held_s: float = 0.001, quiet_s: float = 0.1
+    ) -> None:
         super().__init__()
         self.dispatcher = dispatcher
-        self._idle_s = idle_s
+        self._log_end = log_end
+        self._held_s = held_s
+        self._quiet_s = quiet_s
 
     def run_once(self) -> None:
         if self.dispatcher.dispatch_available() == 0:
-            self.wait_for_running(self._idle_s)
+            held = self.dispatcher.reput_from_offset < self._log_end()
+            self.wait_for_running(self._held_s if held else self._quiet_s)
 
     def on_stop(self) -> None:
         try:

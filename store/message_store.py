@@ -265,7 +265,7 @@ class MessageStore:
             # An empty slave learns where its log starts from its master's first chunk.
             self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
         self._start_flush_services()
-        self._reput = ReputMessageService(self.dispatcher)
+        self._reput = ReputMessageService(self.dispatcher, lambda: self.commit_log.max_offset)
         self._logic_flusher = FlushConsumeQueueService(
             self.consume_queues,
             self.index,
@@ -287,7 +287,7 @@ class MessageStore:
             deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
             first_unconsumed=self.first_unconsumed_offset,
         )
-        wake = []
+        wake = [self._reput.wakeup]
         if self._committer is not None:
             wake.append(self._committer.wakeup)
         elif self._wake_flusher_on_put():
@@ -296,11 +296,8 @@ class MessageStore:
         self._put_services = PutServices(
             request_flush=flusher.request if isinstance(flusher, GroupCommitService) else None,
             replica=self._replica,
+            # Every append wakes the dispatcher (a no-op while it is awake): it never polls an idle log.
             wake=tuple(wake),
-            # The dispatcher polls every millisecond, as RocketMQ's ReputMessageService does; only
-            # a put about to wait for its flush or replicas wakes it (a wake on every put would
-            # cost every putter a lock and a futex call).
-            wake_when_waiting=(self._reput.wakeup,),
         )
         self._put_path = self._build_put_path()
         for service in (self._reput, self._logic_flusher, self._cleaner):
@@ -574,7 +571,11 @@ class MessageStore:
         CommitLogClosed once the store is shutting down. Only a SLAVE takes replicated bytes."""
         if self.broker_role is not BrokerRole.SLAVE:
             raise ReplicatedAppendError(f"a {self.broker_role.name} does not take replicated data")
-        return self.commit_log.append_replicated(offset, data)
+        end = self.commit_log.append_replicated(offset, data)
+        reput = self._reput
+        if reput is not None:
+            reput.wakeup()
+        return end
 
     def request_flush(self, next_offset: int) -> Future | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status

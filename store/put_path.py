@@ -5,7 +5,9 @@
 
 A message whose producer id (UNIQ_KEY) the store holds among its recent ones for the same topic
 (`recent_ids`) is a producer's retry: it is not appended again but answered with the original's
-result, after the same waits (the original may still be waiting for them itself).
+result, after the same waits (the original may still be waiting for them itself). The messages of
+a batch are remembered each where it landed (a retry of one of them alone is recognised); a batch
+itself is not checked against them (a server that gathers single sends into a batch checks first).
 
 A put that waits gets a status or future from each side; any non-OK status wins, the flush's
 first; each wait ends at its own deadline (syncFlushTimeout, slaveTimeout) with the matching
@@ -184,15 +186,39 @@ class PutPath:
                 return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason=f"the disk is full ({exc.strerror})")
             log.error("cannot create a CommitLog segment: %s", exc)
             return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")
-        if uniq_key and recent is not None:
-            recent.add(
-                first.topic,
-                uniq_key,
-                Landed(appended.wrote_offset, appended.wrote_bytes, appended.queue_offset, appended.store_timestamp_ms),
-            )
+        if recent is not None:
+            if uniq_key:
+                recent.add(
+                    first.topic,
+                    uniq_key,
+                    Landed(
+                        appended.wrote_offset, appended.wrote_bytes, appended.queue_offset, appended.store_timestamp_ms
+                    ),
+                )
+            elif batch:
+                self._remember_batch(recent, messages, encoded, appended)
         for wake in self._wake:
             wake()
         return self._pending(encoded, appended, wait, now, started)
+
+    @staticmethod
+    def _remember_batch(
+        recent: RecentIds, messages: Sequence[Message], encoded: EncodedMessage, appended: AppendResult
+    ) -> None:
+        """A batch's producer ids, each where its record landed: a retry of one message of the
+        batch, sent alone, is answered with its original's result."""
+        starts = encoded.starts
+        for i, msg in enumerate(messages):
+            key = (msg.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if key:
+                end = starts[i + 1] if i + 1 < len(starts) else encoded.size
+                landed = Landed(
+                    appended.wrote_offset + starts[i],
+                    end - starts[i],
+                    appended.queue_offset + i,
+                    appended.store_timestamp_ms,
+                )
+                recent.add(msg.topic, key, landed)
 
     def _retry_of(self, landed: Landed, wait: bool, now: int, started: int) -> _Pending:
         """A producer's retry of a message the log holds: nothing is appended, and the retry

@@ -35,6 +35,9 @@ class BrokerConfig:
     broker_id: int = 0
     broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
     listen_port: int = 10911
+    # RocketMQ's remoting protocol (4.x clients) on this port beside the gRPC API; -1: off,
+    # 0: a port the OS chooses.
+    remoting_listen_port: int = -1
     # Where the client, admin and replication servers listen; empty: brokerIP1 (nothing listens
     # on other interfaces unless the config says so).
     bind_address: str = ""
@@ -53,6 +56,8 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort out of range: {self.listen_port}")
+        if not -1 <= self.remoting_listen_port <= 65535:
+            raise ConfigError(f"remotingListenPort out of range (-1 turns it off): {self.remoting_listen_port}")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must not be negative, got {self.broker_id}")
         if self.tls_enable and not (self.tls_server_cert_path and self.tls_server_key_path):

@@ -53,6 +53,7 @@ from store.message import (
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, TopicConfig
 
 from . import codes
+from .arrivals import ArrivalWatch
 from .codes import NOT_MASTER
 from .codes import PullAction
 from .config import BrokerConfigs
@@ -129,47 +130,18 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         self._configs = configs
         self._view = view
         self._clock = clock_ms
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._round_robin: dict[str, int] = {}
         self._create_lock = asyncio.Lock()
-        # (topic, queue id) -> events of the pulls long polling it; changed on the loop only.
-        self._watchers: dict[tuple[str, int], set[asyncio.Event]] = {}
-        # Keys with a wake already scheduled: a burst of arrivals costs the loop one callback.
-        self._wake_scheduled: set[tuple[str, int]] = set()
+        self._arrivals = ArrivalWatch()
 
     # -- long-poll wakes ------------------------------------------------------------------------
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._arrivals.bind_loop(loop)
 
     def on_arrival(self, request) -> None:
-        """Store dispatch thread: a message became readable in (request.topic, request.queue_id)."""
-        key = (request.topic, request.queue_id)
-        loop = self._loop
-        if loop is None or key not in self._watchers or key in self._wake_scheduled:
-            return
-        self._wake_scheduled.add(key)
-        try:
-            loop.call_soon_threadsafe(self._wake, key)
-        except RuntimeError:  # the loop closed: nobody is waiting any more
-            self._wake_scheduled.discard(key)
-
-    def _wake(self, key: tuple[str, int]) -> None:
-        self._wake_scheduled.discard(key)
-        for event in self._watchers.get(key, ()):
-            event.set()
-
-    def _watch(self, key: tuple[str, int]) -> asyncio.Event:
-        event = asyncio.Event()
-        self._watchers.setdefault(key, set()).add(event)
-        return event
-
-    def _unwatch(self, key: tuple[str, int], event: asyncio.Event) -> None:
-        events = self._watchers.get(key)
-        if events is not None:
-            events.discard(event)
-            if not events:
-                del self._watchers[key]
+        """Store dispatch thread: a message became readable (see `arrivals.ArrivalWatch`)."""
+        self._arrivals.on_arrival(request)
 
     # -- shared checks --------------------------------------------------------------------------
 
@@ -616,7 +588,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                     return
                 if event is None:
                     # Watch first, then read again: an arrival between the two reads is not missed.
-                    event = self._watch(key)
+                    event = self._arrivals.watch(key)
                     continue
                 try:
                     await asyncio.wait_for(event.wait(), remaining)
@@ -625,7 +597,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                 waited = True
         finally:
             if event is not None:
-                self._unwatch(key, event)
+                self._arrivals.unwatch(key, event)
 
     def _classify(self, result: GetMessageResult, offset: int) -> PullAction:
         if result.status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE:

@@ -64,6 +64,7 @@ from rocketstore.failover.controller_roles import ControllerRoles
 from .config import BrokerConfigs, load_secrets
 from .guard import MalformedRequestGuard
 from .messaging import MessagingServicer
+from .remoting_server import RemotingServer
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -192,6 +193,8 @@ class Broker:
         self._client_server: grpc.aio.Server | None = None
         self._ha_server: grpc.Server | None = None
         self._ha_servicer: ReplicationServicer | None = None
+        self._remoting: RemotingServer | None = None
+        self.remoting_endpoint = ""
         self._stopped = False
         # Role changes (controller mode, planned switchovers) are serialised by this lock.
         self._role_lock = threading.RLock()
@@ -297,6 +300,16 @@ class Broker:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
         self.store.add_arrival_listener(messaging.on_arrival)
         messaging.bind_loop(asyncio.get_running_loop())
+        if broker.remoting_listen_port >= 0:
+            self._remoting = RemotingServer(self.store, self.configs, view)
+            try:
+                self.remoting_endpoint = self._remoting.start(host, broker.remoting_listen_port, broker.broker_ip1)
+            except OSError as exc:
+                self._remoting = None
+                address = _endpoint(host, broker.remoting_listen_port)
+                raise ConfigError(
+                    f"cannot listen for the remoting API on {address} (remotingListenPort): {exc}"
+                ) from None
         await self._client_server.start()
         self.started_at_ms = wall_clock_ms()
         if self.roles is not None:
@@ -391,6 +404,8 @@ class Broker:
             f"role={'CONTROLLER' if self.controller_mode else self.role.name}",
             f"client={self.client_endpoint}",
         ]
+        if self.remoting_endpoint:
+            parts.append(f"remoting={self.remoting_endpoint}")
         if self.ha_endpoint:
             parts.append(f"ha={self.ha_endpoint}")
             if self.controller_mode:
@@ -421,6 +436,8 @@ class Broker:
             self.tracker.close()  # puts still waiting for a slave get their answer now
         if self.replicator is not None:
             await asyncio.to_thread(self.replicator.stop)
+        if self._remoting is not None:
+            await asyncio.to_thread(self._remoting.stop)
         if self._client_server is not None:
             await self._client_server.stop(grace_s)
         if self._store is not None:

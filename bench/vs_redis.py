@@ -1,0 +1,447 @@
+"""RocketStore beside Redis primary + replica, in one run (`python -m bench.vs_redis`).
+
+What a user weighing RocketStore against the closest existing system would measure: durable,
+synchronously replicated produce. Both sides get the same asyncio load generator in this process:
+
+- Redis: `redis-server` primary and replica (`replicaof`) on 127.0.0.1, both `appendonly yes`,
+  `appendfsync always`; a publish is `XADD <stream> * d <body>` followed by `WAIT 1 5000` in the
+  same write (one round trip), acknowledged when WAIT answers 1 (a batch: B XADDs and one WAIT).
+  One TCP connection per client, spoken in RESP by a minimal client here (no library needed).
+- RocketStore: a master and one slave (`harness.local_cluster`), SYNC_MASTER + SYNC_FLUSH
+  (acknowledged when flushed on the master and acknowledged by the slave) and, as the upper bound,
+  ASYNC_MASTER + ASYNC_FLUSH; one producer (one connection) per client, over RocketMQ's remoting
+  protocol (`client.remoting.AsyncRemotingProducer`) and over gRPC (`client.AsyncProducer`).
+
+The cells: message size x clients x batch (default 1 KiB and 128 B; 1, 8 and 64 clients at batch
+1; one client with batches of 32). Each cell runs every system in turn, for `--seconds` after a
+warm-up, bounded by `--max-messages`. Per system and cell: msgs/s, MB/s, p50/p99 latency of a
+publish (send to acknowledgement; a batch counts as one sample), server CPU (% of one core, all
+server processes of that system), disk bytes written per message (`/proc/PID/io` write_bytes of
+the server processes), and the ratio to Redis. The machine's other CPU load during the cell is
+printed beside it: the machine is shared, so ratios within one run are what compare.
+
+Requires `redis-server` on PATH (Debian's redis-server package); refuses clearly without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bench.common import default_parent_dir, environment, progress, size_label
+from harness.local_cluster import LocalCluster, poll_until
+
+TOPIC = "VsRedis"
+DEFAULT_CELLS = ("1x1", "8x1", "64x1", "1x32")
+
+
+# -- /proc readings ---------------------------------------------------------------------------------
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _write_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine; busy leaves out idle and iowait."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    total = sum(values[:8])
+    return total - values[3] - values[4], total
+
+
+@dataclass
+class Sample:
+    """Counters of a set of server processes and of the machine, at one instant."""
+
+    cpu_ticks: int
+    write_bytes: int
+    machine_busy: int
+    machine_total: int
+    own_ticks: int
+
+    @classmethod
+    def take(cls, pids: list[int]) -> Sample:
+        busy, total = _machine_ticks()
+        own = os.times()
+        return cls(
+            sum(_cpu_ticks(p) for p in pids),
+            sum(_write_bytes(p) for p in pids),
+            busy,
+            total,
+            int((own.user + own.system) * os.sysconf("SC_CLK_TCK")),
+        )
+
+
+# -- Redis ------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisPair:
+    """A Redis primary and its replica, both fsyncing their AOF on every write."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.ports = (free_port(), free_port())
+        self.procs: list[subprocess.Popen] = []
+
+    def _conf(self, name: str, port: int, replica_of: int | None) -> Path:
+        data = self.base / name
+        data.mkdir(parents=True)
+        lines = [
+            "bind 127.0.0.1",
+            f"port {port}",
+            f"dir {data}",
+            "appendonly yes",
+            "appendfsync always",
+            'save ""',
+            "protected-mode yes",
+            f"logfile {data / 'redis.log'}",
+        ]
+        if replica_of is not None:
+            lines.append(f"replicaof 127.0.0.1 {replica_of}")
+        conf = data / "redis.conf"
+        conf.write_text("\n".join(lines) + "\n")
+        return conf
+
+    def start(self) -> RedisPair:
+        primary, replica = self.ports
+        for name, port, of in (("primary", primary, None), ("replica", replica, primary)):
+            conf = self._conf(name, port, of)
+            self.procs.append(subprocess.Popen(["redis-server", str(conf)], stdout=subprocess.DEVNULL))
+        if not poll_until(self._replica_online, 30):
+            raise RuntimeError(f"the Redis replica did not come online within 30 s (logs in {self.base})")
+        return self
+
+    def _replica_online(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.ports[0]), timeout=2) as s:
+                s.sendall(b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n")
+                data = b""
+                while not data.endswith(b"\r\n") or data.count(b"\r\n") < 2:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            return b"state=online" in data
+        except OSError:
+            return False
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _resp(*parts: bytes) -> bytes:
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        out.append(b"$%d\r\n%s\r\n" % (len(part), part))
+    return b"".join(out)
+
+
+class RespConnection:
+    """Just enough RESP for XADD and WAIT: simple strings, errors, integers, bulk strings."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> RespConnection:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        return cls(reader, writer)
+
+    async def reply(self) -> bytes | int:
+        line = await self.reader.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"$":
+            size = int(rest)
+            return b"" if size < 0 else (await self.reader.readexactly(size + 2))[:-2]
+        if kind == b":":
+            return int(rest)
+        if kind == b"+":
+            return rest
+        raise RuntimeError(f"Redis answered {line!r}")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class RedisDriver:
+    name = "redis P+1R"
+
+    def __init__(self, pair: RedisPair) -> None:
+        self.pair = pair
+        self.stream = b"bench"
+
+    async def connect(self) -> RespConnection:
+        return await RespConnection.open(self.pair.ports[0])
+
+    async def publish(self, conn: RespConnection, bodies: list[bytes]) -> int:
+        xadd = b"".join(_resp(b"XADD", self.stream, b"*", b"d", body) for body in bodies)
+        conn.writer.write(xadd + _resp(b"WAIT", b"1", b"5000"))
+        for _ in bodies:
+            await conn.reply()
+        replicas = await conn.reply()
+        if replicas != 1:
+            raise RuntimeError(f"WAIT answered {replicas}: the replica did not acknowledge")
+        return len(bodies)
+
+    async def close(self, conn: RespConnection) -> None:
+        conn.close()
+
+    async def reset(self) -> None:
+        conn = await self.connect()
+        conn.writer.write(_resp(b"UNLINK", self.stream))
+        await conn.reply()
+        conn.close()
+
+    @property
+    def pids(self) -> list[int]:
+        return self.pair.pids
+
+
+# -- RocketStore ------------------------------------------------------------------------------------
+
+
+class RocketStoreDriver:
+    """Over gRPC (`AsyncProducer`, the client API) or RocketMQ's remoting protocol
+    (`AsyncRemotingProducer`); one producer, so one connection, per client."""
+
+    def __init__(self, cluster: LocalCluster, label: str, transport: str) -> None:
+        self.cluster = cluster
+        self.name = label
+        self.transport = transport
+
+    async def connect(self):
+        from client import AsyncProducer
+        from client.remoting import AsyncRemotingProducer
+
+        if self.transport == "remoting":
+            return AsyncRemotingProducer(self.cluster.master.remoting_endpoint, timeout_s=30)
+        return AsyncProducer(self.cluster.master.client_endpoint, timeout_s=30)
+
+    async def publish(self, producer, bodies: list[bytes]) -> int:
+        from client import ProducerMessage
+
+        if len(bodies) == 1:
+            results = [await producer.send(TOPIC, bodies[0])]
+        else:
+            results = await producer.send_batch(TOPIC, [ProducerMessage(b) for b in bodies])
+        bad = [r.status.name for r in results if r.status.name != "SEND_OK"]
+        if bad:
+            raise RuntimeError(f"not acknowledged: {bad[0]}")
+        return len(results)
+
+    async def close(self, producer) -> None:
+        await producer.close()
+
+    async def reset(self) -> None:
+        return None
+
+    @property
+    def pids(self) -> list[int]:
+        return [b.process.pid for b in self.cluster.brokers if b.process is not None]
+
+
+# -- a cell -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    system: str
+    size: int
+    clients: int
+    batch: int
+    messages: int = 0
+    elapsed_s: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    server_cpu_pct: float = 0.0
+    disk_bytes_per_msg: float = 0.0
+    other_cpu_pct: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.messages / self.elapsed_s if self.elapsed_s else 0.0
+
+
+def _percentile(ordered: list[float], p: float) -> float:
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+async def run_cell(driver, size: int, clients: int, batch: int, seconds: float, max_messages: int) -> Result:
+    result = Result(driver.name, size, clients, batch)
+    bodies = [os.urandom(size // 2).hex().encode()[:size] for _ in range(batch)]
+    conns = [await driver.connect() for _ in range(clients)]
+    latencies: list[float] = []
+    measuring = False
+    stop_at = time.perf_counter() + min(1.0, seconds / 4)
+
+    async def client(conn) -> None:
+        while time.perf_counter() < stop_at and result.messages < max_messages:
+            started = time.perf_counter()
+            try:
+                done = await driver.publish(conn, bodies)
+            except Exception as exc:  # counted, never hidden
+                name = f"{type(exc).__name__}: {str(exc)[:60]}"
+                result.errors[name] = result.errors.get(name, 0) + 1
+                continue
+            if measuring:
+                latencies.append((time.perf_counter() - started) * 1000)
+                result.messages += done
+
+    try:
+        await asyncio.gather(*(client(c) for c in conns))  # warm-up
+        before = Sample.take(driver.pids)
+        measuring = True
+        started = time.perf_counter()
+        stop_at = started + seconds
+        await asyncio.gather(*(client(c) for c in conns))
+        result.elapsed_s = time.perf_counter() - started
+        after = Sample.take(driver.pids)
+    finally:
+        for conn in conns:
+            await driver.close(conn)
+    hz = os.sysconf("SC_CLK_TCK")
+    server_ticks = after.cpu_ticks - before.cpu_ticks
+    result.server_cpu_pct = 100 * server_ticks / hz / result.elapsed_s
+    machine_busy = after.machine_busy - before.machine_busy
+    machine_total = max(1, after.machine_total - before.machine_total)
+    cores = os.cpu_count() or 1
+    own = after.own_ticks - before.own_ticks
+    other = max(0, machine_busy - server_ticks - own)
+    result.other_cpu_pct = 100 * cores * other / machine_total
+    result.disk_bytes_per_msg = (after.write_bytes - before.write_bytes) / max(1, result.messages)
+    ordered = sorted(latencies)
+    result.p50_ms, result.p99_ms = _percentile(ordered, 50), _percentile(ordered, 99)
+    await driver.reset()
+    return result
+
+
+def row(r: Result, redis: Result | None) -> str:
+    ratio = f"{r.msgs_per_s / redis.msgs_per_s:5.2f}x" if redis and redis.msgs_per_s else "     -"
+    p99 = f"{r.p99_ms / redis.p99_ms:5.2f}x" if redis and redis.p99_ms else "     -"
+    errors = " errors " + ", ".join(f"{k} x{v}" for k, v in r.errors.items()) if r.errors else ""
+    return (
+        f"  {r.system:<28} {r.msgs_per_s:>9,.0f} msgs/s {r.msgs_per_s * r.size / 1e6:>6.2f} MB/s"
+        f"  p50 {r.p50_ms:>6.2f} ms  p99 {r.p99_ms:>7.2f} ms  server CPU {r.server_cpu_pct:>4.0f}%"
+        f"  disk {r.disk_bytes_per_msg:>7,.0f} B/msg  other CPU {r.other_cpu_pct:>4.0f}%"
+        f"  | vs Redis: {ratio} throughput, {p99} p99{errors}"
+    )
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+def parse_args(argv) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.vs_redis", description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=5.0, help="measured time per system and cell (default 5)")
+    p.add_argument("--max-messages", type=int, default=1_000_000, help="message bound per system and cell")
+    p.add_argument("--sizes", default="1024,128", help="comma list of body sizes in bytes (default 1024,128)")
+    p.add_argument(
+        "--cells", default=",".join(DEFAULT_CELLS), help="comma list of CLIENTSxBATCH (default 1x1,8x1,64x1,1x32)"
+    )
+    p.add_argument("--no-upper-bound", action="store_true", help="skip RocketStore ASYNC_MASTER + ASYNC_FLUSH")
+    p.add_argument(
+        "--transports",
+        default="remoting,grpc",
+        help="comma list of RocketStore client transports: remoting (RocketMQ's TCP protocol), grpc (default both)",
+    )
+    p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
+    return p.parse_args(argv)
+
+
+async def _run(drivers: list, sizes: list[int], cells: list[tuple[int, int]], args) -> list[Result]:
+    results: list[Result] = []
+    for size in sizes:
+        for clients, batch in cells:
+            print(f"\n{size_label(size)} bodies, {clients} client(s), batch {batch}:", flush=True)
+            redis = None
+            for driver in drivers:
+                r = await run_cell(driver, size, clients, batch, args.seconds, args.max_messages)
+                redis = r if driver.name.startswith("redis") else redis
+                results.append(r)
+                print(row(r, None if r is redis else redis), flush=True)
+    return results
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if shutil.which("redis-server") is None:
+        print("redis-server is not on PATH: install Debian's redis-server package to compare.", file=sys.stderr)
+        return 2
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
+    run_dir = Path(tempfile.mkdtemp(prefix="vs-redis-", dir=args.dir or default_parent_dir()))
+    started: list[Callable[[], None]] = []
+    try:
+        print("RocketStore beside Redis primary + replica (durable, synchronously replicated produce)")
+        for key, value in environment(run_dir).items():
+            print(f"  {key:<12} {value}")
+        print(f"  config       {args.seconds:g} s per system and cell, at most {args.max_messages} messages")
+        progress("starting Redis primary + replica")
+        pair = RedisPair(run_dir / "redis").start()
+        started.append(pair.stop)
+        drivers: list = [RedisDriver(pair)]
+        modes = [("SYNC_MASTER", "SYNC_FLUSH")] + ([] if args.no_upper_bound else [("ASYNC_MASTER", "ASYNC_FLUSH")])
+        for role, flush in modes:
+            progress(f"starting RocketStore master + slave ({role} {flush})")
+            cluster = LocalCluster(
+                run_dir / f"{role}-{flush}",
+                master_role=role,
+                flush_disk_type=flush,
+                settings={"remotingListenPort": "0"},
+            ).start()
+            started.append(cluster.stop)
+            for transport in args.transports.split(","):
+                label = f"rocketstore {role[:-7]}/{flush[:-6]} {transport}"
+                drivers.append(RocketStoreDriver(cluster, label, transport))
+        results = asyncio.run(_run(drivers, sizes, cells, args))
+        if args.json:
+            args.json.write_text(json.dumps([asdict(r) | {"msgs_per_s": r.msgs_per_s} for r in results], indent=2))
+    finally:
+        for stop in reversed(started):
+            stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,664 @@
+"""RocketMQ's remoting protocol served over the store (the TCP API of RocketMQ 4.x clients).
+
+Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the other servers, on
+`bindAddress` or `brokerIP1`). Frames and codes are `wire.remoting`'s. Served:
+
+| code | answer |
+|---|---|
+| SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE | the put's status as a response code; `msgId`, `queueId`, `queueOffset` |
+| PULL_MESSAGE | stored records as the body, next/min/max offsets; long polling (suspend flag); offset commit |
+| QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (QUERY_NOT_FOUND when none) |
+| GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
+| HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | the consumers of each group, from their heartbeats |
+| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker group: its queues and its address |
+
+Anything else is answered REQUEST_CODE_NOT_SUPPORTED with the code in the remark. A put waits on
+the same flush and replicas as a gRPC put and gets the same statuses: PUT_OK -> SUCCESS,
+FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE (stored, the guarantee missing),
+IN_SYNC_REPLICAS_NOT_ENOUGH -> SYSTEM_ERROR (as RocketMQ 5 answers it), bad input ->
+MESSAGE_ILLEGAL, a slave or a fenced master -> SERVICE_NOT_AVAILABLE (nothing stored).
+
+Puts that arrive together are stored together: sends for one topic and queue, from any
+connection, that are parsed in the same turn of the loop go to the store as one batch (one
+encode pass, one append under the CommitLog lock, one flush request, one replication wait) and
+each gets its own answer. Sends that carry a producer's retry id, delays or transactions are put
+one by one (the store deduplicates and schedules those per message).
+
+Threads: the server runs its own event loop (uvloop when installed) on a thread of its own, so
+neither the gRPC loop nor its per-call cost is on this path. Store calls that may block (reads,
+topic creation) run in worker threads; puts await the store's futures on the loop. `stop` closes
+the listener and the connections and joins the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from store import BrokerRole, GetMessageStatus, Message, MessageStore, PutMessageResult, PutMessageStatus, TagFilter
+from store.auto_create import AutoCreateRefusal
+from store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_TYPE_MASK,
+)
+from store.topic_config import SYSTEM_TOPICS, TopicConfig
+from wire.remoting import (
+    SEND_V2_FIELDS,
+    FrameDecoder,
+    RemotingCommand,
+    RemotingProtocolError,
+    RequestCode,
+    ResponseCode,
+    decode_batch_body,
+    encode,
+    string_to_properties,
+)
+
+from . import codes
+from .arrivals import ArrivalWatch
+from .config import BrokerConfigs
+from .v2_messages import name_problem
+from .view import BrokerView
+
+log = logging.getLogger("rocketstore.broker.remoting")
+
+R = ResponseCode
+P = PutMessageStatus
+
+PUT_RESPONSE: dict[PutMessageStatus, ResponseCode] = {
+    P.PUT_OK: R.SUCCESS,
+    P.FLUSH_DISK_TIMEOUT: R.FLUSH_DISK_TIMEOUT,
+    P.FLUSH_SLAVE_TIMEOUT: R.FLUSH_SLAVE_TIMEOUT,
+    P.SLAVE_NOT_AVAILABLE: R.SLAVE_NOT_AVAILABLE,
+    P.IN_SYNC_REPLICAS_NOT_ENOUGH: R.SYSTEM_ERROR,
+    P.MESSAGE_ILLEGAL: R.MESSAGE_ILLEGAL,
+    P.PROPERTIES_SIZE_EXCEEDED: R.MESSAGE_ILLEGAL,
+    P.SERVICE_NOT_AVAILABLE: R.SERVICE_NOT_AVAILABLE,
+    P.OS_PAGE_CACHE_BUSY: R.SYSTEM_BUSY,
+    P.CREATE_MAPPED_FILE_FAILED: R.SYSTEM_ERROR,
+    P.UNKNOWN_ERROR: R.SYSTEM_ERROR,
+}
+# PullMessageRequestHeader.sysFlag bits.
+FLAG_COMMIT_OFFSET = 1
+FLAG_SUSPEND = 2
+MAX_PULL_MESSAGES = 1024
+# A consumer that sent no heartbeat for this long is gone from its group's list.
+CONSUMER_EXPIRY_MS = 120_000
+
+
+class BadRequest(Exception):
+    """A request field that is missing or malformed: answered with `code` and the text."""
+
+    def __init__(self, code: ResponseCode, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+def _int(fields: dict[str, str], name: str, default: int | None = None) -> int:
+    raw = fields.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise BadRequest(R.INVALID_PARAMETER, f"the request lacks {name}")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequest(R.INVALID_PARAMETER, f"{name}={raw[:40]!r} is not an integer") from None
+
+
+def _text(fields: dict[str, str], name: str) -> str:
+    value = fields.get(name)
+    if not value:
+        raise BadRequest(R.INVALID_PARAMETER, f"the request lacks {name}")
+    return value
+
+
+@dataclass(slots=True)
+class _Send:
+    """One stored-or-refused answer in the making: the request and its message(s)."""
+
+    request: RemotingCommand
+    connection: _Connection
+    messages: list[Message]
+    batch: bool
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: RemotingServer) -> None:
+        self._server = server
+        self._decoder = FrameDecoder(server.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] = ("127.0.0.1", 0)
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self._server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server.connections.discard(self)
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except RemotingProtocolError as exc:
+            log.warning("remoting: closing %s:%d: %s", self.peer[0], self.peer[1], exc)
+            if self.transport is not None:
+                self.transport.close()
+            return
+        for command in commands:
+            self._server.handle(self, command)
+
+    def send(self, response: RemotingCommand) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode(response))
+
+
+class RemotingServer:
+    def __init__(
+        self,
+        store: MessageStore,
+        configs: BrokerConfigs,
+        view: BrokerView,
+        *,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        max_frame_bytes: int | None = None,
+    ) -> None:
+        self._store = store
+        self._configs = configs
+        self._view = view
+        self._clock = clock_ms
+        self.max_frame_bytes = max_frame_bytes or store.config.max_message_size * 2 + 1024 * 1024
+        self.connections: set[_Connection] = set()
+        self.endpoint = ""
+        self._arrivals = ArrivalWatch()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: threading.Thread | None = None
+        self._pending_sends: list[_Send] = []
+        self._consumers: dict[str, dict[str, int]] = {}
+        self._create_lock: asyncio.Lock | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, host: str, port: int, advertised_host: str) -> str:
+        """Listen on host:port (0: the OS chooses); returns the advertised endpoint. OSError when
+        the port cannot be bound (nothing is left running then)."""
+        bound: dict[str, object] = {}
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = _new_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                self._create_lock = asyncio.Lock()
+                self._arrivals.bind_loop(loop)
+                self._server = loop.run_until_complete(
+                    loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
+                )
+                bound["port"] = self._server.sockets[0].getsockname()[1]
+            except BaseException as exc:
+                bound["error"] = exc
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="remoting-server", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if "error" in bound:
+            self._thread.join()
+            self._thread = None
+            raise bound["error"]  # type: ignore[misc]
+        self.endpoint = f"{advertised_host}:{bound['port']}"
+        self._store.add_arrival_listener(self._arrivals.on_arrival)
+        return self.endpoint
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.close()
+            for task in list(self._tasks):
+                task.cancel()
+            if self._server is not None:
+                await self._server.wait_closed()
+
+        try:
+            asyncio.run_coroutine_threadsafe(close(), loop).result(10)
+        except Exception:
+            log.exception("remoting: closing the server failed")
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        self._thread = None
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    def handle(self, conn: _Connection, request: RemotingCommand) -> None:
+        if request.is_response:
+            return  # this server sends no requests; a stray answer is dropped
+        code = request.code
+        try:
+            if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+                self._queue_send(conn, request)
+                return
+            handler = self._HANDLERS.get(code)
+            if handler is None:
+                conn.send(request.answer(R.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} is not supported"))
+                return
+            self._spawn(self._answer(conn, request, handler))
+        except BadRequest as exc:
+            conn.send(request.answer(exc.code, str(exc)))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, conn: _Connection, request: RemotingCommand, handler) -> None:
+        try:
+            response = await handler(self, request, conn)
+        except BadRequest as exc:
+            response = request.answer(exc.code, str(exc))
+        except Exception as exc:
+            log.exception("remoting: request code %d failed", request.code)
+            response = request.answer(R.SYSTEM_ERROR, f"internal error ({type(exc).__name__}); see the broker log")
+        if not request.is_oneway:
+            conn.send(response)
+
+    # -- sends ----------------------------------------------------------------------------------
+
+    def _send_fields(self, request: RemotingCommand) -> dict[str, str]:
+        fields = dict(request.ext_fields)
+        if request.code != RequestCode.SEND_MESSAGE:
+            fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
+        return fields
+
+    def _refusal(self) -> str | None:
+        if self._view.role is BrokerRole.SLAVE:
+            master = self._view.master_client_endpoint()
+            where = f" (its master's client API: {master})" if master else ""
+            return f"{codes.NOT_MASTER}: {self._configs.broker.broker_name} is a SLAVE{where}"
+        reason = self._view.write_refusal()
+        return f"{codes.NOT_MASTER}: not acknowledged: {reason}; nothing was written" if reason else None
+
+    def _queue_send(self, conn: _Connection, request: RemotingCommand) -> None:
+        refused = self._refusal()
+        if refused is not None:
+            conn.send(request.answer(R.SERVICE_NOT_AVAILABLE, refused))
+            return
+        fields = self._send_fields(request)
+        topic = _text(fields, "topic")
+        problem = name_problem("topic", topic)
+        if problem is not None:
+            raise BadRequest(R.MESSAGE_ILLEGAL, problem)
+        if topic in SYSTEM_TOPICS:
+            raise BadRequest(R.NO_PERMISSION, f"{topic} is a system topic; producers cannot send to it")
+        queue_id = _int(fields, "queueId")
+        born_ms = _int(fields, "bornTimestamp", 0)
+        sys_flag = _int(fields, "sysFlag", 0)
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or fields.get("batch") == "true"
+        try:
+            properties = string_to_properties(fields.get("properties", ""))
+            if batch:
+                items = decode_batch_body(request.body)
+            else:
+                items = None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(R.MESSAGE_ILLEGAL, f"the request does not decode: {exc}") from None
+        born = (conn.peer, born_ms if born_ms > 0 else None, _int(fields, "reconsumeTimes", 0))
+
+        def message(body: bytes, props: dict[str, str], flag: int) -> Message:
+            return Message(
+                topic,
+                queue_id,
+                body,
+                props,
+                flag=flag,
+                sys_flag=sys_flag,
+                born_host=born[0],
+                born_timestamp_ms=born[1],
+                reconsume_times=born[2],
+            )
+
+        if items is None:
+            messages = [message(request.body, properties, _int(fields, "flag", 0))]
+        else:
+            if not items:
+                raise BadRequest(R.MESSAGE_ILLEGAL, "a batch without messages")
+            messages = [message(i.body, properties | i.properties, i.flag) for i in items]
+        pending = self._pending_sends
+        pending.append(_Send(request, conn, messages, batch))
+        if len(pending) == 1:
+            # Sends parsed in this turn of the loop are stored together, after it.
+            asyncio.get_running_loop().call_soon(self._flush_sends)
+
+    def _flush_sends(self) -> None:
+        sends, self._pending_sends = self._pending_sends, []
+        groups: dict[tuple[str, int], list[_Send]] = {}
+        recent = self._store.recent_ids
+        keys: set[tuple[str, str]] = set()
+        for send in sends:
+            msg = send.messages[0]
+            key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            # A producer's retry goes alone: the store answers it with its original's result.
+            retry = key is not None and ((msg.topic, key) in keys or recent.get(msg.topic, key) is not None)
+            if send.batch or retry or not _batchable(msg):
+                self._spawn(self._store_sends([send]))
+            else:
+                if key is not None:
+                    keys.add((msg.topic, key))
+                groups.setdefault((msg.topic, msg.queue_id), []).append(send)
+        limit = self._store.config.max_append_size
+        max_bodies = self._store.config.max_message_size
+        for group in groups.values():
+            chunk: list[_Send] = []
+            size = bodies = 0
+            for send in group:
+                body = len(send.messages[0].body)
+                # A bound on the encoded record (host fields and header included), to stay in one append.
+                estimate = (
+                    body
+                    + 256
+                    + len(send.messages[0].topic)
+                    + sum(len(k) + len(v) + 2 for k, v in send.messages[0].properties.items())
+                )
+                if chunk and (size + estimate > limit or bodies + body > max_bodies):
+                    self._spawn(self._store_sends(chunk))
+                    chunk, size, bodies = [], 0, 0
+                chunk.append(send)
+                size += estimate
+                bodies += body
+            if chunk:
+                self._spawn(self._store_sends(chunk))
+
+    async def _store_sends(self, sends: list[_Send]) -> None:
+        try:
+            topic, queue_id = sends[0].messages[0].topic, sends[0].messages[0].queue_id
+            config = await self._writable_topic(topic)
+            if isinstance(config, tuple):
+                for send in sends:
+                    send.connection.send(send.request.answer(config[0], config[1]))
+                return
+            if queue_id < 0 or queue_id >= config.write_queue_nums:
+                text = f"queueId {queue_id} is out of range: topic {topic} has {config.write_queue_nums} write queues"
+                for send in sends:
+                    send.connection.send(send.request.answer(R.MESSAGE_ILLEGAL, text))
+                return
+            if len(sends) == 1 and not sends[0].batch:
+                result = await self._store.async_put_message(sends[0].messages[0])
+                self._answer_put(sends[0], result, 0, 1)
+                return
+            messages = [m for send in sends for m in send.messages]
+            result = await self._store.async_put_messages(messages)
+            first = 0
+            for send in sends:
+                self._answer_put(send, result, first, len(send.messages))
+                first += len(send.messages)
+        except Exception as exc:
+            log.exception("remoting: a put of %d request(s) failed", len(sends))
+            for send in sends:
+                send.connection.send(
+                    send.request.answer(R.SYSTEM_ERROR, f"internal error ({type(exc).__name__}); see the broker log")
+                )
+
+    def _answer_put(self, send: _Send, result: PutMessageResult, first: int, count: int) -> None:
+        code = PUT_RESPONSE[result.status]
+        stored = result.status in (P.PUT_OK, P.FLUSH_DISK_TIMEOUT, P.FLUSH_SLAVE_TIMEOUT, P.SLAVE_NOT_AVAILABLE)
+        if stored:
+            late = self._view.write_refusal()
+            if late is not None:
+                text = f"{codes.NOT_MASTER}: not acknowledged: {late}; the write may or may not be kept: retry it"
+                send.connection.send(send.request.answer(R.SERVICE_NOT_AVAILABLE, text))
+                return
+        if not stored and result.status is not P.IN_SYNC_REPLICAS_NOT_ENOUGH:
+            send.connection.send(send.request.answer(code, result.reason or result.status.name))
+            return
+        ids = result.msg_ids[first : first + count] if result.msg_ids else (result.msg_id,)
+        fields = {
+            "msgId": ",".join(ids),
+            "queueId": str(send.messages[0].queue_id),
+            "queueOffset": str(result.queue_offset + first),
+            "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true",
+        }
+        remark = None if code is R.SUCCESS else (result.reason or result.status.name)
+        send.connection.send(send.request.answer(code, remark, fields))
+
+    async def _writable_topic(self, topic: str) -> TopicConfig | tuple[ResponseCode, str]:
+        config = self._store.topics.get(topic)
+        if config is None:
+            assert self._create_lock is not None
+            async with self._create_lock:
+                made = await asyncio.to_thread(self._store.auto_create_topic, topic)
+            if isinstance(made, AutoCreateRefusal):
+                return R.TOPIC_NOT_EXIST, made.reason
+            config = made
+        if not config.writable:
+            return R.NO_PERMISSION, f"topic {topic} is not writable (perm {config.perm})"
+        return config
+
+    # -- pulls ----------------------------------------------------------------------------------
+
+    async def _pull(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        fields = dict(request.ext_fields)
+        group, topic = _text(fields, "consumerGroup"), _text(fields, "topic")
+        queue_id, offset = _int(fields, "queueId"), _int(fields, "queueOffset")
+        batch = max(1, min(_int(fields, "maxMsgNums", 32), MAX_PULL_MESSAGES))
+        sys_flag = _int(fields, "sysFlag", 0)
+        expression = fields.get("subscription") or "*"
+        try:
+            tag_filter = TagFilter.parse(expression) if fields.get("expressionType", "TAG") == "TAG" else None
+        except ValueError as exc:
+            raise BadRequest(R.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
+        if fields.get("expressionType", "TAG") != "TAG":
+            raise BadRequest(R.SUBSCRIPTION_PARSE_FAILED, "only TAG expressions are supported")
+        if sys_flag & FLAG_COMMIT_OFFSET and self._view.role is not BrokerRole.SLAVE:
+            commit = _int(fields, "commitOffset", -1)
+            if commit >= 0:
+                self._store.consumer_offsets.commit_offset(group, topic, queue_id, commit)
+        wait_ms = _int(fields, "suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0
+        wait_ms = min(wait_ms, self._configs.broker.long_polling_max_ms)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        key = (topic, queue_id)
+        event: asyncio.Event | None = None
+        try:
+            while True:
+                if event is not None:
+                    event.clear()
+                result = await asyncio.to_thread(
+                    self._store.get_message, group, topic, queue_id, offset, batch, 4 * 1024 * 1024, tag_filter
+                )
+                header = {
+                    "nextBeginOffset": str(result.next_begin_offset),
+                    "minOffset": str(result.min_offset),
+                    "maxOffset": str(result.max_offset),
+                    "suggestWhichBrokerId": "0",
+                }
+                status = result.status
+                if status is GetMessageStatus.FOUND:
+                    body = b"".join(
+                        self._store.commit_log_data(m.physical_offset, m.store_size) for m in result.messages
+                    )
+                    return request.answer(R.SUCCESS, None, header, body)
+                if status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING,
+                              GetMessageStatus.OFFSET_FOUND_NULL):  # fmt: skip
+                    return request.answer(R.PULL_RETRY_IMMEDIATELY, status.name, header)
+                waitable = status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE) or (
+                    status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE and offset == 0
+                )
+                if not waitable:
+                    return request.answer(R.PULL_OFFSET_MOVED, status.name, header)
+                if loop.time() >= deadline:
+                    return request.answer(R.PULL_NOT_FOUND, status.name, header)
+                if event is None:
+                    event = self._arrivals.watch(key)  # watch, then read again: no arrival is missed
+                    continue
+                try:
+                    await asyncio.wait_for(event.wait(), deadline - loop.time())
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            if event is not None:
+                self._arrivals.unwatch(key, event)
+
+    # -- offsets, clients, routes ---------------------------------------------------------------
+
+    async def _query_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        f = dict(request.ext_fields)
+        group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
+        offset = self._store.consumer_offsets.query_offset(group, topic, queue_id)
+        if offset < 0:
+            return request.answer(R.QUERY_NOT_FOUND, f"group {group} has no offset for {topic}:{queue_id}")
+        return request.answer(R.SUCCESS, None, {"offset": str(offset)})
+
+    async def _update_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        f = dict(request.ext_fields)
+        group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
+        offset = _int(f, "commitOffset")
+        if offset < 0:
+            raise BadRequest(R.INVALID_PARAMETER, f"commitOffset {offset} is negative")
+        if self._view.role is BrokerRole.SLAVE:
+            return request.answer(R.SERVICE_NOT_AVAILABLE, "offsets are committed on the master")
+        self._store.consumer_offsets.commit_offset(group, topic, queue_id, offset)
+        return request.answer(R.SUCCESS)
+
+    async def _max_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        f = dict(request.ext_fields)
+        return request.answer(
+            R.SUCCESS, None, {"offset": str(self._store.max_queue_offset(_text(f, "topic"), _int(f, "queueId")))}
+        )
+
+    async def _min_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        f = dict(request.ext_fields)
+        return request.answer(
+            R.SUCCESS, None, {"offset": str(self._store.min_queue_offset(_text(f, "topic"), _int(f, "queueId")))}
+        )
+
+    async def _offset_by_time(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        f = dict(request.ext_fields)
+        offset = await asyncio.to_thread(
+            self._store.get_offset_in_queue_by_time, _text(f, "topic"), _int(f, "queueId"), _int(f, "timestamp")
+        )
+        return request.answer(R.SUCCESS, None, {"offset": str(offset)})
+
+    async def _heartbeat(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        try:
+            doc = json.loads(request.body or b"{}")
+        except ValueError as exc:
+            raise BadRequest(R.INVALID_PARAMETER, f"the heartbeat body is not JSON: {exc}") from None
+        client_id = str(doc.get("clientID", "")) if isinstance(doc, dict) else ""
+        now = self._clock()
+        for consumer in doc.get("consumerDataSet", []) if isinstance(doc, dict) else []:
+            group = consumer.get("groupName") if isinstance(consumer, dict) else None
+            if isinstance(group, str) and client_id:
+                self._consumers.setdefault(group, {})[client_id] = now
+        return request.answer(R.SUCCESS)
+
+    async def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        f = dict(request.ext_fields)
+        group, client_id = f.get("consumerGroup"), f.get("clientID", "")
+        if group and group in self._consumers:
+            self._consumers[group].pop(client_id, None)
+        return request.answer(R.SUCCESS)
+
+    async def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        group = _text(dict(request.ext_fields), "consumerGroup")
+        now = self._clock()
+        clients = self._consumers.get(group, {})
+        for client_id, seen in list(clients.items()):
+            if now - seen > CONSUMER_EXPIRY_MS:
+                del clients[client_id]
+        if not clients:
+            return request.answer(R.SYSTEM_ERROR, f"no consumer of group {group} is online")
+        return request.answer(R.SUCCESS, None, None, json.dumps({"consumerIdList": sorted(clients)}).encode())
+
+    async def _route(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        topic = _text(dict(request.ext_fields), "topic")
+        config = self._store.topics.get(topic)
+        slave = self._view.role is BrokerRole.SLAVE
+        if config is None and not slave and self._store.config.auto_create_topic_enable:
+            # A route to write to: the first send creates the topic (reads never do).
+            count = self._store.config.default_topic_queue_nums
+            config = TopicConfig(topic, count, count)
+        if config is None:
+            return request.answer(R.TOPIC_NOT_EXIST, f"no topic {topic} on this broker")
+        broker = self._configs.broker
+        perm = config.perm & ~2 if slave else config.perm  # a slave's route is read-only
+        route: dict[str, object] = {
+            "orderTopicConf": None,
+            "queueDatas": [
+                {
+                    "brokerName": broker.broker_name,
+                    "readQueueNums": config.read_queue_nums,
+                    "writeQueueNums": config.write_queue_nums,
+                    "perm": perm,
+                    "topicSysFlag": 0,
+                }
+            ],
+            "brokerDatas": [
+                {
+                    "cluster": broker.broker_cluster_name,
+                    "brokerName": broker.broker_name,
+                    "brokerAddrs": {str(broker.broker_id if slave else 0): self.endpoint},
+                }
+            ],
+            "filterServerTable": {},
+        }
+        return request.answer(R.SUCCESS, None, None, json.dumps(route).encode())
+
+    _HANDLERS: dict[int, Callable] = {
+        RequestCode.PULL_MESSAGE: _pull,
+        RequestCode.QUERY_CONSUMER_OFFSET: _query_consumer_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: _update_consumer_offset,
+        RequestCode.GET_MAX_OFFSET: _max_offset,
+        RequestCode.GET_MIN_OFFSET: _min_offset,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _offset_by_time,
+        RequestCode.HEART_BEAT: _heartbeat,
+        RequestCode.UNREGISTER_CLIENT: _unregister,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
+        RequestCode.GET_ROUTEINFO_BY_TOPIC: _route,
+    }
+
+
+def _batchable(msg: Message) -> bool:
+    """Whether a send may share an append with others: the store schedules delays and tracks
+    transactions per message."""
+    props = msg.properties
+    return not (
+        msg.sys_flag & TRANSACTION_TYPE_MASK
+        or PROPERTY_DELAY_TIME_LEVEL in props
+        or PROPERTY_TRANSACTION_PREPARED in props
+    )
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()

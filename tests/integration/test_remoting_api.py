@@ -1,0 +1,138 @@
+"""RocketMQ's remoting protocol on a broker group (remotingListenPort): sends with sync replication
+and flush, gathered concurrent sends, pulls of the stored records with long polling, consumer
+offsets, routes, refusals on a slave, and a connection that sends garbage."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from client import SendStatus
+from client.remoting import AsyncRemotingProducer, RemotingConnection
+from harness.local_cluster import poll_until
+from store.codec import decode_message
+from wire.remoting import RequestCode, ResponseCode
+
+REMOTING = {"remotingListenPort": "0"}
+
+
+@pytest.fixture
+def group(make_cluster):
+    return make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", settings=REMOTING)
+
+
+def records(body: bytes) -> list:
+    out, pos = [], 0
+    while pos < len(body):
+        msg = decode_message(body, pos)
+        out.append(msg)
+        pos += msg.store_size
+    return out
+
+
+async def pull(conn: RemotingConnection, topic: str, queue_id: int, offset: int, **extra: str):
+    fields = {"consumerGroup": "g", "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset)}
+    fields.update({"maxMsgNums": "32", "sysFlag": "0", "subscription": "*"})
+    fields.update(extra)
+    return await conn.request(RequestCode.PULL_MESSAGE, fields)
+
+
+def test_sends_are_acknowledged_after_flush_and_slave_and_read_back_from_both(group):
+    async def scenario():
+        async with AsyncRemotingProducer(group.master.remoting_endpoint) as producer:
+            one = await producer.send("Orders", b"first", tag="created", keys=["o-1"], queue_id=0)
+            batch = await producer.send_batch("Orders", [b"b1", b"b2", b"b3"], queue_id=0)
+            together = await asyncio.gather(*(producer.send("Orders", b"c%d" % i, queue_id=0) for i in range(20)))
+        sent = [one, *batch, *together]
+        assert {r.status for r in sent} == {SendStatus.SEND_OK}
+        assert [r.queue_offset for r in sent] == list(range(24))
+        assert len({r.commit_log_offset for r in sent}) == 24
+        master = await RemotingConnection.open(group.master.remoting_endpoint)
+        answer = await pull(master, "Orders", 0, 0)
+        master.close()
+        assert answer.code == ResponseCode.SUCCESS and answer.ext_fields["nextBeginOffset"] == "24"
+        stored = records(answer.body)
+        assert [m.body for m in stored[:4]] == [b"first", b"b1", b"b2", b"b3"]
+        assert sorted(m.body for m in stored[4:]) == sorted(b"c%d" % i for i in range(20))
+        assert stored[0].tags == "created" and stored[0].keys == "o-1"
+        assert stored[0].properties["UNIQ_KEY"] == one.msg_id
+        # Acknowledged means the slave holds it too: its own remoting API serves the same records.
+        slave = await RemotingConnection.open(group.slave_brokers[0].remoting_endpoint)
+
+        async def slave_has_all():
+            got = await pull(slave, "Orders", 0, 0)
+            return got if got.code == ResponseCode.SUCCESS and len(records(got.body)) == 24 else None
+
+        deadline = asyncio.get_running_loop().time() + 30
+        replica = await slave_has_all()
+        while replica is None and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)  # the slave dispatches what it acknowledged; poll its queue
+            replica = await slave_has_all()
+        slave.close()
+        assert replica is not None and replica.body == answer.body
+
+    asyncio.run(scenario())
+
+
+def test_a_waiting_pull_is_answered_when_a_message_arrives_and_offsets_are_kept(group):
+    async def scenario():
+        conn = await RemotingConnection.open(group.master.remoting_endpoint)
+        waiting = asyncio.create_task(pull(conn, "Late", 0, 0, sysFlag="2", suspendTimeoutMillis="20000"))
+        done, _ = await asyncio.wait({waiting}, timeout=0.3)
+        assert not done, "a pull of an empty queue with the suspend flag must wait"
+        async with AsyncRemotingProducer(group.master.remoting_endpoint) as producer:
+            await producer.send("Late", b"arrived", queue_id=0)
+        answer = await asyncio.wait_for(waiting, 20)
+        assert answer.code == ResponseCode.SUCCESS and [m.body for m in records(answer.body)] == [b"arrived"]
+        empty = await pull(conn, "Late", 0, 1)
+        assert empty.code == ResponseCode.PULL_NOT_FOUND
+
+        fields = {"consumerGroup": "g", "topic": "Late", "queueId": "0"}
+        missing = await conn.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
+        assert missing.code == ResponseCode.QUERY_NOT_FOUND
+        updated = await conn.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**fields, "commitOffset": "1"})
+        assert updated.code == ResponseCode.SUCCESS
+        found = await conn.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
+        assert (found.code, found.ext_fields["offset"]) == (ResponseCode.SUCCESS, "1")
+        top = await conn.request(RequestCode.GET_MAX_OFFSET, {"topic": "Late", "queueId": "0"})
+        assert top.ext_fields["offset"] == "1"
+        conn.close()
+
+    asyncio.run(scenario())
+
+
+def test_routes_heartbeats_and_unknown_codes(group):
+    async def scenario():
+        async with AsyncRemotingProducer(group.master.remoting_endpoint) as producer:
+            await producer.send("Routed", b"x")
+            route = await producer.route("Routed")
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": group.master.remoting_endpoint}
+        assert route["queueDatas"][0]["writeQueueNums"] >= 1
+        conn = await RemotingConnection.open(group.master.remoting_endpoint)
+        beat = {"clientID": "c-1", "consumerDataSet": [{"groupName": "billing"}], "producerDataSet": []}
+        assert (await conn.request(RequestCode.HEART_BEAT, body=json.dumps(beat).encode())).code == 0
+        listed = await conn.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "billing"})
+        assert json.loads(listed.body) == {"consumerIdList": ["c-1"]}
+        unknown = await conn.request(9999)
+        assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in (unknown.remark or "")
+        conn.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_slave_refuses_sends_and_garbage_closes_only_its_connection(group):
+    async def scenario():
+        async with AsyncRemotingProducer(group.slave_brokers[0].remoting_endpoint) as producer:
+            with pytest.raises(Exception, match="SERVICE_NOT_AVAILABLE.*SLAVE"):
+                await producer.send("Orders", b"x", queue_id=0)
+        reader, writer = await asyncio.open_connection(*group.master.remoting_endpoint.rsplit(":", 1))
+        writer.write(b"\xff\xff\xff\xffnot a frame")
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed by the broker
+        writer.close()
+        async with AsyncRemotingProducer(group.master.remoting_endpoint) as producer:
+            assert (await producer.send("Orders", b"still served", queue_id=0)).status is SendStatus.SEND_OK
+
+    asyncio.run(scenario())
+    assert poll_until(lambda: "closing" in group.master.tail(200), 10)

@@ -1,0 +1,365 @@
+"""RocketMQ's remoting protocol (the TCP protocol of RocketMQ 4.x clients), sans-IO.
+
+A frame on the wire, all integers big-endian:
+
+    int32 length            bytes after this field: 4 + header length + body length
+    int32 mark              serialization type in the high byte (0 JSON, 1 ROCKETMQ binary),
+                            header length in the low three bytes
+    header                  the command without its body
+    body                    opaque bytes (a message body, a JSON document, stored records)
+
+The JSON header is an object: `code` (request code, or response code in an answer), `language`,
+`version`, `opaque` (matches an answer to its request), `flag` (bit 0: this is a response; bit 1:
+one-way request, no answer), `remark` (text, for errors), `extFields` (string to string: the
+command's own header fields). The binary header holds the same fields: code int16, language int8,
+version int16, opaque int32, flag int32, remark (int32 length + UTF-8), extFields (int32 length,
+then per entry int16 key length, key, int32 value length, value). An answer uses the
+serialization of its request.
+
+`RemotingCommand` is a frozen value; `encode` makes a frame, `FrameDecoder` takes bytes as they
+arrive and returns whole commands (bounded by `max_frame_bytes`; a bad frame raises
+`RemotingProtocolError` and the connection must close). Also the request and response codes
+RocketStore speaks and the codec of a batch's body. No I/O, no threads; a decoder belongs to one
+connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+JSON = 0
+ROCKETMQ = 1
+RESPONSE_FLAG = 1
+ONEWAY_FLAG = 2
+DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024 + 64 * 1024
+# The version RocketMQ 4.9 clients send; answers carry it back.
+PROTOCOL_VERSION = 399
+
+_LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS")
+_INT32 = struct.Struct(">i")
+_PREFIX = struct.Struct(">ii")
+_BINARY_FIXED = struct.Struct(">hbhii")
+
+
+class RemotingProtocolError(ValueError):
+    """Bytes that are not a remoting frame: the connection that sent them is closed."""
+
+
+class RequestCode(enum.IntEnum):
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    GET_ROUTEINFO_BY_TOPIC = 105
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
+
+
+class ResponseCode(enum.IntEnum):
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    INVALID_PARAMETER = 29
+
+
+# SEND_MESSAGE_V2 names the fields of SEND_MESSAGE's header with one letter each.
+SEND_V2_FIELDS = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+SEND_V1_FIELDS = {long: short for short, long in SEND_V2_FIELDS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class RemotingCommand:
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    ext_fields: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    remark: str | None = None
+    language: str = "PYTHON"
+    version: int = PROTOCOL_VERSION
+    serialize_type: int = JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    def answer(
+        self, code: int, remark: str | None = None, ext_fields: Mapping[str, str] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        """The response to this request: its opaque, its serialization, the response flag."""
+        return RemotingCommand(
+            code,
+            self.opaque,
+            RESPONSE_FLAG,
+            ext_fields or {},
+            body,
+            remark,
+            "JAVA",
+            self.version,
+            self.serialize_type,
+        )
+
+
+# -- encoding ---------------------------------------------------------------------------------------
+
+
+def _json_header(cmd: RemotingCommand) -> bytes:
+    header = {
+        "code": cmd.code,
+        "language": cmd.language,
+        "version": cmd.version,
+        "opaque": cmd.opaque,
+        "flag": cmd.flag,
+        "serializeTypeCurrentRPC": "JSON",
+    }
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    if cmd.ext_fields:
+        header["extFields"] = dict(cmd.ext_fields)
+    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _binary_header(cmd: RemotingCommand) -> bytes:
+    language = _LANGUAGES.index(cmd.language) if cmd.language in _LANGUAGES else _LANGUAGES.index("OTHER")
+    parts = [_BINARY_FIXED.pack(cmd.code, language, cmd.version, cmd.opaque, cmd.flag)]
+    remark = (cmd.remark or "").encode()
+    parts.append(_INT32.pack(len(remark)) + remark)
+    ext = []
+    for key, value in cmd.ext_fields.items():
+        k, v = key.encode(), str(value).encode()
+        ext.append(struct.pack(">h", len(k)) + k + _INT32.pack(len(v)) + v)
+    ext_bytes = b"".join(ext)
+    parts.append(_INT32.pack(len(ext_bytes)) + ext_bytes)
+    return b"".join(parts)
+
+
+def encode(cmd: RemotingCommand) -> bytes:
+    header = _binary_header(cmd) if cmd.serialize_type == ROCKETMQ else _json_header(cmd)
+    if len(header) >= 1 << 24:
+        raise RemotingProtocolError(f"a header of {len(header)} bytes does not fit a frame")
+    mark = (cmd.serialize_type << 24) | len(header)
+    return _PREFIX.pack(4 + len(header) + len(cmd.body), mark) + header + cmd.body
+
+
+# -- decoding ---------------------------------------------------------------------------------------
+
+
+def _text_fields(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise RemotingProtocolError("extFields is not an object")
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+
+
+def _from_json(header: bytes, body: bytes) -> RemotingCommand:
+    try:
+        doc = json.loads(header)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RemotingProtocolError(f"the JSON header does not parse: {exc}") from None
+    if not isinstance(doc, dict):
+        raise RemotingProtocolError("the JSON header is not an object")
+    try:
+        code, opaque, flag = int(doc["code"]), int(doc.get("opaque", 0)), int(doc.get("flag", 0))
+        version = int(doc.get("version", 0))
+    except (KeyError, TypeError, ValueError):
+        raise RemotingProtocolError("the header lacks an integer code, opaque or flag") from None
+    remark = doc.get("remark")
+    return RemotingCommand(
+        code,
+        opaque,
+        flag,
+        _text_fields(doc.get("extFields")),
+        body,
+        remark if isinstance(remark, str) else None,
+        str(doc.get("language", "OTHER")),
+        version,
+        JSON,
+    )
+
+
+def _from_binary(header: bytes, body: bytes) -> RemotingCommand:
+    view = memoryview(header)
+    try:
+        code, language, version, opaque, flag = _BINARY_FIXED.unpack_from(view, 0)
+        pos = _BINARY_FIXED.size
+        (remark_len,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        remark = bytes(view[pos : pos + remark_len]).decode() if remark_len > 0 else None
+        pos += max(0, remark_len)
+        (ext_len,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        end = pos + ext_len
+        if ext_len < 0 or end > len(view) or remark_len < 0:
+            raise RemotingProtocolError("a binary header field runs past the header")
+        fields: dict[str, str] = {}
+        while pos < end:
+            (key_len,) = struct.unpack_from(">h", view, pos)
+            key = bytes(view[pos + 2 : pos + 2 + key_len]).decode()
+            pos += 2 + key_len
+            (value_len,) = _INT32.unpack_from(view, pos)
+            fields[key] = bytes(view[pos + 4 : pos + 4 + value_len]).decode()
+            pos += 4 + value_len
+        if pos != end:
+            raise RemotingProtocolError("the binary extFields overrun their length")
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise RemotingProtocolError(f"the binary header does not parse: {exc}") from None
+    name = _LANGUAGES[language] if 0 <= language < len(_LANGUAGES) else "OTHER"
+    return RemotingCommand(code, opaque, flag, fields, body, remark, name, version, ROCKETMQ)
+
+
+class FrameDecoder:
+    """Whole commands out of a byte stream, as it arrives in pieces."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._buffer = bytearray()
+        self._max = max_frame_bytes
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        buffer = self._buffer
+        buffer += data
+        out: list[RemotingCommand] = []
+        pos = 0
+        while len(buffer) - pos >= 4:
+            (length,) = _INT32.unpack_from(buffer, pos)
+            if length < 4 or length > self._max:
+                raise RemotingProtocolError(f"a frame of {length} bytes (the limit is {self._max})")
+            if len(buffer) - pos - 4 < length:
+                break
+            (mark,) = _INT32.unpack_from(buffer, pos + 4)
+            kind, header_len = (mark >> 24) & 0xFF, mark & 0xFFFFFF
+            if header_len > length - 4:
+                raise RemotingProtocolError(f"a header of {header_len} bytes in a frame of {length}")
+            start = pos + 8
+            header = bytes(buffer[start : start + header_len])
+            body = bytes(buffer[start + header_len : pos + 4 + length])
+            if kind == JSON:
+                out.append(_from_json(header, body))
+            elif kind == ROCKETMQ:
+                out.append(_from_binary(header, body))
+            else:
+                raise RemotingProtocolError(f"unknown serialization type {kind}")
+            pos += 4 + length
+        if pos:
+            del buffer[:pos]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+
+# -- message properties and batches ----------------------------------------------------------------
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+def properties_to_string(properties: Mapping[str, str]) -> str:
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        if not item:
+            continue
+        key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if not sep:
+            raise ValueError(f"a property without a value separator: {item[:40]!r}")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    body: bytes
+    flag: int
+    properties: dict[str, str]
+
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # total size, magic, body CRC, flag, body length
+
+
+def encode_batch_body(items: Iterable[BatchItem]) -> bytes:
+    """A SEND_BATCH_MESSAGE body: per message its total size, a magic (unused), the body's CRC32,
+    flag, body length, body, then properties length (int16) and properties."""
+    parts = []
+    for item in items:
+        props = properties_to_string(item.properties).encode()
+        total = _BATCH_HEAD.size + len(item.body) + 2 + len(props)
+        parts.append(
+            _BATCH_HEAD.pack(total, 0, zlib.crc32(item.body) & 0x7FFFFFFF, item.flag, len(item.body))
+            + item.body
+            + struct.pack(">h", len(props))
+            + props
+        )
+    return b"".join(parts)
+
+
+def decode_batch_body(data: bytes) -> list[BatchItem]:
+    """The messages of a SEND_BATCH_MESSAGE body; ValueError names what does not fit."""
+    items: list[BatchItem] = []
+    view = memoryview(data)
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < _BATCH_HEAD.size:
+            raise ValueError(f"a batch entry at byte {pos} is cut short")
+        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+        if total < _BATCH_HEAD.size + 2 or pos + total > len(view) or body_len < 0:
+            raise ValueError(f"a batch entry at byte {pos} claims {total} bytes")
+        body_start = pos + _BATCH_HEAD.size
+        body_end = body_start + body_len
+        if body_end + 2 > pos + total:
+            raise ValueError(f"a batch entry at byte {pos}: its body runs past the entry")
+        (props_len,) = struct.unpack_from(">h", view, body_end)
+        if body_end + 2 + props_len != pos + total:
+            raise ValueError(f"a batch entry at byte {pos}: its properties do not end the entry")
+        props = bytes(view[body_end + 2 : body_end + 2 + props_len]).decode()
+        items.append(BatchItem(bytes(view[body_start:body_end]), flag, string_to_properties(props)))
+        pos += total
+    return items
