@@ -105,7 +105,10 @@ def test_a_bad_frame_raises_a_protocol_error_naming_the_fault(frame, words):
         FrameDecoder().feed(frame)
 
 
-@given(st.lists(st.tuples(st.binary(max_size=200), st.integers(-5, 5), st.dictionaries(prop_text, prop_text, max_size=4)), min_size=1, max_size=6))  # fmt: skip
+batch_items = st.tuples(st.binary(max_size=200), st.integers(-5, 5), st.dictionaries(prop_text, prop_text, max_size=4))
+
+
+@given(st.lists(batch_items, min_size=1, max_size=6))
 def test_batch_bodies_decode_to_their_messages(items):
     batch = [BatchItem(body, flag, props) for body, flag, props in items]
     assert decode_batch_body(encode_batch_body(batch)) == batch
