@@ -6,7 +6,9 @@ What it measures
       x body        128 B, 1 KiB, 16 KiB
       x putters     1, 16, 64 threads putting at once (each to its own queue)
       x batch       1 (`put_message`) or 32 (`put_messages`, 32 messages to one queue)
-    runs on a fresh store in its own temporary directory and reports messages/s, MB/s of encoded
+    runs on a new store in its own temporary directory, prefilled with --prefill bytes (64 MiB by
+    default: past the 32 MiB where readahead once made every small append write 2 MiB) before it
+    is timed, and reports disk bytes written per message (/proc/diskstats), messages/s, MB/s of encoded
     records written (the sum of `wrote_bytes`; MB = 10^6 bytes), latency p50/p99 of one put call in
     ms, the count of non-PUT_OK results, and how many fdatasync calls the store made in the window.
     A cell ends after --seconds, --max-messages or --max-bytes, whichever comes first; before it,
@@ -122,6 +124,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--dir", type=Path, help="parent of the run's temporary directory (default: on the repository's filesystem)"
     )
     parser.add_argument("--segment-size", type=parse_size, default=GiB, help="CommitLog segment size (default 1GiB)")
+    parser.add_argument(
+        "--prefill",
+        type=parse_size,
+        default=64 * MiB,
+        help="CommitLog bytes written (and flushed) into each cell's store before it is timed, so the timed puts "
+        "land deep in a segment, as on a broker that has run a while (default 64MiB; 0: a fresh store)",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument(
         "--only",
@@ -201,7 +210,7 @@ def build_matrix(args: argparse.Namespace) -> list[Cell]:
 
 def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
     # A cell holds its first segment and the one the allocator prepares, both fully reserved.
-    need = 2 * args.segment_size + args.max_bytes + args.profile.seq_bytes
+    need = 2 * args.segment_size + args.max_bytes + args.profile.seq_bytes + args.prefill
     stat = os.statvfs(run_dir)
     free = stat.f_bavail * stat.f_frsize
     if free < need:
@@ -448,8 +457,13 @@ class CellResult:
     not_ok: int = 0
     not_ok_statuses: dict[str, int] = dataclasses.field(default_factory=dict)
     fsyncs: int = 0
+    disk_bytes: int = -1  # written to the store's block device in the window (/proc/diskstats); -1: unknown
     stop: str = ""
     error: str = ""
+
+    @property
+    def disk_bytes_per_msg(self) -> float:
+        return self.disk_bytes / self.messages if self.messages and self.disk_bytes >= 0 else -1.0
 
     @property
     def msgs_per_s(self) -> float:
@@ -474,12 +488,16 @@ def run_cell(cell: Cell, args: argparse.Namespace, run_dir: Path, fsyncs: FsyncC
             mapped_file_size_commit_log=args.segment_size,
         )
         body = os.urandom(cell.body)
+        device = block_device_of(cell_dir)
         with MessageStore(config) as store:
+            prefill(store, args.prefill)
             putters = [make_putter(store, cell, i, body, args) for i in range(cell.putters)]
             fsyncs_at_start = [fsyncs.count]
+            disk_at_start = [sectors_written(device)]
 
             def mark_start() -> None:  # runs once, when every putter has warmed up
                 fsyncs_at_start[0] = fsyncs.count
+                disk_at_start[0] = sectors_written(device)
 
             barrier = threading.Barrier(cell.putters, action=mark_start, timeout=BARRIER_TIMEOUT_S)
             threads = [
@@ -491,10 +509,60 @@ def run_cell(cell: Cell, args: argparse.Namespace, run_dir: Path, fsyncs: FsyncC
             hung = join_all(threads, args.warmup + args.seconds + JOIN_GRACE_S)
             # Read before shutdown: its final flush is not part of the window.
             fsync_calls = fsyncs.count - fsyncs_at_start[0]
-        return summarise(cell, putters, fsync_calls, hung)
+            sectors = sectors_written(device)
+        result = summarise(cell, putters, fsync_calls, hung)
+        if sectors >= 0 and disk_at_start[0] >= 0:
+            result.disk_bytes = (sectors - disk_at_start[0]) * 512
+        return result
     finally:
         shutil.rmtree(cell_dir, ignore_errors=True)
         os.sync()  # let the next cell start from a quiet disk
+
+
+PREFILL_BATCH = 64
+PREFILL_BODY = 16 * KiB
+
+
+def prefill(store: MessageStore, size: int) -> None:
+    """Write about `size` bytes of records to a queue no putter uses, and flush them: the cell's
+    puts then append deep in a segment, where a fresh store's benchmark would never reach."""
+    body = os.urandom(PREFILL_BODY)
+    batch = [Message("BenchPrefill", 0, body) for _ in range(PREFILL_BATCH)]
+    while store.max_offset < size:
+        result = store.put_messages(batch)
+        if result.status is not PutMessageStatus.PUT_OK:
+            raise RuntimeError(f"prefilling the store failed: {result.status.name} {result.reason}")
+    if not store.wait_flushed(store.max_offset, 60):
+        raise RuntimeError("the prefilled store did not flush within 60 s")
+    os.sync()
+
+
+def block_device_of(path: Path) -> str:
+    """The name /proc/diskstats gives the block device holding `path` ("" when not found)."""
+    dev = os.stat(path).st_dev
+    wanted = f"{os.major(dev)} {os.minor(dev)}"
+    try:
+        for line in Path("/proc/diskstats").read_text().splitlines():
+            fields = line.split()
+            if f"{fields[0]} {fields[1]}" == wanted:
+                return fields[2]
+    except OSError:
+        pass
+    return ""
+
+
+def sectors_written(device: str) -> int:
+    """512-byte sectors written to `device` since boot, all processes together; -1: unknown."""
+    if not device:
+        return -1
+    try:
+        for line in Path("/proc/diskstats").read_text().splitlines():
+            fields = line.split()
+            if fields[2] == device:
+                return int(fields[9])
+    except (OSError, IndexError, ValueError):
+        pass
+    return -1
 
 
 def join_all(threads: list[threading.Thread], limit_s: float) -> int:
@@ -547,9 +615,10 @@ def summarise(cell: Cell, putters: list[Putter], fsync_calls: int, hung: int) ->
 def describe_cell(r: CellResult) -> str:
     if r.error:
         return f"{r.cell.name}: ERROR {r.error}"
+    disk = f", disk {r.disk_bytes_per_msg:,.0f} B/msg" if r.disk_bytes_per_msg >= 0 else ""
     return (
         f"{r.cell.name}: {r.msgs_per_s:,.0f} msgs/s, {r.mb_per_s:,.1f} MB/s, p50 {r.p50_ms:.3f} ms, "
-        f"p99 {r.p99_ms:.3f} ms, not-OK {r.not_ok} ({r.seconds:.2f} s, stop: {r.stop})"
+        f"p99 {r.p99_ms:.3f} ms, not-OK {r.not_ok}{disk} ({r.seconds:.2f} s, stop: {r.stop})"
     )
 
 
@@ -602,12 +671,15 @@ def print_config(env: dict[str, str], args: argparse.Namespace, cells: list[Cell
         f" whichever first; untimed warm-up up to {args.warmup:g} s / 100 calls per putter"
     )
     print(
-        f"  store        fresh per cell, broker_role ASYNC_MASTER, segment {size_label(args.segment_size)},"
+        f"  store        new per cell, prefilled with {size_label(args.prefill)} (flushed) before it is timed,"
+        f" broker_role ASYNC_MASTER, segment {size_label(args.segment_size)},"
         " other StoreConfig defaults; putter i puts to queue i"
     )
     print(f"  message      topic {TOPIC}, properties {PROPERTIES}, random body; pre-built, reused every call")
     print("  units        MB = 10^6 bytes of encoded records (sum of wrote_bytes); latency per put call;")
     print("               fsyncs = os.fdatasync calls in the window (counted by wrapping os.fdatasync)")
+    print("               disk B/msg = bytes written to the store's block device in the window (/proc/diskstats,")
+    print("               every process on the machine) per message")
     print()
 
 
@@ -630,6 +702,7 @@ TABLE_COLUMNS = (
     ("not-OK", 6),
     ("fsyncs", 7),
     ("msgs/fsync", 10),
+    ("disk B/msg", 10),
     ("xraw MB/s", 9),
     ("stop", 5),
 )
@@ -650,6 +723,7 @@ def table_row(r: CellResult, raw_seq: RawRun) -> list[str]:
         str(r.not_ok),
         str(r.fsyncs),
         per_fsync,
+        f"{r.disk_bytes_per_msg:,.0f}" if r.disk_bytes_per_msg >= 0 else "-",
         ratio,
         r.stop,
     ]
@@ -796,6 +870,7 @@ def write_json(
             "max_bytes": args.max_bytes,
             "warmup_seconds": args.warmup,
             "segment_size": args.segment_size,
+            "prefill": args.prefill,
             "only": args.only,
         },
         "raw": {key: raw_dict(run) for key, run in raw.items()},

@@ -287,11 +287,33 @@ class PutPath:
             return outcome
         if outcome.done():
             return outcome.result()  # no loop round trip, and right even with no time left
+        # One loop future, settled by whichever comes first: the service's future (from its
+        # thread) or the deadline. Cheaper than wait_for(shield(wrap_future())), which makes a
+        # task and two more futures per put; and the service's future is never cancelled.
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Status] = loop.create_future()
+
+        def settle(value: Status | BaseException) -> None:
+            if waiter.done():
+                return
+            if isinstance(value, BaseException):
+                waiter.set_exception(value)
+            else:
+                waiter.set_result(value)
+
+        def completed(future: Future) -> None:
+            error = future.exception()
+            try:
+                loop.call_soon_threadsafe(settle, error if error is not None else future.result())
+            except RuntimeError:  # the loop closed: nobody awaits the answer any more
+                pass
+
+        outcome.add_done_callback(completed)
+        timer = loop.call_later(timeout_s, settle, on_timeout)
         try:
-            # Shielded: a timed-out waiter must not cancel the future the flusher completes.
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(outcome)), timeout_s)
-        except asyncio.TimeoutError:
-            return on_timeout
+            return await waiter
+        finally:
+            timer.cancel()
 
     @staticmethod
     def _waits(msg: object) -> bool:
