@@ -43,6 +43,11 @@ class ArrivalWatch:
         for event in self._watchers.get(key, ()):
             event.set()
 
+    @property
+    def waiting(self) -> int:
+        """How many pulls wait now."""
+        return sum(len(events) for events in self._watchers.values())
+
     def watch(self, key: Key) -> asyncio.Event:
         event = asyncio.Event()
         self._watchers.setdefault(key, set()).add(event)

@@ -45,7 +45,7 @@ from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, TagFilter
 from store.auto_create import AutoCreateLimit, AutoCreateRefusal
 from store.clock import wall_clock_ms
-from store.codec import decode_msg_id, encode_properties, record_size
+from store.codec import decode_msg_id
 from store.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -54,6 +54,7 @@ from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, TopicC
 
 from . import codes
 from .arrivals import ArrivalWatch
+from .batching import append_chunks
 from .codes import NOT_MASTER
 from .codes import PullAction
 from .config import BrokerConfigs
@@ -117,6 +118,10 @@ class _Planned:
     delayed: bool
 
 
+def _message_of(item: _Planned) -> Message:
+    return item.message
+
+
 class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     def __init__(
         self,
@@ -142,6 +147,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     def on_arrival(self, request) -> None:
         """Store dispatch thread: a message became readable (see `arrivals.ArrivalWatch`)."""
         self._arrivals.on_arrival(request)
+
+    @property
+    def waiting_pulls(self) -> int:
+        """Long polls waiting for an arrival now (on the loop)."""
+        return self._arrivals.waiting
 
     # -- shared checks --------------------------------------------------------------------------
 
@@ -413,19 +423,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                 by_queue.setdefault((item.message.topic, item.message.queue_id), []).append(item)
         max_bodies = self._store.config.max_message_size
         for items in by_queue.values():
-            batch: list[_Planned] = []
-            size = bodies = 0
-            for item in items:
-                # The encoded size with IPv6 hosts: what it is, or a little more.
-                body = len(item.message.body)
-                estimate = record_size(item.message.topic, body, len(encode_properties(item.message.properties)))
-                if batch and (size + estimate > limit or bodies + body > max_bodies):
-                    groups.append(batch)
-                    batch, size, bodies = [], 0, 0
-                batch.append(item)
-                size += estimate
-                bodies += body
-            groups.append(batch)
+            groups.extend(append_chunks(items, _message_of, limit, max_bodies))
         return groups
 
     async def _put(self, group: list[_Planned]) -> list[tuple[int, pb.SendResultEntry]]:

@@ -63,6 +63,7 @@ from wire.remoting import (
 
 from . import codes
 from .arrivals import ArrivalWatch
+from .batching import append_chunks
 from .config import BrokerConfigs
 from .v2_messages import name_problem
 from .view import BrokerView
@@ -372,27 +373,9 @@ class RemotingServer:
                 if key is not None:
                     keys.add((msg.topic, key))
                 groups.setdefault((msg.topic, msg.queue_id), []).append(send)
-        limit = self._store.config.max_append_size
-        max_bodies = self._store.config.max_message_size
+        config = self._store.config
         for group in groups.values():
-            chunk: list[_Send] = []
-            size = bodies = 0
-            for send in group:
-                body = len(send.messages[0].body)
-                # A bound on the encoded record (host fields and header included), to stay in one append.
-                estimate = (
-                    body
-                    + 256
-                    + len(send.messages[0].topic)
-                    + sum(len(k) + len(v) + 2 for k, v in send.messages[0].properties.items())
-                )
-                if chunk and (size + estimate > limit or bodies + body > max_bodies):
-                    self._spawn(self._store_sends(chunk))
-                    chunk, size, bodies = [], 0, 0
-                chunk.append(send)
-                size += estimate
-                bodies += body
-            if chunk:
+            for chunk in append_chunks(group, _first_message, config.max_append_size, config.max_message_size):
                 self._spawn(self._store_sends(chunk))
 
     async def _store_sends(self, sends: list[_Send]) -> None:
@@ -643,6 +626,10 @@ class RemotingServer:
         RequestCode.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
         RequestCode.GET_ROUTEINFO_BY_TOPIC: _route,
     }
+
+
+def _first_message(send: _Send) -> Message:
+    return send.messages[0]
 
 
 def _batchable(msg: Message) -> bool:
