@@ -15,10 +15,11 @@ synchronously replicated produce. Both sides get the same asyncio load generator
 The cells: message size x clients x batch (default 1 KiB and 128 B; 1, 8 and 64 clients at batch
 1; one client with batches of 32). Each cell runs every system in turn, for `--seconds` after a
 warm-up, bounded by `--max-messages`. Per system and cell: msgs/s, MB/s, p50/p99 latency of a
-publish (send to acknowledgement; a batch counts as one sample), server CPU (% of one core, all
-server processes of that system), disk bytes written per message (`/proc/PID/io` write_bytes of
-the server processes), and the ratio to Redis. The machine's other CPU load during the cell is
-printed beside it: the machine is shared, so ratios within one run are what compare.
+publish (send to acknowledgement; a batch counts as one sample), CPU (% of one core) of all the
+server processes of that system and of this load-generating process, disk bytes written per
+message (`/proc/PID/io` write_bytes of the server processes), and the ratio to Redis. The
+machine's other CPU load during the cell is printed beside it: the machine is shared, so ratios
+within one run are what compare.
 
 Requires `redis-server` on PATH (Debian's redis-server package); refuses clearly without it.
 """
@@ -290,6 +291,7 @@ class Result:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     server_cpu_pct: float = 0.0
+    client_cpu_pct: float = 0.0
     disk_bytes_per_msg: float = 0.0
     other_cpu_pct: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
@@ -345,6 +347,7 @@ async def run_cell(driver, size: int, clients: int, batch: int, seconds: float, 
     machine_total = max(1, after.machine_total - before.machine_total)
     cores = os.cpu_count() or 1
     own = after.own_ticks - before.own_ticks
+    result.client_cpu_pct = 100 * own / hz / result.elapsed_s
     other = max(0, machine_busy - server_ticks - own)
     result.other_cpu_pct = 100 * cores * other / machine_total
     result.disk_bytes_per_msg = (after.write_bytes - before.write_bytes) / max(1, result.messages)
@@ -360,7 +363,8 @@ def row(r: Result, redis: Result | None) -> str:
     errors = " errors " + ", ".join(f"{k} x{v}" for k, v in r.errors.items()) if r.errors else ""
     return (
         f"  {r.system:<28} {r.msgs_per_s:>9,.0f} msgs/s {r.msgs_per_s * r.size / 1e6:>6.2f} MB/s"
-        f"  p50 {r.p50_ms:>6.2f} ms  p99 {r.p99_ms:>7.2f} ms  server CPU {r.server_cpu_pct:>4.0f}%"
+        f"  p50 {r.p50_ms:>6.2f} ms  p99 {r.p99_ms:>7.2f} ms  CPU server {r.server_cpu_pct:>4.0f}%"
+        f" client {r.client_cpu_pct:>3.0f}%"
         f"  disk {r.disk_bytes_per_msg:>7,.0f} B/msg  other CPU {r.other_cpu_pct:>4.0f}%"
         f"  | vs Redis: {ratio} throughput, {p99} p99{errors}"
     )
