@@ -10,7 +10,7 @@ OFFICIAL := .venv-rocketmq
 # Pinned with every dependency: tests/official-client-requirements.txt (rocketmq-python-client 5.1.2).
 OFFICIAL_STAMP := $(OFFICIAL)/.installed
 
-.PHONY: setup demo lint format test bench proto clean
+.PHONY: setup demo lint format test bench proto clean cluster cluster-down
 
 setup: $(STAMP)
 
@@ -40,6 +40,16 @@ format: $(STAMP)
 
 test: $(STAMP) $(OFFICIAL_STAMP) lint
 	$(BIN)/python -m pytest
+
+# The docker-compose cluster (docker-compose.yml): engine, images and secret made ready by
+# deploy/prepare.sh, then the group started and its status shown once a master is elected.
+cluster: $(STAMP)
+	deploy/prepare.sh
+	deploy/compose.sh up -d
+	$(BIN)/python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120
+
+cluster-down:
+	deploy/compose.sh down --volumes --remove-orphans
 
 bench: $(STAMP)
 	$(BIN)/rocketstore bench --quick
