@@ -1,5 +1,5 @@
 """Waits for the compose cluster (docker-compose.yml) to elect a master whose slaves follow it,
-then prints `rocketstore status` as that master answers it (`make cluster` runs this).
+then prints `rocketstore status` for the group (`make cluster` runs this).
 
     python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120
 
@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
             role = answer.get("role") if isinstance(answer, dict) else answer
             print(f"  {endpoint}: {role}", file=sys.stderr)
         return 1
-    print(format_status(status_rows(master, {}), master))
+    # The slaves' rows from their own answers, through the ports published for them (their
+    # advertised endpoints are names of the compose network).
+    followers: dict[str, dict | str] = {
+        a["client_endpoint"]: a for a in answers.values() if isinstance(a, dict) and a is not master
+    }
+    print(format_status(status_rows(master, followers), master))
     return 0
 
 

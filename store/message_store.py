@@ -71,13 +71,20 @@ from .results import PutMessageResult, RecoveryReport
 from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
 from .service_thread import ServiceThread
 from .stats import StoreStats, StoreStatsSnapshot
-from .role_change import demote, promote
+from .role_change import demote, promote, topics_in_log
 from .slave_truncation import CutParts, TruncateResult, cut_store, finish_cut, read_intent
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
 from .recovery import recover_store
 from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
 from .recent_ids import RecentIds
-from .topic_config import MAX_QUEUE_NUMS, SCHEDULE_TOPIC, Permission, TopicConfig, TopicConfigManager
+from .topic_config import (
+    MAX_QUEUE_NUMS,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
+    Permission,
+    TopicConfig,
+    TopicConfigManager,
+)
 
 log = logging.getLogger(__name__)
 
@@ -497,10 +504,24 @@ class MessageStore:
             if self._allocator is not None:
                 self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
 
-        promote(self.commit_log, self.consume_queues, self.dispatcher.reput_from_offset, switch)
+        table = promote(self.commit_log, self.consume_queues, self.dispatcher.reput_from_offset, switch)
+        self._adopt_topics_of(table)
         if not self.schedule.running:
             self.schedule.start()
         log.info("the store is %s now (log end %d)", role.name, self.max_offset)
+
+    def _adopt_topics_of(self, table: dict[str, int]) -> None:
+        """Topics this store holds messages of but has no config for (created on the old master
+        after the last metadata copy) get one, writable, so a promoted slave serves them."""
+        missing = topics_in_log(table, lambda topic: self.topics.get(topic) is not None or topic in SYSTEM_TOPICS)
+        for topic, queues in sorted(missing.items()):
+            count = max(queues, self.config.default_topic_queue_nums)
+            self.topics.create_or_update(TopicConfig(topic, count, count))
+            log.warning(
+                "topic %s was not in this store's topic table but its log holds it: serving it with %d queues",
+                topic,
+                count,
+            )
 
     def become_slave(self) -> None:
         """A master -> SLAVE while running (`store.role_change.demote`), then delayed deliveries

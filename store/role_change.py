@@ -3,7 +3,9 @@
 A promoted store numbers its puts after every record already in its log: queue offsets continue
 from the ConsumeQueues plus the records past the dispatch point (a dispatch limit may hold the
 replicated tail back from the queues). A demoted store refuses puts from the moment its role
-changes, stops delayed deliveries (a slave's arrive replicated) and flushes what it wrote.
+changes, stops delayed deliveries (a slave's arrive replicated) and flushes what it wrote. A
+promoted store also serves every topic its log holds (`topics_in_log`): one created on the old
+master after the slave's last metadata copy would otherwise be refused by the new master.
 
 Functions over the store's parts, run on the caller's (the role-change) thread; what they change
 under the CommitLog lock is what concurrent puts read.
@@ -34,12 +36,26 @@ def queue_offsets_through_log(
 
 def promote(
     commit_log: CommitLog, consume_queues: ConsumeQueueTable, dispatched_to: int, switch: Callable[[], None]
-) -> None:
+) -> dict[str, int]:
     """Renumber later puts after the whole log and run `switch` (the role flip and the caches it
-    invalidates) in the same critical section, so no put sees the new role with old numbers."""
+    invalidates) in the same critical section, so no put sees the new role with old numbers.
+    Returns the queue offset table ("topic-queueId" -> next queue offset)."""
     with commit_log.lock:
-        commit_log.reset_queue_offsets(queue_offsets_through_log(commit_log, consume_queues, dispatched_to))
+        table = queue_offsets_through_log(commit_log, consume_queues, dispatched_to)
+        commit_log.reset_queue_offsets(table)
         switch()
+    return table
+
+
+def topics_in_log(table: dict[str, int], known: Callable[[str], bool]) -> dict[str, int]:
+    """Topics the log holds messages of that `known` does not name, with the queue count their
+    queue ids need (from a queue offset table's "topic-queueId" keys)."""
+    found: dict[str, int] = {}
+    for key in table:
+        topic, _, queue = key.rpartition("-")
+        if topic and queue.isdigit() and not known(topic):
+            found[topic] = max(found.get(topic, 0), int(queue) + 1)
+    return found
 
 
 def demote(commit_log: CommitLog, switch: Callable[[], None]) -> None:

@@ -148,6 +148,21 @@ def test_promotion_continues_queue_offsets_after_undispatched_records(stores):
     assert slave.put_message(Message("T", 0, b"again")).queue_offset == 51
 
 
+def test_a_promoted_slave_serves_topics_its_log_holds_but_its_topic_table_lacks(stores):
+    master = stores("master")
+    master.put_message(Message("Fresh-Orders", 5, b"created on the old master after the last metadata copy"))
+    slave = stores("slave", "SLAVE")
+    slave.set_dispatch_limit(lambda: 0)  # not even dispatched yet: only the log knows the topic
+    copy_log(master, slave)
+    assert slave.topics.get("Fresh-Orders") is None
+    slave.become_master(BrokerRole.SYNC_MASTER)
+    adopted = slave.topics.get("Fresh-Orders")
+    assert adopted is not None and adopted.writable and adopted.write_queue_nums >= 6
+    slave.set_dispatch_limit(None)
+    put = slave.put_message(Message("Fresh-Orders", 5, b"served by the new master"))
+    assert put.status is PutMessageStatus.PUT_OK and put.queue_offset == 1
+
+
 def test_the_put_fence_refuses_before_anything_is_appended(stores):
     master = stores("master")
     reason = ["this master could not renew its lease in time"]
