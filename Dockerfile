@@ -19,7 +19,7 @@ EXPOSE 10911 10912 10913
 
 # Healthy when the broker itself answers its admin status call (not a port probe).
 HEALTHCHECK --interval=5s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["rocketstore", "status", "--endpoint", "127.0.0.1:10911", "--secret-file", "/run/rocketstore/replication_secret", "--request-timeout-s", "4"]
+    CMD ["rocketstore", "health", "--endpoint", "127.0.0.1:10911", "--secret-file", "/run/rocketstore/replication_secret", "--request-timeout-s", "4"]
 
 ENTRYPOINT ["rocketstore-entrypoint"]
 CMD ["-c", "/etc/rocketstore/broker.conf"]

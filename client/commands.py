@@ -944,6 +944,26 @@ def run_status(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
+def run_health(args: argparse.Namespace) -> int:
+    """The broker answers: one line with its role and offsets, exit 0 (its peers are not asked)."""
+    from .admin import AdminClient
+
+    secret = admin_secret(args)
+    _check_tls_file(args)
+    try:
+        with AdminClient(
+            args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
+        ) as admin:
+            asked = admin.status()
+    except RocketStoreError as exc:
+        raise _fail(exc) from None
+    if args.json:
+        _print_json({"role": asked["role"], "max_offset": asked["max_offset"], "epoch": asked.get("epoch", 0)})
+    else:
+        print(f"{asked['role']} max offset {asked['max_offset']} epoch {asked.get('epoch', 0)}")
+    return EXIT_OK
+
+
 # -- topic -------------------------------------------------------------------------------------
 
 

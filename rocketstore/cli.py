@@ -277,6 +277,12 @@ COMMANDS: tuple[Command, ...] = (
         "client.commands:run_status",
     ),
     Command(
+        "health",
+        "exit 0 when the broker answers its admin status call (for container health checks)",
+        "client.commands:status_arguments",
+        "client.commands:run_health",
+    ),
+    Command(
         "admin",
         "operator actions: `admin elect --broker ID` makes a slave the master (planned switchover)",
         "client.admin_commands:admin_arguments",

@@ -34,6 +34,9 @@ class BrokerConfig:
     # 0 for a master, anything else for a slave (RocketMQ's convention).
     broker_id: int = 0
     broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
+    # Where slaves reach this broker's replication port (RocketMQ's brokerIP2), when that is not
+    # brokerIP1: clients and peers on different networks (a compose cluster used from the host).
+    broker_ip2: str = field(default="", metadata=_key("brokerIP2"))
     listen_port: int = 10911
     # RocketMQ's remoting protocol (4.x clients) on this port beside the gRPC API; -1: off,
     # 0: a port the OS chooses.
@@ -70,6 +73,11 @@ class BrokerConfig:
     @property
     def host(self) -> str:
         return self.bind_address or self.broker_ip1
+
+    @property
+    def ha_host(self) -> str:
+        """The address the replication endpoint is advertised at."""
+        return self.broker_ip2 or self.broker_ip1
 
 
 class BrokerConfigs(NamedTuple):

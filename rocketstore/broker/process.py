@@ -370,7 +370,7 @@ class Broker:
             raise
         self.tracker, self._ha_server, self._ha_servicer = tracker, server, servicer
         store.set_replica_gate(tracker)
-        self.ha_endpoint = _endpoint(self.configs.broker.broker_ip1, ha_port)
+        self.ha_endpoint = _endpoint(self.configs.broker.ha_host, ha_port)
         server.start()
         return tracker
 

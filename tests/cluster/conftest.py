@@ -15,20 +15,16 @@ from pathlib import Path
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 os.environ.setdefault("TC_POOLING_INTERVAL", "0.1")
 
-import docker  # noqa: E402
 import pytest  # noqa: E402
 
-from containers import LABEL, ContainerGroup  # noqa: E402
+from harness.containers import ContainerGroup, remove_labelled  # noqa: E402
+from test_compose import PROJECT_PREFIX  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def sweep() -> None:
-    client = docker.from_env()
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        container.remove(force=True, v=True)
-    for network in client.networks.list(filters={"label": LABEL}):
-        network.remove()
+    remove_labelled(compose_prefix=PROJECT_PREFIX)
 
 
 @pytest.fixture(scope="session", autouse=True)

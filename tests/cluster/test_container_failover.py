@@ -11,7 +11,7 @@ import threading
 import time
 
 from client import PullConsumer, RocketStoreError
-from containers import GROUP_SETTINGS, ContainerGroup, Node
+from harness.containers import GROUP_SETTINGS, ContainerGroup, Node
 from failover_support import TOPIC, Load
 from harness import verify
 from harness.local_cluster import poll_until

@@ -5,7 +5,9 @@ read them on the host once the containers are stopped.
 
 Faults: `kill` (SIGKILL), `pause`/`unpause`, `disconnect`/`connect` (a partition), `stop`/`start`
 of any container, etcd included. Everything this module creates carries the `LABEL` label; the
-suite's conftest sweeps by it before and after the run.
+container suite (tests/cluster) and the cluster benchmark sweep by it before and after a run.
+Needs the images `deploy/prepare.sh` builds and the `testcontainers` package (the test extras).
+Thread-safety: one thread drives a group; `status` may be called from any thread.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import ipaddress
 import os
 import random
 import secrets
-import time
+
+# Ryuk, the testcontainers reaper, needs an image pull; this module sweeps by label instead.
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+os.environ.setdefault("TC_POOLING_INTERVAL", "0.1")
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -279,7 +284,25 @@ class ContainerGroup:
         return "\n".join(parts)
 
 
-def timed(action) -> float:
-    started = time.monotonic()
-    action()
-    return time.monotonic() - started
+COMPOSE_PROJECT = "com.docker.compose.project"
+
+
+def remove_labelled(compose_prefix: str = "") -> None:
+    """Remove the containers, networks and volumes runs of this module made (the `LABEL` label),
+    and, with `compose_prefix`, those of compose projects whose names start with it."""
+
+    def ours(labels: dict | None) -> bool:
+        labels = labels or {}
+        project = labels.get(COMPOSE_PROJECT, "")
+        return LABEL in labels or bool(compose_prefix and project.startswith(compose_prefix))
+
+    client = docker.from_env()
+    for container in client.containers.list(all=True):
+        if ours(container.labels):
+            container.remove(force=True, v=True)
+    for network in client.networks.list():
+        if ours(network.attrs.get("Labels")):
+            network.remove()
+    for volume in client.volumes.list():
+        if ours(volume.attrs.get("Labels")):
+            volume.remove(force=True)
