@@ -72,8 +72,9 @@ class GroupDriver:
 class Sender:
     """One producer sending without pause, recording when each acknowledgement came."""
 
-    def __init__(self, endpoints: str, max_seconds: float) -> None:
+    def __init__(self, endpoints: str, max_seconds: float, send_timeout_s: float) -> None:
         self.endpoints = endpoints
+        self.send_timeout_s = send_timeout_s
         # (sent at, acknowledged at, message id, CommitLog offset) of every acknowledged send
         self.acks: list[tuple[float, float, str, int]] = []
         self.failures = 0
@@ -87,7 +88,7 @@ class Sender:
 
     def _run(self) -> None:
         body = b"f" * 1024
-        with Producer(self.endpoints, timeout_s=3.0, retry_timeout_s=30.0) as producer:
+        with Producer(self.endpoints, timeout_s=self.send_timeout_s, retry_timeout_s=30.0) as producer:
             while not self._stop.is_set() and time.monotonic() < self._deadline:
                 sent_at = time.monotonic()
                 try:
@@ -128,8 +129,8 @@ def back_in_sync(group: ContainerGroup, node: Node, timeout_s: float) -> bool:
     return bool(poll_until(ready, timeout_s, max_delay_s=0.1))
 
 
-def failovers(group: ContainerGroup, kills: int) -> tuple[list[float], dict[str, int], int]:
-    sender = Sender(group.client_endpoints(), max_seconds=kills * 60 + 120).start()
+def failovers(group: ContainerGroup, kills: int, send_timeout_s: float) -> tuple[list[float], dict[str, int], int]:
+    sender = Sender(group.client_endpoints(), max_seconds=kills * 60 + 120, send_timeout_s=send_timeout_s).start()
     times: list[float] = []
     try:
         if sender.first_ack_after(time.monotonic() - 1, 60) is None:
@@ -175,6 +176,13 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=5.0, help="measured time per produce cell (default 5)")
     p.add_argument("--producers", default="1,8,64", help="comma list of concurrent producers (default 1,8,64)")
     p.add_argument("--kills", type=int, default=20, help="kills of the master's container (default 20)")
+    p.add_argument(
+        "--send-timeout-s",
+        type=float,
+        default=3.0,
+        help="the failover producer's deadline per attempt (default 3, RocketMQ's send timeout): a send to the "
+        "killed master's vanished address waits this long before the client looks for the new master",
+    )
     p.add_argument("--dir", type=Path, help="parent directory of the run's stores (default: the system temp dir)")
     return p.parse_args(argv)
 
@@ -211,8 +219,11 @@ def main(argv=None) -> int:
                     run_cell(GroupDriver(master, transport), 1024, producers, 1, args.seconds, 1_000_000)
                 )
                 print(row(result, None).split("  CPU server")[0] + f"  ({producers} producers)")
-        print(f"\nFailover: {args.kills} kills of the master's container (SIGKILL), one producer sending:")
-        times, acked, failures = failovers(group, args.kills)
+        print(
+            f"\nFailover: {args.kills} kills of the master's container (SIGKILL), one producer sending"
+            f" (deadline per attempt {args.send_timeout_s:g} s):"
+        )
+        times, acked, failures = failovers(group, args.kills, args.send_timeout_s)
         ordered = sorted(times)
         print(
             f"  failover (kill to the first acknowledgement after it): p50 {percentile(ordered, 50):.2f} s,"

@@ -306,3 +306,5 @@ def remove_labelled(compose_prefix: str = "") -> None:
     for volume in client.volumes.list():
         if ours(volume.attrs.get("Labels")):
             volume.remove(force=True)
+    # Layers a rebuild of the project's images left without a tag.
+    client.images.prune(filters={"dangling": True, "label": "org.rocketstore.image=true"})
