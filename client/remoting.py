@@ -8,7 +8,9 @@ matched to them by opaque, so any number of requests may be in flight on it. `As
 sends SEND_MESSAGE_V2 (and SEND_BATCH_MESSAGE) to a broker's `remotingListenPort`, choosing the
 queue round-robin over the topic's write queues (from GET_ROUTEINFO_BY_TOPIC), and answers with
 the same `SendResult` as `AsyncProducer`; refusals raise `BrokerError` with RocketMQ's response
-code name and the broker's remark.
+code name and the broker's remark. `AsyncRemotingPullConsumer` pulls (PULL_MESSAGE, long polling
+and tag filters included) and answers the same `PullResult` as `AsyncPullConsumer`, decoding the
+stored records the broker returns.
 
 Thread-safety: one event loop; a connection and a producer belong to the loop that opened them.
 """
@@ -25,16 +27,27 @@ from wire.remoting import (
     SEND_V1_FIELDS,
     BatchItem,
     FrameDecoder,
+    StoredRecord,
     RemotingCommand,
     RemotingProtocolError,
     RequestCode,
     ResponseCode,
     encode,
+    decode_stored_records,
     encode_batch_body,
     properties_to_string,
 )
 
-from .convert import ProducerMessage, SendResult, SendStatus, new_message_id
+from .convert import (
+    DEFAULT_GROUP,
+    ProducerMessage,
+    PullResult,
+    PullStatus,
+    ReceivedMessage,
+    SendResult,
+    SendStatus,
+    new_message_id,
+)
 from .endpoint import parse_endpoint
 from .errors import BrokerError, ProtocolError, TransportError
 
@@ -248,6 +261,99 @@ class AsyncRemotingProducer:
             self._conn = None
 
     async def __aenter__(self) -> AsyncRemotingProducer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+# Properties the broker and clients interpret; the rest are the user's.
+_SYSTEM_PROPERTIES = frozenset(
+    {"TAGS", "KEYS", "UNIQ_KEY", "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "__SHARDINGKEY"}
+)
+PULL_FLAG_SUSPEND = 2
+
+
+def received(record: StoredRecord) -> ReceivedMessage:
+    props = record.properties
+    return ReceivedMessage(
+        topic=record.topic,
+        queue_id=record.queue_id,
+        queue_offset=record.queue_offset,
+        commit_log_offset=record.physical_offset,
+        msg_id=props.get("UNIQ_KEY") or record.offset_msg_id,
+        body=record.body,
+        tag=props.get("TAGS"),
+        keys=tuple(props.get("KEYS", "").split()),
+        properties={k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES},
+        born_timestamp_ms=record.born_timestamp_ms,
+        store_timestamp_ms=record.store_timestamp_ms,
+        born_host=f"{record.born_host[0]}:{record.born_host[1]}",
+        store_host=f"{record.store_host[0]}:{record.store_host[1]}",
+        reconsume_times=record.reconsume_times,
+        body_crc_ok=record.body_crc_ok,
+    )
+
+
+class AsyncRemotingPullConsumer:
+    """Pulls one queue at a time over the remoting protocol (a RocketMQ 4.x pull consumer)."""
+
+    def __init__(self, endpoint: str, *, group: str = DEFAULT_GROUP, timeout_s: float = 30.0) -> None:
+        self.endpoint = endpoint
+        self.group = group
+        self.timeout_s = timeout_s
+        self._conn: RemotingConnection | None = None
+
+    async def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_messages: int = 32,
+        tag_filter: str | None = None,
+        long_polling_ms: int = 0,
+    ) -> PullResult:
+        if self._conn is None or self._conn._transport is None:
+            self._conn = await RemotingConnection.open(self.endpoint, self.timeout_s)
+        fields = {
+            "consumerGroup": self.group,
+            "topic": topic,
+            "queueId": str(queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(max_messages),
+            "sysFlag": str(PULL_FLAG_SUSPEND if long_polling_ms > 0 else 0),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": str(long_polling_ms),
+            "subscription": tag_filter or "*",
+            "subVersion": "0",
+            "expressionType": "TAG",
+        }
+        answer = await self._conn.request(
+            RequestCode.PULL_MESSAGE, fields, timeout_s=self.timeout_s + long_polling_ms / 1000
+        )
+        status = _PULL_STATUS.get(answer.code)  # type: ignore[call-overload]  # IntEnum keys hash as ints
+        if status is None:
+            raise BrokerError(code_name(answer.code), answer.remark or "")
+        try:
+            messages = [received(r) for r in decode_stored_records(answer.body)] if answer.body else []
+        except ValueError as exc:
+            raise ProtocolError(f"the broker at {self.endpoint} sent records that do not decode: {exc}") from None
+        next_offset = int(answer.ext_fields.get("nextBeginOffset", str(offset)))
+        return PullResult(status, messages, next_offset)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def __aenter__(self) -> AsyncRemotingPullConsumer:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -19,7 +19,8 @@ serialization of its request.
 `RemotingCommand` is a frozen value; `encode` makes a frame, `FrameDecoder` takes bytes as they
 arrive and returns whole commands (bounded by `max_frame_bytes`; a bad frame raises
 `RemotingProtocolError` and the connection must close). Also the request and response codes
-RocketStore speaks and the codec of a batch's body. No I/O, no threads; a decoder belongs to one
+RocketStore speaks, the codec of a batch's body, and the decoder of the stored records a pull
+returns (`decode_stored_records`). No I/O, no threads; a decoder belongs to one
 connection.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import json
+import socket
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
@@ -363,3 +365,95 @@ def decode_batch_body(data: bytes) -> list[BatchItem]:
         items.append(BatchItem(bytes(view[body_start:body_end]), flag, string_to_properties(props)))
         pos += total
     return items
+
+
+# -- stored records (PULL_MESSAGE's body) ------------------------------------------------------------
+
+BORNHOST_V6_FLAG = 1 << 4
+STOREHOST_V6_FLAG = 1 << 5
+_RECORD_FIXED = {
+    (born, store): struct.Struct(f">iiiiiqqiq{born}sq{store}siqi") for born in (8, 20) for store in (8, 20)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One message as the broker stored it (RocketMQ's CommitLog record), as a pull returns it."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    physical_offset: int
+    body: bytes
+    body_crc: int
+    flag: int
+    sys_flag: int
+    properties: dict[str, str]
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    born_host: tuple[str, int]
+    store_host: tuple[str, int]
+    store_host_raw: bytes
+    reconsume_times: int
+
+    @property
+    def offset_msg_id(self) -> str:
+        """The broker's message id: the store host's address and port, then the CommitLog offset."""
+        return (self.store_host_raw + struct.pack(">q", self.physical_offset)).hex().upper()
+
+    @property
+    def body_crc_ok(self) -> bool:
+        return zlib.crc32(self.body) & 0x7FFFFFFF == self.body_crc
+
+
+def _host(raw: bytes) -> tuple[str, int]:
+    family = socket.AF_INET if len(raw) == 8 else socket.AF_INET6
+    return socket.inet_ntop(family, raw[:-4]), struct.unpack(">i", raw[-4:])[0]
+
+
+def decode_stored_records(data: bytes) -> list[StoredRecord]:
+    """The records of a PULL_MESSAGE body, back to back; ValueError names the one that is cut."""
+    out: list[StoredRecord] = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < 8:
+            raise ValueError(f"a record at byte {pos} is cut short")
+        size, _magic = struct.unpack_from(">ii", data, pos)
+        if size < 8 or pos + size > len(data):
+            raise ValueError(f"a record at byte {pos} claims {size} bytes of {len(data) - pos}")
+        (sys_flag,) = struct.unpack_from(">i", data, pos + 36)
+        fixed = _RECORD_FIXED[20 if sys_flag & BORNHOST_V6_FLAG else 8, 20 if sys_flag & STOREHOST_V6_FLAG else 8]
+        try:
+            (_, _, crc, queue_id, flag, queue_offset, phys, _, born_ts, born_raw, store_ts, store_raw, reconsume, _,
+             body_len) = fixed.unpack_from(data, pos)  # fmt: skip
+            at = pos + fixed.size
+            body = data[at : at + body_len]
+            at += body_len
+            topic_len = data[at]
+            topic = data[at + 1 : at + 1 + topic_len].decode()
+            at += 1 + topic_len
+            (props_len,) = struct.unpack_from(">h", data, at)
+            properties = string_to_properties(data[at + 2 : at + 2 + props_len].decode())
+        except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+            raise ValueError(f"the record at byte {pos} does not decode: {exc}") from None
+        out.append(
+            StoredRecord(
+                topic,
+                queue_id,
+                queue_offset,
+                phys,
+                body,
+                crc,
+                flag,
+                sys_flag,
+                properties,
+                born_ts,
+                store_ts,
+                _host(born_raw),
+                _host(store_raw),
+                store_raw,
+                reconsume,
+            )  # fmt: skip
+        )
+        pos += size
+    return out

@@ -10,7 +10,8 @@ import json
 import pytest
 
 from client import SendStatus
-from client.remoting import AsyncRemotingProducer, RemotingConnection
+from client import PullStatus
+from client.remoting import AsyncRemotingProducer, AsyncRemotingPullConsumer, RemotingConnection
 from harness.local_cluster import poll_until
 from store.codec import decode_message
 from wire.remoting import RequestCode, ResponseCode
@@ -136,3 +137,35 @@ def test_a_slave_refuses_sends_and_garbage_closes_only_its_connection(group):
 
     asyncio.run(scenario())
     assert poll_until(lambda: "closing" in group.master.tail(200), 10)
+
+
+def test_the_python_client_consumes_over_remoting_with_tag_filters_and_long_polling(group):
+    async def scenario():
+        endpoint = group.master.remoting_endpoint
+        async with AsyncRemotingProducer(endpoint) as producer, AsyncRemotingPullConsumer(endpoint) as consumer:
+            sent = [
+                await producer.send("Tagged", b"a%d" % i, tag="red" if i % 2 else "blue", keys=[f"k{i}"], queue_id=0)
+                for i in range(10)
+            ]
+            await producer.send("Tagged", b"props", properties={"region": "eu"}, queue_id=1)
+            everything = await consumer.pull("Tagged", 0, 0, max_messages=32)
+            assert everything.status is PullStatus.FOUND and everything.next_offset == 10
+            assert [m.body for m in everything.messages] == [b"a%d" % i for i in range(10)]
+            assert [m.msg_id for m in everything.messages] == [r.msg_id for r in sent]
+            assert [m.commit_log_offset for m in everything.messages] == [r.commit_log_offset for r in sent]
+            assert everything.messages[3].tag == "red" and everything.messages[3].keys == ("k3",)
+            assert all(m.body_crc_ok for m in everything.messages)
+            red = await consumer.pull("Tagged", 0, 0, max_messages=32, tag_filter="red")
+            assert [m.body for m in red.messages] == [b"a%d" % i for i in range(1, 10, 2)]
+            (with_props,) = (await consumer.pull("Tagged", 1, 0)).messages
+            assert dict(with_props.properties) == {"region": "eu"}
+            empty = await consumer.pull("Tagged", 0, 10)
+            assert empty.status is PullStatus.NO_NEW_MSG and empty.next_offset == 10
+            waiting = asyncio.create_task(consumer.pull("Tagged", 0, 10, long_polling_ms=20_000))
+            done, _ = await asyncio.wait({waiting}, timeout=0.3)
+            assert not done, "a long poll of an empty queue must wait"
+            await producer.send("Tagged", b"late", queue_id=0)
+            late = await asyncio.wait_for(waiting, 20)
+            assert [m.body for m in late.messages] == [b"late"]
+
+    asyncio.run(scenario())

@@ -19,6 +19,7 @@ from wire.remoting import (
     RemotingProtocolError,
     ResponseCode,
     decode_batch_body,
+    decode_stored_records,
     encode,
     encode_batch_body,
     properties_to_string,
@@ -127,3 +128,50 @@ def test_properties_use_rocketmqs_separators_and_refuse_a_pair_without_value():
     assert string_to_properties(text) == {"TAGS": "a", "KEYS": "k1 k2"}
     with pytest.raises(ValueError, match="without a value separator"):
         string_to_properties("TAGS\x02")
+
+
+hosts = st.sampled_from([("127.0.0.1", 10911), ("10.1.2.3", 1), ("::1", 10911), ("fe80::1", 65535)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    topic=st.from_regex(r"[A-Za-z0-9_%|-]{1,40}", fullmatch=True),
+    body=st.binary(max_size=300),
+    props=st.dictionaries(
+        st.from_regex(r"[A-Za-z_]{1,12}", fullmatch=True), st.from_regex(r"[a-z0-9 ]{0,12}", fullmatch=True), max_size=4
+    ),
+    born=hosts,
+    store_host=hosts,
+    offsets=st.tuples(st.integers(0, 2**40), st.integers(0, 2**31)),
+)
+def test_pulled_records_decode_as_the_store_reads_them(topic, body, props, born, store_host, offsets):
+    from store import Message
+    from store.codec import decode_message, encode_message
+
+    msg = Message(topic, 3, body, props, flag=7, born_host=born, store_host=store_host, born_timestamp_ms=1234)
+    encoded = encode_message(msg, default_store_host=store_host, max_message_size=1 << 20, now_ms=99)
+    encoded.stamp(offsets[0], offsets[1], 5678)
+    raw = bytes(encoded.buf)
+    expected = decode_message(raw, 0)
+    (got,) = decode_stored_records(raw + b"")
+    assert (got.topic, got.queue_id, got.queue_offset, got.physical_offset) == (
+        expected.topic,
+        expected.queue_id,
+        expected.queue_offset,
+        expected.physical_offset,
+    )
+    assert (got.body, got.properties, got.flag, got.sys_flag) == (
+        expected.body,
+        dict(expected.properties),
+        expected.flag,
+        expected.sys_flag,
+    )
+    assert (got.born_host, got.store_host, got.born_timestamp_ms, got.store_timestamp_ms) == (
+        expected.born_host,
+        expected.store_host,
+        expected.born_timestamp_ms,
+        expected.store_timestamp_ms,
+    )
+    assert got.offset_msg_id == expected.msg_id and got.body_crc_ok
+    with pytest.raises(ValueError, match="at byte 0"):
+        decode_stored_records(raw[:-1])
