@@ -43,11 +43,13 @@ from .errors import (
 )
 from .failover import RetryPolicy
 from .producer import AsyncProducer, Producer
+from .signing import Credentials
 
 __all__ = [
     "AdminClient",
     "AsyncProducer",
     "AsyncPullConsumer",
+    "Credentials",
     "AuthenticationError",
     "BrokerError",
     "DEFAULT_ENDPOINT",

@@ -37,6 +37,7 @@ from .convert import (
     readable_queue_ids,
 )
 from .endpoint import Endpoint, open_channel, parse_endpoint
+from .signing import Credentials
 from .errors import RocketStoreError, from_rpc_error
 from .producer import check_timeout
 
@@ -49,11 +50,13 @@ class _ConsumerBase:
         *,
         timeout_s: float = 10.0,
         tls_ca_file: str | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._endpoint = parse_endpoint(endpoint)
         self._group = check_name("group", group)
         self._timeout_s = check_timeout(timeout_s)
         self._tls_ca_file = tls_ca_file
+        self._credentials = credentials
         self._closed = False
 
     @property
@@ -116,9 +119,10 @@ class PullConsumer(_ConsumerBase):
         *,
         timeout_s: float = 10.0,
         tls_ca_file: str | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
-        super().__init__(endpoint, group, timeout_s=timeout_s, tls_ca_file=tls_ca_file)
-        self._channel = open_channel(self._endpoint, tls_ca_file=tls_ca_file)
+        super().__init__(endpoint, group, timeout_s=timeout_s, tls_ca_file=tls_ca_file, credentials=credentials)
+        self._channel = open_channel(self._endpoint, tls_ca_file=tls_ca_file, credentials=credentials)
         self._stub = messaging_pb2_grpc.MessagingServiceStub(self._channel)
 
     def _unary(self, method: str, request: Any) -> Any:
@@ -191,15 +195,18 @@ class AsyncPullConsumer(_ConsumerBase):
         *,
         timeout_s: float = 10.0,
         tls_ca_file: str | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
-        super().__init__(endpoint, group, timeout_s=timeout_s, tls_ca_file=tls_ca_file)
+        super().__init__(endpoint, group, timeout_s=timeout_s, tls_ca_file=tls_ca_file, credentials=credentials)
         self._channel: grpc.aio.Channel | None = None
         self._stub: messaging_pb2_grpc.MessagingServiceStub | None = None
 
     def _get_stub(self) -> messaging_pb2_grpc.MessagingServiceStub:
         self._check_open()
         if self._stub is None:
-            self._channel = open_channel(self._endpoint, tls_ca_file=self._tls_ca_file, aio=True)
+            self._channel = open_channel(
+                self._endpoint, tls_ca_file=self._tls_ca_file, aio=True, credentials=self._credentials
+            )
             self._stub = messaging_pb2_grpc.MessagingServiceStub(self._channel)
         return self._stub
 

@@ -119,11 +119,25 @@ def parse_endpoint(text: object, default_port: int | None = None) -> Endpoint:
     return Endpoint(host, _check_port(port_text, text))
 
 
-def open_channel(endpoint: Endpoint, *, tls_ca_file: str | None = None, aio: bool = False):
-    """A channel to `endpoint`: TLS trusting `tls_ca_file` when given, else plaintext."""
+def open_channel(endpoint: Endpoint, *, tls_ca_file: str | None = None, aio: bool = False, credentials=None):
+    """A channel to `endpoint`: TLS trusting `tls_ca_file` when given, else plaintext; every call
+    signed with `credentials` (a `client.signing.Credentials`) when given."""
     module = grpc.aio if aio else grpc
+    extra: dict = {}
+    if credentials is not None and aio:
+        from .signing import AsyncSigningInterceptor
+
+        extra["interceptors"] = [AsyncSigningInterceptor(credentials)]
     if tls_ca_file:
         from wire.auth import channel_credentials
 
-        return module.secure_channel(endpoint.target, channel_credentials(tls_ca_file), options=CHANNEL_OPTIONS)
-    return module.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
+        channel = module.secure_channel(
+            endpoint.target, channel_credentials(tls_ca_file), options=CHANNEL_OPTIONS, **extra
+        )
+    else:
+        channel = module.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS, **extra)
+    if credentials is not None and not aio:
+        from .signing import SigningInterceptor
+
+        channel = grpc.intercept_channel(channel, SigningInterceptor(credentials))
+    return channel

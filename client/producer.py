@@ -40,6 +40,7 @@ from wire.rpc import messaging_pb2_grpc
 
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
 from .endpoint import Endpoint, open_channel, parse_endpoint
+from .signing import Credentials
 from .errors import RocketStoreError, from_rpc_error
 from .failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
 
@@ -105,12 +106,14 @@ class _ProducerBase:
         tls_ca_file: str | None = None,
         retry_timeout_s: float = 10.0,
         retry_policy: RetryPolicy | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._group = KnownEndpoints(parse_endpoints(endpoints))
         self._given = self._group.all
         self._timeout_s = check_timeout(timeout_s)
         self._policy = retry_policy if retry_policy is not None else RetryPolicy(retry_timeout_s=retry_timeout_s)
         self._tls_ca_file = tls_ca_file
+        self._credentials = credentials
         self._closed = False
         self._lock = threading.Lock()
         self._group_name = ""  # the broker name a route gave, for the log
@@ -194,6 +197,7 @@ class Producer(_ProducerBase):
         tls_ca_file: str | None = None,
         retry_timeout_s: float = 10.0,
         retry_policy: RetryPolicy | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         super().__init__(
             endpoints,
@@ -201,6 +205,7 @@ class Producer(_ProducerBase):
             tls_ca_file=tls_ca_file,
             retry_timeout_s=retry_timeout_s,
             retry_policy=retry_policy,
+            credentials=credentials,
         )
         self._stubs: dict[Endpoint, tuple[grpc.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
         self._stub_for(self._group.current)
@@ -211,7 +216,7 @@ class Producer(_ProducerBase):
                 raise self._closed_error()
             entry = self._stubs.get(endpoint)
             if entry is None:
-                channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file)
+                channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file, credentials=self._credentials)
                 entry = self._stubs[endpoint] = (channel, messaging_pb2_grpc.MessagingServiceStub(channel))
             return entry[1]
 
@@ -304,6 +309,7 @@ class AsyncProducer(_ProducerBase):
         tls_ca_file: str | None = None,
         retry_timeout_s: float = 10.0,
         retry_policy: RetryPolicy | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         super().__init__(
             endpoints,
@@ -311,6 +317,7 @@ class AsyncProducer(_ProducerBase):
             tls_ca_file=tls_ca_file,
             retry_timeout_s=retry_timeout_s,
             retry_policy=retry_policy,
+            credentials=credentials,
         )
         self._stubs: dict[Endpoint, tuple[grpc.aio.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
 
@@ -319,7 +326,7 @@ class AsyncProducer(_ProducerBase):
             raise self._closed_error()
         entry = self._stubs.get(endpoint)
         if entry is None:
-            channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file, aio=True)
+            channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file, aio=True, credentials=self._credentials)
             entry = self._stubs[endpoint] = (channel, messaging_pb2_grpc.MessagingServiceStub(channel))
         return entry[1]
 

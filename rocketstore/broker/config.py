@@ -47,6 +47,10 @@ class BrokerConfig:
     # Shared secret of the admin API (inline or in a file); empty: the replication secret.
     admin_secret: str = field(default="", repr=False)
     admin_secret_file: str = ""
+    # Signed calls and per-topic/group permissions on the client API (rocketstore/broker/acl.py);
+    # off by default, as in RocketMQ.
+    acl_enable: bool = False
+    acl_file: str = ""
     # TLS on the client API (off by default, as in RocketMQ).
     tls_enable: bool = False
     tls_server_cert_path: str = ""
@@ -67,6 +71,13 @@ class BrokerConfig:
             raise ConfigError("tlsEnable=true needs tlsServerCertPath and tlsServerKeyPath")
         if self.admin_secret and self.admin_secret_file:
             raise ConfigError("set adminSecret or adminSecretFile, not both")
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError("aclEnable=true needs aclFile (the accounts and their permissions)")
+        if self.acl_enable and self.remoting_listen_port >= 0:
+            raise ConfigError(
+                "aclEnable=true with remotingListenPort: the remoting API does not check ACL signatures yet; "
+                "set remotingListenPort=-1"
+            )
         if self.long_polling_max_ms <= 0:
             raise ConfigError(f"longPollingMax must be positive, got {self.long_polling_max_ms}")
 

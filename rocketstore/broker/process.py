@@ -61,7 +61,8 @@ from rocketstore.failover import switchover
 from .admin import AdminServicer
 from rocketstore.failover.controller_agent import ControllerAgent
 from rocketstore.failover.controller_roles import ControllerRoles
-from .config import BrokerConfigs, load_secrets
+from .config import BrokerConfigs, is_loopback, load_secrets
+from .acl import AclGuard, load_acl
 from .guard import MalformedRequestGuard
 from .messaging import MessagingServicer
 from .remoting_server import RemotingServer
@@ -254,8 +255,21 @@ class Broker:
         broker, store_config, ha = self.configs
         host = broker.host
         max_message = store_config.max_message_size * 2 + 1024 * 1024
+        interceptors: list[grpc.aio.ServerInterceptor] = [
+            AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]),
+            MalformedRequestGuard(),
+        ]
+        if broker.acl_enable:
+            try:
+                interceptors.append(AclGuard(load_acl(broker.acl_file)))
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"aclFile: {exc}") from None
+        elif not is_loopback(host):
+            log.warning(
+                "the client API on %s accepts unsigned calls from anyone who can reach it (aclEnable=false)", host
+            )
         self._client_server = grpc.aio.server(
-            interceptors=[AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]), MalformedRequestGuard()],
+            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", max_message),
                 ("grpc.max_send_message_length", max_message),
