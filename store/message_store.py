@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from .checkpoint import StoreCheckpoint
 from .retention import CleanPolicy, CleanService
@@ -102,6 +102,9 @@ class MessageStore:
     ) -> None:
         self.config = config
         self.broker_role = config.broker_role
+        # Bumped by every role change and truncation: state derived from the log (pop
+        # consumption's) is rebuilt when it differs from the generation it was built at.
+        self.role_generation = 0
         self._clock = clock_ms
         root = config.root
         self._root = root
@@ -505,6 +508,7 @@ class MessageStore:
                 self._allocator.prepare(last.end_offset if last else self.queue.flushed_where)
 
         table = promote(self.commit_log, self.consume_queues, self.dispatcher.reput_from_offset, switch)
+        self.role_generation += 1
         self._adopt_topics_of(table)
         if not self.schedule.running:
             self.schedule.start()
@@ -529,6 +533,7 @@ class MessageStore:
         if self.broker_role is BrokerRole.SLAVE:
             return
         demote(self.commit_log, lambda: setattr(self, "broker_role", BrokerRole.SLAVE))
+        self.role_generation += 1
         self.schedule.shutdown()
         if not self.wait_flushed(self.max_offset, self.config.sync_flush_timeout_ms / 1000 + 5):
             log.warning("demotion: the CommitLog is not flushed to %d yet", self.max_offset)
@@ -744,6 +749,11 @@ class MessageStore:
 
     async def async_put_messages(self, batch: Sequence[Message]) -> PutMessageResult:
         return await self._put_path.put_async(batch, batch=True)
+
+    def begin_put_message(self, msg: Message) -> Awaitable[PutMessageResult]:
+        """Append `msg` now (on the calling event loop's thread); the awaitable answers when it is
+        as durable as async_put_message would. For callers whose appends must keep their order."""
+        return self._put_path.begin_async((msg,), batch=False)
 
     def end_transaction(self, prepared_offset: int, commit: bool) -> PutMessageResult:
         """Commit or roll back the prepared message at `prepared_offset`: a commit stores the

@@ -24,7 +24,7 @@ import asyncio
 import errno
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -339,7 +339,14 @@ class PutPath:
         return max(0.0, timeout_s - (time.perf_counter_ns() - pending.started_ns) / 1e9)
 
     async def put_async(self, messages: Sequence[Message], batch: bool) -> PutMessageResult:
-        pending = self._begin(messages, batch, self._waits(messages[0] if messages else None))
+        return await self._settle_async(self._begin(messages, batch, self._waits(messages[0] if messages else None)))
+
+    def begin_async(self, messages: Sequence[Message], batch: bool) -> Awaitable[PutMessageResult]:
+        """As put_async, but the append happens in this call: callers that order appends under a
+        lock of their own await durability after releasing it."""
+        return self._settle_async(self._begin(messages, batch, self._waits(messages[0] if messages else None)))
+
+    async def _settle_async(self, pending: _Pending | PutMessageResult) -> PutMessageResult:
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
         flush = await self._await(

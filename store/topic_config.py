@@ -38,6 +38,7 @@ from .clock import wall_clock_ms
 from .codec import MAX_TOPIC_LENGTH, NAME_PATTERN
 
 from .json_file import read_json, write_json_atomically
+from .pop_state import POP_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ _INT32_MAX = 2**31 - 1
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-SYSTEM_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
+SYSTEM_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC})
 DEFAULT_DELAY_LEVELS = 18
 
 
@@ -312,7 +313,8 @@ class TopicConfigManager:
                 schedule.order,
             )
         # RocketMQ's TransactionalMessageBridge creates both with one queue, read/write.
-        for name in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC):
+        # Pop consumption's events: one queue, so a replay reads them in log order.
+        for name in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC):
             table.setdefault(name, TopicConfig(name, 1, 1))
         return table
 

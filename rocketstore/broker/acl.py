@@ -20,6 +20,8 @@ group and the permission it lacks. What each method needs:
 |---|---|
 | SendMessage | PUB on every message's topic |
 | PullMessage, GetOffset, UpdateOffset | SUB on the topic and on the group |
+| QueryAssignment, ReceiveMessage, AckMessage | SUB on the topic and on the group |
+| ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue | SUB on the topic and on the group |
 | QueryOffset | SUB on the topic |
 | QueryRoute, Heartbeat, Telemetry, NotifyClientTermination | a valid signature |
 | any other method | an admin account |
@@ -155,7 +157,12 @@ def needs(method: str, request: object) -> Need | None:
         return []
     if method == "SendMessage" and isinstance(request, pb.SendMessageRequest):
         return [("topic", m.topic.name, Perm.PUB) for m in request.messages]
-    if method in ("PullMessage", "GetOffset", "UpdateOffset"):
+    if method in ("QueryAssignment", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue"):
+        topic, group = getattr(request, "topic", None), getattr(request, "group", None)
+        if topic is None or group is None:
+            return None
+        return [("topic", topic.name, Perm.SUB), ("group", group.name, Perm.SUB)]
+    if method in ("PullMessage", "GetOffset", "UpdateOffset", "ReceiveMessage"):
         queue, group = getattr(request, "message_queue", None), getattr(request, "group", None)
         if queue is None or group is None:
             return None
@@ -194,6 +201,12 @@ _RESPONSES: dict[str, Callable[..., object]] = {
     "UpdateOffset": pb.UpdateOffsetResponse,
     "QueryOffset": pb.QueryOffsetResponse,
     "NotifyClientTermination": pb.NotifyClientTerminationResponse,
+    "QueryAssignment": pb.QueryAssignmentResponse,
+    "AckMessage": pb.AckMessageResponse,
+    "ChangeInvisibleDuration": pb.ChangeInvisibleDurationResponse,
+    "ForwardMessageToDeadLetterQueue": pb.ForwardMessageToDeadLetterQueueResponse,
+    "PullMessage": pb.PullMessageResponse,
+    "ReceiveMessage": pb.ReceiveMessageResponse,
 }
 
 
@@ -236,11 +249,14 @@ class AclGuard(grpc.aio.ServerInterceptor):
             )
         if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
             inner_us = handler.unary_stream
+            stream_response = _RESPONSES.get(method)
 
             async def unary_stream(request, context):
                 refused = refusal(context, request)
                 if refused is not None:
-                    yield pb.PullMessageResponse(status=_status(refused))
+                    if stream_response is None:
+                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[1])
+                    yield stream_response(status=_status(refused))
                     return
                 async for response in inner_us(request, context):
                     yield response

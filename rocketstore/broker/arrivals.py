@@ -45,13 +45,24 @@ class ArrivalWatch:
 
     @property
     def waiting(self) -> int:
-        """How many pulls wait now."""
+        """How many waits are registered now (a pop receive counts once per queue it watches)."""
         return sum(len(events) for events in self._watchers.values())
 
     def watch(self, key: Key) -> asyncio.Event:
         event = asyncio.Event()
         self._watchers.setdefault(key, set()).add(event)
         return event
+
+    def watch_all(self, keys: list[Key]) -> asyncio.Event:
+        """One event set by an arrival in any of `keys` (a pop receive waits on a topic's queues)."""
+        event = asyncio.Event()
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(event)
+        return event
+
+    def unwatch_all(self, keys: list[Key], event: asyncio.Event) -> None:
+        for key in keys:
+            self.unwatch(key, event)
 
     def unwatch(self, key: Key, event: asyncio.Event) -> None:
         events = self._watchers.get(key)

@@ -59,12 +59,17 @@ class BrokerConfig:
     long_polling_max_ms: int = field(default=30_000, metadata=_key("longPollingMax"))
     # The broker's log file lives here; empty: <storePathRootDir>/logs.
     broker_log_dir: str = ""
+    # Pop consumption: redeliveries after the first delivery before a message is dead-lettered
+    # (RocketMQ's subscription group retryMaxTimes, here for every group).
+    retry_max_times: int = 16
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort out of range: {self.listen_port}")
         if not -1 <= self.remoting_listen_port <= 65535:
             raise ConfigError(f"remotingListenPort out of range (-1 turns it off): {self.remoting_listen_port}")
+        if not 0 <= self.retry_max_times <= 1000:
+            raise ConfigError(f"retryMaxTimes out of range (0..1000): {self.retry_max_times}")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must not be negative, got {self.broker_id}")
         if self.tls_enable and not (self.tls_server_cert_path and self.tls_server_key_path):

@@ -58,6 +58,9 @@ from .batching import append_chunks
 from .codes import NOT_MASTER
 from .codes import PullAction
 from .config import BrokerConfigs
+from .pop_api import PopApi
+from .pop_service import PopService
+from .receipt_handle import ReceiptSigner
 from .view import BrokerView
 
 from .v2_messages import (
@@ -73,6 +76,7 @@ from .v2_messages import (
     _timestamp_ms,
     body_problem,
     choose_queue,
+    endpoints_of,
     message_properties,
     name_problem,
     peer_host,
@@ -108,6 +112,34 @@ def _guarded(response_type):
     return wrap
 
 
+def _guarded_stream(response_type):
+    """Server-streaming methods: an unexpected exception is answered INTERNAL_ERROR as the
+    stream's status, or, once a status went out, by aborting the call."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        async def guarded(self, request, context):
+            sent_status = False
+            try:
+                async for response in method(self, request, context):
+                    if response.WhichOneof("content") == "status":
+                        sent_status = True
+                    yield response
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                log.exception("%s failed", method.__name__)
+                text = f"internal error ({type(exc).__name__}); see the broker log"
+                if not sent_status:
+                    yield response_type(status=status(pb.INTERNAL_ERROR, text))
+                else:
+                    await context.abort(grpc.StatusCode.INTERNAL, text)
+
+        return guarded
+
+    return wrap
+
+
 @dataclass(slots=True)
 class _Planned:
     """A message ready for the store, at position `index` of the request."""
@@ -130,6 +162,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         view: BrokerView,
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        receipt_secret: bytes = b"",
     ) -> None:
         self._store = store
         self._configs = configs
@@ -138,6 +171,12 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         self._round_robin: dict[str, int] = {}
         self._create_lock = asyncio.Lock()
         self._arrivals = ArrivalWatch()
+        broker = configs.broker
+        # Every broker of the group must verify the handles of the others: a group-wide secret.
+        secret = receipt_secret or f"{broker.broker_cluster_name}/{broker.broker_name}".encode()
+        max_attempts = broker.retry_max_times + 1
+        pop = PopService(store, ReceiptSigner(secret), clock_ms, max_attempts=lambda group: max_attempts)
+        self._pop = PopApi(store, configs, pop, self._arrivals, self._pop_refusal, clock_ms)
 
     # -- long-poll wakes ------------------------------------------------------------------------
 
@@ -174,6 +213,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         master = self._view.master_client_endpoint()
         outcome = "the write may or may not be kept: retry it" if late else "nothing was written"
         return status(pb.FORBIDDEN, f"{NOT_MASTER}: not acknowledged: {reason}; {outcome}", master_endpoint=master)
+
+    def _pop_refusal(self) -> pb.Status | None:
+        return self._not_master() if self._is_slave else self._fenced(self._view.write_refusal())
 
     @property
     def _is_slave(self) -> bool:
@@ -469,22 +511,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     # -- PullMessage ----------------------------------------------------------------------------
 
-    async def PullMessage(self, request: pb.PullMessageRequest, context) -> AsyncIterator[pb.PullMessageResponse]:
-        sent_status = False
-        try:
-            async for response in self._pull(request, context):
-                if response.WhichOneof("content") == "status":
-                    sent_status = True
-                yield response
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            log.exception("PullMessage failed")
-            text = f"internal error ({type(exc).__name__}); see the broker log"
-            if not sent_status:
-                yield pb.PullMessageResponse(status=status(pb.INTERNAL_ERROR, text))
-            else:
-                await context.abort(grpc.StatusCode.INTERNAL, text)
+    @_guarded_stream(pb.PullMessageResponse)
+    def PullMessage(self, request: pb.PullMessageRequest, context) -> AsyncIterator[pb.PullMessageResponse]:
+        return self._pull(request, context)
 
     def _pull_problem(self, request: pb.PullMessageRequest) -> pb.Status | None:
         problem = name_problem("group", request.group.name)
@@ -661,6 +690,32 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             return pb.QueryOffsetResponse(status=status(pb.BAD_REQUEST, f"unknown query offset policy {policy}"))
         return pb.QueryOffsetResponse(status=OK, offset=offset)
 
+    # -- pop consumption (pop_api) ---------------------------------------------------------------
+
+    @_guarded(pb.QueryAssignmentResponse)
+    async def QueryAssignment(self, request: pb.QueryAssignmentRequest, context) -> pb.QueryAssignmentResponse:
+        return await self._pop.query_assignment(request, endpoints_of(self._view.client_endpoint()))
+
+    @_guarded_stream(pb.ReceiveMessageResponse)
+    def ReceiveMessage(self, request: pb.ReceiveMessageRequest, context) -> AsyncIterator[pb.ReceiveMessageResponse]:
+        return self._pop.receive(request, context)
+
+    @_guarded(pb.AckMessageResponse)
+    async def AckMessage(self, request: pb.AckMessageRequest, context) -> pb.AckMessageResponse:
+        return await self._pop.ack(request)
+
+    @_guarded(pb.ChangeInvisibleDurationResponse)
+    async def ChangeInvisibleDuration(
+        self, request: pb.ChangeInvisibleDurationRequest, context
+    ) -> pb.ChangeInvisibleDurationResponse:
+        return await self._pop.change_invisible(request)
+
+    @_guarded(pb.ForwardMessageToDeadLetterQueueResponse)
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: pb.ForwardMessageToDeadLetterQueueRequest, context
+    ) -> pb.ForwardMessageToDeadLetterQueueResponse:
+        return await self._pop.forward_to_dead_letter(request)
+
     # -- Telemetry ------------------------------------------------------------------------------
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
@@ -670,7 +725,14 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             async for command in request_iterator:
                 if command.WhichOneof("command") != "settings":
                     continue  # commands this broker does not serve carry nothing to answer
-                settings = settings_reply(command.settings, max_body_size=max_body, long_polling_ms=long_polling_ms)
+                settings = settings_reply(
+                    command.settings,
+                    max_body_size=max_body,
+                    long_polling_ms=long_polling_ms,
+                    max_attempts=self._configs.broker.retry_max_times + 1,
+                    # RocketMQ's redelivery schedule: the delay levels from level 3 (10 s by default).
+                    retry_delays_ms=self._store.delay_levels[2:],
+                )
                 yield pb.TelemetryCommand(status=OK, settings=settings)
         except grpc.aio.AbortError:
             raise

@@ -308,7 +308,9 @@ class Broker:
             self.replicator.start()
 
         view = BrokerState(self)
-        messaging = MessagingServicer(self.store, self.configs, view)
+        messaging = MessagingServicer(
+            self.store, self.configs, view, receipt_secret=self.secrets.ha or self.secrets.admin
+        )
         admin = AdminServicer(self.store, self.configs, view)
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)

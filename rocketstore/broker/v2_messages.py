@@ -355,7 +355,7 @@ def to_pb_message(ext: MessageExt, namespace: str = "") -> pb.Message:
 # -- telemetry --------------------------------------------------------------------------------
 
 
-def _duration(ms: int) -> duration_pb2.Duration:
+def duration_of(ms: int) -> duration_pb2.Duration:
     d = duration_pb2.Duration()
     d.FromMilliseconds(ms)
     return d
@@ -364,8 +364,12 @@ def _duration(ms: int) -> duration_pb2.Duration:
 _CONSUMER_TYPES = frozenset({pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER})
 
 
-def settings_reply(client: pb.Settings, *, max_body_size: int, long_polling_ms: int) -> pb.Settings:
-    """The broker's answer to a client's settings: what it accepts and how the client retries."""
+def settings_reply(
+    client: pb.Settings, *, max_body_size: int, long_polling_ms: int, max_attempts: int, retry_delays_ms: Sequence[int]
+) -> pb.Settings:
+    """The broker's answer to a client's settings: what it accepts and how the client retries.
+    Consumers get RocketMQ's redelivery schedule as a customized backoff (`retry_delays_ms`, the
+    delay levels from level 3 on) and the group's `max_attempts`."""
     reply = pb.Settings(metric=pb.Metric(on=False))
     if client.HasField("client_type"):
         reply.client_type = client.client_type
@@ -377,19 +381,22 @@ def settings_reply(client: pb.Settings, *, max_body_size: int, long_polling_ms: 
             subscriptions=wanted.subscriptions,
             fifo=False,
             receive_batch_size=wanted.receive_batch_size if wanted.HasField("receive_batch_size") else 32,
-            long_polling_timeout=_duration(long_polling_ms),
+            long_polling_timeout=duration_of(long_polling_ms),
         )
         if wanted.HasField("group"):
             subscription.group.CopyFrom(wanted.group)
         reply.subscription.CopyFrom(subscription)
-        backoff = pb.ExponentialBackoff(initial=_duration(1000), max=_duration(60_000), multiplier=2.0)
-        attempts = 16
-    else:
-        reply.publishing.CopyFrom(
-            pb.Publishing(topics=client.publishing.topics, max_body_size=max_body_size, validate_message_type=False)
+        # Whole seconds: the official clients read the seconds only.
+        delays = [duration_of(max(1000, ms // 1000 * 1000)) for ms in retry_delays_ms] or [duration_of(1000)]
+        reply.backoff_policy.CopyFrom(
+            pb.RetryPolicy(max_attempts=max_attempts, customized_backoff=pb.CustomizedBackoff(next=delays))
         )
-        backoff = pb.ExponentialBackoff(initial=_duration(10), max=_duration(1000), multiplier=2.0)
-        attempts = 3
+        return reply
+    reply.publishing.CopyFrom(
+        pb.Publishing(topics=client.publishing.topics, max_body_size=max_body_size, validate_message_type=False)
+    )
+    backoff = pb.ExponentialBackoff(initial=duration_of(10), max=duration_of(1000), multiplier=2.0)
+    attempts = 3
     if client.HasField("backoff_policy") and client.backoff_policy.max_attempts > 0:
         attempts = client.backoff_policy.max_attempts
     reply.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=attempts, exponential_backoff=backoff))

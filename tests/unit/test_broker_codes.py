@@ -237,13 +237,17 @@ def test_stored_message_to_v2():
 
 def test_settings_reply_for_producer_and_consumer():
     producer = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name="T")]))
-    reply = settings_reply(producer, max_body_size=4096, long_polling_ms=20_000)
+    reply = settings_reply(producer, max_body_size=4096, long_polling_ms=20_000, max_attempts=17, retry_delays_ms=[])
     assert reply.client_type == pb.PRODUCER and reply.publishing.max_body_size == 4096
     assert [t.name for t in reply.publishing.topics] == ["T"]
     assert not reply.metric.on and reply.backoff_policy.max_attempts > 0
     consumer = pb.Settings(client_type=pb.PUSH_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name="G")))
-    reply = settings_reply(consumer, max_body_size=4096, long_polling_ms=20_000)
+    reply = settings_reply(
+        consumer, max_body_size=4096, long_polling_ms=20_000, max_attempts=17, retry_delays_ms=[10_000, 1500, 60_000]
+    )
     assert reply.subscription.long_polling_timeout.ToMilliseconds() == 20_000
     assert reply.subscription.HasField("fifo") and not reply.subscription.fifo
     assert reply.subscription.group.name == "G"
-    assert reply.backoff_policy.HasField("exponential_backoff")
+    # RocketMQ's schedule as whole seconds (the official clients read the seconds only).
+    assert reply.backoff_policy.max_attempts == 17
+    assert [d.seconds for d in reply.backoff_policy.customized_backoff.next] == [10, 1, 60]

@@ -355,13 +355,21 @@ class ExponentialBackoff(_message.Message):
     multiplier: float
     def __init__(self, initial: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ...) -> None: ...
 
+class CustomizedBackoff(_message.Message):
+    __slots__ = ("next",)
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    next: _containers.RepeatedCompositeFieldContainer[_duration_pb2.Duration]
+    def __init__(self, next: _Optional[_Iterable[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]]] = ...) -> None: ...
+
 class RetryPolicy(_message.Message):
-    __slots__ = ("max_attempts", "exponential_backoff")
+    __slots__ = ("max_attempts", "exponential_backoff", "customized_backoff")
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     EXPONENTIAL_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    CUSTOMIZED_BACKOFF_FIELD_NUMBER: _ClassVar[int]
     max_attempts: int
     exponential_backoff: ExponentialBackoff
-    def __init__(self, max_attempts: _Optional[int] = ..., exponential_backoff: _Optional[_Union[ExponentialBackoff, _Mapping]] = ...) -> None: ...
+    customized_backoff: CustomizedBackoff
+    def __init__(self, max_attempts: _Optional[int] = ..., exponential_backoff: _Optional[_Union[ExponentialBackoff, _Mapping]] = ..., customized_backoff: _Optional[_Union[CustomizedBackoff, _Mapping]] = ...) -> None: ...
 
 class Publishing(_message.Message):
     __slots__ = ("topics", "max_body_size", "validate_message_type")
@@ -576,3 +584,137 @@ class QueryOffsetResponse(_message.Message):
     status: Status
     offset: int
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("message_queue",)
+    MESSAGE_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    message_queue: MessageQueue
+    def __init__(self, message_queue: _Optional[_Union[MessageQueue, _Mapping]] = ...) -> None: ...
+
+class QueryAssignmentRequest(_message.Message):
+    __slots__ = ("topic", "group", "endpoints")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    topic: Resource
+    group: Resource
+    endpoints: Endpoints
+    def __init__(self, topic: _Optional[_Union[Resource, _Mapping]] = ..., group: _Optional[_Union[Resource, _Mapping]] = ..., endpoints: _Optional[_Union[Endpoints, _Mapping]] = ...) -> None: ...
+
+class QueryAssignmentResponse(_message.Message):
+    __slots__ = ("status", "assignments")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ...) -> None: ...
+
+class ReceiveMessageRequest(_message.Message):
+    __slots__ = ("group", "message_queue", "filter_expression", "batch_size", "invisible_duration", "auto_renew", "long_polling_timeout", "attempt_id")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    FILTER_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_DURATION_FIELD_NUMBER: _ClassVar[int]
+    AUTO_RENEW_FIELD_NUMBER: _ClassVar[int]
+    LONG_POLLING_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    group: Resource
+    message_queue: MessageQueue
+    filter_expression: FilterExpression
+    batch_size: int
+    invisible_duration: _duration_pb2.Duration
+    auto_renew: bool
+    long_polling_timeout: _duration_pb2.Duration
+    attempt_id: str
+    def __init__(self, group: _Optional[_Union[Resource, _Mapping]] = ..., message_queue: _Optional[_Union[MessageQueue, _Mapping]] = ..., filter_expression: _Optional[_Union[FilterExpression, _Mapping]] = ..., batch_size: _Optional[int] = ..., invisible_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., auto_renew: _Optional[bool] = ..., long_polling_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class ReceiveMessageResponse(_message.Message):
+    __slots__ = ("status", "message", "delivery_timestamp")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    message: Message
+    delivery_timestamp: _timestamp_pb2.Timestamp
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., delivery_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class AckMessageEntry(_message.Message):
+    __slots__ = ("message_id", "receipt_handle")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    receipt_handle: str
+    def __init__(self, message_id: _Optional[str] = ..., receipt_handle: _Optional[str] = ...) -> None: ...
+
+class AckMessageRequest(_message.Message):
+    __slots__ = ("group", "topic", "entries")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    group: Resource
+    topic: Resource
+    entries: _containers.RepeatedCompositeFieldContainer[AckMessageEntry]
+    def __init__(self, group: _Optional[_Union[Resource, _Mapping]] = ..., topic: _Optional[_Union[Resource, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[AckMessageEntry, _Mapping]]] = ...) -> None: ...
+
+class AckMessageResultEntry(_message.Message):
+    __slots__ = ("message_id", "receipt_handle", "status")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    receipt_handle: str
+    status: Status
+    def __init__(self, message_id: _Optional[str] = ..., receipt_handle: _Optional[str] = ..., status: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
+
+class AckMessageResponse(_message.Message):
+    __slots__ = ("status", "entries")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    entries: _containers.RepeatedCompositeFieldContainer[AckMessageResultEntry]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[AckMessageResultEntry, _Mapping]]] = ...) -> None: ...
+
+class ChangeInvisibleDurationRequest(_message.Message):
+    __slots__ = ("group", "topic", "receipt_handle", "invisible_duration", "message_id")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    INVISIBLE_DURATION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    group: Resource
+    topic: Resource
+    receipt_handle: str
+    invisible_duration: _duration_pb2.Duration
+    message_id: str
+    def __init__(self, group: _Optional[_Union[Resource, _Mapping]] = ..., topic: _Optional[_Union[Resource, _Mapping]] = ..., receipt_handle: _Optional[str] = ..., invisible_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., message_id: _Optional[str] = ...) -> None: ...
+
+class ChangeInvisibleDurationResponse(_message.Message):
+    __slots__ = ("status", "receipt_handle")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    receipt_handle: str
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., receipt_handle: _Optional[str] = ...) -> None: ...
+
+class ForwardMessageToDeadLetterQueueRequest(_message.Message):
+    __slots__ = ("group", "topic", "receipt_handle", "message_id", "delivery_attempt", "max_delivery_attempts")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    group: Resource
+    topic: Resource
+    receipt_handle: str
+    message_id: str
+    delivery_attempt: int
+    max_delivery_attempts: int
+    def __init__(self, group: _Optional[_Union[Resource, _Mapping]] = ..., topic: _Optional[_Union[Resource, _Mapping]] = ..., receipt_handle: _Optional[str] = ..., message_id: _Optional[str] = ..., delivery_attempt: _Optional[int] = ..., max_delivery_attempts: _Optional[int] = ...) -> None: ...
+
+class ForwardMessageToDeadLetterQueueResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...

@@ -79,6 +79,31 @@ class MessagingServiceStub:
                 request_serializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.SerializeToString,
                 response_deserializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.FromString,
                 _registered_method=True)
+        self.QueryAssignment = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/QueryAssignment',
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.QueryAssignmentRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryAssignmentResponse.FromString,
+                _registered_method=True)
+        self.ReceiveMessage = channel.unary_stream(
+                '/apache.rocketmq.v2.MessagingService/ReceiveMessage',
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.ReceiveMessageRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.ReceiveMessageResponse.FromString,
+                _registered_method=True)
+        self.AckMessage = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/AckMessage',
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.AckMessageRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.AckMessageResponse.FromString,
+                _registered_method=True)
+        self.ChangeInvisibleDuration = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/ChangeInvisibleDuration',
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.ChangeInvisibleDurationResponse.FromString,
+                _registered_method=True)
+        self.ForwardMessageToDeadLetterQueue = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/ForwardMessageToDeadLetterQueue',
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
+                _registered_method=True)
 
 
 class MessagingServiceServicer:
@@ -138,6 +163,36 @@ class MessagingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def QueryAssignment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReceiveMessage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckMessage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeInvisibleDuration(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForwardMessageToDeadLetterQueue(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MessagingServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +240,31 @@ def add_MessagingServiceServicer_to_server(servicer, server):
                     servicer.NotifyClientTermination,
                     request_deserializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.FromString,
                     response_serializer=wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.SerializeToString,
+            ),
+            'QueryAssignment': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryAssignment,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryAssignmentRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.QueryAssignmentResponse.SerializeToString,
+            ),
+            'ReceiveMessage': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReceiveMessage,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.ReceiveMessageRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.ReceiveMessageResponse.SerializeToString,
+            ),
+            'AckMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckMessage,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.AckMessageRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.AckMessageResponse.SerializeToString,
+            ),
+            'ChangeInvisibleDuration': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeInvisibleDuration,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.ChangeInvisibleDurationRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.ChangeInvisibleDurationResponse.SerializeToString,
+            ),
+            'ForwardMessageToDeadLetterQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForwardMessageToDeadLetterQueue,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.ForwardMessageToDeadLetterQueueRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.ForwardMessageToDeadLetterQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +510,141 @@ class MessagingService:
             '/apache.rocketmq.v2.MessagingService/NotifyClientTermination',
             wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationRequest.SerializeToString,
             wire_dot_rpc_dot_messaging__pb2.NotifyClientTerminationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryAssignment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/QueryAssignment',
+            wire_dot_rpc_dot_messaging__pb2.QueryAssignmentRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.QueryAssignmentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReceiveMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/ReceiveMessage',
+            wire_dot_rpc_dot_messaging__pb2.ReceiveMessageRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.ReceiveMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/AckMessage',
+            wire_dot_rpc_dot_messaging__pb2.AckMessageRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.AckMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeInvisibleDuration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/ChangeInvisibleDuration',
+            wire_dot_rpc_dot_messaging__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.ChangeInvisibleDurationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForwardMessageToDeadLetterQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/ForwardMessageToDeadLetterQueue',
+            wire_dot_rpc_dot_messaging__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

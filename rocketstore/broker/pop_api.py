@@ -1,0 +1,261 @@
+"""The client API's pop consumption calls (RocketMQ 5's SimpleConsumer and PushConsumer):
+QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration, as `PopApi`, which the
+`MessagingServicer` delegates to.
+
+Wire facts owned here:
+- QueryAssignment answers one assignment per topic on this broker, queue id -1: "any queue of
+  the topic", as RocketMQ's proxy does for pop consumption. ReceiveMessage takes a queue id or -1
+  and pops from every readable queue of the topic, starting at the one named.
+- ReceiveMessage streams one Status, then the messages (each with receipt_handle,
+  delivery_attempt and invisible_duration), then the delivery timestamp; no message within the
+  long-polling time answers MESSAGE_NOT_FOUND, which the clients read as "nothing now".
+- Invisible durations are accepted from 1 s to 12 h (RocketMQ's proxy asks at least 10 s on
+  receive; tests here use shorter ones); none given (PushConsumer) means 60 s.
+- A receipt handle that does not verify, or names a delivery no longer current, is refused
+  INVALID_RECEIPT_HANDLE; an ack or change that is not durable answers MASTER_PERSISTENCE_TIMEOUT.
+
+Pop calls are served by a master; a slave answers FORBIDDEN naming the master (pop state is
+decided in one place; a promoted slave rebuilds it from the replicated log).
+
+Thread-safety: one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+from google.protobuf import timestamp_pb2
+
+from store import MessageStore, TagFilter
+from store.topic_config import SYSTEM_TOPICS
+from wire.rpc import messaging_pb2 as pb
+
+from .arrivals import ArrivalWatch
+from .config import BrokerConfigs
+from .pop_service import PopAnswer, PopService, PopStatus
+from .v2_messages import DEADLINE_MARGIN_S, OK, duration_of, name_problem, status, to_pb_message
+
+MIN_INVISIBLE_MS = 1_000
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+DEFAULT_INVISIBLE_MS = 60_000
+MAX_RECEIVE_BATCH = 1024
+MAX_ACK_ENTRIES = 1024
+
+
+def _pop_status(answer: PopAnswer) -> pb.Status:
+    if answer.status is PopStatus.OK:
+        return OK
+    if answer.status is PopStatus.INVALID_RECEIPT_HANDLE:
+        return status(pb.INVALID_RECEIPT_HANDLE, answer.reason)
+    return status(pb.MASTER_PERSISTENCE_TIMEOUT, answer.reason)
+
+
+class PopApi:
+    def __init__(
+        self,
+        store: MessageStore,
+        configs: BrokerConfigs,
+        pop: PopService,
+        arrivals: ArrivalWatch,
+        refusal: Callable[[], pb.Status | None],
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self._clock = clock_ms
+        self._store = store
+        self._configs = configs
+        self._pop = pop
+        self._arrivals = arrivals
+        self._refusal = refusal
+
+    # -- checks ---------------------------------------------------------------------------------
+
+    def _resource_problem(self, group: str, topic: str) -> pb.Status | None:
+        problem = name_problem("group", group)
+        if problem is not None:
+            return status(pb.ILLEGAL_CONSUMER_GROUP, problem)
+        problem = name_problem("topic", topic)
+        if problem is not None:
+            return status(pb.ILLEGAL_TOPIC, problem)
+        if topic in SYSTEM_TOPICS:
+            return status(pb.ILLEGAL_TOPIC, f"{topic} is a system topic; consumers cannot pop it")
+        config = self._store.topics.get(topic)
+        if config is None:
+            return status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        if not config.readable:
+            return status(pb.FORBIDDEN, f"topic {topic} is not readable (perm {config.perm})")
+        return self._refusal()
+
+    def _queue_ids(self, topic: str, first: int) -> list[int]:
+        config = self._store.topics.get(topic)
+        count = config.read_queue_nums if config is not None else 0
+        ids = list(range(count))
+        if 0 < first < count:
+            ids = ids[first:] + ids[:first]
+        return ids
+
+    # -- QueryAssignment ------------------------------------------------------------------------
+
+    async def query_assignment(self, request: pb.QueryAssignmentRequest, endpoints: pb.Endpoints):
+        refused = self._resource_problem(request.group.name, request.topic.name)
+        if refused is not None:
+            return pb.QueryAssignmentResponse(status=refused)
+        broker = self._configs.broker
+        queue = pb.MessageQueue(
+            topic=request.topic,
+            id=-1,
+            permission=pb.READ_WRITE,
+            broker=pb.Broker(name=broker.broker_name, id=0, endpoints=endpoints),
+            accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
+        )
+        return pb.QueryAssignmentResponse(status=OK, assignments=[pb.Assignment(message_queue=queue)])
+
+    # -- ReceiveMessage -------------------------------------------------------------------------
+
+    def _receive_problem(self, request: pb.ReceiveMessageRequest) -> pb.Status | None:
+        refused = self._resource_problem(request.group.name, request.message_queue.topic.name)
+        if refused is not None:
+            return refused
+        if request.batch_size <= 0:
+            return status(pb.BAD_REQUEST, f"batch_size must be positive, got {request.batch_size}")
+        if request.HasField("invisible_duration"):
+            ms = request.invisible_duration.ToMilliseconds()
+            if not MIN_INVISIBLE_MS <= ms <= MAX_INVISIBLE_MS:
+                return status(
+                    pb.ILLEGAL_INVISIBLE_TIME,
+                    f"invisible_duration {ms} ms is outside {MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS} ms",
+                )
+        if request.HasField("long_polling_timeout"):
+            timeout = request.long_polling_timeout
+            if timeout.seconds < 0 or timeout.nanos < 0:
+                return status(pb.ILLEGAL_POLLING_TIME, "long_polling_timeout is negative")
+        return None
+
+    @staticmethod
+    def _tag_filter(expression: pb.FilterExpression) -> TagFilter | None | pb.Status:
+        if expression.type == pb.SQL:
+            return status(pb.UNSUPPORTED, "SQL92 filters are not supported; use a TAG expression")
+        if expression.type not in (pb.FILTER_TYPE_UNSPECIFIED, pb.TAG):
+            return status(pb.ILLEGAL_FILTER_EXPRESSION, f"unknown filter type {expression.type}")
+        try:
+            return TagFilter.parse(expression.expression)
+        except ValueError as exc:
+            return status(pb.ILLEGAL_FILTER_EXPRESSION, str(exc))
+
+    def _wait_seconds(self, request: pb.ReceiveMessageRequest, context) -> float:
+        if request.HasField("long_polling_timeout"):
+            wanted_ms = request.long_polling_timeout.ToMilliseconds()
+        else:
+            wanted_ms = self._configs.broker.long_polling_max_ms
+        wait_s = max(0.0, min(wanted_ms, self._configs.broker.long_polling_max_ms) / 1000)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait_s = min(wait_s, max(0.0, remaining - DEADLINE_MARGIN_S))
+        return wait_s
+
+    async def receive(self, request: pb.ReceiveMessageRequest, context) -> AsyncIterator[pb.ReceiveMessageResponse]:
+        refused = self._receive_problem(request)
+        if refused is not None:
+            yield pb.ReceiveMessageResponse(status=refused)
+            return
+        tag_filter = self._tag_filter(request.filter_expression)
+        if isinstance(tag_filter, pb.Status):
+            yield pb.ReceiveMessageResponse(status=tag_filter)
+            return
+        group = request.group.name
+        queue = request.message_queue
+        topic = queue.topic.name
+        queue_ids = self._queue_ids(topic, queue.id)
+        invisible_ms = (
+            request.invisible_duration.ToMilliseconds()
+            if request.HasField("invisible_duration")
+            else DEFAULT_INVISIBLE_MS
+        )
+        batch = min(request.batch_size, MAX_RECEIVE_BATCH)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._wait_seconds(request, context)
+        keys = [(topic, q) for q in queue_ids]
+        event: asyncio.Event | None = None
+        try:
+            while True:
+                if event is not None:
+                    event.clear()
+                popped = await self._pop.receive(group, topic, queue_ids, tag_filter, batch, invisible_ms)
+                if popped:
+                    yield pb.ReceiveMessageResponse(status=OK)
+                    for item in popped:
+                        message = to_pb_message(item.message, queue.topic.resource_namespace)
+                        sp = message.system_properties
+                        sp.delivery_attempt = item.attempt
+                        sp.receipt_handle = item.receipt_handle
+                        sp.invisible_duration.CopyFrom(duration_of(item.invisible_ms))
+                        yield pb.ReceiveMessageResponse(message=message)
+                    now = timestamp_pb2.Timestamp()
+                    now.GetCurrentTime()
+                    yield pb.ReceiveMessageResponse(delivery_timestamp=now)
+                    return
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    yield pb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
+                    return
+                if event is None:
+                    # Watch first, then pop again: an arrival between the two is not missed.
+                    event = self._arrivals.watch_all(keys)
+                    continue
+                due_ms = self._pop.next_due_ms(group, topic, queue_ids)
+                if due_ms is not None:
+                    # An in-flight message becomes visible again before the deadline: wake for it.
+                    remaining = min(remaining, max(0.0, (due_ms - self._clock()) / 1000) + 0.005)
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            if event is not None:
+                self._arrivals.unwatch_all(keys, event)
+
+    # -- AckMessage, ChangeInvisibleDuration ----------------------------------------------------
+
+    async def ack(self, request: pb.AckMessageRequest) -> pb.AckMessageResponse:
+        refused = self._resource_problem(request.group.name, request.topic.name)
+        if refused is None and not request.entries:
+            refused = status(pb.BAD_REQUEST, "an AckMessageRequest needs at least one entry")
+        if refused is None and len(request.entries) > MAX_ACK_ENTRIES:
+            refused = status(pb.BAD_REQUEST, f"{len(request.entries)} entries in one ack; at most {MAX_ACK_ENTRIES}")
+        if refused is not None:
+            return pb.AckMessageResponse(status=refused)
+        answers = await self._pop.ack(
+            request.group.name, request.topic.name, [e.receipt_handle for e in request.entries]
+        )
+        entries = [
+            pb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=_pop_status(a))
+            for e, a in zip(request.entries, answers)
+        ]
+        failed = [e.status for e in entries if e.status.code != pb.OK]
+        return pb.AckMessageResponse(status=failed[0] if failed else OK, entries=entries)
+
+    async def forward_to_dead_letter(
+        self, request: pb.ForwardMessageToDeadLetterQueueRequest
+    ) -> pb.ForwardMessageToDeadLetterQueueResponse:
+        refused = self._resource_problem(request.group.name, request.topic.name)
+        if refused is not None:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        answer = await self._pop.dead_letter_now(request.group.name, request.topic.name, request.receipt_handle)
+        return pb.ForwardMessageToDeadLetterQueueResponse(status=_pop_status(answer))
+
+    async def change_invisible(self, request: pb.ChangeInvisibleDurationRequest) -> pb.ChangeInvisibleDurationResponse:
+        refused = self._resource_problem(request.group.name, request.topic.name)
+        if refused is not None:
+            return pb.ChangeInvisibleDurationResponse(status=refused)
+        ms = request.invisible_duration.ToMilliseconds()
+        # RocketMQ accepts 0 here: "visible again now" (a PushConsumer's immediate retry).
+        if not 0 <= ms <= MAX_INVISIBLE_MS:
+            return pb.ChangeInvisibleDurationResponse(
+                status=status(
+                    pb.ILLEGAL_INVISIBLE_TIME, f"invisible_duration {ms} ms is outside 0..{MAX_INVISIBLE_MS} ms"
+                )
+            )
+        answer = await self._pop.change_invisible(request.group.name, request.topic.name, request.receipt_handle, ms)
+        if answer.status is PopStatus.INVALID_RECEIPT_HANDLE:
+            return pb.ChangeInvisibleDurationResponse(status=_pop_status(answer))
+        return pb.ChangeInvisibleDurationResponse(status=_pop_status(answer), receipt_handle=answer.receipt_handle)

@@ -1,0 +1,323 @@
+"""Pop consumption on a master: receive, ack and change invisible time over `store.pop_state`.
+
+The decisions are `PopState`'s; this adapter reads messages from the store, writes the state's
+events to `POP_TOPIC` through the put path, dead-letters messages past their last attempt, and
+keeps the group's consumer offsets at the committed offsets (what admin tools show).
+
+Durability: a decision is applied in memory and its events appended under one lock, so the log
+holds them in decision order; the answer waits, outside the lock, for the put's durability. An
+ack is answered OK only once its event is as durable as a message (PUT_OK): a master that dies
+after that cannot make the new master deliver it again. Deliveries whose event is not durable are
+delivered anyway: at worst a new master delivers them again (at least once).
+
+The state is rebuilt from `POP_TOPIC` when the store's role generation changes (start, promotion)
+before the first call that needs it. A slave does not serve pop calls (the servicer refuses them).
+
+Thread-safety: one event loop; store reads run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from store import GetMessageStatus, MessageStore, TagFilter
+from store.message import Message, MessageExt
+from store.pop_state import POP_TOPIC, STALE, Event, Key, PopState, Refused, decode_events, encode_events
+from store.results import PutMessageResult
+from store.status import PutMessageStatus
+from store.topic_config import TopicConfig
+
+from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
+
+log = logging.getLogger("rocketstore.broker.pop")
+
+DLQ_PREFIX = "%DLQ%"
+# RocketMQ's default: a message is delivered at most 16 times, then dead-lettered.
+DEFAULT_MAX_ATTEMPTS = 16
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+_REPLAY_BATCH = 256
+_READ_BYTES = 4 * 1024 * 1024
+_REPLAY_GROUP = "RS_SYS_POP_REPLAY"
+
+
+@dataclass(frozen=True, slots=True)
+class Popped:
+    message: MessageExt
+    attempt: int
+    receipt_handle: str
+    invisible_ms: int
+
+
+class PopStatus(enum.Enum):
+    OK = "OK"
+    INVALID_RECEIPT_HANDLE = "INVALID_RECEIPT_HANDLE"
+    NOT_DURABLE = "NOT_DURABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class PopAnswer:
+    status: PopStatus
+    reason: str = ""
+    receipt_handle: str = ""
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+class PopService:
+    def __init__(
+        self,
+        store: MessageStore,
+        signer: ReceiptSigner,
+        clock_ms: Callable[[], int],
+        *,
+        max_attempts: Callable[[str], int] = lambda group: DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
+        self._store = store
+        self._signer = signer
+        self._clock = clock_ms
+        self._max_attempts = max_attempts
+        self._state = PopState()
+        self._generation: int | None = None
+        self._lock = asyncio.Lock()
+
+    # -- the state, rebuilt from the log --------------------------------------------------------
+
+    async def _ready(self) -> PopState:
+        generation = self._store.role_generation
+        if generation != self._generation:
+            self._state = await asyncio.to_thread(self._replay)
+            self._generation = generation
+        return self._state
+
+    def _replay(self) -> PopState:
+        state = PopState()
+        store = self._store
+        store.wait_dispatched(5.0)
+        offset = store.min_queue_offset(POP_TOPIC, 0)
+        count = 0
+        while True:
+            result = store.get_message(_REPLAY_GROUP, POP_TOPIC, 0, offset, _REPLAY_BATCH, _READ_BYTES)
+            if result.status is not GetMessageStatus.FOUND:
+                break
+            for ext in result.messages:
+                try:
+                    events = decode_events(ext.body)
+                except ValueError as exc:
+                    # One unreadable record must not stop the broker serving consumers: its
+                    # messages are delivered again when their invisible time would have ended.
+                    log.error("pop state record at %d skipped: %s", ext.physical_offset, exc)
+                    continue
+                for event in events:
+                    state.apply(event)
+                count += len(events)
+            offset = result.next_begin_offset
+        log.info("pop state rebuilt from %d events (%d queues)", count, len(state.keys()))
+        return state
+
+    def _start_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """Where a group new to the queue starts: its committed offset, else the queue's first
+        message (a new group sees what is already stored, as RocketMQ does for young queues)."""
+        committed = self._store.consumer_offsets.query_offset(group, topic, queue_id)
+        return committed if committed >= 0 else self._store.min_queue_offset(topic, queue_id)
+
+    def _append(self, events: Sequence[Event]):
+        body = encode_events(events)
+        return self._store.begin_put_message(Message(topic=POP_TOPIC, queue_id=0, body=body))
+
+    def _commit_offsets(self, state: PopState, keys: Sequence[Key]) -> None:
+        for key in keys:
+            committed = state.committed(key)
+            if committed is not None:
+                self._store.consumer_offsets.commit_offset(key[0], key[1], key[2], committed)
+
+    # -- receive ------------------------------------------------------------------------------
+
+    def next_due_ms(self, group: str, topic: str, queue_ids: Sequence[int]) -> int | None:
+        return self._state.next_due_ms((group, topic, q) for q in queue_ids)
+
+    async def receive(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: Sequence[int],
+        tag_filter: TagFilter | None,
+        batch: int,
+        invisible_ms: int,
+    ) -> list[Popped]:
+        """Up to `batch` messages: due redeliveries first, then new ones, queue by queue."""
+        async with self._lock:
+            state = await self._ready()
+            now = self._clock()
+            until = now + invisible_ms
+            events: list[Event] = []
+            popped: list[Popped] = []
+            dead: list[tuple[Key, int, int, int, MessageExt | None]] = []
+            for queue_id in queue_ids:
+                if len(popped) >= batch:
+                    break
+                key = (group, topic, queue_id)
+                progress = state.progress(key, self._start_offset(group, topic, queue_id))
+                for offset, held in state.due(key, now, batch - len(popped)):
+                    ext = await self._read_one(group, topic, queue_id, offset)
+                    if ext is None or held.attempt >= self._max_attempts(group):
+                        dead.append((key, offset, held.token, held.attempt, ext))
+                        continue
+                    event = state.deliver(key, offset, held.attempt + 1, until)
+                    events.append(event)
+                    popped.append(self._popped(group, topic, ext, event.attempt, event.token, until, invisible_ms))
+                if len(popped) >= batch:
+                    break
+                result = await asyncio.to_thread(
+                    self._store.get_message,
+                    group,
+                    topic,
+                    queue_id,
+                    progress.next_offset,
+                    batch - len(popped),
+                    _READ_BYTES,
+                    tag_filter,
+                )
+                for ext in result.messages:
+                    if ext.queue_offset < progress.next_offset:
+                        continue
+                    event = state.deliver(key, ext.queue_offset, 1, until)
+                    events.append(event)
+                    popped.append(self._popped(group, topic, ext, 1, event.token, until, invisible_ms))
+                if result.status is not GetMessageStatus.OFFSET_OVERFLOW_BADLY:
+                    passed = state.pass_over(key, result.next_begin_offset)
+                    if passed is not None:
+                        events.append(passed)
+            for key, offset, token, attempts, ext in dead:
+                if ext is None or await self._dead_letter(group, key, offset, attempts, ext):
+                    done = state.ack(key, offset, token)
+                    if done is not None and not isinstance(done, Refused):
+                        events.append(done)
+            durable = self._append(events) if events else None
+            self._commit_offsets(state, sorted({e.key for e in events}))
+        if durable is not None:
+            outcome = await durable
+            if outcome.status is not PutMessageStatus.PUT_OK:
+                log.warning(
+                    "pop deliveries to %s not durable (%s): a new master may deliver them again",
+                    group,
+                    outcome.status.name,
+                )
+        return popped
+
+    def _popped(
+        self, group: str, topic: str, ext: MessageExt, attempt: int, token: int, until: int, invisible_ms: int
+    ) -> Popped:
+        receipt = Receipt(ext.queue_id, ext.queue_offset, token, until)
+        return Popped(ext, attempt, self._signer.sign(group, topic, receipt), invisible_ms)
+
+    async def _read_one(self, group: str, topic: str, queue_id: int, offset: int) -> MessageExt | None:
+        result = await asyncio.to_thread(self._store.get_message, group, topic, queue_id, offset, 1, _READ_BYTES)
+        for ext in result.messages:
+            if ext.queue_offset == offset:
+                return ext
+        return None  # deleted by retention since it was delivered
+
+    async def _dead_letter(self, group: str, key: Key, offset: int, attempts: int, ext: MessageExt) -> bool:
+        """A message past its last attempt goes to %DLQ%<group> (created on first use); False
+        when the put failed (the message stays due, and the next receive tries again)."""
+        topic = dlq_topic(group)
+        if self._store.topics.get(topic) is None:
+            await asyncio.to_thread(self._store.create_or_update_topic, TopicConfig(topic, 1, 1))
+        properties = dict(ext.properties)
+        properties[PROPERTY_RETRY_TOPIC] = ext.topic
+        properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = ext.msg_id
+        copy = ext.to_message(topic=topic, queue_id=0, properties=properties, reconsume_times=attempts)
+        result = await self._store.async_put_message(copy)
+        if not result.status.is_stored:
+            log.warning("dead-lettering %s offset %d failed (%s); retried later", key, offset, result.status.name)
+            return False
+        log.info("%s:%d offset %d dead-lettered to %s after %d attempts", key[1], key[2], offset, topic, attempts)
+        return True
+
+    # -- ack, change --------------------------------------------------------------------------
+
+    def _verify(self, group: str, topic: str, handle: str) -> Receipt | PopAnswer:
+        try:
+            return self._signer.verify(group, topic, handle)
+        except InvalidReceiptHandle as exc:
+            return PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, str(exc))
+
+    async def ack(self, group: str, topic: str, handles: Sequence[str]) -> list[PopAnswer]:
+        answers: list[PopAnswer | None] = [None] * len(handles)
+        async with self._lock:
+            state = await self._ready()
+            events: list[Event] = []
+            acked: list[int] = []
+            for i, handle in enumerate(handles):
+                receipt = self._verify(group, topic, handle)
+                if isinstance(receipt, PopAnswer):
+                    answers[i] = receipt
+                    continue
+                outcome = state.ack((group, topic, receipt.queue_id), receipt.queue_offset, receipt.token)
+                if isinstance(outcome, Refused):
+                    answers[i] = PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, outcome.reason)
+                elif outcome is None:
+                    answers[i] = PopAnswer(PopStatus.OK)
+                else:
+                    events.append(outcome)
+                    acked.append(i)
+            durable = self._append(events) if events else None
+            self._commit_offsets(state, sorted({e.key for e in events}))
+        if durable is not None:
+            result = await durable
+            answer = self._durable_answer(result, "the ack")
+            for i in acked:
+                answers[i] = answer
+        return [a if a is not None else PopAnswer(PopStatus.OK) for a in answers]
+
+    async def change_invisible(self, group: str, topic: str, handle: str, invisible_ms: int) -> PopAnswer:
+        async with self._lock:
+            state = await self._ready()
+            receipt = self._verify(group, topic, handle)
+            if isinstance(receipt, PopAnswer):
+                return receipt
+            until = self._clock() + invisible_ms
+            outcome = state.change((group, topic, receipt.queue_id), receipt.queue_offset, receipt.token, until)
+            if isinstance(outcome, Refused):
+                return PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, outcome.reason)
+            durable = self._append([outcome])
+        new = Receipt(receipt.queue_id, receipt.queue_offset, outcome.new_token, until)
+        answer = self._durable_answer(await durable, "the new invisible time")
+        return PopAnswer(answer.status, answer.reason, self._signer.sign(group, topic, new))
+
+    async def dead_letter_now(self, group: str, topic: str, handle: str) -> PopAnswer:
+        """The client gives up on a delivery (ForwardMessageToDeadLetterQueue): dead-letter it, ack it."""
+        async with self._lock:
+            state = await self._ready()
+            receipt = self._verify(group, topic, handle)
+            if isinstance(receipt, PopAnswer):
+                return receipt
+            key = (group, topic, receipt.queue_id)
+            held = state.inflight(key, receipt.queue_offset)
+            if held is None or held.token != receipt.token:
+                return PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, STALE if held is not None else "not in flight")
+            ext = await self._read_one(group, topic, receipt.queue_id, receipt.queue_offset)
+            if ext is not None and not await self._dead_letter(group, key, receipt.queue_offset, held.attempt, ext):
+                return PopAnswer(PopStatus.NOT_DURABLE, "the dead-letter queue did not take the message; retry")
+            done = state.ack(key, receipt.queue_offset, receipt.token)
+            if done is None or isinstance(done, Refused):
+                return PopAnswer(PopStatus.OK)
+            durable = self._append([done])
+            self._commit_offsets(state, [key])
+        return self._durable_answer(await durable, "the dead-lettering")
+
+    @staticmethod
+    def _durable_answer(result: PutMessageResult, what: str) -> PopAnswer:
+        if result.status is PutMessageStatus.PUT_OK:
+            return PopAnswer(PopStatus.OK)
+        return PopAnswer(
+            PopStatus.NOT_DURABLE,
+            f"{what} is not durable ({result.status.name}): it may be lost if this master fails; retry it",
+        )
