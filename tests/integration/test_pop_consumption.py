@@ -1,0 +1,235 @@
+"""Pop consumption (RocketMQ 5's SimpleConsumer and PushConsumer) against real brokers: the
+official Python client receives, acks, changes invisible time, is redelivered to with a higher
+attempt, and dead-letters through its PushConsumer; raw calls check receipt handles (forged and
+stale ones are refused) and that the pop state survives a broker restart.
+
+The official client runs in its own virtualenv (`.venv-rocketmq`, made by `make test`): its
+generated stubs cannot share a process with ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+
+from client import BrokerError, Producer, PullConsumer
+from harness.local_cluster import poll_until
+from pop_support import Pop
+from wire.rpc import messaging_pb2 as pb
+
+REPO = Path(__file__).resolve().parents[2]
+OFFICIAL_PYTHON = REPO / ".venv-rocketmq" / "bin" / "python"
+
+SIMPLE_CONSUMER = r"""
+import json, sys, time
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+endpoint, topic, group = sys.argv[1], sys.argv[2], sys.argv[3]
+config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+producer = Producer(config, (topic,))
+producer.startup()
+sent = []
+try:
+    for i in range(4):
+        m = Message()
+        m.topic, m.body, m.tag = topic, f"pop-{i}".encode(), "t"
+        sent.append(producer.send(m).message_id)
+finally:
+    producer.shutdown()
+consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+consumer.startup()
+out = {"sent": sent}
+try:
+    got = []
+    deadline = time.time() + 30
+    while len(got) < 4 and time.time() < deadline:
+        got += consumer.receive(16, 2)
+    out["first"] = [(m.message_id, m.delivery_attempt, m.body.decode()) for m in got]
+    for m in got:
+        if m.body == b"pop-0":
+            pass  # not acked: it comes back when its 2 s are over
+        elif m.body == b"pop-1":
+            consumer.change_invisible_duration(m, 1)
+        else:
+            consumer.ack(m)
+    again = []
+    deadline = time.time() + 30
+    while len(again) < 2 and time.time() < deadline:
+        again += consumer.receive(16, 20)
+    out["second"] = [(m.message_id, m.delivery_attempt, m.body.decode()) for m in again]
+    for m in again:
+        consumer.ack(m)
+    out["third"] = [m.message_id for m in consumer.receive(16, 20)]
+finally:
+    consumer.shutdown()
+print(json.dumps(out))
+"""
+
+PUSH_CONSUMER = r"""
+import json, os, sys, threading, time
+from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message,
+                      MessageListener, Producer, PushConsumer)
+
+endpoint, topic, group, stop_file = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+producer = Producer(config, (topic,))
+producer.startup()
+try:
+    for body in ("good-0", "bad", "good-1"):
+        m = Message()
+        m.topic, m.body, m.tag = topic, body.encode(), "t"
+        producer.send(m)
+finally:
+    producer.shutdown()
+seen = []
+lock = threading.Lock()
+
+class Listener(MessageListener):
+    def consume(self, message):
+        with lock:
+            seen.append((message.body.decode(), message.delivery_attempt))
+        return ConsumeResult.FAILURE if message.body == b"bad" else ConsumeResult.SUCCESS
+
+consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression("*")})
+consumer.startup()
+deadline = time.time() + 90
+try:
+    while not os.path.exists(stop_file) and time.time() < deadline:
+        time.sleep(0.1)
+finally:
+    consumer.shutdown()
+print(json.dumps(seen))
+"""
+
+
+def run_official(script: str, args: list[str], home: Path, timeout_s: float = 150) -> str:
+    assert OFFICIAL_PYTHON.exists(), f"{OFFICIAL_PYTHON} is missing: `make test` creates it"
+    # The client writes its log under HOME and probes the local address; keep both in the test.
+    done = subprocess.run(
+        [str(OFFICIAL_PYTHON), "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=dict(os.environ, HOME=str(home)),
+    )
+    client_log = home / "logs" / "rocketmq_python" / "rocketmq_client.log"
+    assert done.returncode == 0, done.stderr + (client_log.read_text()[-4000:] if client_log.exists() else "")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_official_simple_consumer_receives_acks_changes_and_is_redelivered_to(make_cluster, tmp_path):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    out = json.loads(run_official(SIMPLE_CONSUMER, [cluster.master.client_endpoint, "PopTopic", "pop-group"], tmp_path))
+    first = {body: (msg_id, attempt) for msg_id, attempt, body in out["first"]}
+    assert set(first) == {"pop-0", "pop-1", "pop-2", "pop-3"}
+    assert {msg_id for msg_id, _ in first.values()} == set(out["sent"])
+    assert all(attempt == 1 for _, attempt in first.values())
+    # The unacked one and the one whose invisible time was shortened come back, one attempt up;
+    # the acked ones never do.
+    assert sorted((body, attempt) for _, attempt, body in out["second"]) == [("pop-0", 2), ("pop-1", 2)]
+    assert out["third"] == []
+    # The group's consumer offsets follow what is acked.
+    with PullConsumer(cluster.master.client_endpoint, group="pop-group") as consumer:
+        committed = sum(consumer.get_offset("PopTopic", q) for q in consumer.queues("PopTopic"))
+    assert committed == 4
+
+
+def test_official_push_consumer_retries_a_failing_message_then_dead_letters_it(make_cluster, tmp_path):
+    # Three deliveries at most, one second apart (the consumers' backoff comes from the delay levels).
+    settings = {"retryMaxTimes": "2", "messageDelayLevel": "1s 1s 1s 1s"}
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1, settings=settings)
+    endpoint = cluster.master.client_endpoint
+    stop = tmp_path / "stop"
+    process = subprocess.Popen(
+        [str(OFFICIAL_PYTHON), "-c", PUSH_CONSUMER, endpoint, "PushTopic", "push-group", str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    dlq_topic = "%DLQ%push-group"
+
+    def dead_letters() -> list:
+        with PullConsumer(endpoint, group="dlq-reader") as consumer:
+            try:
+                return [m for q in consumer.queues(dlq_topic) for m in consumer.pull(dlq_topic, q, 0).messages]
+            except BrokerError as exc:  # the topic appears with the first dead letter
+                assert "does not exist" in str(exc)
+                return []
+
+    try:
+        assert poll_until(lambda: dead_letters() != [], 60), "nothing reached the dead-letter queue"
+    finally:
+        stop.write_text("stop")
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert sorted(a for body, a in seen if body == "bad") == [1, 2, 3]
+    assert sorted(body for body, _ in seen if body != "bad") == ["good-0", "good-1"]
+    [dead] = dead_letters()
+    assert dead.body == b"bad"
+    assert dead.properties["RETRY_TOPIC"] == "PushTopic"
+    assert dead.reconsume_times == 3
+
+
+def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    endpoint = cluster.master.client_endpoint
+    with Producer(endpoint) as producer:
+        assert producer.send("HandleTopic", b"one").ok
+    pop = Pop(endpoint, "HandleTopic", "handles")
+    try:
+        code, [message] = pop.receive()
+        assert code == pb.OK
+        handle = message.system_properties.receipt_handle
+        assert message.system_properties.delivery_attempt == 1
+        queue_id, offset, token, until, signature = handle.split(".")
+        forged = ".".join((queue_id, offset, str(int(token) + 1), until, signature))
+        assert pop.ack(forged).entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        assert Pop(endpoint, "HandleTopic", "other-group").ack(handle).status.code == pb.INVALID_RECEIPT_HANDLE
+        changed = pop.change(handle, 60)
+        assert changed.status.code == pb.OK and changed.receipt_handle != handle
+        stale = pop.ack(handle)
+        assert stale.status.code == pb.INVALID_RECEIPT_HANDLE and "stale" in stale.status.message
+        assert pop.ack(changed.receipt_handle).status.code == pb.OK
+        assert pop.ack(changed.receipt_handle).status.code == pb.OK  # a repeated ack is harmless
+        code, none = pop.receive(wait_s=0.2)
+        assert (code, none) == (pb.MESSAGE_NOT_FOUND, [])
+    finally:
+        pop.close()
+
+
+def test_pop_state_survives_a_broker_restart(make_cluster):
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    master = cluster.master
+    with Producer(master.client_endpoint) as producer:
+        for i in range(6):
+            assert producer.send("RestartTopic", f"m{i}".encode()).ok
+    pop = Pop(master.client_endpoint, "RestartTopic", "restart-group")
+    try:
+        received = []
+        assert poll_until(lambda: received.extend(pop.receive(invisible_s=3600)[1]) or len(received) == 6, 20)
+        by_body = {m.body: m.system_properties.receipt_handle for m in received}
+        assert pop.ack(by_body[b"m0"], by_body[b"m1"], by_body[b"m2"]).status.code == pb.OK
+    finally:
+        pop.close()
+    master.stop()
+    master.start()
+    pop = Pop(master.client_endpoint, "RestartTopic", "restart-group")
+    try:
+        # Acked ones never come back; the others are still invisible (an hour), so nothing is due.
+        assert pop.receive(wait_s=0.5) == (pb.MESSAGE_NOT_FOUND, [])
+        # Handles given out before the restart still work: ack one, bring one back now.
+        assert pop.ack(by_body[b"m3"]).status.code == pb.OK
+        changed = pop.change(by_body[b"m4"], 1)
+        assert changed.status.code == pb.OK
+        got: list[pb.Message] = []
+        assert poll_until(lambda: got.extend(pop.receive(wait_s=2)[1]) or got, 20)
+        assert [(m.body, m.system_properties.delivery_attempt) for m in got] == [(b"m4", 2)]
+        assert pop.ack(got[0].system_properties.receipt_handle, by_body[b"m5"]).status.code == pb.OK
+        assert pop.receive(wait_s=0.2) == (pb.MESSAGE_NOT_FOUND, [])
+    finally:
+        pop.close()
