@@ -1,0 +1,234 @@
+"""The official RocketMQ 5 Python client against RocketStore, beside the project's own client, in one
+run (`python -m bench.official_client_bench`).
+
+A master and one slave (`harness.local_cluster`, SYNC_MASTER + SYNC_FLUSH by default) on 127.0.0.1.
+Phases, each bounded by `--messages` and `--seconds`:
+
+- produce, official: one `rocketmq.Producer`, `send` one message at a time (what its API offers);
+- produce, ours: one `client.Producer`, `send` one at a time (the same shape of load);
+- consume, official SimpleConsumer: `receive(32, 30 s)` then `ack` per message, until all are in;
+- consume, official PushConsumer: a listener that returns SUCCESS, until all are in;
+- consume, ours: `client.PullConsumer.pull` (32 per call) over the topic's queues.
+
+The official client runs in its own virtualenv (`.venv-rocketmq`, made by `make test`) in a child
+process that prints its figures as JSON. Latency of a send is send-to-acknowledgement; a consume
+phase reports its throughput (msgs/s, MB/s) over the time to take in every message, and, for the
+SimpleConsumer, the p50/p99 of a receive call and of an ack. The machine is shared: compare the
+ratios within one run; the machine's load average is printed beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import REPO_ROOT, default_parent_dir, environment, progress, size_label
+from client import Producer, PullConsumer
+from harness.local_cluster import LocalCluster
+
+OFFICIAL_PYTHON = REPO_ROOT / ".venv-rocketmq" / "bin" / "python"
+
+OFFICIAL = r"""
+import json, sys, threading, time
+from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message,
+                      MessageListener, Producer, PushConsumer, SimpleConsumer)
+
+endpoint, phase, topic, count, size, seconds = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
+config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+out = {"phase": phase, "messages": 0, "seconds": 0.0, "latencies_ms": {}}
+deadline = time.monotonic() + seconds
+if phase == "produce":
+    producer = Producer(config, (topic,))
+    producer.startup()
+    body = b"x" * size
+    lat = []
+    try:
+        start = time.monotonic()
+        while len(lat) < count and time.monotonic() < deadline:
+            m = Message()
+            m.topic, m.body = topic, body
+            t = time.monotonic()
+            producer.send(m)
+            lat.append((time.monotonic() - t) * 1000)
+        out["seconds"] = time.monotonic() - start
+    finally:
+        producer.shutdown()
+    out["messages"] = len(lat)
+    out["latencies_ms"]["send"] = lat
+elif phase == "simple":
+    consumer = SimpleConsumer(config, "bench-simple", {topic: FilterExpression("*")}, await_duration=5)
+    consumer.startup()
+    receive, ack, got = [], [], 0
+    try:
+        start = time.monotonic()
+        while got < count and time.monotonic() < deadline:
+            t = time.monotonic()
+            messages = consumer.receive(32, 30)
+            receive.append((time.monotonic() - t) * 1000)
+            for m in messages:
+                t = time.monotonic()
+                consumer.ack(m)
+                ack.append((time.monotonic() - t) * 1000)
+            got += len(messages)
+        out["seconds"] = time.monotonic() - start
+    finally:
+        consumer.shutdown()
+    out["messages"] = got
+    out["latencies_ms"] = {"receive": receive, "ack": ack}
+else:
+    done = threading.Event()
+    seen = set()
+    lock = threading.Lock()
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            with lock:
+                seen.add(message.message_id)
+                if len(seen) >= count:
+                    done.set()
+            return ConsumeResult.SUCCESS
+
+    start = time.monotonic()
+    consumer = PushConsumer(config, "bench-push", Listener(), {topic: FilterExpression("*")})
+    consumer.startup()
+    try:
+        done.wait(max(0.0, deadline - time.monotonic()))
+        out["seconds"] = time.monotonic() - start
+    finally:
+        consumer.shutdown()
+    out["messages"] = len(seen)
+print(json.dumps(out))
+"""
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def official(endpoint: str, phase: str, topic: str, args, home: Path) -> dict:
+    done = subprocess.run(
+        [
+            str(OFFICIAL_PYTHON),
+            "-c",
+            OFFICIAL,
+            endpoint,
+            phase,
+            topic,
+            str(args.messages),
+            str(args.size),
+            str(args.seconds),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=args.seconds + 120,
+        env=dict(os.environ, HOME=str(home)),
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the official client's {phase} phase failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def ours_produce(endpoint: str, topic: str, args) -> dict:
+    body = b"x" * args.size
+    lat: list[float] = []
+    deadline = time.monotonic() + args.seconds
+    with Producer(endpoint) as producer:
+        start = time.monotonic()
+        while len(lat) < args.messages and time.monotonic() < deadline:
+            t = time.monotonic()
+            if not producer.send(topic, body).ok:
+                raise RuntimeError("a send was not acknowledged")
+            lat.append((time.monotonic() - t) * 1000)
+        seconds = time.monotonic() - start
+    return {"phase": "produce", "messages": len(lat), "seconds": seconds, "latencies_ms": {"send": lat}}
+
+
+def ours_pull(endpoint: str, topic: str, args) -> dict:
+    got = 0
+    lat: list[float] = []
+    deadline = time.monotonic() + args.seconds
+    with PullConsumer(endpoint, group="bench-pull") as consumer:
+        start = time.monotonic()
+        offsets = {q: 0 for q in consumer.queues(topic)}
+        while got < args.messages and time.monotonic() < deadline:
+            for q, offset in offsets.items():
+                t = time.monotonic()
+                result = consumer.pull(topic, q, offset, max_messages=32)
+                lat.append((time.monotonic() - t) * 1000)
+                got += len(result.messages)
+                offsets[q] = result.next_offset
+        seconds = time.monotonic() - start
+    return {"phase": "pull", "messages": got, "seconds": seconds, "latencies_ms": {"pull": lat}}
+
+
+def row(label: str, r: dict, size: int) -> str:
+    rate = r["messages"] / r["seconds"] if r["seconds"] > 0 else 0.0
+    cells = [f"{label:<34}", f"{r['messages']:>6} msgs", f"{rate:>9.0f} msgs/s", f"{rate * size / 1e6:>7.2f} MB/s"]
+    for name, values in r["latencies_ms"].items():
+        cells.append(f"{name} p50 {percentile(values, 50):.2f} ms p99 {percentile(values, 99):.2f} ms")
+    return "  ".join(cells)
+
+
+def parse_args(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=2000, help="messages per phase (default 2000)")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
+    parser.add_argument("--seconds", type=int, default=60, help="bound of each phase (default 60)")
+    parser.add_argument("--role", default="SYNC_MASTER", choices=("SYNC_MASTER", "ASYNC_MASTER"))
+    parser.add_argument("--flush", default="SYNC_FLUSH", choices=("SYNC_FLUSH", "ASYNC_FLUSH"))
+    parser.add_argument("--dir", type=Path, help="where the brokers' files go")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if not OFFICIAL_PYTHON.exists():
+        print(f"{OFFICIAL_PYTHON} is missing: `make test` (or `make official-client`) creates it", file=sys.stderr)
+        return 2
+    run_dir = Path(tempfile.mkdtemp(prefix="official-bench-", dir=args.dir or default_parent_dir()))
+    cluster = None
+    try:
+        print("The official RocketMQ 5 Python client beside RocketStore's own, against a master + slave")
+        for key, value in environment(run_dir).items():
+            print(f"  {key:<12} {value}")
+        print(
+            f"  config       {args.role} {args.flush}, {size_label(args.size)} bodies, "
+            f"{args.messages} messages per phase, at most {args.seconds} s each"
+        )
+        progress("starting a master + slave")
+        cluster = LocalCluster(run_dir / "group", master_role=args.role, flush_disk_type=args.flush).start()
+        endpoint = cluster.master.client_endpoint
+        home = run_dir / "home"
+        rows = []
+        progress("produce: official")
+        rows.append(("produce  official Producer", official(endpoint, "produce", "BenchOfficial", args, home)))
+        progress("produce: ours")
+        rows.append(("produce  client.Producer", ours_produce(endpoint, "BenchOurs", args)))
+        progress("consume: official SimpleConsumer")
+        rows.append(("consume  official SimpleConsumer", official(endpoint, "simple", "BenchOfficial", args, home)))
+        progress("consume: official PushConsumer")
+        rows.append(("consume  official PushConsumer", official(endpoint, "push", "BenchOfficial", args, home)))
+        progress("consume: ours (pull)")
+        rows.append(("consume  client.PullConsumer", ours_pull(endpoint, "BenchOurs", args)))
+        print(f"  load avg     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (after the run)")
+        for label, r in rows:
+            print(row(label, r, args.size))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
