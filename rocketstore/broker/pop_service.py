@@ -7,8 +7,8 @@ keeps the group's consumer offsets at the committed offsets (what admin tools sh
 Durability: a decision is applied in memory and its events appended under one lock, so the log
 holds them in decision order; the answer waits, outside the lock, for the put's durability. An
 ack is answered OK only once its event is as durable as a message (PUT_OK): a master that dies
-after that cannot make the new master deliver it again. Deliveries whose event is not durable are
-delivered anyway: at worst a new master delivers them again (at least once).
+after that cannot make the new master deliver it again. Deliveries are answered without waiting for
+their events' durability: at worst a new master delivers them again (at least once).
 
 The state is rebuilt from `POP_TOPIC` when the store's role generation changes (start, promotion)
 before the first call that needs it. A slave does not serve pop calls (the servicer refuses them).
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class PopService:
         self._state = PopState()
         self._generation: int | None = None
         self._lock = asyncio.Lock()
+        self._pending: set[asyncio.Future] = set()  # delivery events not durable yet
 
     # -- the state, rebuilt from the log --------------------------------------------------------
 
@@ -202,14 +204,21 @@ class PopService:
             durable = self._append(events) if events else None
             self._commit_offsets(state, sorted({e.key for e in events}))
         if durable is not None:
-            outcome = await durable
-            if outcome.status is not PutMessageStatus.PUT_OK:
-                log.warning(
-                    "pop deliveries to %s not durable (%s): a new master may deliver them again",
-                    group,
-                    outcome.status.name,
-                )
+            # The messages go out now: a delivery that does not become durable only means a new
+            # master may deliver them again (at least once); the client need not wait for it.
+            watch = asyncio.ensure_future(durable)
+            self._pending.add(watch)
+            watch.add_done_callback(functools.partial(self._delivery_settled, group))
         return popped
+
+    def _delivery_settled(self, group: str, watch: asyncio.Future) -> None:
+        self._pending.discard(watch)
+        if watch.cancelled():
+            return
+        exc = watch.exception()
+        status = type(exc).__name__ if exc is not None else watch.result().status.name
+        if exc is not None or watch.result().status is not PutMessageStatus.PUT_OK:
+            log.warning("pop deliveries to %s not durable (%s): a new master may deliver them again", group, status)
 
     def _popped(
         self, group: str, topic: str, ext: MessageExt, attempt: int, token: int, until: int, invisible_ms: int
