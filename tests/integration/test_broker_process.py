@@ -3,7 +3,6 @@ errors, hostile client input, and mutual TLS on the replication stream."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from pki_support import make_ca, make_cert
 from support import wait_until
 
 from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus, TransportError
@@ -116,71 +116,6 @@ def test_hostile_client_requests_get_errors_and_the_broker_keeps_serving(make_cl
 
 
 # -- mutual TLS on the replication stream ---------------------------------------------------------
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def make_ca(directory: Path, name: str) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        f"{name}.key",
-        "-out",
-        f"{name}.crt",
-        "-days",
-        "2",
-        "-subj",
-        f"/CN={name}",
-        cwd=directory,
-    )
-
-
-def make_cert(directory: Path, ca: str, name: str) -> None:
-    _openssl(
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        f"{name}.key",
-        "-out",
-        f"{name}.csr",
-        "-subj",
-        f"/CN={name}",
-        cwd=directory,
-    )
-    ext = directory / f"{name}.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        f"{name}.csr",
-        "-CA",
-        f"{ca}.crt",
-        "-CAkey",
-        f"{ca}.key",
-        "-CAcreateserial",
-        "-out",
-        f"{name}.crt",
-        "-days",
-        "2",
-        "-extfile",
-        ext.name,
-        cwd=directory,
-    )
-    os.chmod(directory / f"{name}.key", 0o600)
 
 
 def tls_settings(directory: Path, ca: str, name: str) -> dict[str, str]:

@@ -108,7 +108,7 @@ def test_password_authentication(etcd, clients):
 
 
 def test_tls_with_client_certificates(tmp_path, clients):
-    from test_broker_process import make_ca, make_cert
+    from pki_support import make_ca, make_cert
 
     pki = tmp_path / "pki"
     make_ca(pki, "ca")

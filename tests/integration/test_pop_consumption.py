@@ -17,6 +17,7 @@ from pathlib import Path
 
 from client import BrokerError, Producer, PullConsumer
 from harness.local_cluster import poll_until
+from pki_support import make_ca, make_cert
 from pop_support import Pop
 from wire.rpc import messaging_pb2 as pb
 
@@ -105,7 +106,9 @@ print(json.dumps(seen))
 """
 
 
-def run_official(script: str, args: list[str], home: Path, timeout_s: float = 150) -> str:
+def run_official(
+    script: str, args: list[str], home: Path, timeout_s: float = 150, env: dict[str, str] | None = None
+) -> str:
     assert OFFICIAL_PYTHON.exists(), f"{OFFICIAL_PYTHON} is missing: `make test` creates it"
     # The client writes its log under HOME and probes the local address; keep both in the test.
     done = subprocess.run(
@@ -113,7 +116,7 @@ def run_official(script: str, args: list[str], home: Path, timeout_s: float = 15
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env=dict(os.environ, HOME=str(home)),
+        env=dict(os.environ, HOME=str(home), **(env or {})),
     )
     client_log = home / "logs" / "rocketmq_python" / "rocketmq_client.log"
     assert done.returncode == 0, done.stderr + (client_log.read_text()[-4000:] if client_log.exists() else "")
@@ -233,3 +236,46 @@ def test_pop_state_survives_a_broker_restart(make_cluster):
         assert pop.receive(wait_s=0.2) == (pb.MESSAGE_NOT_FOUND, [])
     finally:
         pop.close()
+
+
+TLS_ROUND_TRIP = r"""
+import json, sys
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+endpoint, topic = sys.argv[1], sys.argv[2]
+config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+producer = Producer(config, (topic,), tls_enable=True)
+producer.startup()
+try:
+    m = Message()
+    m.topic, m.body = topic, b"over TLS"
+    sent = producer.send(m).message_id
+finally:
+    producer.shutdown()
+consumer = SimpleConsumer(config, "tls-group", {topic: FilterExpression("*")}, await_duration=3, tls_enable=True)
+consumer.startup()
+try:
+    got = consumer.receive(16, 10)
+    for message in got:
+        consumer.ack(message)
+finally:
+    consumer.shutdown()
+print(json.dumps({"sent": sent, "got": [(m.message_id, m.body.decode()) for m in got]}))
+"""
+
+
+def test_official_client_produces_and_consumes_over_tls(make_cluster, tmp_path):
+    pki = tmp_path / "pki"
+    make_ca(pki, "ca")
+    make_cert(pki, "ca", "broker")
+    settings = {
+        "tlsEnable": "true",
+        "tlsServerCertPath": str(pki / "broker.crt"),
+        "tlsServerKeyPath": str(pki / "broker.key"),
+    }
+    # No slave: the harness checks a slave's connection through the admin API in the clear.
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings=settings)
+    # The official client trusts the system roots only; gRPC reads this variable instead.
+    env = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(pki / "ca.crt")}
+    out = json.loads(run_official(TLS_ROUND_TRIP, [cluster.master.client_endpoint, "TlsTopic"], tmp_path, env=env))
+    assert out["got"] == [[out["sent"], "over TLS"]]
