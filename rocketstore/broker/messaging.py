@@ -1,8 +1,10 @@
 """The client API: `apache.rocketmq.v2.MessagingService` over the store (grpc.aio servicer).
 
 Served: QueryRoute, Heartbeat, SendMessage, PullMessage, GetOffset, UpdateOffset, QueryOffset,
-Telemetry, NotifyClientTermination. The official RocketMQ 5 clients produce through it unmodified
-(tests/integration/test_official_client.py runs one).
+Telemetry, NotifyClientTermination, and pop consumption (QueryAssignment, ReceiveMessage,
+AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue: `pop_api.py`). The official
+RocketMQ 5 clients produce and consume through it unmodified (tests/integration/test_official_client.py
+and test_pop_consumption.py run them).
 
 Wire facts this module and its pure helpers in `v2_messages.py` own (the rest is messaging.proto):
 - A v2 message becomes a store message with properties TAGS (tag), KEYS (keys joined by a space),

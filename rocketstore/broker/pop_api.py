@@ -79,12 +79,15 @@ class PopApi:
             return status(pb.ILLEGAL_TOPIC, problem)
         if topic in SYSTEM_TOPICS:
             return status(pb.ILLEGAL_TOPIC, f"{topic} is a system topic; consumers cannot pop it")
+        refused = self._refusal()  # a slave names its master before it knows the topic
+        if refused is not None:
+            return refused
         config = self._store.topics.get(topic)
         if config is None:
             return status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         if not config.readable:
             return status(pb.FORBIDDEN, f"topic {topic} is not readable (perm {config.perm})")
-        return self._refusal()
+        return None
 
     def _queue_ids(self, topic: str, first: int) -> list[int]:
         config = self._store.topics.get(topic)

@@ -203,6 +203,14 @@ def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
         assert (code, none) == (pb.MESSAGE_NOT_FOUND, [])
     finally:
         pop.close()
+    # A slave does not decide pop state: it names its master.
+    on_slave = Pop(cluster.slave_brokers[0].client_endpoint, "HandleTopic", "handles")
+    try:
+        assert on_slave.receive(wait_s=0.2)[0] == pb.FORBIDDEN
+        refused = on_slave.ack(handle).status
+        assert refused.code == pb.FORBIDDEN and cluster.master.client_endpoint in refused.message
+    finally:
+        on_slave.close()
 
 
 def test_pop_state_survives_a_broker_restart(make_cluster):

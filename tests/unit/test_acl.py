@@ -102,3 +102,22 @@ def test_the_acl_file_is_private_and_checked(tmp_path):
         with pytest.raises(ValueError, match=words):
             AclConfig.from_document(bad, "acl.json")
     assert "app-secret-key" not in repr(ACL.accounts["app"])
+
+
+def test_pop_calls_need_sub_on_the_topic_and_the_group():
+    reader = signed("reader", "reader-secret")
+    topic, ops, billing = pb.Resource(name="Anything"), pb.Resource(name="ops"), pb.Resource(name="billing")
+    receive = pb.ReceiveMessageRequest(group=ops, message_queue=pb.MessageQueue(topic=topic, id=-1))
+    calls = {
+        "ReceiveMessage": receive,
+        "AckMessage": pb.AckMessageRequest(group=ops, topic=topic),
+        "ChangeInvisibleDuration": pb.ChangeInvisibleDurationRequest(group=ops, topic=topic),
+        "ForwardMessageToDeadLetterQueue": pb.ForwardMessageToDeadLetterQueueRequest(group=ops, topic=topic),
+        "QueryAssignment": pb.QueryAssignmentRequest(group=ops, topic=topic),
+    }
+    for method, request in calls.items():
+        assert "SUB on group 'ops'" in decide(ACL, method, reader, request)[1], method
+        request.group.CopyFrom(billing)
+        assert decide(ACL, method, reader, request) is None, method
+    app = signed("app", "app-secret-key")
+    assert decide(ACL, "AckMessage", app, pb.AckMessageRequest(group=billing, topic=topic))[0] == pb.FORBIDDEN
