@@ -112,8 +112,9 @@ class PopState:
             p = self._queues[key] = QueueProgress(start_offset)
         return p
 
-    def known(self, key: Key) -> bool:
-        return key in self._queues
+    def queue(self, key: Key) -> QueueProgress | None:
+        """The queue's progress, None for a queue the group never popped."""
+        return self._queues.get(key)
 
     def keys(self) -> list[Key]:
         return list(self._queues)

@@ -44,7 +44,7 @@ import grpc
 
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
-from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, TagFilter
+from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult
 from store.auto_create import AutoCreateLimit, AutoCreateRefusal
 from store.clock import wall_clock_ms
 from store.codec import decode_msg_id
@@ -66,7 +66,6 @@ from .receipt_handle import ReceiptSigner
 from .view import BrokerView
 
 from .v2_messages import (
-    DEADLINE_MARGIN_S,
     Host,
     MAX_PULL_BATCH,
     MAX_PULL_BYTES,
@@ -85,6 +84,8 @@ from .v2_messages import (
     route_queues,
     settings_reply,
     status,
+    tag_filter_of,
+    long_poll_seconds,
     to_pb_message,
 )
 
@@ -535,23 +536,12 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             return status(pb.ILLEGAL_POLLING_TIME, "long_polling_timeout is negative")
         return None
 
-    def _tag_filter(self, expression: pb.FilterExpression) -> TagFilter | None | pb.Status:
-        if expression.type == pb.SQL:
-            return status(pb.UNSUPPORTED, "SQL92 filters are not supported; use a TAG expression")
-        if expression.type not in (pb.FILTER_TYPE_UNSPECIFIED, pb.TAG):
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, f"unknown filter type {expression.type}")
-        try:
-            return TagFilter.parse(expression.expression)
-        except ValueError as exc:
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, str(exc))
-
     def _wait_seconds(self, request: pb.PullMessageRequest, context) -> float:
-        wanted_ms = min(request.long_polling_timeout.ToMilliseconds(), self._configs.broker.long_polling_max_ms)
-        wait_s = max(0.0, wanted_ms / 1000)
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait_s = min(wait_s, max(0.0, remaining - DEADLINE_MARGIN_S))
-        return wait_s
+        return long_poll_seconds(
+            request.long_polling_timeout.ToMilliseconds(),
+            self._configs.broker.long_polling_max_ms,
+            context.time_remaining(),
+        )
 
     async def _read(
         self, group: str, topic: str, queue_id: int, offset: int, batch: int, tag_filter
@@ -565,7 +555,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         if refused is not None:
             yield pb.PullMessageResponse(status=refused)
             return
-        tag_filter = self._tag_filter(request.filter_expression)
+        tag_filter = tag_filter_of(request.filter_expression)
         if isinstance(tag_filter, pb.Status):
             yield pb.PullMessageResponse(status=tag_filter)
             return

@@ -27,14 +27,14 @@ from collections.abc import AsyncIterator, Callable
 
 from google.protobuf import timestamp_pb2
 
-from store import MessageStore, TagFilter
+from store import MessageStore
 from store.topic_config import SYSTEM_TOPICS
 from wire.rpc import messaging_pb2 as pb
 
 from .arrivals import ArrivalWatch
 from .config import BrokerConfigs
 from .pop_service import PopAnswer, PopService, PopStatus
-from .v2_messages import DEADLINE_MARGIN_S, OK, duration_of, name_problem, status, to_pb_message
+from .v2_messages import OK, duration_of, long_poll_seconds, name_problem, status, tag_filter_of, to_pb_message
 
 MIN_INVISIBLE_MS = 1_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
@@ -134,34 +134,20 @@ class PopApi:
                 return status(pb.ILLEGAL_POLLING_TIME, "long_polling_timeout is negative")
         return None
 
-    @staticmethod
-    def _tag_filter(expression: pb.FilterExpression) -> TagFilter | None | pb.Status:
-        if expression.type == pb.SQL:
-            return status(pb.UNSUPPORTED, "SQL92 filters are not supported; use a TAG expression")
-        if expression.type not in (pb.FILTER_TYPE_UNSPECIFIED, pb.TAG):
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, f"unknown filter type {expression.type}")
-        try:
-            return TagFilter.parse(expression.expression)
-        except ValueError as exc:
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, str(exc))
-
     def _wait_seconds(self, request: pb.ReceiveMessageRequest, context) -> float:
+        broker_max_ms = self._configs.broker.long_polling_max_ms
         if request.HasField("long_polling_timeout"):
             wanted_ms = request.long_polling_timeout.ToMilliseconds()
         else:
-            wanted_ms = self._configs.broker.long_polling_max_ms
-        wait_s = max(0.0, min(wanted_ms, self._configs.broker.long_polling_max_ms) / 1000)
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait_s = min(wait_s, max(0.0, remaining - DEADLINE_MARGIN_S))
-        return wait_s
+            wanted_ms = broker_max_ms
+        return long_poll_seconds(wanted_ms, broker_max_ms, context.time_remaining())
 
     async def receive(self, request: pb.ReceiveMessageRequest, context) -> AsyncIterator[pb.ReceiveMessageResponse]:
         refused = self._receive_problem(request)
         if refused is not None:
             yield pb.ReceiveMessageResponse(status=refused)
             return
-        tag_filter = self._tag_filter(request.filter_expression)
+        tag_filter = tag_filter_of(request.filter_expression)
         if isinstance(tag_filter, pb.Status):
             yield pb.ReceiveMessageResponse(status=tag_filter)
             return

@@ -33,6 +33,7 @@ from store.status import PutMessageStatus
 from store.topic_config import TopicConfig
 
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
+from .v2_messages import MAX_PULL_BYTES
 
 log = logging.getLogger("rocketstore.broker.pop")
 
@@ -42,7 +43,6 @@ DEFAULT_MAX_ATTEMPTS = 16
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 _REPLAY_BATCH = 256
-_READ_BYTES = 4 * 1024 * 1024
 _REPLAY_GROUP = "RS_SYS_POP_REPLAY"
 
 
@@ -105,7 +105,7 @@ class PopService:
         offset = store.min_queue_offset(POP_TOPIC, 0)
         count = 0
         while True:
-            result = store.get_message(_REPLAY_GROUP, POP_TOPIC, 0, offset, _REPLAY_BATCH, _READ_BYTES)
+            result = store.get_message(_REPLAY_GROUP, POP_TOPIC, 0, offset, _REPLAY_BATCH, MAX_PULL_BYTES)
             if result.status is not GetMessageStatus.FOUND:
                 break
             for ext in result.messages:
@@ -165,7 +165,8 @@ class PopService:
                 if len(popped) >= batch:
                     break
                 key = (group, topic, queue_id)
-                progress = state.progress(key, self._start_offset(group, topic, queue_id))
+                # Where a new queue starts is looked up once, not on every receive.
+                progress = state.queue(key) or state.progress(key, self._start_offset(group, topic, queue_id))
                 for offset, held in state.due(key, now, batch - len(popped)):
                     ext = await self._read_one(group, topic, queue_id, offset)
                     if ext is None or held.attempt >= self._max_attempts(group):
@@ -183,7 +184,7 @@ class PopService:
                     queue_id,
                     progress.next_offset,
                     batch - len(popped),
-                    _READ_BYTES,
+                    MAX_PULL_BYTES,
                     tag_filter,
                 )
                 for ext in result.messages:
@@ -216,9 +217,13 @@ class PopService:
         if watch.cancelled():
             return
         exc = watch.exception()
-        status = type(exc).__name__ if exc is not None else watch.result().status.name
-        if exc is not None or watch.result().status is not PutMessageStatus.PUT_OK:
-            log.warning("pop deliveries to %s not durable (%s): a new master may deliver them again", group, status)
+        if exc is not None:
+            reason = type(exc).__name__
+        elif watch.result().status is not PutMessageStatus.PUT_OK:
+            reason = watch.result().status.name
+        else:
+            return
+        log.warning("pop deliveries to %s not durable (%s): a new master may deliver them again", group, reason)
 
     def _popped(
         self, group: str, topic: str, ext: MessageExt, attempt: int, token: int, until: int, invisible_ms: int
@@ -227,7 +232,7 @@ class PopService:
         return Popped(ext, attempt, self._signer.sign(group, topic, receipt), invisible_ms)
 
     async def _read_one(self, group: str, topic: str, queue_id: int, offset: int) -> MessageExt | None:
-        result = await asyncio.to_thread(self._store.get_message, group, topic, queue_id, offset, 1, _READ_BYTES)
+        result = await asyncio.to_thread(self._store.get_message, group, topic, queue_id, offset, 1, MAX_PULL_BYTES)
         for ext in result.messages:
             if ext.queue_offset == offset:
                 return ext

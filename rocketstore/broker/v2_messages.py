@@ -16,7 +16,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from wire.rpc import messaging_pb2 as pb
 from wire.digests import crc32_hex, digest_matches
-from store import MessageExt
+from store import MessageExt, TagFilter
 from store.codec import MAX_PROPERTIES_LENGTH, encode_properties, java_string_hash
 from store.message import (
     COMPRESSED_FLAG,
@@ -350,6 +350,30 @@ def to_pb_message(ext: MessageExt, namespace: str = "") -> pb.Message:
         system_properties=sp,
         body=ext.body,
     )
+
+
+# -- consumption ------------------------------------------------------------------------------
+
+
+def tag_filter_of(expression: pb.FilterExpression) -> TagFilter | None | pb.Status:
+    """The store's filter for a subscription expression, or the status refusing it."""
+    if expression.type == pb.SQL:
+        return status(pb.UNSUPPORTED, "SQL92 filters are not supported; use a TAG expression")
+    if expression.type not in (pb.FILTER_TYPE_UNSPECIFIED, pb.TAG):
+        return status(pb.ILLEGAL_FILTER_EXPRESSION, f"unknown filter type {expression.type}")
+    try:
+        return TagFilter.parse(expression.expression)
+    except ValueError as exc:
+        return status(pb.ILLEGAL_FILTER_EXPRESSION, str(exc))
+
+
+def long_poll_seconds(wanted_ms: int, max_ms: int, remaining_s: float | None) -> float:
+    """How long a long poll waits: what the client wants, within the broker's maximum, and ending
+    DEADLINE_MARGIN_S before the call's deadline (`remaining_s`) so the answer still arrives."""
+    wait_s = max(0.0, min(wanted_ms, max_ms) / 1000)
+    if remaining_s is not None:
+        wait_s = min(wait_s, max(0.0, remaining_s - DEADLINE_MARGIN_S))
+    return wait_s
 
 
 # -- telemetry --------------------------------------------------------------------------------
