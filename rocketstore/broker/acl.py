@@ -19,6 +19,7 @@ group and the permission it lacks. What each method needs:
 | method | needs |
 |---|---|
 | SendMessage | PUB on every message's topic |
+| EndTransaction | PUB on the topic |
 | PullMessage, GetOffset, UpdateOffset | SUB on the topic and on the group |
 | QueryAssignment, ReceiveMessage, AckMessage | SUB on the topic and on the group |
 | ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue | SUB on the topic and on the group |
@@ -167,6 +168,8 @@ def needs(method: str, request: object) -> Need | None:
         if queue is None or group is None:
             return None
         return [("topic", queue.topic.name, Perm.SUB), ("group", group.name, Perm.SUB)]
+    if method == "EndTransaction" and isinstance(request, pb.EndTransactionRequest):
+        return [("topic", request.topic.name, Perm.PUB)]
     if method == "QueryOffset" and isinstance(request, pb.QueryOffsetRequest):
         return [("topic", request.message_queue.topic.name, Perm.SUB)]
     return None
@@ -207,6 +210,7 @@ _RESPONSES: dict[str, Callable[..., object]] = {
     "ForwardMessageToDeadLetterQueue": pb.ForwardMessageToDeadLetterQueueResponse,
     "PullMessage": pb.PullMessageResponse,
     "ReceiveMessage": pb.ReceiveMessageResponse,
+    "EndTransaction": pb.EndTransactionResponse,
 }
 
 

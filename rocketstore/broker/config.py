@@ -62,6 +62,12 @@ class BrokerConfig:
     # Pop consumption: redeliveries after the first delivery before a message is dead-lettered
     # (RocketMQ's subscription group retryMaxTimes, here for every group).
     retry_max_times: int = 16
+    # Transactions, with RocketMQ's names and defaults: a half message still open after
+    # transactionTimeOut is checked back with a producer, then every transactionCheckInterval,
+    # and rolled back after transactionCheckMax checks.
+    transaction_timeout_ms: int = field(default=6_000, metadata=_key("transactionTimeOut"))
+    transaction_check_max: int = 15
+    transaction_check_interval_ms: int = field(default=30_000, metadata=_key("transactionCheckInterval"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -70,6 +76,10 @@ class BrokerConfig:
             raise ConfigError(f"remotingListenPort out of range (-1 turns it off): {self.remoting_listen_port}")
         if not 0 <= self.retry_max_times <= 1000:
             raise ConfigError(f"retryMaxTimes out of range (0..1000): {self.retry_max_times}")
+        if self.transaction_timeout_ms <= 0 or self.transaction_check_interval_ms <= 0:
+            raise ConfigError("transactionTimeOut and transactionCheckInterval must be positive (milliseconds)")
+        if not 1 <= self.transaction_check_max <= 1000:
+            raise ConfigError(f"transactionCheckMax out of range (1..1000): {self.transaction_check_max}")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must not be negative, got {self.broker_id}")
         if self.tls_enable and not (self.tls_server_cert_path and self.tls_server_key_path):

@@ -52,7 +52,7 @@ from store.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
 )
-from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, TopicConfig
+from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, TRANS_HALF_TOPIC, Permission, TopicConfig
 
 from . import codes
 from .arrivals import ArrivalWatch
@@ -63,6 +63,8 @@ from .config import BrokerConfigs
 from .pop_api import PopApi
 from .pop_service import PopService
 from .receipt_handle import ReceiptSigner
+from .transaction_api import TransactionApi
+from .transaction_service import TransactionService, TransactionSettings, half_message
 from .view import BrokerView
 
 from .v2_messages import (
@@ -150,7 +152,8 @@ class _Planned:
     index: int
     message: Message
     client_id: str
-    delayed: bool
+    alone: bool  # delayed or transactional: the store puts it on its own
+    transactional: bool = False
 
 
 def _message_of(item: _Planned) -> Message:
@@ -180,11 +183,22 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         max_attempts = broker.retry_max_times + 1
         pop = PopService(store, ReceiptSigner(secret), clock_ms, max_attempts=lambda group: max_attempts)
         self._pop = PopApi(store, configs, pop, self._arrivals, self._pop_refusal, clock_ms)
+        settings = TransactionSettings(
+            broker.transaction_timeout_ms, broker.transaction_check_max, broker.transaction_check_interval_ms
+        )
+        # Checks are due at multiples of the two times: look twice as often as the shorter.
+        period_s = min(max(min(settings.timeout_ms, settings.check_interval_ms) / 2000, 0.1), 5.0)
+        self._transactions = TransactionApi(TransactionService(store, clock_ms, settings), self._pop_refusal, period_s)
 
     # -- long-poll wakes ------------------------------------------------------------------------
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called on `loop`: long-poll wakes go to it and the transaction check-back runs on it."""
         self._arrivals.bind_loop(loop)
+        self._transactions.start()
+
+    async def close(self) -> None:
+        await self._transactions.stop()
 
     def on_arrival(self, request) -> None:
         """Store dispatch thread: a message became readable (see `arrivals.ArrivalWatch`)."""
@@ -390,7 +404,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                         index,
                         outcome,
                         msg.system_properties.message_id,
-                        PROPERTY_DELAY_TIME_LEVEL in outcome.properties,
+                        PROPERTY_DELAY_TIME_LEVEL in outcome.properties or outcome.topic == TRANS_HALF_TOPIC,
+                        outcome.topic == TRANS_HALF_TOPIC,
                     )
                 )
         return planned
@@ -430,7 +445,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             return queue_id
         sp = msg.system_properties
         born_ms = _timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0
-        return Message(
+        message = Message(
             topic=topic,
             queue_id=queue_id,
             body=msg.body,
@@ -439,6 +454,16 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             born_host=born_host,
             born_timestamp_ms=born_ms if born_ms > 0 else None,
         )
+        if sp.message_type != pb.TRANSACTION:
+            return message
+        if PROPERTY_DELAY_TIME_LEVEL in properties:
+            return Refusal(pb.BAD_REQUEST, "a transactional message cannot have a delivery time")
+        immunity_s = (
+            sp.orphaned_transaction_recovery_duration.seconds
+            if sp.HasField("orphaned_transaction_recovery_duration")
+            else 0
+        )
+        return half_message(message, immunity_s)
 
     async def _writable_topic(self, topic: str) -> TopicConfig | Refusal:
         problem = name_problem("topic", topic)
@@ -462,7 +487,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         by_queue: dict[tuple[str, int], list[_Planned]] = {}
         groups: list[list[_Planned]] = []
         for item in planned:
-            if item.delayed:
+            if item.alone:
                 groups.append([item])
             else:
                 by_queue.setdefault((item.message.topic, item.message.queue_id), []).append(item)
@@ -504,6 +529,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                     pb.SendResultEntry(
                         status=entry_status,
                         message_id=item.client_id or store_id,
+                        transaction_id=store_id if item.transactional else "",
                         offset=result.queue_offset + i,
                         queue_id=item.message.queue_id,
                         commit_log_offset=commit_log_offset,
@@ -708,26 +734,50 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     ) -> pb.ForwardMessageToDeadLetterQueueResponse:
         return await self._pop.forward_to_dead_letter(request)
 
+    # -- transactions ---------------------------------------------------------------------------
+
+    @_guarded(pb.EndTransactionResponse)
+    async def EndTransaction(self, request: pb.EndTransactionRequest, context) -> pb.EndTransactionResponse:
+        return await self._transactions.end(request)
+
     # -- Telemetry ------------------------------------------------------------------------------
 
-    async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
-        max_body = self._store.config.max_message_size
-        long_polling_ms = min(SUBSCRIPTION_LONG_POLLING_MS, self._configs.broker.long_polling_max_ms)
+    def _settings_answer(self, command: pb.TelemetryCommand) -> pb.TelemetryCommand:
+        settings = settings_reply(
+            command.settings,
+            max_body_size=self._store.config.max_message_size,
+            long_polling_ms=min(SUBSCRIPTION_LONG_POLLING_MS, self._configs.broker.long_polling_max_ms),
+            max_attempts=self._configs.broker.retry_max_times + 1,
+            # RocketMQ's redelivery schedule: the delay levels from level 3 (10 s by default).
+            retry_delays_ms=self._store.delay_levels[2:],
+        )
+        return pb.TelemetryCommand(status=OK, settings=settings)
+
+    async def _read_telemetry(self, request_iterator, outbox: asyncio.Queue) -> None:
+        """The client's half of a Telemetry stream: settings are answered, and a producer's
+        stream is where check-backs of its topics go."""
         try:
             async for command in request_iterator:
                 if command.WhichOneof("command") != "settings":
                     continue  # commands this broker does not serve carry nothing to answer
-                settings = settings_reply(
-                    command.settings,
-                    max_body_size=max_body,
-                    long_polling_ms=long_polling_ms,
-                    max_attempts=self._configs.broker.retry_max_times + 1,
-                    # RocketMQ's redelivery schedule: the delay levels from level 3 (10 s by default).
-                    retry_delays_ms=self._store.delay_levels[2:],
-                )
-                yield pb.TelemetryCommand(status=OK, settings=settings)
+                outbox.put_nowait(self._settings_answer(command))
+                if command.settings.client_type == pb.PRODUCER:
+                    self._transactions.register([t.name for t in command.settings.publishing.topics], outbox)
+        finally:
+            outbox.put_nowait(None)
+
+    async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
+        outbox: asyncio.Queue[pb.TelemetryCommand | None] = asyncio.Queue()
+        reader = asyncio.ensure_future(self._read_telemetry(request_iterator, outbox))
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+            await reader  # its exception, if the client's half failed
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
             log.exception("Telemetry failed")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
+        finally:
+            self._transactions.unregister(outbox)
+            reader.cancel()

@@ -32,6 +32,7 @@ from store.results import PutMessageResult
 from store.status import PutMessageStatus
 from store.topic_config import TopicConfig
 
+from .system_queue import read_queue
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
 from .v2_messages import MAX_PULL_BYTES
 
@@ -42,7 +43,6 @@ DLQ_PREFIX = "%DLQ%"
 DEFAULT_MAX_ATTEMPTS = 16
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
-_REPLAY_BATCH = 256
 _REPLAY_GROUP = "RS_SYS_POP_REPLAY"
 
 
@@ -100,26 +100,23 @@ class PopService:
 
     def _replay(self) -> PopState:
         state = PopState()
-        store = self._store
-        store.wait_dispatched(5.0)
-        offset = store.min_queue_offset(POP_TOPIC, 0)
+        self._store.wait_dispatched(5.0)
         count = 0
-        while True:
-            result = store.get_message(_REPLAY_GROUP, POP_TOPIC, 0, offset, _REPLAY_BATCH, MAX_PULL_BYTES)
-            if result.status is not GetMessageStatus.FOUND:
-                break
-            for ext in result.messages:
-                try:
-                    events = decode_events(ext.body)
-                except ValueError as exc:
-                    # One unreadable record must not stop the broker serving consumers: its
-                    # messages are delivered again when their invisible time would have ended.
-                    log.error("pop state record at %d skipped: %s", ext.physical_offset, exc)
-                    continue
-                for event in events:
-                    state.apply(event)
-                count += len(events)
-            offset = result.next_begin_offset
+
+        def apply(ext: MessageExt) -> None:
+            nonlocal count
+            try:
+                events = decode_events(ext.body)
+            except ValueError as exc:
+                # One unreadable record must not stop the broker serving consumers: its
+                # messages are delivered again when their invisible time would have ended.
+                log.error("pop state record at %d skipped: %s", ext.physical_offset, exc)
+                return
+            for event in events:
+                state.apply(event)
+            count += len(events)
+
+        read_queue(self._store, _REPLAY_GROUP, POP_TOPIC, 0, 0, apply)
         log.info("pop state rebuilt from %d events (%d queues)", count, len(state.keys()))
         return state
 

@@ -194,6 +194,7 @@ class Broker:
         self._client_server: grpc.aio.Server | None = None
         self._ha_server: grpc.Server | None = None
         self._ha_servicer: ReplicationServicer | None = None
+        self._messaging: MessagingServicer | None = None
         self._remoting: RemotingServer | None = None
         self.remoting_endpoint = ""
         self._stopped = False
@@ -316,6 +317,7 @@ class Broker:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
         self.store.add_arrival_listener(messaging.on_arrival)
         messaging.bind_loop(asyncio.get_running_loop())
+        self._messaging = messaging
         if broker.remoting_listen_port >= 0:
             self._remoting = RemotingServer(self.store, self.configs, view)
             try:
@@ -454,6 +456,8 @@ class Broker:
             await asyncio.to_thread(self.replicator.stop)
         if self._remoting is not None:
             await asyncio.to_thread(self._remoting.stop)
+        if self._messaging is not None:
+            await self._messaging.close()
         if self._client_server is not None:
             await self._client_server.stop(grace_s)
         if self._store is not None:

@@ -274,8 +274,6 @@ def body_problem(msg: pb.Message, max_body_size: int) -> Refusal | None:
         return Refusal(pb.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
     if sp.HasField("body_digest") and sp.body_digest.checksum and not digest_matches(sp.body_digest, body):
         return Refusal(pb.MESSAGE_CORRUPTED, "the body does not match its digest")
-    if sp.message_type == pb.TRANSACTION:
-        return Refusal(pb.UNSUPPORTED, "transactional messages are not supported by this broker")
     return None
 
 

@@ -119,6 +119,18 @@ class Code(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VERSION_UNSUPPORTED: _ClassVar[Code]
     VERIFY_FIFO_MESSAGE_UNSUPPORTED: _ClassVar[Code]
     FAILED_TO_CONSUME_MESSAGE: _ClassVar[Code]
+
+class TransactionResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSACTION_RESOLUTION_UNSPECIFIED: _ClassVar[TransactionResolution]
+    COMMIT: _ClassVar[TransactionResolution]
+    ROLLBACK: _ClassVar[TransactionResolution]
+
+class TransactionSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SOURCE_UNSPECIFIED: _ClassVar[TransactionSource]
+    SOURCE_CLIENT: _ClassVar[TransactionSource]
+    SOURCE_SERVER_CHECK: _ClassVar[TransactionSource]
 PERMISSION_UNSPECIFIED: Permission
 NONE: Permission
 READ: Permission
@@ -201,6 +213,12 @@ UNSUPPORTED: Code
 VERSION_UNSUPPORTED: Code
 VERIFY_FIFO_MESSAGE_UNSUPPORTED: Code
 FAILED_TO_CONSUME_MESSAGE: Code
+TRANSACTION_RESOLUTION_UNSPECIFIED: TransactionResolution
+COMMIT: TransactionResolution
+ROLLBACK: TransactionResolution
+SOURCE_UNSPECIFIED: TransactionSource
+SOURCE_CLIENT: TransactionSource
+SOURCE_SERVER_CHECK: TransactionSource
 
 class Status(_message.Message):
     __slots__ = ("code", "message", "master_endpoint")
@@ -277,7 +295,7 @@ class Digest(_message.Message):
     def __init__(self, type: _Optional[_Union[DigestType, str]] = ..., checksum: _Optional[str] = ...) -> None: ...
 
 class SystemProperties(_message.Message):
-    __slots__ = ("tag", "keys", "message_id", "body_digest", "body_encoding", "message_type", "born_timestamp", "born_host", "store_timestamp", "store_host", "delivery_timestamp", "receipt_handle", "queue_id", "queue_offset", "invisible_duration", "delivery_attempt", "message_group", "trace_context", "commit_log_offset", "sys_flag", "reconsume_times", "flag", "send_queue_id")
+    __slots__ = ("tag", "keys", "message_id", "body_digest", "body_encoding", "message_type", "born_timestamp", "born_host", "store_timestamp", "store_host", "delivery_timestamp", "receipt_handle", "queue_id", "queue_offset", "invisible_duration", "delivery_attempt", "message_group", "trace_context", "orphaned_transaction_recovery_duration", "commit_log_offset", "sys_flag", "reconsume_times", "flag", "send_queue_id")
     TAG_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -296,6 +314,7 @@ class SystemProperties(_message.Message):
     DELIVERY_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_GROUP_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    ORPHANED_TRANSACTION_RECOVERY_DURATION_FIELD_NUMBER: _ClassVar[int]
     COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SYS_FLAG_FIELD_NUMBER: _ClassVar[int]
     RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
@@ -319,12 +338,13 @@ class SystemProperties(_message.Message):
     delivery_attempt: int
     message_group: str
     trace_context: str
+    orphaned_transaction_recovery_duration: _duration_pb2.Duration
     commit_log_offset: int
     sys_flag: int
     reconsume_times: int
     flag: int
     send_queue_id: int
-    def __init__(self, tag: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., body_digest: _Optional[_Union[Digest, _Mapping]] = ..., body_encoding: _Optional[_Union[Encoding, str]] = ..., message_type: _Optional[_Union[MessageType, str]] = ..., born_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., born_host: _Optional[str] = ..., store_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., store_host: _Optional[str] = ..., delivery_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., receipt_handle: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., invisible_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., delivery_attempt: _Optional[int] = ..., message_group: _Optional[str] = ..., trace_context: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., sys_flag: _Optional[int] = ..., reconsume_times: _Optional[int] = ..., flag: _Optional[int] = ..., send_queue_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, tag: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., message_id: _Optional[str] = ..., body_digest: _Optional[_Union[Digest, _Mapping]] = ..., body_encoding: _Optional[_Union[Encoding, str]] = ..., message_type: _Optional[_Union[MessageType, str]] = ..., born_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., born_host: _Optional[str] = ..., store_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., store_host: _Optional[str] = ..., delivery_timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., receipt_handle: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., invisible_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., delivery_attempt: _Optional[int] = ..., message_group: _Optional[str] = ..., trace_context: _Optional[str] = ..., orphaned_transaction_recovery_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., commit_log_offset: _Optional[int] = ..., sys_flag: _Optional[int] = ..., reconsume_times: _Optional[int] = ..., flag: _Optional[int] = ..., send_queue_id: _Optional[int] = ...) -> None: ...
 
 class Message(_message.Message):
     __slots__ = ("topic", "user_properties", "system_properties", "body")
@@ -489,13 +509,45 @@ class HeartbeatResponse(_message.Message):
     status: Status
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
 
+class RecoverOrphanedTransactionCommand(_message.Message):
+    __slots__ = ("message", "transaction_id")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    message: Message
+    transaction_id: str
+    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ..., transaction_id: _Optional[str] = ...) -> None: ...
+
 class TelemetryCommand(_message.Message):
-    __slots__ = ("status", "settings")
+    __slots__ = ("status", "settings", "recover_orphaned_transaction_command")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    RECOVER_ORPHANED_TRANSACTION_COMMAND_FIELD_NUMBER: _ClassVar[int]
     status: Status
     settings: Settings
-    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., settings: _Optional[_Union[Settings, _Mapping]] = ...) -> None: ...
+    recover_orphaned_transaction_command: RecoverOrphanedTransactionCommand
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., settings: _Optional[_Union[Settings, _Mapping]] = ..., recover_orphaned_transaction_command: _Optional[_Union[RecoverOrphanedTransactionCommand, _Mapping]] = ...) -> None: ...
+
+class EndTransactionRequest(_message.Message):
+    __slots__ = ("topic", "message_id", "transaction_id", "resolution", "source", "trace_context")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    topic: Resource
+    message_id: str
+    transaction_id: str
+    resolution: TransactionResolution
+    source: TransactionSource
+    trace_context: str
+    def __init__(self, topic: _Optional[_Union[Resource, _Mapping]] = ..., message_id: _Optional[str] = ..., transaction_id: _Optional[str] = ..., resolution: _Optional[_Union[TransactionResolution, str]] = ..., source: _Optional[_Union[TransactionSource, str]] = ..., trace_context: _Optional[str] = ...) -> None: ...
+
+class EndTransactionResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
 
 class NotifyClientTerminationRequest(_message.Message):
     __slots__ = ("group",)

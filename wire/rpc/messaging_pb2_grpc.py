@@ -69,6 +69,11 @@ class MessagingServiceStub:
                 request_serializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.SerializeToString,
                 response_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.FromString,
                 _registered_method=True)
+        self.EndTransaction = channel.unary_unary(
+                '/apache.rocketmq.v2.MessagingService/EndTransaction',
+                request_serializer=wire_dot_rpc_dot_messaging__pb2.EndTransactionRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_messaging__pb2.EndTransactionResponse.FromString,
+                _registered_method=True)
         self.Telemetry = channel.stream_stream(
                 '/apache.rocketmq.v2.MessagingService/Telemetry',
                 request_serializer=wire_dot_rpc_dot_messaging__pb2.TelemetryCommand.SerializeToString,
@@ -146,6 +151,12 @@ class MessagingServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def QueryOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTransaction(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -230,6 +241,11 @@ def add_MessagingServiceServicer_to_server(servicer, server):
                     servicer.QueryOffset,
                     request_deserializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.FromString,
                     response_serializer=wire_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.SerializeToString,
+            ),
+            'EndTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTransaction,
+                    request_deserializer=wire_dot_rpc_dot_messaging__pb2.EndTransactionRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_messaging__pb2.EndTransactionResponse.SerializeToString,
             ),
             'Telemetry': grpc.stream_stream_rpc_method_handler(
                     servicer.Telemetry,
@@ -456,6 +472,33 @@ class MessagingService:
             '/apache.rocketmq.v2.MessagingService/QueryOffset',
             wire_dot_rpc_dot_messaging__pb2.QueryOffsetRequest.SerializeToString,
             wire_dot_rpc_dot_messaging__pb2.QueryOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/apache.rocketmq.v2.MessagingService/EndTransaction',
+            wire_dot_rpc_dot_messaging__pb2.EndTransactionRequest.SerializeToString,
+            wire_dot_rpc_dot_messaging__pb2.EndTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,
