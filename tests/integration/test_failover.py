@@ -13,11 +13,12 @@ import os
 import grpc
 import pytest
 
-from client import Producer
+from client import Producer, PullConsumer
 from rocketstore.coordination.local_etcd import EtcdServer
 from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
 from harness.local_cluster import ControllerCluster, LocalBroker, poll_until
 from pop_support import Pop
+from transaction_support import ProducerStream, Transactions
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 from support import BROKER_TEST_SETTINGS
@@ -386,3 +387,32 @@ def test_pop_consumption_continues_on_the_new_master_without_redelivering_acked_
         assert [(m.body, m.system_properties.delivery_attempt) for m in got] == [(b"m4", 2)]
     finally:
         pop.close()
+
+
+def test_transactions_continue_on_the_new_master(group):
+    cluster = group(3, transactionTimeOut="1000", transactionCheckInterval="1000")
+    old = cluster.wait_master(60, in_sync=3)
+    tx = Transactions(old.client_endpoint)
+    try:
+        committed, open_one, ended_later = (tx.send_half(TOPIC, b) for b in (b"committed", b"open", b"ended-later"))
+        assert all(e.status.code == pb.OK for e in (committed, open_one, ended_later))
+        assert tx.end(TOPIC, committed, True).code == pb.OK
+    finally:
+        tx.close()
+    old.kill()
+    new = cluster.wait_master(30, not_=old)
+    tx = Transactions(new.client_endpoint)
+    producer = ProducerStream(new.client_endpoint, TOPIC)
+    try:
+        # The old master's transaction ids work; its outcome stands; what was open is asked about.
+        assert tx.end(TOPIC, committed, False).code == pb.INVALID_TRANSACTION_ID
+        assert tx.end(TOPIC, ended_later, True).code == pb.OK
+        check = producer.checks.get(timeout=30)
+        assert check.transaction_id == open_one.transaction_id and check.message.body == b"open"
+        assert tx.end(TOPIC, open_one, False).code == pb.OK
+    finally:
+        producer.close()
+        tx.close()
+    with PullConsumer(new.client_endpoint, group="tx-failover") as consumer:
+        bodies = sorted(m.body for q in consumer.queues(TOPIC) for m in consumer.pull(TOPIC, q, 0).messages)
+    assert bodies == [b"committed", b"ended-later"]
