@@ -62,6 +62,9 @@ class BrokerConfig:
     # Pop consumption: redeliveries after the first delivery before a message is dead-lettered
     # (RocketMQ's subscription group retryMaxTimes, here for every group).
     retry_max_times: int = 16
+    # Consumer groups that consume in FIFO order (RocketMQ's consumeMessageOrderly), comma-separated:
+    # within a queue, a message is delivered only when the ones before it are acked or dead-lettered.
+    fifo_consumer_groups: str = ""
     # Transactions, with RocketMQ's names and defaults: a half message still open after
     # transactionTimeOut is checked back with a producer, then every transactionCheckInterval,
     # and rolled back after transactionCheckMax checks.
@@ -95,6 +98,10 @@ class BrokerConfig:
             )
         if self.long_polling_max_ms <= 0:
             raise ConfigError(f"longPollingMax must be positive, got {self.long_polling_max_ms}")
+
+    @property
+    def fifo_groups(self) -> frozenset[str]:
+        return frozenset(g.strip() for g in self.fifo_consumer_groups.split(",") if g.strip())
 
     @property
     def host(self) -> str:

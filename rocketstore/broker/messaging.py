@@ -750,6 +750,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             max_attempts=self._configs.broker.retry_max_times + 1,
             # RocketMQ's redelivery schedule: the delay levels from level 3 (10 s by default).
             retry_delays_ms=self._store.delay_levels[2:],
+            fifo_groups=self._configs.broker.fifo_groups,
         )
         return pb.TelemetryCommand(status=OK, settings=settings)
 

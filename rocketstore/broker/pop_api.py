@@ -169,7 +169,15 @@ class PopApi:
             while True:
                 if event is not None:
                     event.clear()
-                popped = await self._pop.receive(group, topic, queue_ids, tag_filter, batch, invisible_ms)
+                popped = await self._pop.receive(
+                    group,
+                    topic,
+                    queue_ids,
+                    tag_filter,
+                    batch,
+                    invisible_ms,
+                    fifo=group in self._configs.broker.fifo_groups,
+                )
                 if popped:
                     yield pb.ReceiveMessageResponse(status=OK)
                     for item in popped:

@@ -34,7 +34,7 @@ from store.topic_config import TopicConfig
 
 from .system_queue import read_queue
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
-from .v2_messages import MAX_PULL_BYTES
+from .v2_messages import MAX_PULL_BYTES, PROPERTY_SHARDING_KEY
 
 log = logging.getLogger("rocketstore.broker.pop")
 
@@ -149,8 +149,14 @@ class PopService:
         tag_filter: TagFilter | None,
         batch: int,
         invisible_ms: int,
+        *,
+        fifo: bool = False,
     ) -> list[Popped]:
-        """Up to `batch` messages: due redeliveries first, then new ones, queue by queue."""
+        """Up to `batch` messages: due redeliveries first, then new ones, queue by queue.
+
+        For a FIFO group a queue gives new messages only when none of its messages is in flight,
+        and at most one per message group at a time: a message goes out after the ones before it
+        in its group are acked or dead-lettered, and its redeliveries come before anything later."""
         async with self._lock:
             state = await self._ready()
             now = self._clock()
@@ -174,6 +180,8 @@ class PopService:
                     popped.append(self._popped(group, topic, ext, event.attempt, event.token, until, invisible_ms))
                 if len(popped) >= batch:
                     break
+                if fifo and progress.inflight:
+                    continue  # its messages in flight come first
                 result = await asyncio.to_thread(
                     self._store.get_message,
                     group,
@@ -184,13 +192,21 @@ class PopService:
                     MAX_PULL_BYTES,
                     tag_filter,
                 )
+                groups_out: set[str] = set()
+                stopped = False
                 for ext in result.messages:
                     if ext.queue_offset < progress.next_offset:
                         continue
+                    if fifo:
+                        message_group = ext.properties.get(PROPERTY_SHARDING_KEY, "")
+                        if message_group and message_group in groups_out:
+                            stopped = True  # the rest of the queue waits for this one's ack
+                            break
+                        groups_out.add(message_group)
                     event = state.deliver(key, ext.queue_offset, 1, until)
                     events.append(event)
                     popped.append(self._popped(group, topic, ext, 1, event.token, until, invisible_ms))
-                if result.status is not GetMessageStatus.OFFSET_OVERFLOW_BADLY:
+                if not stopped and result.status is not GetMessageStatus.OFFSET_OVERFLOW_BADLY:
                     passed = state.pass_over(key, result.next_begin_offset)
                     if passed is not None:
                         events.append(passed)

@@ -387,7 +387,13 @@ _CONSUMER_TYPES = frozenset({pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSU
 
 
 def settings_reply(
-    client: pb.Settings, *, max_body_size: int, long_polling_ms: int, max_attempts: int, retry_delays_ms: Sequence[int]
+    client: pb.Settings,
+    *,
+    max_body_size: int,
+    long_polling_ms: int,
+    max_attempts: int,
+    retry_delays_ms: Sequence[int],
+    fifo_groups: frozenset[str] = frozenset(),
 ) -> pb.Settings:
     """The broker's answer to a client's settings: what it accepts and how the client retries.
     Consumers get RocketMQ's redelivery schedule as a customized backoff (`retry_delays_ms`, the
@@ -401,7 +407,7 @@ def settings_reply(
         wanted = client.subscription
         subscription = pb.Subscription(
             subscriptions=wanted.subscriptions,
-            fifo=False,
+            fifo=wanted.group.name in fifo_groups,
             receive_batch_size=wanted.receive_batch_size if wanted.HasField("receive_batch_size") else 32,
             long_polling_timeout=duration_of(long_polling_ms),
         )

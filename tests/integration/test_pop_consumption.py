@@ -287,3 +287,52 @@ def test_official_client_produces_and_consumes_over_tls(make_cluster, tmp_path):
     env = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(pki / "ca.crt")}
     out = json.loads(run_official(TLS_ROUND_TRIP, [cluster.master.client_endpoint, "TlsTopic"], tmp_path, env=env))
     assert out["got"] == [[out["sent"], "over TLS"]]
+
+
+FIFO_CONSUMER = r"""
+import json, sys, time
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+endpoint, topic, group = sys.argv[1], sys.argv[2], sys.argv[3]
+config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+producer = Producer(config, (topic,))
+producer.startup()
+try:
+    for body in ("A1", "B1", "A2", "B2", "A3"):
+        m = Message()
+        m.topic, m.body, m.message_group = topic, body.encode(), body[0]
+        producer.send(m)
+finally:
+    producer.shutdown()
+consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+consumer.startup()
+deliveries, violations, acked, unacked = [], [], set(), {}
+try:
+    deadline = time.time() + 60
+    while len(acked) < 5 and time.time() < deadline:
+        for m in consumer.receive(16, 2):
+            body = m.body.decode()
+            deliveries.append((body, m.delivery_attempt))
+            if m.message_group in unacked and unacked[m.message_group] != body:
+                violations.append(f"{body} delivered while {unacked[m.message_group]} is not acked")
+            if body == "A1" and m.delivery_attempt == 1:
+                unacked["A"] = body  # left to come back when its 2 s are over
+                continue
+            consumer.ack(m)
+            unacked.pop(m.message_group, None)
+            acked.add(body)
+finally:
+    consumer.shutdown()
+print(json.dumps({"deliveries": deliveries, "violations": violations}))
+"""
+
+
+def test_official_simple_consumer_of_a_fifo_group_gets_each_message_group_in_order(make_cluster, tmp_path):
+    settings = {"fifoConsumerGroups": "fifo-group"}
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1, settings=settings)
+    out = json.loads(run_official(FIFO_CONSUMER, [cluster.master.client_endpoint, "FifoTopic", "fifo-group"], tmp_path))
+    assert out["violations"] == []
+    deliveries = [tuple(d) for d in out["deliveries"]]
+    # The unacked A1 comes back before A2 and A3; B is unaffected by A's retry.
+    assert [d for d in deliveries if d[0].startswith("A")] == [("A1", 1), ("A1", 2), ("A2", 1), ("A3", 1)]
+    assert [d for d in deliveries if d[0].startswith("B")] == [("B1", 1), ("B2", 1)]

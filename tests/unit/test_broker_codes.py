@@ -251,3 +251,7 @@ def test_settings_reply_for_producer_and_consumer():
     # RocketMQ's schedule as whole seconds (the official clients read the seconds only).
     assert reply.backoff_policy.max_attempts == 17
     assert [d.seconds for d in reply.backoff_policy.customized_backoff.next] == [10, 1, 60]
+    fifo = settings_reply(
+        consumer, max_body_size=1, long_polling_ms=1, max_attempts=1, retry_delays_ms=[], fifo_groups=frozenset({"G"})
+    )
+    assert fifo.subscription.fifo
