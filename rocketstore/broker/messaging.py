@@ -14,7 +14,7 @@ Wire facts this module and its pure helpers in `v2_messages.py` own (the rest is
 - Queue choice: `system_properties.send_queue_id` (1005) when present, else the message group's
   Java String.hashCode (abs) modulo the write queues, else one round-robin queue per topic and
   request (a request's messages for one queue are one batch: one append, one durability wait).
-- A stored message read back carries body_digest CRC32 (8 upper-case hex digits), message_type
+- A stored message read back carries body_digest MD5 (upper-case hex; see `wire.digests`), message_type
   (NORMAL; FIFO with a group; DELAY once delayed; TRANSACTION once committed), delivery_attempt =
   reconsume times + 1, and the RocketStore extensions commit_log_offset, sys_flag,
   reconsume_times, flag.

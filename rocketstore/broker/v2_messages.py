@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from wire.rpc import messaging_pb2 as pb
-from wire.digests import crc32_hex, digest_matches
+from wire.digests import digest_matches, md5_hex
 from store import MessageExt, TagFilter
 from store.codec import MAX_PROPERTIES_LENGTH, encode_properties, java_string_hash
 from store.message import (
@@ -317,7 +317,7 @@ def to_pb_message(ext: MessageExt, namespace: str = "") -> pb.Message:
     properties: Mapping[str, str] = ext.properties
     sp = pb.SystemProperties(
         message_id=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ext.msg_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=crc32_hex(ext.body)),
+        body_digest=pb.Digest(type=pb.MD5, checksum=md5_hex(ext.body)),
         body_encoding=pb.GZIP if ext.sys_flag & COMPRESSED_FLAG else pb.IDENTITY,
         message_type=message_type_of(ext),
         born_timestamp=_timestamp(ext.born_timestamp_ms),

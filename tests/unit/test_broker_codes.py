@@ -3,7 +3,7 @@ texts, and the pure conversions of the messaging servicer."""
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 
 import pytest
 
@@ -226,7 +226,7 @@ def test_stored_message_to_v2():
     assert (m.topic.resource_namespace, m.topic.name, m.body) == ("ns", "T", b"hello")
     assert dict(m.user_properties) == {"user": "u"}
     assert (sp.tag, list(sp.keys), sp.message_id, sp.message_group) == ("TagA", ["k1", "k2"], "ID1", "g")
-    assert sp.body_digest.type == pb.CRC32 and sp.body_digest.checksum == f"{zlib.crc32(b'hello'):08X}"
+    assert sp.body_digest.type == pb.MD5 and sp.body_digest.checksum == hashlib.md5(b"hello").hexdigest().upper()
     assert sp.body_encoding == pb.IDENTITY and sp.message_type == pb.FIFO
     assert sp.born_timestamp.ToMilliseconds() == 1_700_000_000_123
     assert sp.store_timestamp.ToMilliseconds() == 1_700_000_000_456

@@ -601,3 +601,15 @@ def test_endpoint_target_round_trips(address, port):
     ep = Endpoint(str(address), port)
     assert parse_endpoint(ep.target) == ep
     assert ep.is_ipv6 == (address.version == 6) and ep.is_ipv4 == (address.version == 4)
+
+
+def test_digests_are_accepted_in_every_form_the_official_clients_send():
+    from wire.digests import digest_matches, md5_hex
+
+    body = b"abc"
+    crc = zlib.crc32(body)
+    assert digest_matches(pb.Digest(type=pb.CRC32, checksum=f"{crc:08X}"), body)  # Java, Python
+    assert digest_matches(pb.Digest(type=pb.CRC32, checksum=str(crc)), body)  # Node.js
+    assert not digest_matches(pb.Digest(type=pb.CRC32, checksum=str(crc + 1)), body)
+    assert digest_matches(pb.Digest(type=pb.MD5, checksum=md5_hex(body)), body)
+    assert md5_hex(body) == "900150983CD24FB0D6963F7D28E17F72"
