@@ -9,6 +9,10 @@ STAMP := $(VENV)/.installed
 OFFICIAL := .venv-rocketmq
 # Pinned with every dependency: tests/official-client-requirements.txt (rocketmq-python-client 5.1.2).
 OFFICIAL_STAMP := $(OFFICIAL)/.installed
+# The official RocketMQ 5 Node.js client, pinned with every dependency in its package-lock.json;
+# tests/integration/test_node_client.py runs it. npm ci installs exactly the lock, no install scripts.
+NODE_CLIENT := tests/node-client
+NODE_STAMP := $(NODE_CLIENT)/node_modules/.installed
 
 .PHONY: setup demo lint format test bench proto clean cluster cluster-down
 
@@ -25,6 +29,10 @@ $(OFFICIAL_STAMP): tests/official-client-requirements.txt
 	$(OFFICIAL)/bin/pip install --quiet -r tests/official-client-requirements.txt
 	touch $(OFFICIAL_STAMP)
 
+$(NODE_STAMP): $(NODE_CLIENT)/package-lock.json
+	cd $(NODE_CLIENT) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(NODE_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/rocketstore demo
 
@@ -38,7 +46,7 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format .
 
-test: $(STAMP) $(OFFICIAL_STAMP) lint
+test: $(STAMP) $(OFFICIAL_STAMP) $(NODE_STAMP) lint
 	$(BIN)/python -m pytest
 
 # The docker-compose cluster (docker-compose.yml): engine, images and secret made ready by
@@ -60,4 +68,4 @@ proto: $(STAMP)
 	$(BIN)/python proto/generate.py
 
 clean:
-	rm -rf $(VENV) $(OFFICIAL) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(OFFICIAL) $(NODE_CLIENT)/node_modules .pytest_cache .hypothesis build *.egg-info
