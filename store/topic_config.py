@@ -16,7 +16,8 @@ kept verbatim and written back on every persist, but is not served: `get` does n
 Every change goes through `store.json_file.write_json_atomically` (tmp + fsync + rename, old file
 kept as `.bak`) and bumps `data_version`; memory changes only once the file is written, so a
 failed write leaves both as they were. The system topics the broker creates at start
-(SCHEDULE_TOPIC_XXXX, one queue per delay level; the two transaction topics) exist after `load`
+(SCHEDULE_TOPIC_XXXX, one queue per delay level; the two transaction topics; pop state; the
+timer's two topics) exist after `load`
 without being written until the next change.
 
 Thread-safety: one lock serialises changes (rare: admin updates, the first put to a new topic).
@@ -39,6 +40,7 @@ from .codec import MAX_TOPIC_LENGTH, NAME_PATTERN
 
 from .json_file import read_json, write_json_atomically
 from .pop_state import POP_TOPIC
+from .timer_state import TIMER_DONE_TOPIC, TIMER_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,9 @@ _INT32_MAX = 2**31 - 1
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-SYSTEM_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC})
+SYSTEM_TOPICS = frozenset(
+    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC, TIMER_TOPIC, TIMER_DONE_TOPIC}
+)
 DEFAULT_DELAY_LEVELS = 18
 
 
@@ -314,7 +318,8 @@ class TopicConfigManager:
             )
         # RocketMQ's TransactionalMessageBridge creates both with one queue, read/write.
         # Pop consumption's events: one queue, so a replay reads them in log order.
-        for name in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC):
+        # Timed messages and their delivery records: one queue each, read in log order.
+        for name in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC, TIMER_TOPIC, TIMER_DONE_TOPIC):
             table.setdefault(name, TopicConfig(name, 1, 1))
         return table
 

@@ -8,9 +8,10 @@ and test_pop_consumption.py run them).
 
 Wire facts this module and its pure helpers in `v2_messages.py` own (the rest is messaging.proto):
 - A v2 message becomes a store message with properties TAGS (tag), KEYS (keys joined by a space),
-  `__SHARDINGKEY` (message_group), UNIQ_KEY (the client's message_id), DELAY (the delay level that
-  covers delivery_timestamp), the user properties beside them; GZIP bodies are stored as sent
-  with the COMPRESSED sys flag. A user property may not use a key the broker interprets.
+  `__SHARDINGKEY` (message_group), UNIQ_KEY (the client's message_id), TIMER_DELIVER_MS (a
+  future delivery_timestamp: the message waits in the timer topic, `timer_service.py`), the user
+  properties beside them; a TRANSACTION message becomes a half message (`transaction_service.py`);
+  GZIP bodies are stored as sent with the COMPRESSED sys flag. A user property may not use a key the broker interprets.
 - Queue choice: `system_properties.send_queue_id` (1005) when present, else the message group's
   Java String.hashCode (abs) modulo the write queues, else one round-robin queue per topic and
   request (a request's messages for one queue are one batch: one append, one durability wait).
@@ -50,8 +51,8 @@ from store.clock import wall_clock_ms
 from store.codec import decode_msg_id
 from store.message import (
     COMPRESSED_FLAG,
-    PROPERTY_DELAY_TIME_LEVEL,
 )
+from store.timer_state import PROPERTY_TIMER_DELIVER_MS, TIMER_TOPIC
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, TRANS_HALF_TOPIC, Permission, TopicConfig
 
 from . import codes
@@ -63,6 +64,7 @@ from .config import BrokerConfigs
 from .pop_api import PopApi
 from .pop_service import PopService
 from .receipt_handle import ReceiptSigner
+from .timer_service import TimerService, timer_message
 from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings, half_message
 from .view import BrokerView
@@ -70,6 +72,7 @@ from .view import BrokerView
 from .v2_messages import (
     Host,
     MAX_PULL_BATCH,
+    MAX_DELIVERY_DELAY_MS,
     MAX_PULL_BYTES,
     MAX_SEND_MESSAGES,
     OK,
@@ -189,6 +192,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         # Checks are due at multiples of the two times: look twice as often as the shorter.
         period_s = min(max(min(settings.timeout_ms, settings.check_interval_ms) / 2000, 0.1), 5.0)
         self._transactions = TransactionApi(TransactionService(store, clock_ms, settings), self._pop_refusal, period_s)
+        self._timers = TimerService(store, clock_ms, self._pop_refusal)
 
     # -- long-poll wakes ------------------------------------------------------------------------
 
@@ -196,9 +200,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         """Called on `loop`: long-poll wakes go to it and the transaction check-back runs on it."""
         self._arrivals.bind_loop(loop)
         self._transactions.start()
+        self._timers.start()
 
     async def close(self) -> None:
         await self._transactions.stop()
+        await self._timers.stop()
 
     def on_arrival(self, request) -> None:
         """Store dispatch thread: a message became readable (see `arrivals.ArrivalWatch`)."""
@@ -388,12 +394,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         """Store messages for the acceptable ones; refusal entries for the others."""
         now = self._clock()
         max_body = self._store.config.max_message_size
-        levels = self._store.delay_levels
         topics: dict[str, TopicConfig | Refusal] = {}
         round_robin: dict[str, int] = {}
         planned: list[_Planned] = []
         for index, msg in enumerate(messages):
-            outcome = await self._plan_one(msg, born_host, now, max_body, levels, topics, round_robin)
+            outcome = await self._plan_one(msg, born_host, now, max_body, topics, round_robin)
             if isinstance(outcome, Refusal):
                 entries[index] = pb.SendResultEntry(
                     status=outcome.as_status(), message_id=msg.system_properties.message_id
@@ -404,7 +409,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                         index,
                         outcome,
                         msg.system_properties.message_id,
-                        PROPERTY_DELAY_TIME_LEVEL in outcome.properties or outcome.topic == TRANS_HALF_TOPIC,
+                        outcome.topic in (TRANS_HALF_TOPIC, TIMER_TOPIC),
                         outcome.topic == TRANS_HALF_TOPIC,
                     )
                 )
@@ -416,7 +421,6 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         born_host: Host,
         now: int,
         max_body: int,
-        levels: Sequence[int],
         topics: dict[str, TopicConfig | Refusal],
         round_robin: dict[str, int],
     ) -> Message | Refusal:
@@ -429,7 +433,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         refusal = body_problem(msg, max_body)
         if refusal is not None:
             return refusal
-        properties = message_properties(msg, levels, now)
+        properties = message_properties(msg, MAX_DELIVERY_DELAY_MS, now)
         if isinstance(properties, Refusal):
             return properties
 
@@ -454,9 +458,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             born_host=born_host,
             born_timestamp_ms=born_ms if born_ms > 0 else None,
         )
+        deliver_at = properties.get(PROPERTY_TIMER_DELIVER_MS)
         if sp.message_type != pb.TRANSACTION:
-            return message
-        if PROPERTY_DELAY_TIME_LEVEL in properties:
+            return message if deliver_at is None else timer_message(message, int(deliver_at))
+        if deliver_at is not None:
             return Refusal(pb.BAD_REQUEST, "a transactional message cannot have a delivery time")
         immunity_s = (
             sp.orphaned_transaction_recovery_duration.seconds

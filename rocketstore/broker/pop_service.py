@@ -32,7 +32,7 @@ from store.results import PutMessageResult
 from store.status import PutMessageStatus
 from store.topic_config import TopicConfig
 
-from .system_queue import read_queue
+from .system_queue import read_events
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
 from .v2_messages import MAX_PULL_BYTES, PROPERTY_SHARDING_KEY
 
@@ -103,20 +103,12 @@ class PopService:
         self._store.wait_dispatched(5.0)
         count = 0
 
-        def apply(ext: MessageExt) -> None:
+        def apply(event: Event) -> None:
             nonlocal count
-            try:
-                events = decode_events(ext.body)
-            except ValueError as exc:
-                # One unreadable record must not stop the broker serving consumers: its
-                # messages are delivered again when their invisible time would have ended.
-                log.error("pop state record at %d skipped: %s", ext.physical_offset, exc)
-                return
-            for event in events:
-                state.apply(event)
-            count += len(events)
+            state.apply(event)
+            count += 1
 
-        read_queue(self._store, _REPLAY_GROUP, POP_TOPIC, 0, 0, apply)
+        read_events(self._store, _REPLAY_GROUP, POP_TOPIC, 0, decode_events, apply, "pop state")
         log.info("pop state rebuilt from %d events (%d queues)", count, len(state.keys()))
         return state
 

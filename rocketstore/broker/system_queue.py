@@ -3,12 +3,15 @@
 `read_queue` reads one queue of a topic from a queue offset to what is dispatched now and calls
 `on_message` with each message; it returns the queue offset to read from next time. A queue offset
 below the queue's first kept entry (retention) starts at that entry. Blocking (file reads): call it
-from a worker thread. Stateless, thread-safe.
+from a worker thread. `read_events` does the same for a topic of JSON event records. Stateless,
+thread-safe.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import TypeVar
 
 from store import GetMessageStatus, MessageStore
 from store.message import MessageExt
@@ -16,6 +19,8 @@ from store.message import MessageExt
 from .v2_messages import MAX_PULL_BYTES
 
 _BATCH = 256
+E = TypeVar("E")
+log = logging.getLogger("rocketstore.broker.system_queue")
 
 
 def read_queue(
@@ -37,3 +42,28 @@ def read_queue(
         for ext in result.messages:
             on_message(ext)
         offset = result.next_begin_offset
+
+
+def read_events(
+    store: MessageStore,
+    group: str,
+    topic: str,
+    offset: int,
+    decode: Callable[[bytes], list[E]],
+    apply: Callable[[E], None],
+    what: str,
+) -> int:
+    """`read_queue` over queue 0 of an event topic: each record's events decoded and applied in
+    order. A record that does not decode is logged and skipped (its subject is decided again:
+    redelivered, checked back, fired again), never stopping the broker."""
+
+    def on_record(ext: MessageExt) -> None:
+        try:
+            events = decode(ext.body)
+        except ValueError as exc:
+            log.error("%s record at %d skipped: %s", what, ext.physical_offset, exc)
+            return
+        for event in events:
+            apply(event)
+
+    return read_queue(store, group, topic, 0, offset, on_record)

@@ -56,7 +56,7 @@ from store.transaction_state import (
     encode_events,
 )
 
-from .system_queue import read_queue
+from .system_queue import read_events, read_queue
 
 log = logging.getLogger("rocketstore.broker.transaction")
 
@@ -182,17 +182,9 @@ class TransactionService:
             if half is not None:
                 state.add_half(half)
 
-        def on_op(ext: MessageExt) -> None:
-            try:
-                events = decode_events(ext.body)
-            except ValueError as exc:
-                # Its halves stay pending and are checked back again: the producer decides.
-                log.error("transaction op record at %d skipped: %s", ext.physical_offset, exc)
-                return
-            for event in events:
-                state.apply(event)
-
-        self._op_next = read_queue(store, _READER_GROUP, TRANS_OP_HALF_TOPIC, 0, self._op_next, on_op)
+        self._op_next = read_events(
+            store, _READER_GROUP, TRANS_OP_HALF_TOPIC, self._op_next, decode_events, state.apply, "transaction op"
+        )
         self._half_next = read_queue(store, _READER_GROUP, TRANS_HALF_TOPIC, 0, self._half_next, on_half)
         state.forget_below(store.min_offset)
 

@@ -31,6 +31,7 @@ from store.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_TYPE_MASK,
 )
+from store.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store.topic_config import Permission, TopicConfig, validate_group_name, validate_topic_name
 
 from . import codes
@@ -63,6 +64,8 @@ RESERVED_PROPERTY_KEYS = frozenset(
         PROPERTY_REAL_TOPIC,
         PROPERTY_REAL_QUEUE_ID,
         PROPERTY_TRANSACTION_PREPARED,
+        PROPERTY_TIMER_DELIVER_MS,
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
     }
 )
 
@@ -190,17 +193,13 @@ def _timestamp_ms(ts: timestamp_pb2.Timestamp) -> int:
     return ts.seconds * 1000 + ts.nanos // 1_000_000
 
 
-def delay_level_for(delay_ms: int, levels: Sequence[int]) -> int | None:
-    """The smallest delay level (1-based) that waits at least `delay_ms`; None when even the
-    longest is shorter."""
-    for index, level_ms in enumerate(levels):
-        if level_ms >= delay_ms:
-            return index + 1
-    return None
+# RocketMQ 5's timerMaxDelaySec default: a delivery time at most 3 days ahead.
+MAX_DELIVERY_DELAY_MS = 3 * 24 * 3600 * 1000
 
 
-def message_properties(msg: pb.Message, levels: Sequence[int], now_ms: int) -> dict[str, str] | Refusal:
-    """The store properties of a v2 message, or why they cannot be."""
+def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[str, str] | Refusal:
+    """The store properties of a v2 message, or why they cannot be. A delivery time in the future
+    becomes TIMER_DELIVER_MS (the broker's timer delivers it then, to the millisecond)."""
     sp = msg.system_properties
     properties: dict[str, str] = {}
     for key, value in msg.user_properties.items():
@@ -244,16 +243,15 @@ def message_properties(msg: pb.Message, levels: Sequence[int], now_ms: int) -> d
             )
         properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = mid
     if sp.HasField("delivery_timestamp"):
-        delay_ms = _timestamp_ms(sp.delivery_timestamp) - now_ms
+        deliver_ms = _timestamp_ms(sp.delivery_timestamp)
+        delay_ms = deliver_ms - now_ms
+        if delay_ms > max_delay_ms:
+            return Refusal(
+                pb.ILLEGAL_DELIVERY_TIME,
+                f"delivery time is {delay_ms} ms away; at most {max_delay_ms} ms ahead is accepted",
+            )
         if delay_ms > 0:
-            level = delay_level_for(delay_ms, levels)
-            if level is None:
-                return Refusal(
-                    pb.ILLEGAL_DELIVERY_TIME,
-                    f"delivery time is {delay_ms} ms away; this broker delays at most {max(levels)} ms "
-                    "(messageDelayLevel)",
-                )
-            properties[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+            properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
     size = len(encode_properties(properties))
     if size > MAX_PROPERTIES_LENGTH:
         return Refusal(

@@ -89,6 +89,7 @@ async def serving(root, view: StaticView, *, broker_id: int = 0, **store_overrid
     finally:
         await channel.close()
         await server.stop(0)
+        await messaging.close()
         await asyncio.to_thread(store.shutdown)
 
 

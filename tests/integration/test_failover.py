@@ -9,6 +9,7 @@ bounded in messages and seconds.
 from __future__ import annotations
 
 import os
+import time
 
 import grpc
 import pytest
@@ -18,6 +19,7 @@ from rocketstore.coordination.local_etcd import EtcdServer
 from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
 from harness.local_cluster import ControllerCluster, LocalBroker, poll_until
 from pop_support import Pop
+from test_timers import send_at, visible
 from transaction_support import ProducerStream, Transactions
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
@@ -416,3 +418,15 @@ def test_transactions_continue_on_the_new_master(group):
     with PullConsumer(new.client_endpoint, group="tx-failover") as consumer:
         bodies = sorted(m.body for q in consumer.queues(TOPIC) for m in consumer.pull(TOPIC, q, 0).messages)
     assert bodies == [b"committed", b"ended-later"]
+
+
+def test_a_waiting_timer_fires_on_the_new_master(group):
+    cluster = group(3)
+    old = cluster.wait_master(60, in_sync=3)
+    deliver_ms = time.time_ns() // 1_000_000 + 4_000
+    send_at(old.client_endpoint, "FailoverTimer", b"timed", deliver_ms)
+    old.kill()
+    new = cluster.wait_master(30, not_=old)
+    assert poll_until(lambda: visible(new.client_endpoint, "FailoverTimer"), 30), "the timer never fired"
+    [(body, stored_ms)] = visible(new.client_endpoint, "FailoverTimer")
+    assert body == b"timed" and stored_ms >= deliver_ms

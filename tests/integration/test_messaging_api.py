@@ -81,6 +81,7 @@ async def serving(
     finally:
         await channel.close()
         await server.stop(0)
+        await servicer.close()
         await asyncio.to_thread(store.shutdown)
 
 

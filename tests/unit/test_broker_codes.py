@@ -12,7 +12,6 @@ from rocketstore.broker.codes import PullAction
 from rocketstore.broker.v2_messages import (
     Refusal,
     choose_queue,
-    delay_level_for,
     endpoints_of,
     message_properties,
     peer_host,
@@ -171,7 +170,7 @@ def test_queue_choice():
 
 
 def test_message_properties_mapping_and_refusals():
-    levels = (1000, 5000, 10000)
+    max_delay = 10_000
     msg = pb.Message(
         topic=pb.Resource(name="T"),
         user_properties={"a": "1"},
@@ -179,17 +178,27 @@ def test_message_properties_mapping_and_refusals():
         body=b"x",
     )
     msg.system_properties.delivery_timestamp.FromMilliseconds(1_000 + 4_000)
-    props = message_properties(msg, levels, now_ms=1_000)
-    assert props == {"a": "1", "TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1", "__SHARDINGKEY": "g", "DELAY": "2"}
-    assert delay_level_for(10001, levels) is None
+    props = message_properties(msg, max_delay, now_ms=1_000)
+    assert props == {
+        "a": "1",
+        "TAGS": "TagA",
+        "KEYS": "k1 k2",
+        "UNIQ_KEY": "ID1",
+        "__SHARDINGKEY": "g",
+        "TIMER_DELIVER_MS": "5000",
+    }
+    past = pb.Message(topic=pb.Resource(name="T"), body=b"x")
+    past.system_properties.delivery_timestamp.FromMilliseconds(500)
+    assert message_properties(past, max_delay, now_ms=1_000) == {}  # due already: delivered now
 
     def refused(**fields) -> int:
         m = pb.Message(topic=pb.Resource(name="T"), body=b"x", **fields)
-        outcome = message_properties(m, levels, now_ms=0)
+        outcome = message_properties(m, max_delay, now_ms=0)
         assert isinstance(outcome, Refusal)
         return outcome.code
 
     assert refused(user_properties={"TAGS": "x"}) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert refused(user_properties={"TIMER_DELIVER_MS": "1"}) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
     assert refused(user_properties={"k": "a\x01b"}) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
     assert refused(system_properties=pb.SystemProperties(tag="a||b")) == pb.ILLEGAL_MESSAGE_TAG
     assert refused(system_properties=pb.SystemProperties(keys=["has space"])) == pb.ILLEGAL_MESSAGE_KEY
@@ -197,7 +206,7 @@ def test_message_properties_mapping_and_refusals():
     assert refused(system_properties=pb.SystemProperties(message_id="x" * 200)) == pb.ILLEGAL_MESSAGE_ID
     assert refused(user_properties={"big": "v" * 40000}) == pb.MESSAGE_PROPERTIES_TOO_LARGE
     far = pb.SystemProperties()
-    far.delivery_timestamp.FromMilliseconds(60_000)
+    far.delivery_timestamp.FromMilliseconds(max_delay + 1)
     assert refused(system_properties=far) == pb.ILLEGAL_DELIVERY_TIME
 
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 import store.consumer_offset as consumer_offset_module
 from store.config import StoreConfig
 from store.consumer_offset import ConsumerOffsetManager
-from store.pop_state import POP_TOPIC
 from store.topic_config import (
     SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     DataVersion,
@@ -176,13 +176,7 @@ def test_topics_json_shape(tmp_path):
         "topicSysFlag": 1,
         "order": True,
     }
-    assert set(content["topicConfigTable"]) == {
-        "TopicTest",
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        POP_TOPIC,
-    }
+    assert set(content["topicConfigTable"]) == {"TopicTest", *SYSTEM_TOPICS}
 
 
 # What RocketMQ 4.x's broker writes (fastjson, pretty format: tabs, fields in alphabetical order).
@@ -349,7 +343,7 @@ def test_topics_round_trip(entries):
         m = manager(root, clock=lambda: 1_700_000_000_000)
         created = 0
         for name, (reads, writes, perm, order) in entries.items():
-            if name not in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC):
+            if name not in SYSTEM_TOPICS:
                 m.create_or_update(TopicConfig(name, reads, writes, perm, order=order))
                 created += 1
 
@@ -400,7 +394,7 @@ def test_system_topics_are_added_to_a_file_lacking_them(tmp_path):
 
     m = manager(tmp_path)
 
-    assert {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC} <= {c.topic_name for c in m.topics()}
+    assert SYSTEM_TOPICS <= {c.topic_name for c in m.topics()}
 
 
 def test_stored_system_topic_wins_but_schedule_topic_is_widened_to_the_delay_levels(tmp_path):
@@ -427,7 +421,7 @@ def test_persist_writes_the_system_topics_without_a_version_bump(tmp_path):
     m.persist()
 
     table = json.loads(topics_file(tmp_path).read_text())
-    assert set(table["topicConfigTable"]) == {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC}
+    assert set(table["topicConfigTable"]) == SYSTEM_TOPICS
     assert table["dataVersion"]["counter"] == 0
 
 

@@ -1,0 +1,167 @@
+"""Timed messages on a master: a message sent with a delivery time waits in the timer topic and is
+put to its real topic and queue when the time comes; over `store.timer_state`.
+
+`timer_message` makes the waiting copy (REAL_TOPIC / REAL_QID / TIMER_DELIVER_MS). `run` wakes at
+the earliest delivery time (at least every `poll_s`, which also picks up new timed messages),
+puts each due message to its real topic (the copy keeps REAL_TOPIC, so consumers see a DELAY
+message), and after the put is stored records the offsets as delivered. A master that dies between
+the two delivers the message again on the new master (at least once); nothing is delivered early.
+
+The state is read from the two system queues as they grow, from the start again when the store's
+role generation changes (start, promotion, truncation). A slave delivers nothing: the loop skips
+while `refusal()` says this broker may not write.
+
+Thread-safety: one event loop; store calls run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from store import MessageStore
+from store.codec import CorruptMessage
+from store.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, Message, MessageExt
+from store.timer_state import (
+    PROPERTY_TIMER_DELIVER_MS,
+    TIMER_DONE_TOPIC,
+    TIMER_TOPIC,
+    TimerState,
+    decode_done,
+    encode_done,
+)
+
+from .system_queue import read_events, read_queue
+
+log = logging.getLogger("rocketstore.broker.timer")
+
+_READER_GROUP = "RS_SYS_TIMER"
+_MAX_PER_ROUND = 256
+
+
+def timer_message(msg: Message, deliver_ms: int) -> Message:
+    properties = dict(msg.properties)
+    properties[PROPERTY_REAL_TOPIC] = msg.topic
+    properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
+    return Message(
+        topic=TIMER_TOPIC,
+        queue_id=0,
+        body=msg.body,
+        properties=properties,
+        flag=msg.flag,
+        sys_flag=msg.sys_flag,
+        born_host=msg.born_host,
+        born_timestamp_ms=msg.born_timestamp_ms,
+    )
+
+
+def _deliver_ms(ext: MessageExt) -> int | None:
+    try:
+        return int(ext.properties.get(PROPERTY_TIMER_DELIVER_MS, ""))
+    except ValueError:
+        return None
+
+
+class TimerService:
+    def __init__(
+        self,
+        store: MessageStore,
+        clock_ms: Callable[[], int],
+        refusal: Callable[[], object | None],
+        poll_s: float = 0.2,
+    ) -> None:
+        self._store = store
+        self._clock = clock_ms
+        self._refusal = refusal
+        self._poll_s = poll_s
+        self._state = TimerState()
+        self._generation: int | None = None
+        self._timers_next = 0
+        self._done_next = 0
+        self._task: asyncio.Task | None = None
+
+    def _catch_up(self) -> None:
+        """Blocking: the timed messages and delivery records written since the last call."""
+        store, state = self._store, self._state
+
+        def on_timer(ext: MessageExt) -> None:
+            at = _deliver_ms(ext)
+            if at is None or PROPERTY_REAL_TOPIC not in ext.properties:
+                log.error("timed message at %d has no delivery time or real topic; skipped", ext.physical_offset)
+                return
+            state.add(ext.physical_offset, at)
+
+        self._done_next = read_events(
+            store, _READER_GROUP, TIMER_DONE_TOPIC, self._done_next, decode_done, state.delivered, "timer"
+        )
+        self._timers_next = read_queue(store, _READER_GROUP, TIMER_TOPIC, 0, self._timers_next, on_timer)
+        state.forget_below(store.min_offset)
+
+    async def _ready(self) -> TimerState:
+        generation = self._store.role_generation
+        if generation != self._generation:
+            self._state, self._timers_next, self._done_next = TimerState(), 0, 0
+            self._generation = generation
+            await asyncio.to_thread(self._store.wait_dispatched, 5.0)
+        await asyncio.to_thread(self._catch_up)
+        return self._state
+
+    async def fire_due(self) -> int:
+        """Deliver what is due now; how many were delivered."""
+        state = await self._ready()
+        delivered: list[int] = []
+        for offset in state.due(self._clock(), _MAX_PER_ROUND):
+            try:
+                ext = await asyncio.to_thread(self._store.read_message, offset)
+            except (CorruptMessage, ValueError) as exc:
+                log.error("timed message at %d unreadable (%s); dropped", offset, exc)
+                delivered.append(offset)
+                continue
+            real = ext.to_message(
+                topic=ext.properties[PROPERTY_REAL_TOPIC],
+                queue_id=int(ext.properties.get(PROPERTY_REAL_QUEUE_ID, "0")),
+                store_host=None,
+            )
+            result = await self._store.async_put_message(real)
+            if not result.status.is_stored:
+                log.warning("timed message at %d not delivered (%s); retried", offset, result.status.name)
+                break
+            delivered.append(offset)
+        if delivered:
+            for offset in delivered:
+                state.delivered(offset)
+            await self._store.async_put_message(
+                Message(topic=TIMER_DONE_TOPIC, queue_id=0, body=encode_done(delivered))
+            )
+        return len(delivered)
+
+    def _sleep_s(self) -> float:
+        next_ms = self._state.next_due_ms()
+        if next_ms is None:
+            return self._poll_s
+        return min(max((next_ms - self._clock()) / 1000, 0.0), self._poll_s)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._sleep_s())
+            if self._refusal() is not None:
+                continue
+            try:
+                await self.fire_due()
+            except Exception:
+                log.exception("timer round failed; the next round tries again")
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
