@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import gzip
 import time
-import zlib
+import hashlib
 from dataclasses import dataclass, field
 
 import grpc
@@ -172,7 +172,7 @@ def test_send_one_message_and_pull_it_back(tmp_path):
             sp = m.system_properties
             assert (m.topic.name, m.body, dict(m.user_properties)) == (TOPIC, b"hello", {"color": "blue"})
             assert (sp.tag, list(sp.keys), sp.message_id) == ("TagA", ["k1", "k2"], "CLIENT-ID-1")
-            assert sp.body_digest.checksum == f"{zlib.crc32(b'hello'):08X}"
+            assert (sp.body_digest.type, sp.body_digest.checksum) == (pb.MD5, hashlib.md5(b"hello").hexdigest().upper())
             assert (sp.body_encoding, sp.message_type) == (pb.IDENTITY, pb.NORMAL)
             assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt, sp.commit_log_offset) == (1, 0, 1, 0)
             assert sp.born_timestamp.ToMilliseconds() == 1_700_000_000_000
