@@ -528,8 +528,11 @@ def test_hostile_requests_get_errors_and_serving_goes_on(tmp_path):
             bad_key = message(b"x")
             bad_key.user_properties["UNIQ_KEY"] = "spoof"
             assert (await send(h, bad_key)).entries[0].status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+            # A transaction cannot also wait for a delivery time (RocketMQ refuses it too).
             transaction = message(b"x", message_type=pb.TRANSACTION)
-            assert (await send(h, transaction)).entries[0].status.code == pb.UNSUPPORTED
+            transaction.system_properties.delivery_timestamp.FromMilliseconds(time.time_ns() // 1_000_000 + 60_000)
+            refused = (await send(h, transaction)).entries[0].status
+            assert refused.code == pb.BAD_REQUEST and "delivery time" in refused.message
             assert h.store.max_offset == 0
             # Undecodable bytes never reach the servicer.
             garbage = bytes(range(256)) * 4
