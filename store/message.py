@@ -7,7 +7,7 @@ thread-safe.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 Host = tuple[str, int]
@@ -112,3 +112,13 @@ class MessageExt:
         }
         fields.update(changes)
         return Message(**fields)
+
+
+def parked(msg: Message, topic: str, queue_id: int, extra: Mapping[str, str]) -> Message:
+    """`msg` stored in a system topic consumers do not read (a delay level's queue, transaction
+    halves, timers) until it is due: REAL_TOPIC / REAL_QID name where it belongs, `extra` is added."""
+    properties = dict(msg.properties)
+    properties[PROPERTY_REAL_TOPIC] = msg.topic
+    properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    properties.update(extra)
+    return replace(msg, topic=topic, queue_id=queue_id, properties=properties)

@@ -79,7 +79,7 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -95,6 +95,7 @@ from .message import (
     TRANSACTION_NOT_TYPE,
     Message,
     MessageExt,
+    parked,
     transaction_type,
 )
 from .results import PutMessageResult
@@ -216,11 +217,7 @@ def to_schedule_message(msg: Message, levels: Sequence[int]) -> Message:
     if max_level == 0:
         raise ValueError("no delay levels configured")
     level = min(level, max_level)
-    new_properties = dict(properties)
-    new_properties[PROPERTY_DELAY_TIME_LEVEL] = str(level)
-    new_properties[PROPERTY_REAL_TOPIC] = msg.topic
-    new_properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    return replace(msg, topic=SCHEDULE_TOPIC, queue_id=level - 1, properties=new_properties)
+    return parked(msg, SCHEDULE_TOPIC, level - 1, {PROPERTY_DELAY_TIME_LEVEL: str(level)})
 
 
 def delivery_time_ms(level: int, store_timestamp_ms: int, levels: Sequence[int]) -> int:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from store import MessageStore
 from store.codec import CorruptMessage
-from store.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, Message, MessageExt
+from store.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, Message, MessageExt, parked
 from store.timer_state import (
     PROPERTY_TIMER_DELIVER_MS,
     TIMER_DONE_TOPIC,
@@ -41,20 +41,7 @@ _MAX_PER_ROUND = 256
 
 
 def timer_message(msg: Message, deliver_ms: int) -> Message:
-    properties = dict(msg.properties)
-    properties[PROPERTY_REAL_TOPIC] = msg.topic
-    properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
-    return Message(
-        topic=TIMER_TOPIC,
-        queue_id=0,
-        body=msg.body,
-        properties=properties,
-        flag=msg.flag,
-        sys_flag=msg.sys_flag,
-        born_host=msg.born_host,
-        born_timestamp_ms=msg.born_timestamp_ms,
-    )
+    return parked(msg, TIMER_TOPIC, 0, {PROPERTY_TIMER_DELIVER_MS: str(deliver_ms)})
 
 
 def _deliver_ms(ext: MessageExt) -> int | None:

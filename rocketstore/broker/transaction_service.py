@@ -29,7 +29,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from store import MessageStore
 from store.codec import CorruptMessage, decode_msg_id
@@ -42,6 +42,7 @@ from store.message import (
     TRANSACTION_TYPE_MASK,
     Message,
     MessageExt,
+    parked,
 )
 from store.results import PutMessageResult
 from store.status import PutMessageStatus
@@ -97,22 +98,11 @@ class CheckBack:
 
 def half_message(msg: Message, immunity_s: int = 0) -> Message:
     """The half message of a transactional `msg`: stored where consumers do not read."""
-    properties = dict(msg.properties)
-    properties[PROPERTY_REAL_TOPIC] = msg.topic
-    properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    properties[PROPERTY_TRANSACTION_PREPARED] = "true"
+    extra = {PROPERTY_TRANSACTION_PREPARED: "true"}
     if immunity_s > 0:
-        properties[PROPERTY_CHECK_IMMUNITY_SECONDS] = str(immunity_s)
-    return Message(
-        topic=TRANS_HALF_TOPIC,
-        queue_id=0,
-        body=msg.body,
-        properties=properties,
-        flag=msg.flag,
-        sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK,
-        born_host=msg.born_host,
-        born_timestamp_ms=msg.born_timestamp_ms,
-    )
+        extra[PROPERTY_CHECK_IMMUNITY_SECONDS] = str(immunity_s)
+    half = parked(msg, TRANS_HALF_TOPIC, 0, extra)
+    return replace(half, sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK)
 
 
 def as_sent(half: MessageExt) -> MessageExt:
@@ -121,25 +111,7 @@ def as_sent(half: MessageExt) -> MessageExt:
     topic = properties.pop(PROPERTY_REAL_TOPIC, half.topic)
     queue_id = _int_or(properties.pop(PROPERTY_REAL_QUEUE_ID, ""), half.queue_id)
     properties.pop(PROPERTY_CHECK_IMMUNITY_SECONDS, None)
-    return MessageExt(
-        topic=topic,
-        queue_id=queue_id,
-        body=half.body,
-        properties=properties,
-        flag=half.flag,
-        sys_flag=half.sys_flag,
-        born_host=half.born_host,
-        store_host=half.store_host,
-        born_timestamp_ms=half.born_timestamp_ms,
-        store_timestamp_ms=half.store_timestamp_ms,
-        reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.prepared_transaction_offset,
-        queue_offset=half.queue_offset,
-        physical_offset=half.physical_offset,
-        store_size=half.store_size,
-        body_crc=half.body_crc,
-        msg_id=half.msg_id,
-    )
+    return replace(half, topic=topic, queue_id=queue_id, properties=properties)
 
 
 def _int_or(text: str, default: int) -> int:
