@@ -2,10 +2,14 @@
 put to its real topic and queue when the time comes; over `store.timer_state`.
 
 `timer_message` makes the waiting copy (REAL_TOPIC / REAL_QID / TIMER_DELIVER_MS). `run` wakes at
-the earliest delivery time (at least every `poll_s`, which also picks up new timed messages),
-puts each due message to its real topic (the copy keeps REAL_TOPIC, so consumers see a DELAY
-message), and after the put is stored records the offsets as delivered. A master that dies between
-the two delivers the message again on the new master (at least once); nothing is delivered early.
+the earliest delivery time (at least every `poll_s`, which also picks up new timed messages) and
+puts each due message to its real topic as the delay levels' schedule does
+(`store.schedule.restore_real_message`: the copy keeps REAL_TOPIC, so consumers see a DELAY
+message, and its put does not wait for durability; a record without a usable REAL_TOPIC / REAL_QID
+is logged and dropped). Then it records the offsets as delivered, and that record's put waits: it
+is later in the log, so once it is durable the deliveries are too. A master that dies between a
+delivery and its record delivers the message again on the new master (at least once); nothing is
+delivered early.
 
 The state is read from the two system queues as they grow, from the start again when the store's
 role generation changes (start, promotion, truncation). A slave delivers nothing: the loop skips
@@ -18,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from collections.abc import Callable
 
 from store import MessageStore
 from store.codec import CorruptMessage
-from store.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, Message, MessageExt, parked
+from store.message import PROPERTY_REAL_TOPIC, Message, MessageExt, parked
+from store.schedule import restore_real_message
 from store.timer_state import (
     PROPERTY_TIMER_DELIVER_MS,
     TIMER_DONE_TOPIC,
@@ -102,15 +108,12 @@ class TimerService:
         for offset in state.due(self._clock(), _MAX_PER_ROUND):
             try:
                 ext = await asyncio.to_thread(self._store.read_message, offset)
+                # This broker stores the delivery: its own address goes into the offset message id.
+                real = replace(restore_real_message(ext), store_host=None)
             except (CorruptMessage, ValueError) as exc:
                 log.error("timed message at %d unreadable (%s); dropped", offset, exc)
                 delivered.append(offset)
                 continue
-            real = ext.to_message(
-                topic=ext.properties[PROPERTY_REAL_TOPIC],
-                queue_id=int(ext.properties.get(PROPERTY_REAL_QUEUE_ID, "0")),
-                store_host=None,
-            )
             result = await self._store.async_put_message(real)
             if not result.status.is_stored:
                 log.warning("timed message at %d not delivered (%s); retried", offset, result.status.name)
