@@ -1,7 +1,7 @@
 """Timed messages on a master: a message sent with a delivery time waits in the timer topic and is
 put to its real topic and queue when the time comes; over `store.timer_state`.
 
-`timer_message` makes the waiting copy (REAL_TOPIC / REAL_QID / TIMER_DELIVER_MS). `run` wakes at
+`timer_message` makes the waiting copy (REAL_TOPIC / REAL_QID / TIMER_DELIVER_MS). Each round wakes at
 the earliest delivery time (at least every `poll_s`, which also picks up new timed messages) and
 puts each due message to its real topic as the delay levels' schedule does
 (`store.schedule.restore_real_message`: the copy keeps REAL_TOPIC, so consumers see a DELAY
@@ -38,6 +38,7 @@ from store.timer_state import (
     encode_done,
 )
 
+from .repeating import Repeating
 from .system_queue import read_events, read_queue
 
 log = logging.getLogger("rocketstore.broker.timer")
@@ -73,7 +74,7 @@ class TimerService:
         self._generation: int | None = None
         self._timers_next = 0
         self._done_next = 0
-        self._task: asyncio.Task | None = None
+        self._rounds = Repeating(self.fire_due, self._sleep_s, "timer")
 
     def _catch_up(self) -> None:
         """Blocking: the timed messages and delivery records written since the last call."""
@@ -102,7 +103,9 @@ class TimerService:
         return self._state
 
     async def fire_due(self) -> int:
-        """Deliver what is due now; how many were delivered."""
+        """Deliver what is due now (on a master that may write); how many were delivered."""
+        if self._refusal() is not None:
+            return 0
         state = await self._ready()
         delivered: list[int] = []
         for offset in state.due(self._clock(), _MAX_PER_ROUND):
@@ -133,25 +136,8 @@ class TimerService:
             return self._poll_s
         return min(max((next_ms - self._clock()) / 1000, 0.0), self._poll_s)
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._sleep_s())
-            if self._refusal() is not None:
-                continue
-            try:
-                await self.fire_due()
-            except Exception:
-                log.exception("timer round failed; the next round tries again")
-
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+        self._rounds.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._rounds.stop()

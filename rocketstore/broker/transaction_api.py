@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from collections.abc import Callable
 
 from wire.rpc import messaging_pb2 as pb
 
 from . import codes
+from .repeating import Repeating
 from .transaction_service import EndStatus, TransactionService
 from .v2_messages import OK, status, to_pb_message
-
-log = logging.getLogger("rocketstore.broker.transaction")
 
 Outbox = asyncio.Queue  # of pb.TelemetryCommand, one per Telemetry stream
 
@@ -44,10 +42,9 @@ class TransactionApi:
     ) -> None:
         self._service = service
         self._refusal = refusal
-        self._check_period_s = check_period_s
         self._producers: dict[str, list[Outbox]] = {}
         self._turn = itertools.count()
-        self._checker: asyncio.Task | None = None
+        self._checker = Repeating(self.check_once, lambda: check_period_s, "transaction check-back")
 
     # -- producers' streams ----------------------------------------------------------------------
 
@@ -95,25 +92,10 @@ class TransactionApi:
     # -- check-back ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._checker is None:
-            self._checker = asyncio.ensure_future(self._check_forever())
+        self._checker.start()
 
     async def stop(self) -> None:
-        if self._checker is not None:
-            self._checker.cancel()
-            try:
-                await self._checker
-            except asyncio.CancelledError:
-                pass
-            self._checker = None
-
-    async def _check_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._check_period_s)
-            try:
-                await self.check_once()
-            except Exception:
-                log.exception("transaction check-back round failed; the next round tries again")
+        await self._checker.stop()
 
     async def check_once(self) -> int:
         """One round of check-backs (a master's, not fenced); how many were sent."""
