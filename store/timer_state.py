@@ -32,6 +32,7 @@ class TimerState:
         self._due: dict[int, int] = {}  # offset -> deliver at (ms)
         self._heap: list[tuple[int, int]] = []  # (deliver at, offset); entries of done offsets are stale
         self._done: set[int] = set()
+        self._kept_from = 0
 
     def add(self, offset: int, deliver_ms: int) -> None:
         if offset in self._done or offset in self._due:
@@ -62,6 +63,9 @@ class TimerState:
         return self._heap[0][0] if self._heap else None
 
     def forget_below(self, min_offset: int) -> None:
+        if min_offset <= self._kept_from:
+            return  # nothing deleted since the last call: no scan
+        self._kept_from = min_offset
         for offset in [o for o in self._due if o < min_offset]:
             del self._due[offset]
         self._done = {o for o in self._done if o >= min_offset}

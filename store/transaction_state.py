@@ -76,6 +76,7 @@ class TransactionState:
         self._resolved: dict[int, bool] = {}
         # Checks read before their half (the op queue read first): applied when the half arrives.
         self._early_checks: dict[int, Checked] = {}
+        self._kept_from = 0
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -112,6 +113,9 @@ class TransactionState:
 
     def forget_below(self, min_offset: int) -> None:
         """Drop what the log no longer holds (retention deleted those halves)."""
+        if min_offset <= self._kept_from:
+            return  # nothing deleted since the last call: no scan
+        self._kept_from = min_offset
         for table in (self._pending, self._resolved, self._early_checks):
             for offset in [o for o in table if o < min_offset]:
                 del table[offset]

@@ -50,7 +50,6 @@ from store.topic_config import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from store.transaction_state import (
     Event,
     Half,
-    Pending,
     Refused,
     TransactionState,
     decode_events,
@@ -162,23 +161,19 @@ class TransactionService:
 
     async def _ready(self) -> TransactionState:
         generation = self._store.role_generation
-        if generation != self._generation:
+        rebuild = generation != self._generation
+        if rebuild:
             self._state, self._half_next, self._op_next = TransactionState(), 0, 0
             self._generation = generation
             await asyncio.to_thread(self._store.wait_dispatched, 5.0)
-            await asyncio.to_thread(self._catch_up)
+        await asyncio.to_thread(self._catch_up)
+        if rebuild:
             log.info("transaction state rebuilt: %d pending", self._state.pending_count)
-        else:
-            await asyncio.to_thread(self._catch_up)
         return self._state
 
     def _append(self, events: list[Event]):
         body = encode_events(events)
         return self._store.begin_put_message(Message(topic=TRANS_OP_HALF_TOPIC, queue_id=0, body=body))
-
-    async def pending(self) -> list[Pending]:
-        async with self._lock:
-            return (await self._ready()).pending_halves()
 
     # -- end ---------------------------------------------------------------------------------------
 
@@ -198,11 +193,12 @@ class TransactionService:
             if half is None or half.topic != topic or half.message_id != message_id:
                 return _invalid(f"transaction {transaction_id} is not message {message_id} of topic {topic}")
             state.add_half(half)
-            done = state.outcome(half_offset)
-            if done is not None:
-                if done == commit:
-                    return EndAnswer(EndStatus.OK, "already done")
-                return _invalid(f"the transaction was already {'committed' if done else 'rolled back'}")
+            if state.outcome(half_offset) is not None:
+                # Ended already: the same end again is done, the other is refused (the state says why).
+                again = state.resolve(half_offset, commit, source)
+                if isinstance(again, Refused):
+                    return _invalid(again.reason)
+                return EndAnswer(EndStatus.OK, "already done")
             self._resolving.add(half_offset)
         try:
             put = None
