@@ -29,7 +29,7 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
 from client import AdminClient, RocketStoreError
-from harness.local_cluster import poll_until
+from harness.local_cluster import lone_master, poll_until, settled_master
 
 LABEL = "org.rocketstore.test"
 BROKER_IMAGE = "rocketstore:local"
@@ -245,24 +245,12 @@ class ContainerGroup:
             return None
 
     def acting_master(self) -> Node | None:
-        masters = []
-        for node in self.brokers:
-            status = self.status(node)
-            if status is not None and status["role"] != "SLAVE" and int(status.get("lease_valid_ms", 0)) > 0:
-                masters.append(node)
-        return masters[0] if len(masters) == 1 else None
+        return lone_master(self.brokers, self.status)
 
     def wait_master(self, timeout_s: float = 60.0, *, not_: Node | None = None, in_sync: int = 2) -> Node:
-        def ready() -> Node | None:
-            master = self.acting_master()
-            if master is None or master is not_:
-                return None
-            status = self.status(master)
-            if status is None or len(status.get("in_sync_replica_ids", [])) < in_sync:
-                return None
-            return master
-
-        master = poll_until(ready, timeout_s, max_delay_s=0.1)
+        master = poll_until(
+            lambda: settled_master(self.brokers, self.status, not_, in_sync), timeout_s, max_delay_s=0.1
+        )
         if master is None:
             raise AssertionError(f"no master with {in_sync} in-sync replicas within {timeout_s} s:\n{self.tails()}")
         return master

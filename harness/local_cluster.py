@@ -17,7 +17,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,30 @@ LOCAL_DEFAULTS = {
 
 class BrokerStartError(RuntimeError):
     pass
+
+
+B = TypeVar("B")
+
+
+def lone_master(brokers: Sequence[B], status: Callable[[B], dict | None]) -> B | None:
+    """The one broker that says it is master on a live lease (None while there is none, or two)."""
+    masters = []
+    for broker in brokers:
+        answer = status(broker)
+        if answer is not None and answer["role"] != "SLAVE" and int(answer.get("lease_valid_ms", 0)) > 0:
+            masters.append(broker)
+    return masters[0] if len(masters) == 1 else None
+
+
+def settled_master(brokers: Sequence[B], status: Callable[[B], dict | None], not_: B | None, in_sync: int) -> B | None:
+    """`lone_master` once it is not `not_` and has at least `in_sync` in-sync replicas."""
+    master = lone_master(brokers, status)
+    if master is None or master is not_:
+        return None
+    answer = status(master)
+    if answer is None or len(answer.get("in_sync_replica_ids", [])) < in_sync:
+        return None
+    return master
 
 
 def poll_until(condition, timeout_s: float, *, max_delay_s: float = 0.05):
@@ -365,26 +390,13 @@ class ControllerCluster(_Brokers):
 
     def acting_master(self) -> LocalBroker | None:
         """The broker that says it is master on a live lease (None while there is none)."""
-        masters = []
-        for broker in self.brokers:
-            status = self.status(broker)
-            if status is not None and status["role"] != "SLAVE" and int(status.get("lease_valid_ms", 0)) > 0:
-                masters.append(broker)
-        return masters[0] if len(masters) == 1 else None
+        return lone_master(self.brokers, self.status)
 
     def wait_master(self, timeout_s: float = 30.0, *, not_: LocalBroker | None = None, in_sync: int = 2) -> LocalBroker:
         """Wait for a master (other than `not_`) with at least `in_sync` in-sync replicas."""
-
-        def ready() -> LocalBroker | None:
-            master = self.acting_master()
-            if master is None or master is not_:
-                return None
-            status = self.status(master)
-            if status is None or len(status.get("in_sync_replica_ids", [])) < in_sync:
-                return None
-            return master
-
-        master = poll_until(ready, timeout_s, max_delay_s=0.1)
+        master = poll_until(
+            lambda: settled_master(self.brokers, self.status, not_, in_sync), timeout_s, max_delay_s=0.1
+        )
         if master is None:
             raise BrokerStartError(f"no master with {in_sync} in-sync replicas within {timeout_s} s:\n{self.tails()}")
         return master
