@@ -89,12 +89,13 @@ def _route_request(topic: str, endpoint: Endpoint) -> pb.QueryRouteRequest:
 
 
 def master_of(topic: str, response: pb.QueryRouteResponse) -> tuple[str, str] | None:
-    """(endpoint, broker name) of the route's broker id 0; None when the answer names none."""
+    """(endpoint, broker name) of the route's writable broker id 0; None when the answer names none
+    (a slave standing in for its master that is down names itself id 0, read-only)."""
     try:
         queues = queues_from_route(topic, response)
     except RocketStoreError:
         return None
-    return next(((q.endpoint, q.broker_name) for q in queues if q.broker_id == 0 and q.endpoint), None)
+    return next(((q.endpoint, q.broker_name) for q in queues if q.broker_id == 0 and q.endpoint and q.writable), None)
 
 
 class _ProducerBase:

@@ -5,7 +5,7 @@ the slave, and a header captured by whoever the slave dialled could be replayed 
 Here each side proves it holds the secret, bound to fresh nonces from both sides and to both
 identities, and every message after that is MACed under a key of that session only.
 
-The exchange, per call (`Replicate`, `GetEpochs`, `GetMetadata`):
+The exchange, per call (`Replicate`, `GetEpochs`, `GetMetadata`, `HandBackPopEvents`):
 
 1. `Hello`, unauthenticated. The slave sends a fresh 32-byte client nonce `cn` and its identity
    (broker name, broker id). The master draws a server nonce `sn`, remembers (sn -> cn, slave) for
@@ -61,6 +61,8 @@ CHUNK = b"rs-ha-chunk"
 REPORT = b"rs-ha-report"
 EPOCHS = b"rs-ha-epochs"
 METADATA = b"rs-ha-metadata"
+POP_EVENTS = b"rs-ha-pop-events"
+POP_EVENTS_ANSWER = b"rs-ha-pop-events-answer"
 
 
 class AuthenticationError(Exception):
@@ -312,3 +314,11 @@ def epochs_parts(answer) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
 
 def metadata_parts(answer) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
     return (int(answer.is_master),), (answer.topics_json, answer.consumer_offsets_json, answer.delay_offsets_json)
+
+
+def pop_events_parts(request) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
+    return (request.broker_id, len(request.batches)), (request.broker_name.encode("utf-8"), *request.batches)
+
+
+def pop_answer_parts(answer) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
+    return (int(answer.accepted),), (answer.reason.encode("utf-8"),)

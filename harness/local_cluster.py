@@ -154,6 +154,15 @@ class LocalBroker:
         self.ready = dict(part.split("=", 1) for part in line[len(READY_PREFIX) :].split())
         return self
 
+    def restart(self, timeout_s: float = 60.0, env: Mapping[str, str] | None = None) -> "LocalBroker":
+        """Start a stopped or killed broker again on the ports it had (clients and slaves keep
+        its addresses)."""
+        if self.ready:
+            self.settings.update(listenPort=self.client_endpoint.rsplit(":", 1)[1])
+            if "ha" in self.ready:
+                self.settings.update(haListenPort=self.ha_endpoint.rsplit(":", 1)[1])
+        return self.start(timeout_s, env=env)
+
     def _ready_line(self) -> str | None:
         try:
             text = self.stdout_path.read_text(errors="replace")
@@ -370,11 +379,7 @@ class ControllerCluster(_Brokers):
         self, broker: LocalBroker, timeout_s: float = 60.0, env: Mapping[str, str] | None = None
     ) -> LocalBroker:
         """Start a stopped or killed broker again on the ports it had (clients keep its address)."""
-        if broker.ready:
-            broker.settings.update(
-                listenPort=broker.client_endpoint.rsplit(":", 1)[1], haListenPort=broker.ha_endpoint.rsplit(":", 1)[1]
-            )
-        return broker.start(timeout_s, env=env)
+        return broker.restart(timeout_s, env=env)
 
     def status(self, broker: LocalBroker, timeout_s: float = 2.0) -> dict | None:
         """The broker's admin status, or None when it is down or does not answer in time."""

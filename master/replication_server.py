@@ -37,6 +37,8 @@ named. Without it (mutual TLS), the TLS layer authenticates both ends and none o
 
 `GetMetadata` hands a slave the master's topic table, consumer offsets and delay cursors
 (`ha.metadata_sync`); a broker that is not master answers `is_master=false` and nothing else.
+`HandBackPopEvents` takes back the pop journal of a slave that served reads while this master was
+down (`take_pop_events` appends it to the log); a broker that is not master refuses it.
 
 Every exit path removes the session from the tracker at once, so waiting puts learn that the
 slave is gone. Sessions are logged when they open (peer, slave, start offset) and close (reason).
@@ -65,6 +67,8 @@ from ha.peer_auth import (
     EPOCHS,
     HEADER,
     METADATA,
+    POP_EVENTS,
+    POP_EVENTS_ANSWER,
     REPORT,
     AuthenticationError,
     Identity,
@@ -73,12 +77,16 @@ from ha.peer_auth import (
     chunk_parts,
     epochs_parts,
     metadata_parts,
+    pop_answer_parts,
+    pop_events_parts,
     report_parts,
 )
 from ha.replica_tracker import ReplicaTracker
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.clock import wall_clock_ms
+from store.pop_state import Event as PopEvent
+from store.pop_state import decode_events
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +159,11 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         clock_ms: Callable[[], int] = wall_clock_ms,
         epochs: Callable[[], EpochHistory] | None = None,
         auth: MasterAuth | None = None,
+        take_pop_events: Callable[[list[PopEvent]], tuple[bool, str]] | None = None,
     ) -> None:
         self._store = store
         self._auth = auth
+        self._take_pop_events = take_pop_events
         self._ha = ha
         self._broker_name = broker_name
         self._tracker = tracker
@@ -343,6 +353,32 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             )
         if auth is not None:
             answer.mac = auth.seal(METADATA, *metadata_parts(answer))
+        return answer
+
+    def HandBackPopEvents(
+        self, request: ha_pb2.PopEventsRequest, context: grpc.ServicerContext
+    ) -> ha_pb2.PopEventsResponse:
+        auth = self._authenticate(context, "HandBackPopEvents")
+        if auth is not None:
+            try:
+                auth.open(POP_EVENTS, request.mac, *pop_events_parts(request))
+            except AuthenticationError as exc:
+                log.warning("refused HandBackPopEvents from %s: %s", context.peer(), exc)
+                _abort(context, grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        self._refuse_another_group(request.broker_name, context)
+        try:
+            events = [event for batch in request.batches for event in decode_events(batch)]
+        except ValueError as exc:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"the pop journal does not parse: {exc}")
+        if self._store.broker_role is BrokerRole.SLAVE:
+            accepted, reason = False, "this broker is not master"
+        elif self._take_pop_events is None:
+            accepted, reason = False, "this master does not take pop events"
+        else:
+            accepted, reason = self._take_pop_events(events)
+        answer = ha_pb2.PopEventsResponse(accepted=accepted, reason=reason)
+        if auth is not None:
+            answer.mac = auth.seal(POP_EVENTS_ANSWER, *pop_answer_parts(answer))
         return answer
 
     def _read_reports(self, stream: _Stream, request_iterator: Iterator[ha_pb2.SlaveReport]) -> None:

@@ -4,6 +4,11 @@ like the replication stream: in shared-secret mode each round starts with a Hell
 whose MAC fails is not applied) once at start and then every haMetadataSyncInterval, and applying
 them with `ha.metadata_sync.apply_snapshot` (which holds the decisions).
 
+After a round that applied the master's tables, and while the replication stream is up, the slave
+hands back its pop journal (`store.pop_journal`: what it decided while it served reads for its
+master that was down) with `HandBackPopEvents`, in calls of at most `HAND_BACK_BYTES`, and drops
+each part the master accepted (it is in the master's log then).
+
 A failed round (the master unreachable, not master, or sending something that does not parse)
 changes nothing it had not applied whole, is logged at WARNING once per distinct reason (INFO
 when the master is merely not master yet), and is retried at the next interval.
@@ -22,16 +27,28 @@ from dataclasses import dataclass
 import grpc
 
 from ha.metadata_sync import MetadataSnapshot, SyncResult, apply_snapshot
-from ha.peer_auth import METADATA, AuthenticationError, SlaveAuth, metadata_parts
+from ha.peer_auth import (
+    METADATA,
+    POP_EVENTS,
+    POP_EVENTS_ANSWER,
+    AuthenticationError,
+    SlaveAuth,
+    metadata_parts,
+    pop_answer_parts,
+    pop_events_parts,
+)
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.peer_login import LoginFailed, login
 from slave.rpc_failure import describe
 from store import MessageStore
 from store.clock import wall_clock_ms
+from store.pop_journal import PopJournal
 
 log = logging.getLogger(__name__)
 
 METHOD = "/rocketstore.ha.v1.Replication/GetMetadata"
+# Below the slave channel's send limit (1 MiB), with room for the call's other fields.
+HAND_BACK_BYTES = 512 * 1024
 
 
 class MetadataSyncFailed(Exception):
@@ -58,15 +75,21 @@ class MetadataSync:
         *,
         address: str,
         broker_name: str,
+        broker_id: int = 0,
         auth: SlaveAuth | None,
         channel: Callable[[], grpc.Channel],
         interval_ms: int,
         timeout_ms: int,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        pop_journal: PopJournal | None = None,
+        streaming: Callable[[], bool] = lambda: False,
     ) -> None:
         self._store = store
         self._address = address
         self._broker_name = broker_name
+        self._broker_id = broker_id
+        self._journal = pop_journal
+        self._streaming = streaming
         self._auth = auth
         self._new_channel = channel
         self._interval_s = interval_ms / 1000
@@ -116,6 +139,11 @@ class MetadataSync:
             self._last_sync_ms = self._clock()
             self._syncs += 1
             self._last_error = ""
+            try:
+                self._hand_back()
+            except MetadataSyncFailed as exc:
+                self._last_error = str(exc)
+                raise
             return result
 
     def _round(self) -> SyncResult:
@@ -152,6 +180,54 @@ class MetadataSync:
             raise MetadataSyncFailed(f"the master's metadata cannot be applied: {exc}") from None
         except RuntimeError as exc:  # this broker delivers delayed messages itself: a master now
             raise MetadataSyncFailed(str(exc), passing=True) from None
+
+    def _hand_back(self) -> None:
+        """Give the master the pop journal, part by part; MetadataSyncFailed when it took not all."""
+        journal = self._journal
+        if journal is None or not self._streaming():
+            return  # while the stream is down this slave may still be deciding on its own
+        batches = journal.batches()
+        handed = 0
+        while handed < len(batches):
+            part: list[bytes] = []
+            size = 0
+            for batch in batches[handed:]:
+                if part and size + len(batch) > HAND_BACK_BYTES:
+                    break
+                part.append(batch)
+                size += len(batch)
+            self._hand_back_part(part)
+            journal.drop(len(part))
+            handed += len(part)
+        if handed:
+            log.info("handed the pop journal (%d batches) back to the master at %s", handed, self._address)
+
+    def _hand_back_part(self, batches: list[bytes]) -> None:
+        assert self._channel is not None
+        metadata = session = None
+        if self._auth is not None:
+            try:
+                session, metadata = login(
+                    self._channel, self._auth, "HandBackPopEvents", self._address, self._timeout_s
+                )
+            except LoginFailed as exc:
+                raise MetadataSyncFailed(exc.message) from None
+        request = ha_pb2.PopEventsRequest(broker_name=self._broker_name, broker_id=self._broker_id, batches=batches)
+        if session is not None:
+            request.mac = session.seal(POP_EVENTS, *pop_events_parts(request))
+        try:
+            answer = ha_pb2_grpc.ReplicationStub(self._channel).HandBackPopEvents(
+                request, metadata=metadata, timeout=self._timeout_s
+            )
+        except grpc.RpcError as exc:
+            raise MetadataSyncFailed(f"HandBackPopEvents: {describe(exc)[1]}") from None
+        if session is not None:
+            try:
+                session.open(POP_EVENTS_ANSWER, answer.mac, *pop_answer_parts(answer))
+            except AuthenticationError as exc:
+                raise MetadataSyncFailed(f"the answer from {self._address} is not authentic: {exc}") from None
+        if not answer.accepted:
+            raise MetadataSyncFailed(f"the master did not take the pop journal back: {answer.reason}", passing=True)
 
     def _run(self) -> None:
         reported = ""

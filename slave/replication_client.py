@@ -81,6 +81,7 @@ from slave.peer_login import REFUSALS, LoginFailed, login
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
 from store.clock import wall_clock_ms
+from store.pop_journal import PopJournal
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,7 @@ class SlaveReplicator:
         clock_ms: Callable[[], int] = wall_clock_ms,
         master_address: str = "",
         epochs: EpochKeeper | None = None,
+        pop_journal: PopJournal | None = None,
     ) -> None:
         address = master_address or ha.ha_master_address
         if not address:
@@ -193,11 +195,14 @@ class SlaveReplicator:
             store,
             address=address,
             broker_name=broker_name,
+            broker_id=broker_id,
             auth=self._auth,
             channel=self._channel,
             interval_ms=ha.ha_metadata_sync_interval_ms,
             timeout_ms=ha.ha_housekeeping_interval_ms,
             clock_ms=clock_ms,
+            pop_journal=pop_journal,
+            streaming=self._streaming,
         )
 
     def __repr__(self) -> str:
@@ -246,6 +251,11 @@ class SlaveReplicator:
                 metadata_synced_ms=metadata.last_sync_ms,
                 metadata_error=metadata.last_error,
             )
+
+    def _streaming(self) -> bool:
+        with self._cond:
+            current = self._current
+            return current is not None and current.session is not None and current.session.accepted
 
     def _store_durable(self) -> int:
         store = self._store

@@ -71,6 +71,11 @@ class BrokerConfig:
     transaction_timeout_ms: int = field(default=6_000, metadata=_key("transactionTimeOut"))
     transaction_check_max: int = 15
     transaction_check_interval_ms: int = field(default=30_000, metadata=_key("transactionCheckInterval"))
+    # Reads from a slave while its master is down (RocketMQ 5's enableSlaveActingMaster): after
+    # slaveActingMasterDelay without its master, a slave routes consumers to itself and serves pop
+    # consumption, keeping what it decides in its pop journal until a master takes it back.
+    enable_slave_acting_master: bool = True
+    slave_acting_master_delay_ms: int = field(default=10_000, metadata=_key("slaveActingMasterDelay"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -96,6 +101,8 @@ class BrokerConfig:
                 "aclEnable=true with remotingListenPort: the remoting API does not check ACL signatures yet; "
                 "set remotingListenPort=-1"
             )
+        if self.slave_acting_master_delay_ms < 0:
+            raise ConfigError(f"slaveActingMasterDelay must not be negative, got {self.slave_acting_master_delay_ms}")
         if self.long_polling_max_ms <= 0:
             raise ConfigError(f"longPollingMax must be positive, got {self.long_polling_max_ms}")
 

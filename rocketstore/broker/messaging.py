@@ -52,8 +52,10 @@ from store.codec import decode_msg_id
 from store.message import (
     COMPRESSED_FLAG,
 )
+from store.pop_journal import PopJournal
+from store.pop_state import Event as PopEvent
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS, TIMER_TOPIC
-from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, TRANS_HALF_TOPIC, Permission, TopicConfig
+from store.topic_config import SYSTEM_TOPICS, TRANS_HALF_TOPIC, TopicConfig
 
 from . import codes
 from .arrivals import ArrivalWatch
@@ -62,7 +64,7 @@ from .codes import NOT_MASTER
 from .codes import PullAction
 from .config import BrokerConfigs
 from .pop_api import PopApi
-from .pop_service import PopService
+from .pop_service import PopService, PopStatus
 from .receipt_handle import ReceiptSigner
 from .timer_service import TimerService, timer_message
 from .transaction_api import TransactionApi
@@ -87,6 +89,7 @@ from .v2_messages import (
     name_problem,
     peer_host,
     route_queues,
+    topic_from_queues,
     settings_reply,
     status,
     tag_filter_of,
@@ -172,6 +175,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
         receipt_secret: bytes = b"",
+        pop_journal: PopJournal | None = None,
     ) -> None:
         self._store = store
         self._configs = configs
@@ -184,8 +188,14 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         # Every broker of the group must verify the handles of the others: a group-wide secret.
         secret = receipt_secret or f"{broker.broker_cluster_name}/{broker.broker_name}".encode()
         max_attempts = broker.retry_max_times + 1
-        pop = PopService(store, ReceiptSigner(secret), clock_ms, max_attempts=lambda group: max_attempts)
-        self._pop = PopApi(store, configs, pop, self._arrivals, self._pop_refusal, clock_ms)
+        self._pop_service = pop = PopService(
+            store,
+            ReceiptSigner(secret),
+            clock_ms,
+            max_attempts=lambda group: max_attempts,
+            journal=pop_journal or PopJournal(store.config.root),
+        )
+        self._pop = PopApi(store, configs, pop, self._arrivals, self._read_refusal, clock_ms)
         settings = TransactionSettings(
             broker.transaction_timeout_ms, broker.transaction_check_max, broker.transaction_check_interval_ms
         )
@@ -205,6 +215,13 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     async def close(self) -> None:
         await self._transactions.stop()
         await self._timers.stop()
+        await asyncio.to_thread(self._pop_service.close)
+
+    async def merge_pop_events(self, events: Sequence[PopEvent]) -> tuple[bool, str]:
+        """A slave hands back the pop state it decided while it acted for this master:
+        (accepted, why not)."""
+        answer = await self._pop_service.merge(events)
+        return answer.status is PopStatus.OK, answer.reason
 
     def on_arrival(self, request) -> None:
         """Store dispatch thread: a message became readable (see `arrivals.ArrivalWatch`)."""
@@ -240,6 +257,12 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     def _pop_refusal(self) -> pb.Status | None:
         return self._not_master() if self._is_slave else self._fenced(self._view.write_refusal())
 
+    def _read_refusal(self) -> pb.Status | None:
+        """Pop consumption: a master's, or a slave's while it acts for its master (it is down)."""
+        if self._is_slave and self._view.acting_master():
+            return None
+        return self._pop_refusal()
+
     @property
     def _is_slave(self) -> bool:
         return self._view.role is BrokerRole.SLAVE
@@ -256,15 +279,6 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             code = pb.TOO_MANY_REQUESTS if made.limit is AutoCreateLimit.RATE else pb.TOPIC_NOT_FOUND
             return Refusal(code, made.reason)
         return made
-
-    def _topic_from_queues(self, topic: str) -> TopicConfig | None:
-        """A read-only config covering the topic's consume queues: a slave knows topics its
-        master created from the data it replicated, not from the master's topic table."""
-        ids = [q.queue_id for q in self._store.consume_queues.queues() if q.topic == topic]
-        if not ids:
-            return None
-        queues = min(max(ids) + 1, MAX_QUEUE_NUMS)
-        return TopicConfig(topic, queues, queues, int(Permission.READ))
 
     def _queue_problem(self, topic: str, queue_id: int) -> pb.Status | None:
         """Why (topic, queue) cannot be read or have offsets; None when it can."""
@@ -294,29 +308,31 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         if problem is not None:
             return pb.QueryRouteResponse(status=status(pb.ILLEGAL_TOPIC, problem))
         slave = self._is_slave
+        acting = slave and self._view.acting_master()
         if slave and self._view.controller_mode():
             # Controller mode: route writers to the elected master (it creates the topic).
             master = self._view.master_client_endpoint()
-            if not master:
+            if master:
+                known = self._store.topics.get(topic) or topic_from_queues(self._store, topic)
+                count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
+                queues = route_queues(
+                    request.topic,
+                    TopicConfig(topic, count, count),
+                    self._configs.broker.broker_name,
+                    0,
+                    master,
+                    read_only=False,
+                )
+                return pb.QueryRouteResponse(status=OK, message_queues=queues)
+            if not acting:
                 return pb.QueryRouteResponse(
                     status=status(
                         pb.HA_NOT_AVAILABLE, f"broker {self._configs.broker.broker_name} has no master elected now"
                     )
                 )
-            known = self._store.topics.get(topic) or self._topic_from_queues(topic)
-            count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
-            queues = route_queues(
-                request.topic,
-                TopicConfig(topic, count, count),
-                self._configs.broker.broker_name,
-                0,
-                master,
-                read_only=False,
-            )
-            return pb.QueryRouteResponse(status=OK, message_queues=queues)
         config = self._store.topics.get(topic)
         if config is None and slave:
-            config = self._topic_from_queues(topic)
+            config = topic_from_queues(self._store, topic)
         if config is None and not slave and self._store.config.auto_create_topic_enable:
             # A route to write to, but no topic yet: reads never create topics. The first send
             # creates it, within the auto-creation limits, or says which one refused it.
@@ -326,14 +342,21 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             why = "" if slave else " and autoCreateTopicEnable is false"
             return pb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist{why}"))
         broker = self._configs.broker
-        queues = route_queues(
-            request.topic,
-            config,
-            broker.broker_name,
-            broker.broker_id if slave else 0,
-            self._view.client_endpoint(),
-            read_only=slave,
-        )
+        here = self._view.client_endpoint()
+        if not slave or acting:
+            # A slave acting for its master that is down stands in as broker id 0, read-only:
+            # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
+            queues = route_queues(request.topic, config, broker.broker_name, 0, here, read_only=slave)
+            return pb.QueryRouteResponse(status=OK, message_queues=queues)
+        # A slave names its master as id 0 (where clients write and pop) and itself for reads.
+        queues = []
+        master = self._view.master_client_endpoint()
+        if master:
+            # The master's permissions are its topic table's; a topic known here only from the
+            # replicated queues is written there as any other.
+            writes = self._store.topics.get(topic) or TopicConfig(topic, config.read_queue_nums, config.read_queue_nums)
+            queues += route_queues(request.topic, writes, broker.broker_name, 0, master, read_only=False)
+        queues += route_queues(request.topic, config, broker.broker_name, broker.broker_id, here, read_only=True)
         return pb.QueryRouteResponse(status=OK, message_queues=queues)
 
     # -- Heartbeat, NotifyClientTermination -----------------------------------------------------

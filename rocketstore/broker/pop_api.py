@@ -14,8 +14,8 @@ Wire facts owned here:
 - A receipt handle that does not verify, or names a delivery no longer current, is refused
   INVALID_RECEIPT_HANDLE; an ack or change that is not durable answers MASTER_PERSISTENCE_TIMEOUT.
 
-Pop calls are served by a master; a slave answers FORBIDDEN naming the master (pop state is
-decided in one place; a promoted slave rebuilds it from the replicated log).
+Pop calls are served by a master, and by a slave only while it acts for its master that is down
+(`enableSlaveActingMaster`); otherwise a slave answers FORBIDDEN naming the master.
 
 Thread-safety: one event loop.
 """
@@ -28,13 +28,22 @@ from collections.abc import AsyncIterator, Callable
 from google.protobuf import timestamp_pb2
 
 from store import MessageStore
-from store.topic_config import SYSTEM_TOPICS
+from store.topic_config import SYSTEM_TOPICS, TopicConfig
 from wire.rpc import messaging_pb2 as pb
 
 from .arrivals import ArrivalWatch
 from .config import BrokerConfigs
 from .pop_service import PopAnswer, PopService, PopStatus
-from .v2_messages import OK, duration_of, long_poll_seconds, name_problem, status, tag_filter_of, to_pb_message
+from .v2_messages import (
+    OK,
+    duration_of,
+    topic_from_queues,
+    long_poll_seconds,
+    name_problem,
+    status,
+    tag_filter_of,
+    to_pb_message,
+)
 
 MIN_INVISIBLE_MS = 1_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
@@ -82,15 +91,19 @@ class PopApi:
         refused = self._refusal()  # a slave names its master before it knows the topic
         if refused is not None:
             return refused
-        config = self._store.topics.get(topic)
+        config = self._topic(topic)
         if config is None:
             return status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         if not config.readable:
             return status(pb.FORBIDDEN, f"topic {topic} is not readable (perm {config.perm})")
         return None
 
+    def _topic(self, topic: str) -> TopicConfig | None:
+        # A slave serving reads may hold a topic's messages before its master's table reaches it.
+        return self._store.topics.get(topic) or topic_from_queues(self._store, topic)
+
     def _queue_ids(self, topic: str, first: int) -> list[int]:
-        config = self._store.topics.get(topic)
+        config = self._topic(topic)
         count = config.read_queue_nums if config is not None else 0
         ids = list(range(count))
         if 0 < first < count:

@@ -11,9 +11,20 @@ after that cannot make the new master deliver it again. Deliveries are answered 
 their events' durability: at worst a new master delivers them again (at least once).
 
 The state is rebuilt from `POP_TOPIC` when the store's role generation changes (start, promotion)
-before the first call that needs it. A slave does not serve pop calls (the servicer refuses them).
+before the first call that needs it.
 
-Thread-safety: one event loop; store reads run in worker threads.
+A slave serves pop calls only while it acts for a master that is down (the servicer decides when;
+`rocketstore.broker.view.acts_for_master`). It cannot write its log, so its events go to its
+`store.pop_journal.PopJournal` instead (an ack is answered once its line is fsynced), on top of
+the state replayed from the `POP_TOPIC` it replicated. A master takes the journal back: its own,
+when the slave is promoted (the first `_ready` after the role change appends the journal's events
+to its log, then drops them), or a slave's, handed back over replication when the master returns
+(`merge`). A slave does not dead-letter (that is a put): a message past its last attempt waits in
+flight for a master. Events merged twice (a hand-back whose answer was lost is sent again) are
+applied again in the same order, which leaves the same deliveries and acks.
+
+Thread-safety: one event loop; store reads run in worker threads, journal appends in one writer
+thread (so they land in decision order).
 """
 
 from __future__ import annotations
@@ -23,10 +34,12 @@ import enum
 import functools
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from store import GetMessageStatus, MessageStore, TagFilter
+from store import BrokerRole, GetMessageStatus, MessageStore, TagFilter
 from store.message import Message, MessageExt
+from store.pop_journal import PopJournal
 from store.pop_state import POP_TOPIC, STALE, Event, Key, PopState, Refused, decode_events, encode_events
 from store.results import PutMessageResult
 from store.status import PutMessageStatus
@@ -79,26 +92,48 @@ class PopService:
         clock_ms: Callable[[], int],
         *,
         max_attempts: Callable[[str], int] = lambda group: DEFAULT_MAX_ATTEMPTS,
+        journal: PopJournal | None = None,
     ) -> None:
         self._store = store
         self._signer = signer
         self._clock = clock_ms
         self._max_attempts = max_attempts
+        self._journal = journal
+        self._journal_writer = ThreadPoolExecutor(1, thread_name_prefix="pop-journal") if journal else None
         self._state = PopState()
-        self._generation: int | None = None
+        self._built_for: tuple[int, int, int] | None = None
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Future] = set()  # delivery events not durable yet
 
+    def close(self) -> None:
+        if self._journal_writer is not None:
+            self._journal_writer.shutdown(wait=True)
+
+    @property
+    def _acting(self) -> bool:
+        return self._store.broker_role is BrokerRole.SLAVE
+
     # -- the state, rebuilt from the log --------------------------------------------------------
 
+    def _build_key(self) -> tuple[int, int, int]:
+        # A master's state stays valid while its role does. A slave's is valid while its log and
+        # its journal's drops stay as they were: its master coming back (the log grows) or taking
+        # the journal back (a drop) makes the next acting episode start from the log again.
+        store = self._store
+        journal = self._journal.generation if self._journal is not None else 0
+        return (store.role_generation, store.max_offset if self._acting else -1, journal)
+
     async def _ready(self) -> PopState:
-        generation = self._store.role_generation
-        if generation != self._generation:
-            self._state = await asyncio.to_thread(self._replay)
-            self._generation = generation
+        key = self._build_key()
+        if key != self._built_for:
+            acting = self._acting
+            self._state = await asyncio.to_thread(self._replay, acting)
+            self._built_for = key
+            if not acting:
+                await self._take_back_journal(self._state)
         return self._state
 
-    def _replay(self) -> PopState:
+    def _replay(self, with_journal: bool) -> PopState:
         state = PopState()
         self._store.wait_dispatched(5.0)
         count = 0
@@ -109,8 +144,52 @@ class PopService:
             count += 1
 
         read_events(self._store, _REPLAY_GROUP, POP_TOPIC, 0, decode_events, apply, "pop state")
-        log.info("pop state rebuilt from %d events (%d queues)", count, len(state.keys()))
+        journaled = self._journal.events() if with_journal and self._journal is not None else []
+        for event in journaled:
+            state.apply(event)
+        log.info(
+            "pop state rebuilt from %d events%s (%d queues)",
+            count,
+            f" and {len(journaled)} of the pop journal" if journaled else "",
+            len(state.keys()),
+        )
         return state
+
+    async def _take_back_journal(self, state: PopState) -> None:
+        """A promoted slave puts what it decided while acting into its log, then forgets it."""
+        journal = self._journal
+        if journal is None:
+            return
+        batches = await asyncio.to_thread(journal.batches)
+        events = [event for batch in batches for event in decode_events(batch)]
+        if not events:
+            return
+        for event in events:
+            state.apply(event)
+        result = await self._append(events)
+        if result.status is not PutMessageStatus.PUT_OK:
+            log.warning("the pop journal's %d events are not durable (%s); kept", len(events), result.status.name)
+            self._built_for = None  # rebuilt, and taken back again, at the next call
+            return
+        await asyncio.to_thread(journal.drop, len(batches))
+        self._built_for = self._build_key()
+        self._commit_offsets(state, sorted({e.key for e in events}))
+        log.info("took %d pop events back from the pop journal into the log", len(events))
+
+    async def merge(self, events: Sequence[Event]) -> PopAnswer:
+        """A master takes a slave's pop journal back (the slave acted for it while it was down)."""
+        async with self._lock:
+            if self._acting:
+                return PopAnswer(PopStatus.NOT_DURABLE, "this broker is a slave now")
+            state = await self._ready()
+            for event in events:
+                state.apply(event)
+            durable = self._append(events)
+            self._commit_offsets(state, sorted({e.key for e in events}))
+        answer = self._durable_answer(await durable, "the handed-back pop state")
+        if answer.status is PopStatus.OK:
+            log.info("took %d pop events back from a slave that served reads while this master was down", len(events))
+        return answer
 
     def _start_offset(self, group: str, topic: str, queue_id: int) -> int:
         """Where a group new to the queue starts: its committed offset, else the queue's first
@@ -119,8 +198,24 @@ class PopService:
         return committed if committed >= 0 else self._store.min_queue_offset(topic, queue_id)
 
     def _append(self, events: Sequence[Event]):
+        """An awaitable of the events' PutMessageResult: a put on a master, a journal line on a
+        slave acting for its master (submitted in decision order to the journal's one writer)."""
+        if self._acting:
+            if self._journal is None or self._journal_writer is None:
+                raise RuntimeError("a slave serves pop calls only with a pop journal")
+            loop = asyncio.get_running_loop()
+            return loop.run_in_executor(self._journal_writer, self._journal_put, list(events))
         body = encode_events(events)
         return self._store.begin_put_message(Message(topic=POP_TOPIC, queue_id=0, body=body))
+
+    def _journal_put(self, events: list[Event]) -> PutMessageResult:
+        assert self._journal is not None
+        try:
+            self._journal.append(events)
+        except OSError as exc:
+            log.error("the pop journal %s refused a write: %s", self._journal.path, exc)
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, reason=f"pop journal: {exc}")
+        return PutMessageResult(PutMessageStatus.PUT_OK)
 
     def _commit_offsets(self, state: PopState, keys: Sequence[Key]) -> None:
         for key in keys:
@@ -246,6 +341,8 @@ class PopService:
     async def _dead_letter(self, group: str, key: Key, offset: int, attempts: int, ext: MessageExt) -> bool:
         """A message past its last attempt goes to %DLQ%<group> (created on first use); False
         when the put failed (the message stays due, and the next receive tries again)."""
+        if self._acting:
+            return False  # a put: the message waits in flight for a master
         topic = dlq_topic(group)
         if self._store.topics.get(topic) is None:
             await asyncio.to_thread(self._store.create_or_update_topic, TopicConfig(topic, 1, 1))
@@ -322,6 +419,10 @@ class PopService:
             held = state.inflight(key, receipt.queue_offset)
             if held is None or held.token != receipt.token:
                 return PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, STALE if held is not None else "not in flight")
+            if self._acting:
+                return PopAnswer(
+                    PopStatus.NOT_DURABLE, "a slave serving reads for its master cannot dead-letter; retry on a master"
+                )
             ext = await self._read_one(group, topic, receipt.queue_id, receipt.queue_offset)
             if ext is not None and not await self._dead_letter(group, key, receipt.queue_offset, held.attempt, ext):
                 return PopAnswer(PopStatus.NOT_DURABLE, "the dead-letter queue did not take the message; retry")

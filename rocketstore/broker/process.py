@@ -53,6 +53,7 @@ from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
 from store.clock import wall_clock_ms
+from store.pop_journal import PopJournal
 from store.properties import ConfigError
 
 from rocketstore.coordination import EtcdClient
@@ -66,6 +67,7 @@ from .acl import AclGuard, load_acl
 from .guard import MalformedRequestGuard
 from .messaging import MessagingServicer
 from .remoting_server import RemotingServer
+from .view import acts_for_master
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -180,6 +182,17 @@ class BrokerState:
     def started_at_ms(self) -> int:
         return self._broker.started_at_ms
 
+    def acting_master(self) -> bool:
+        broker = self._broker
+        config = broker.configs.broker
+        if not config.enable_slave_acting_master or broker.store.broker_role is not BrokerRole.SLAVE:
+            return False
+        replicator = broker.replicator
+        state = replicator.state() if replicator is not None else None
+        connected = state is not None and state.connected
+        last_contact = max(state.last_chunk_ms if state is not None else 0, broker.started_at_ms)
+        return acts_for_master(wall_clock_ms(), connected, last_contact, config.slave_acting_master_delay_ms)
+
 
 class Broker:
     def __init__(self, configs: BrokerConfigs) -> None:
@@ -195,6 +208,9 @@ class Broker:
         self._ha_server: grpc.Server | None = None
         self._ha_servicer: ReplicationServicer | None = None
         self._messaging: MessagingServicer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # One journal object, shared by the pop service (acting slave) and the hand-back.
+        self.pop_journal: PopJournal | None = None
         self._remoting: RemotingServer | None = None
         self.remoting_endpoint = ""
         self._stopped = False
@@ -288,6 +304,7 @@ class Broker:
             # Elections decide the role: no put before this broker wins one.
             store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
         self._store = MessageStore(store_config)
+        self.pop_journal = PopJournal(store_config.root)
         crash_step = os.environ.get(CRASH_IN_TRUNCATION_ENV)
         if crash_step:
             self.store.truncation_hook = _crash_at(crash_step)
@@ -310,13 +327,18 @@ class Broker:
 
         view = BrokerState(self)
         messaging = MessagingServicer(
-            self.store, self.configs, view, receipt_secret=self.secrets.ha or self.secrets.admin
+            self.store,
+            self.configs,
+            view,
+            receipt_secret=self.secrets.ha or self.secrets.admin,
+            pop_journal=self.pop_journal,
         )
         admin = AdminServicer(self.store, self.configs, view)
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
         self.store.add_arrival_listener(messaging.on_arrival)
-        messaging.bind_loop(asyncio.get_running_loop())
+        self._loop = asyncio.get_running_loop()
+        messaging.bind_loop(self._loop)
         self._messaging = messaging
         if broker.remoting_listen_port >= 0:
             self._remoting = RemotingServer(self.store, self.configs, view)
@@ -376,6 +398,7 @@ class Broker:
             auth=MasterAuth(self.secrets.ha, Identity(self.configs.broker.broker_name, self.configs.broker.broker_id))
             if self.secrets.ha
             else None,
+            take_pop_events=self._take_pop_events,
         )
         servicer.add_to_server(server)
         try:
@@ -392,6 +415,19 @@ class Broker:
         server.start()
         return tracker
 
+    def _take_pop_events(self, events: list) -> tuple[bool, str]:
+        """Replication thread: a slave hands back its pop journal; the event loop merges it."""
+        messaging, loop = self._messaging, self._loop
+        if messaging is None or loop is None:
+            return False, "the broker is still starting"
+        future = asyncio.run_coroutine_threadsafe(messaging.merge_pop_events(events), loop)
+        try:
+            store = self.configs.store
+            return future.result((store.sync_flush_timeout_ms + store.slave_timeout_ms) / 1000 + 5)
+        except TimeoutError:
+            future.cancel()
+            return False, "the merge did not finish in time"
+
     def _start_slave_replication(self, store_config, ha: HaConfig, master_address: str = "") -> None:
         credentials = None
         if ha.ha_tls_ca_file:
@@ -406,6 +442,7 @@ class Broker:
             channel_credentials=credentials,
             master_address=master_address,
             epochs=self.roles.keeper if self.roles is not None else None,
+            pop_journal=self.pop_journal,
         )
 
     def _stop_replicator(self) -> SlaveReplicator | None:

@@ -16,7 +16,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from wire.rpc import messaging_pb2 as pb
 from wire.digests import digest_matches, md5_hex
-from store import MessageExt, TagFilter
+from store import MessageExt, MessageStore, TagFilter
 from store.codec import MAX_PROPERTIES_LENGTH, encode_properties, java_string_hash
 from store.message import (
     COMPRESSED_FLAG,
@@ -32,7 +32,7 @@ from store.message import (
     TRANSACTION_TYPE_MASK,
 )
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS
-from store.topic_config import Permission, TopicConfig, validate_group_name, validate_topic_name
+from store.topic_config import MAX_QUEUE_NUMS, Permission, TopicConfig, validate_group_name, validate_topic_name
 
 from . import codes
 
@@ -156,6 +156,16 @@ def queue_permission(perm: int, queue_id: int, config: TopicConfig, read_only: b
 
 
 ACCEPTED_MESSAGE_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+
+
+def topic_from_queues(store: MessageStore, topic: str) -> TopicConfig | None:
+    """A read-only config covering the topic's consume queues: a slave knows topics its master
+    created from the data it replicated before the master's topic table reaches it."""
+    ids = [q.queue_id for q in store.consume_queues.queues() if q.topic == topic]
+    if not ids:
+        return None
+    queues = min(max(ids) + 1, MAX_QUEUE_NUMS)
+    return TopicConfig(topic, queues, queues, int(Permission.READ))
 
 
 def route_queues(

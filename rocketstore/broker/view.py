@@ -60,6 +60,17 @@ class BrokerView(Protocol):
     def in_sync(self) -> Any:
         """Controller mode: (committed, proposed) in-sync slave ids; None otherwise."""
 
+    def acting_master(self) -> bool:
+        """A slave serving reads for its master, which it has not heard from for
+        slaveActingMasterDelay (`acts_for_master`); False on a master."""
+
+
+def acts_for_master(now_ms: int, connected: bool, last_contact_ms: int, delay_ms: int) -> bool:
+    """Whether a slave serves reads for its master now: its replication stream is down and it
+    has not heard from the master (its last chunk, or its own start when it never did) for
+    `delay_ms`. The delay keeps a slave from acting for a master that merely restarts its stream."""
+    return not connected and now_ms - last_contact_ms >= delay_ms
+
 
 @dataclass
 class StaticView:
@@ -74,6 +85,7 @@ class StaticView:
     replication: Any = None
     epoch_value: int = 0
     started_ms: int = 0
+    acting: bool = False
 
     @property
     def role(self) -> BrokerRole:
@@ -116,3 +128,6 @@ class StaticView:
 
     def in_sync(self) -> Any:
         return None
+
+    def acting_master(self) -> bool:
+        return self.acting

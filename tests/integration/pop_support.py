@@ -55,3 +55,9 @@ class Pop:
             group=self.group, topic=self.topic, receipt_handle=handle, invisible_duration=_duration(invisible_s)
         )
         return self._stub.ChangeInvisibleDuration(request, timeout=10)
+
+    def forward_to_dead_letter(self, handle: str) -> pb.ForwardMessageToDeadLetterQueueResponse:
+        request = pb.ForwardMessageToDeadLetterQueueRequest(
+            group=self.group, topic=self.topic, receipt_handle=handle, message_id="m", delivery_attempt=1
+        )
+        return self._stub.ForwardMessageToDeadLetterQueue(request, timeout=10)

@@ -244,10 +244,7 @@ def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
     acked = send_all(master.client_endpoint, 0, 100)
     assert {r.status for r in acked} == {SendStatus.SEND_OK}
     master.kill()
-    master.settings.update(
-        listenPort=master.client_endpoint.rsplit(":", 1)[1], haListenPort=master.ha_endpoint.rsplit(":", 1)[1]
-    )
-    master.start()
+    master.restart()
     wait_until(lambda: cluster.caught_up(), what="the slave to reconnect to the restarted master")
     more = wait_until(
         lambda: [r for r in send_all(master.client_endpoint, 100, 1) if r.status is SendStatus.SEND_OK],

@@ -123,3 +123,25 @@ class HelloResponse(_message.Message):
     broker_name: str
     broker_id: int
     def __init__(self, server_nonce: _Optional[bytes] = ..., server_proof: _Optional[bytes] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
+
+class PopEventsRequest(_message.Message):
+    __slots__ = ("broker_name", "broker_id", "batches", "mac")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    broker_id: int
+    batches: _containers.RepeatedScalarFieldContainer[bytes]
+    mac: bytes
+    def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., batches: _Optional[_Iterable[bytes]] = ..., mac: _Optional[bytes] = ...) -> None: ...
+
+class PopEventsResponse(_message.Message):
+    __slots__ = ("accepted", "reason", "mac")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    reason: str
+    mac: bytes
+    def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ..., mac: _Optional[bytes] = ...) -> None: ...

@@ -54,6 +54,11 @@ class ReplicationStub:
                 request_serializer=wire_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
                 response_deserializer=wire_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
                 _registered_method=True)
+        self.HandBackPopEvents = channel.unary_unary(
+                '/rocketstore.ha.v1.Replication/HandBackPopEvents',
+                request_serializer=wire_dot_rpc_dot_ha__pb2.PopEventsRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_ha__pb2.PopEventsResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -83,6 +88,12 @@ class ReplicationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HandBackPopEvents(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +116,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.GetMetadata,
                     request_deserializer=wire_dot_rpc_dot_ha__pb2.MetadataRequest.FromString,
                     response_serializer=wire_dot_rpc_dot_ha__pb2.MetadataResponse.SerializeToString,
+            ),
+            'HandBackPopEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.HandBackPopEvents,
+                    request_deserializer=wire_dot_rpc_dot_ha__pb2.PopEventsRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_ha__pb2.PopEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +231,33 @@ class Replication:
             '/rocketstore.ha.v1.Replication/GetMetadata',
             wire_dot_rpc_dot_ha__pb2.MetadataRequest.SerializeToString,
             wire_dot_rpc_dot_ha__pb2.MetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HandBackPopEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.ha.v1.Replication/HandBackPopEvents',
+            wire_dot_rpc_dot_ha__pb2.PopEventsRequest.SerializeToString,
+            wire_dot_rpc_dot_ha__pb2.PopEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
