@@ -19,8 +19,13 @@ the queue there. A delivery has a token unique in its queue; an ack or a change 
 names the token it was given, and a token that is no longer current is refused (the message was
 redelivered, or its invisible time changed).
 
+A delivery whose invisible time ran out may be redelivered from the group's retry topic instead
+of in place (the broker puts a copy there): the original offset is then done (`Retried`), and an
+ack or change naming its old token is refused as stale, not taken for a repeated ack (the last
+`RETRIED_KEPT` such offsets of a queue are remembered for that).
+
 Events on the wire (the POP_TOPIC message body): a JSON list of objects, each with "k" (kind: D
-delivered, A acked, C changed, P passed over), "g" group, "t" topic, "q" queue id, "b" base, and
+delivered, A acked, C changed, P passed over, R retried elsewhere), "g" group, "t" topic, "q" queue id, "b" base, and
 its own fields (o offset, a attempt, n token, m new token, u invisible until ms, x next offset).
 Thread-safety: none; the broker's pop service serialises calls.
 """
@@ -66,6 +71,16 @@ class Changed:
 
 
 @dataclass(frozen=True, slots=True)
+class Retried:
+    """The delivery with `token` is redelivered from the retry topic: this offset is done here."""
+
+    key: Key
+    base: int
+    offset: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
 class PassedOver:
     """Offsets up to `next_offset` that are not delivered: filtered out, or deleted by retention."""
 
@@ -74,7 +89,10 @@ class PassedOver:
     next_offset: int
 
 
-Event = Delivered | Acked | Changed | PassedOver
+Event = Delivered | Acked | Changed | PassedOver | Retried
+
+# Per queue, how many offsets moved to the retry topic are remembered (to refuse their old handles).
+RETRIED_KEPT = 4096
 
 
 class Inflight(NamedTuple):
@@ -88,6 +106,7 @@ class QueueProgress:
     next_offset: int
     inflight: dict[int, Inflight] = field(default_factory=dict)
     next_token: int = 1
+    retried: dict[int, int] = field(default_factory=dict)  # offset -> token it was retried under
 
     @property
     def committed(self) -> int:
@@ -99,6 +118,7 @@ class Refused(NamedTuple):
 
 
 STALE = "the receipt handle is stale: the message was redelivered or its invisible time changed since"
+RETRIED = "the receipt handle is stale: the message was redelivered from the retry topic since"
 
 
 class PopState:
@@ -164,6 +184,8 @@ class PopState:
             return Refused("this broker group has no delivery of that queue to this consumer group")
         held = p.inflight.get(offset)
         if held is None:
+            if p.retried.get(offset) == token:
+                return Refused(RETRIED)
             if offset < p.next_offset:
                 return None
             return Refused(f"offset {offset} was not delivered to this consumer group")
@@ -176,11 +198,22 @@ class PopState:
     def change(self, key: Key, offset: int, token: int, invisible_until_ms: int) -> Changed | Refused:
         p = self._queues.get(key)
         held = p.inflight.get(offset) if p is not None else None
+        if p is not None and held is None and p.retried.get(offset) == token:
+            return Refused(RETRIED)
         if p is None or held is None:
             return Refused(f"offset {offset} is not invisible for this consumer group (acked, or never delivered)")
         if held.token != token:
             return Refused(STALE)
         event = Changed(key, p.committed, offset, token, p.next_token, invisible_until_ms)
+        self.apply(event)
+        return event
+
+    def retry(self, key: Key, offset: int, token: int) -> Retried:
+        """The due delivery (`token` current) now lives on in the retry topic."""
+        held = self._queues[key].inflight.get(offset)
+        if held is None or held.token != token:
+            raise ValueError(f"{key} offset {offset} is not in flight under token {token}")
+        event = Retried(key, self._queues[key].committed, offset, token)
         self.apply(event)
         return event
 
@@ -201,6 +234,13 @@ class PopState:
             if held is not None and held.token == event.token:
                 p.inflight[event.offset] = Inflight(held.attempt, event.new_token, event.invisible_until_ms)
             p.next_token = max(p.next_token, event.new_token + 1)
+        elif isinstance(event, Retried):
+            held = p.inflight.get(event.offset)
+            if held is not None and held.token == event.token:
+                del p.inflight[event.offset]
+                p.retried[event.offset] = event.token
+                if len(p.retried) > RETRIED_KEPT:
+                    del p.retried[next(iter(p.retried))]
         else:
             p.next_offset = max(p.next_offset, event.next_offset)
 
@@ -218,6 +258,8 @@ def encode_events(events: Iterable[Event]) -> bytes:
             d.update(k="A", o=e.offset, n=e.token)
         elif isinstance(e, Changed):
             d.update(k="C", o=e.offset, n=e.token, m=e.new_token, u=e.invisible_until_ms)
+        elif isinstance(e, Retried):
+            d.update(k="R", o=e.offset, n=e.token)
         else:
             d.update(k="P", x=e.next_offset)
         out.append(d)
@@ -241,6 +283,8 @@ def decode_events(data: bytes) -> list[Event]:
                 events.append(Acked(key, base, int(d["o"]), int(d["n"])))
             elif kind == "C":
                 events.append(Changed(key, base, int(d["o"]), int(d["n"]), int(d["m"]), int(d["u"])))
+            elif kind == "R":
+                events.append(Retried(key, base, int(d["o"]), int(d["n"])))
             elif kind == "P":
                 events.append(PassedOver(key, base, int(d["x"])))
             else:

@@ -4,7 +4,8 @@
            -> wait on the flush and the replica outcome together (no lock)
 
 A message whose producer id (UNIQ_KEY) the store holds among its recent ones for the same topic
-(`recent_ids`) is a producer's retry: it is not appended again but answered with the original's
+(`recent_ids`) is a producer's retry (except in a `%RETRY%` topic, where each redelivery of one
+message is a copy with the same id): it is not appended again but answered with the original's
 result, after the same waits (the original may still be waiting for them itself). The messages of
 a batch are remembered each where it landed (a retry of one of them alone is recognised); a batch
 itself is not checked against them (a server that gathers single sends into a batch checks first).
@@ -39,6 +40,7 @@ from .message import (
     Message,
 )
 from .recent_ids import Landed, RecentIds
+from .topic_config import RETRY_TOPIC_PREFIX
 from .replication import ReplicaGate
 from .results import PutMessageResult
 from .schedule import to_schedule_message
@@ -172,7 +174,7 @@ class PutPath:
         uniq_key = (
             None if batch or recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         )
-        if uniq_key and recent is not None:
+        if uniq_key and recent is not None and not first.topic.startswith(RETRY_TOPIC_PREFIX):
             landed = recent.get(first.topic, uniq_key)
             if landed is not None:
                 return self._retry_of(landed, wait, now, started)

@@ -53,6 +53,10 @@ MAX_QUEUE_NUMS = 1024
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 _INT32_MAX = 2**31 - 1
 
+# A consumer group's redeliveries and dead letters (RocketMQ's MixAll prefixes).
+RETRY_TOPIC_PREFIX = "%RETRY%"
+DLQ_TOPIC_PREFIX = "%DLQ%"
+
 # System topics (RocketMQ's TopicValidator constants).
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"

@@ -33,7 +33,7 @@ from wire.rpc import messaging_pb2 as pb
 
 from .arrivals import ArrivalWatch
 from .config import BrokerConfigs
-from .pop_service import PopAnswer, PopService, PopStatus
+from .pop_service import PopAnswer, PopService, PopStatus, retry_topic
 from .v2_messages import (
     OK,
     duration_of,
@@ -176,7 +176,8 @@ class PopApi:
         batch = min(request.batch_size, MAX_RECEIVE_BATCH)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._wait_seconds(request, context)
-        keys = [(topic, q) for q in queue_ids]
+        # Redeliveries come back through the group's retry topic: its arrivals wake the poll too.
+        keys = [(topic, q) for q in queue_ids] + [(retry_topic(group, topic), 0)]
         event: asyncio.Event | None = None
         try:
             while True:

@@ -30,6 +30,7 @@ thread (so they land in decision order).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import functools
 import logging
@@ -38,20 +39,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from store import BrokerRole, GetMessageStatus, MessageStore, TagFilter
-from store.message import Message, MessageExt
+from store.message import PROPERTY_DELAY_TIME_LEVEL, Message, MessageExt
 from store.pop_journal import PopJournal
 from store.pop_state import POP_TOPIC, STALE, Event, Key, PopState, Refused, decode_events, encode_events
 from store.results import PutMessageResult
+from store.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store.status import PutMessageStatus
-from store.topic_config import TopicConfig
+from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, TopicConfig
 
 from .system_queue import read_events
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
-from .v2_messages import MAX_PULL_BYTES, PROPERTY_SHARDING_KEY
+from .v2_messages import MAX_PULL_BYTES, PROPERTY_SHARDING_KEY, name_problem
 
 log = logging.getLogger("rocketstore.broker.pop")
 
-DLQ_PREFIX = "%DLQ%"
+# A copy is a new message now: it is not delayed or timed again.
+_NOT_COPIED = frozenset({PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS})
 # RocketMQ's default: a message is delivered at most 16 times, then dead-lettered.
 DEFAULT_MAX_ATTEMPTS = 16
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
@@ -81,7 +84,12 @@ class PopAnswer:
 
 
 def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
+    return DLQ_TOPIC_PREFIX + group
+
+
+def retry_topic(group: str, topic: str) -> str:
+    """Where a group's redeliveries of `topic` wait (RocketMQ 5's pop retry topic)."""
+    return f"{RETRY_TOPIC_PREFIX}{group}_{topic}"
 
 
 class PopService:
@@ -226,7 +234,22 @@ class PopService:
     # -- receive ------------------------------------------------------------------------------
 
     def next_due_ms(self, group: str, topic: str, queue_ids: Sequence[int]) -> int | None:
-        return self._state.next_due_ms((group, topic, q) for q in queue_ids)
+        keys = [(group, topic, q) for q in queue_ids]
+        return self._state.next_due_ms([*keys, (group, retry_topic(group, topic), 0)])
+
+    def _sources(self, group: str, topic: str, queue_ids: Sequence[int], fifo: bool) -> list[Key]:
+        """The queues a receive pops, in order: the group's retry queue of the topic first (when
+        it exists), then the topic's queues."""
+        keys = [(group, topic, q) for q in queue_ids]
+        retry = retry_topic(group, topic)
+        if not fifo and self._store.topics.get(retry) is not None:
+            keys.insert(0, (group, retry, 0))
+        return keys
+
+    def _redeliver_in_place(self, group: str, topic: str, fifo: bool) -> bool:
+        # FIFO groups keep a message group's order in its queue; a slave acting for its master
+        # cannot put; a retry topic whose name would be too long cannot exist.
+        return fifo or self._acting or name_problem("topic", retry_topic(group, topic)) is not None
 
     async def receive(
         self,
@@ -239,32 +262,44 @@ class PopService:
         *,
         fifo: bool = False,
     ) -> list[Popped]:
-        """Up to `batch` messages: due redeliveries first, then new ones, queue by queue.
+        """Up to `batch` messages: the retry queue's, then the topic's queues', each queue's due
+        redeliveries (in place) before new ones.
 
-        For a FIFO group a queue gives new messages only when none of its messages is in flight,
-        and at most one per message group at a time: a message goes out after the ones before it
-        in its group are acked or dead-lettered, and its redeliveries come before anything later."""
+        A delivery whose invisible time ran out goes to the group's retry topic of `topic`
+        (`%RETRY%<group>_<topic>`, created on first use) with its attempts so far, and comes back
+        from there, as RocketMQ 5 revives pops. For a FIFO group it comes back in place instead,
+        and a queue gives new messages only when none of its messages is in flight, at most one
+        per message group at a time: a message goes out after the ones before it in its group are
+        acked or dead-lettered, and its redeliveries come before anything later."""
         async with self._lock:
             state = await self._ready()
             now = self._clock()
             until = now + invisible_ms
+            in_place = self._redeliver_in_place(group, topic, fifo)
             events: list[Event] = []
             popped: list[Popped] = []
             dead: list[tuple[Key, int, int, int, MessageExt | None]] = []
-            for queue_id in queue_ids:
+            retries: list[tuple[Key, int, int, int, MessageExt]] = []
+            for key in self._sources(group, topic, queue_ids, fifo):
                 if len(popped) >= batch:
                     break
-                key = (group, topic, queue_id)
+                _, source, queue_id = key
+                earlier = 0 if source == topic else None  # a retried copy carries its attempts
                 # Where a new queue starts is looked up once, not on every receive.
-                progress = state.queue(key) or state.progress(key, self._start_offset(group, topic, queue_id))
+                progress = state.queue(key) or state.progress(key, self._start_offset(group, source, queue_id))
                 for offset, held in state.due(key, now, batch - len(popped)):
-                    ext = await self._read_one(group, topic, queue_id, offset)
-                    if ext is None or held.attempt >= self._max_attempts(group):
-                        dead.append((key, offset, held.token, held.attempt, ext))
-                        continue
-                    event = state.deliver(key, offset, held.attempt + 1, until)
-                    events.append(event)
-                    popped.append(self._popped(group, topic, ext, event.attempt, event.token, until, invisible_ms))
+                    ext = await self._read_one(group, source, queue_id, offset)
+                    attempts = held.attempt + (ext.reconsume_times if ext is not None and earlier is None else 0)
+                    if ext is None or attempts >= self._max_attempts(group):
+                        dead.append((key, offset, held.token, attempts, ext))
+                    elif not in_place:
+                        retries.append((key, offset, held.token, attempts, ext))
+                    else:
+                        event = state.deliver(key, offset, held.attempt + 1, until)
+                        events.append(event)
+                        popped.append(
+                            self._popped(group, topic, key, ext, attempts + 1, event.token, until, invisible_ms)
+                        )
                 if len(popped) >= batch:
                     break
                 if fifo and progress.inflight:
@@ -272,7 +307,7 @@ class PopService:
                 result = await asyncio.to_thread(
                     self._store.get_message,
                     group,
-                    topic,
+                    source,
                     queue_id,
                     progress.next_offset,
                     batch - len(popped),
@@ -292,13 +327,17 @@ class PopService:
                         groups_out.add(message_group)
                     event = state.deliver(key, ext.queue_offset, 1, until)
                     events.append(event)
-                    popped.append(self._popped(group, topic, ext, 1, event.token, until, invisible_ms))
+                    attempt = 1 + (ext.reconsume_times if earlier is None else 0)
+                    popped.append(self._popped(group, topic, key, ext, attempt, event.token, until, invisible_ms))
                 if not stopped and result.status is not GetMessageStatus.OFFSET_OVERFLOW_BADLY:
                     passed = state.pass_over(key, result.next_begin_offset)
                     if passed is not None:
                         events.append(passed)
+            for key, offset, token, attempts, ext in retries:
+                if await self._put_copy(retry_topic(group, topic), topic, attempts, ext, "retry"):
+                    events.append(state.retry(key, offset, token))
             for key, offset, token, attempts, ext in dead:
-                if ext is None or await self._dead_letter(group, key, offset, attempts, ext):
+                if ext is None or await self._put_copy(dlq_topic(group), topic, attempts, ext, "dead-letter"):
                     done = state.ack(key, offset, token)
                     if done is not None and not isinstance(done, Refused):
                         events.append(done)
@@ -326,10 +365,21 @@ class PopService:
         log.warning("pop deliveries to %s not durable (%s): a new master may deliver them again", group, reason)
 
     def _popped(
-        self, group: str, topic: str, ext: MessageExt, attempt: int, token: int, until: int, invisible_ms: int
+        self,
+        group: str,
+        topic: str,
+        key: Key,
+        ext: MessageExt,
+        attempt: int,
+        token: int,
+        until: int,
+        invisible_ms: int,
     ) -> Popped:
+        # A handle names the queue it came from by the topic it is signed for (the retry topic's
+        # or the topic's); the client sees the topic it asked for either way.
         receipt = Receipt(ext.queue_id, ext.queue_offset, token, until)
-        return Popped(ext, attempt, self._signer.sign(group, topic, receipt), invisible_ms)
+        shown = ext if ext.topic == topic else dataclasses.replace(ext, topic=topic)
+        return Popped(shown, attempt, self._signer.sign(group, key[1], receipt), invisible_ms)
 
     async def _read_one(self, group: str, topic: str, queue_id: int, offset: int) -> MessageExt | None:
         result = await asyncio.to_thread(self._store.get_message, group, topic, queue_id, offset, 1, MAX_PULL_BYTES)
@@ -338,32 +388,45 @@ class PopService:
                 return ext
         return None  # deleted by retention since it was delivered
 
-    async def _dead_letter(self, group: str, key: Key, offset: int, attempts: int, ext: MessageExt) -> bool:
-        """A message past its last attempt goes to %DLQ%<group> (created on first use); False
-        when the put failed (the message stays due, and the next receive tries again)."""
+    async def _put_copy(self, to_topic: str, origin: str, attempts: int, ext: MessageExt, what: str) -> bool:
+        """A copy of a delivered message into the group's retry or dead-letter topic (created on
+        first use), with the attempts it had and the topic it came from; False when the put
+        failed (the message stays due, and the next receive tries again)."""
         if self._acting:
             return False  # a put: the message waits in flight for a master
-        topic = dlq_topic(group)
-        if self._store.topics.get(topic) is None:
-            await asyncio.to_thread(self._store.create_or_update_topic, TopicConfig(topic, 1, 1))
-        properties = dict(ext.properties)
-        properties[PROPERTY_RETRY_TOPIC] = ext.topic
-        properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = ext.msg_id
-        copy = ext.to_message(topic=topic, queue_id=0, properties=properties, reconsume_times=attempts)
+        if self._store.topics.get(to_topic) is None:
+            await asyncio.to_thread(self._store.create_or_update_topic, TopicConfig(to_topic, 1, 1))
+        properties = {k: v for k, v in ext.properties.items() if k not in _NOT_COPIED}
+        properties[PROPERTY_RETRY_TOPIC] = origin
+        if what == "dead-letter":
+            properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = ext.msg_id
+        copy = ext.to_message(topic=to_topic, queue_id=0, properties=properties, reconsume_times=attempts)
         result = await self._store.async_put_message(copy)
         if not result.status.is_stored:
-            log.warning("dead-lettering %s offset %d failed (%s); retried later", key, offset, result.status.name)
+            log.warning(
+                "%s of %s offset %d failed (%s); tried again later", what, origin, ext.queue_offset, result.status.name
+            )
             return False
-        log.info("%s:%d offset %d dead-lettered to %s after %d attempts", key[1], key[2], offset, topic, attempts)
+        if what == "dead-letter":
+            log.info("%s offset %d dead-lettered to %s after %d attempts", origin, ext.queue_offset, to_topic, attempts)
         return True
 
     # -- ack, change --------------------------------------------------------------------------
 
-    def _verify(self, group: str, topic: str, handle: str) -> Receipt | PopAnswer:
+    def _verify(self, group: str, topic: str, handle: str) -> tuple[Key, Receipt] | PopAnswer:
+        """The queue and delivery a handle names: signed for the topic, or for the group's retry
+        topic of it (a redelivery)."""
         try:
-            return self._signer.verify(group, topic, handle)
+            receipt = self._signer.verify(group, topic, handle)
+            return (group, topic, receipt.queue_id), receipt
         except InvalidReceiptHandle as exc:
-            return PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, str(exc))
+            refusal = PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, str(exc))
+        retry = retry_topic(group, topic)
+        try:
+            receipt = self._signer.verify(group, retry, handle)
+        except InvalidReceiptHandle:
+            return refusal
+        return (group, retry, receipt.queue_id), receipt
 
     async def ack(self, group: str, topic: str, handles: Sequence[str]) -> list[PopAnswer]:
         answers: list[PopAnswer | None] = [None] * len(handles)
@@ -372,11 +435,12 @@ class PopService:
             events: list[Event] = []
             acked: list[int] = []
             for i, handle in enumerate(handles):
-                receipt = self._verify(group, topic, handle)
-                if isinstance(receipt, PopAnswer):
-                    answers[i] = receipt
+                verified = self._verify(group, topic, handle)
+                if isinstance(verified, PopAnswer):
+                    answers[i] = verified
                     continue
-                outcome = state.ack((group, topic, receipt.queue_id), receipt.queue_offset, receipt.token)
+                key, receipt = verified
+                outcome = state.ack(key, receipt.queue_offset, receipt.token)
                 if isinstance(outcome, Refused):
                     answers[i] = PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, outcome.reason)
                 elif outcome is None:
@@ -396,26 +460,27 @@ class PopService:
     async def change_invisible(self, group: str, topic: str, handle: str, invisible_ms: int) -> PopAnswer:
         async with self._lock:
             state = await self._ready()
-            receipt = self._verify(group, topic, handle)
-            if isinstance(receipt, PopAnswer):
-                return receipt
+            verified = self._verify(group, topic, handle)
+            if isinstance(verified, PopAnswer):
+                return verified
+            key, receipt = verified
             until = self._clock() + invisible_ms
-            outcome = state.change((group, topic, receipt.queue_id), receipt.queue_offset, receipt.token, until)
+            outcome = state.change(key, receipt.queue_offset, receipt.token, until)
             if isinstance(outcome, Refused):
                 return PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, outcome.reason)
             durable = self._append([outcome])
         new = Receipt(receipt.queue_id, receipt.queue_offset, outcome.new_token, until)
         answer = self._durable_answer(await durable, "the new invisible time")
-        return PopAnswer(answer.status, answer.reason, self._signer.sign(group, topic, new))
+        return PopAnswer(answer.status, answer.reason, self._signer.sign(group, key[1], new))
 
     async def dead_letter_now(self, group: str, topic: str, handle: str) -> PopAnswer:
         """The client gives up on a delivery (ForwardMessageToDeadLetterQueue): dead-letter it, ack it."""
         async with self._lock:
             state = await self._ready()
-            receipt = self._verify(group, topic, handle)
-            if isinstance(receipt, PopAnswer):
-                return receipt
-            key = (group, topic, receipt.queue_id)
+            verified = self._verify(group, topic, handle)
+            if isinstance(verified, PopAnswer):
+                return verified
+            key, receipt = verified
             held = state.inflight(key, receipt.queue_offset)
             if held is None or held.token != receipt.token:
                 return PopAnswer(PopStatus.INVALID_RECEIPT_HANDLE, STALE if held is not None else "not in flight")
@@ -423,8 +488,9 @@ class PopService:
                 return PopAnswer(
                     PopStatus.NOT_DURABLE, "a slave serving reads for its master cannot dead-letter; retry on a master"
                 )
-            ext = await self._read_one(group, topic, receipt.queue_id, receipt.queue_offset)
-            if ext is not None and not await self._dead_letter(group, key, receipt.queue_offset, held.attempt, ext):
+            ext = await self._read_one(group, key[1], receipt.queue_id, receipt.queue_offset)
+            attempts = held.attempt + (ext.reconsume_times if ext is not None and key[1] != topic else 0)
+            if ext is not None and not await self._put_copy(dlq_topic(group), topic, attempts, ext, "dead-letter"):
                 return PopAnswer(PopStatus.NOT_DURABLE, "the dead-letter queue did not take the message; retry")
             done = state.ack(key, receipt.queue_offset, receipt.token)
             if done is None or isinstance(done, Refused):

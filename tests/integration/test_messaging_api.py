@@ -85,6 +85,10 @@ async def serving(
         await asyncio.to_thread(store.shutdown)
 
 
+def port_of(h: Harness) -> int:
+    return int(h.endpoint.rsplit(":", 1)[1])
+
+
 def run(coro) -> None:
     asyncio.run(asyncio.wait_for(coro, 120))
 
@@ -360,9 +364,21 @@ def test_pulls_work_on_a_slave(tmp_path):
                 assert await asyncio.to_thread(slave.store.wait_dispatched)
                 rest = await pull(slave, pull_request(offset=got.next_offset))
                 assert first + [m.body for m in rest.messages] == [b"r0", b"r1", b"r2"]
-                route = await slave.stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)), timeout=10)
+                ask = pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC))
+                route = await slave.stub.QueryRoute(ask, timeout=10)
                 assert route.status.code == pb.OK
-                assert {(q.broker.id, q.permission) for q in route.message_queues} == {(1, pb.READ)}
+                # Its master as id 0 (where RocketMQ 5 clients write and pop), itself for reads.
+                by_id = {
+                    (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in route.message_queues
+                }
+                assert by_id == {(0, pb.READ_WRITE, port_of(master)), (1, pb.READ, port_of(slave))}
+                # Standing in for a master that is down: itself as id 0, read-only.
+                slave.view.acting = True
+                route = await slave.stub.QueryRoute(ask, timeout=10)
+                by_id = {
+                    (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in route.message_queues
+                }
+                assert by_id == {(0, pb.READ, port_of(slave))}
 
     run(body())
 

@@ -336,3 +336,44 @@ def test_official_simple_consumer_of_a_fifo_group_gets_each_message_group_in_ord
     # The unacked A1 comes back before A2 and A3; B is unaffected by A's retry.
     assert [d for d in deliveries if d[0].startswith("A")] == [("A1", 1), ("A1", 2), ("A2", 1), ("A3", 1)]
     assert [d for d in deliveries if d[0].startswith("B")] == [("B1", 1), ("B2", 1)]
+
+
+def test_a_redelivery_comes_back_through_the_groups_retry_topic(make_cluster):
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    endpoint = cluster.master.client_endpoint
+    with Producer(endpoint) as producer:
+        sent = producer.send("RetryTopic", b"again", keys=["k1"])
+        assert sent.ok
+    retry = "%RETRY%retry-group_RetryTopic"
+    pop = Pop(endpoint, "RetryTopic", "retry-group")
+    try:
+        code, [first] = pop.receive(invisible_s=1)
+        assert code == pb.OK and first.system_properties.delivery_attempt == 1
+        # Not acked within its second: it is put into the group's retry topic and comes from there.
+        got: list[pb.Message] = []
+        assert poll_until(lambda: got.extend(pop.receive(invisible_s=60, wait_s=2)[1]) or got, 20)
+        [again] = got
+        assert again.topic.name == "RetryTopic" and again.body == b"again"
+        assert again.system_properties.message_id == first.system_properties.message_id
+        assert again.system_properties.delivery_attempt == 2
+        # The first handle is stale now; the new one acks.
+        stale = pop.ack(first.system_properties.receipt_handle)
+        assert stale.status.code == pb.INVALID_RECEIPT_HANDLE and "retry topic" in stale.status.message
+        changed = pop.change(again.system_properties.receipt_handle, 60)
+        assert changed.status.code == pb.OK
+        assert pop.ack(changed.receipt_handle).status.code == pb.OK
+        assert pop.receive(wait_s=0.2) == (pb.MESSAGE_NOT_FOUND, [])
+    finally:
+        pop.close()
+    # The retry topic is an ordinary topic to operators and other consumers.
+    from client import AdminClient
+
+    with AdminClient(endpoint, cluster.admin_secret()) as admin:
+        assert retry in {t["name"] for t in admin.list_topics()}
+    with PullConsumer(endpoint, group="retry-reader") as consumer:
+        [copy] = consumer.pull(retry, 0, 0).messages
+    assert copy.body == b"again" and copy.reconsume_times == 1
+    assert copy.properties["RETRY_TOPIC"] == "RetryTopic" and copy.keys == ("k1",)
+    # The group's progress in the retry topic is kept like any other.
+    with PullConsumer(endpoint, group="retry-group") as consumer:
+        assert consumer.get_offset(retry, 0) == 1

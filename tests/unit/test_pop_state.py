@@ -12,6 +12,7 @@ from rocketstore.broker.receipt_handle import InvalidReceiptHandle, Receipt, Rec
 from store.pop_state import (
     Acked,
     Delivered,
+    RETRIED,
     PassedOver,
     PopState,
     Refused,
@@ -95,7 +96,7 @@ def test_a_body_that_is_not_events_is_refused(body):
 
 operations = st.lists(
     st.tuples(
-        st.sampled_from(["new", "redeliver", "ack", "ack_stale", "change", "pass"]),
+        st.sampled_from(["new", "redeliver", "retry", "ack", "ack_stale", "change", "pass"]),
         st.integers(0, 2),  # queue id
         st.integers(0, 50),  # an offset choice / a time step
     ),
@@ -105,7 +106,7 @@ operations = st.lists(
 
 def snapshot(state: PopState):
     progress = {key: state.progress(key, 0) for key in state.keys()}
-    return {key: (p.next_offset, dict(p.inflight), p.next_token) for key, p in progress.items()}
+    return {key: (p.next_offset, dict(p.inflight), p.next_token, dict(p.retried)) for key, p in progress.items()}
 
 
 @settings(max_examples=200, deadline=None)
@@ -123,6 +124,9 @@ def test_replaying_the_encoded_events_rebuilds_the_live_state(ops):
         elif op == "redeliver":
             for offset, held in live.due(key, now, 1):
                 events.append(live.deliver(key, offset, held.attempt + 1, now + 100))
+        elif op == "retry":
+            for offset, held in live.due(key, now, 1):
+                events.append(live.retry(key, offset, held.token))
         elif op in ("ack", "ack_stale", "change") and p.inflight:
             offset = sorted(p.inflight)[choice % len(p.inflight)]
             token = p.inflight[offset].token - (1 if op == "ack_stale" else 0)
@@ -140,6 +144,22 @@ def test_replaying_the_encoded_events_rebuilds_the_live_state(ops):
     # Queues the live state only looked at carry no events: compare the ones that do.
     touched = {e.key for e in events}
     assert {k: v for k, v in snapshot(live).items() if k in touched} == snapshot(replayed)
+
+
+def test_a_delivery_retried_elsewhere_is_done_here_and_its_old_handle_is_stale():
+    state = started()
+    first = state.deliver(KEY, 0, 1, 1_000)
+    state.deliver(KEY, 1, 1, 1_000)
+    retried = state.retry(KEY, 0, first.token)
+    assert state.inflight(KEY, 0) is None and state.committed(KEY) == 1
+    assert state.ack(KEY, 0, first.token) == Refused(RETRIED)
+    assert state.change(KEY, 0, first.token, 9_000) == Refused(RETRIED)
+    with pytest.raises(ValueError):
+        state.retry(KEY, 0, first.token)  # not in flight any more
+    replayed = PopState()
+    for event in decode_events(encode_events([first, retried])):
+        replayed.apply(event)
+    assert replayed.ack(KEY, 0, first.token) == Refused(RETRIED)
 
 
 def test_passed_over_events_round_trip():
