@@ -14,6 +14,7 @@ print one clear line, never a traceback. Runs on the main thread of its own proc
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib
 import json
 import logging
@@ -302,6 +303,13 @@ def _chosen(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("rocketstore")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was not installed
+        return "unknown (not installed)"
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rocketstore",
@@ -309,6 +317,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         epilog="exit status: 0 ok, 1 problems found or failure, 2 usage error",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="debug logs on stderr")
+    parser.add_argument("--version", action="version", version=f"rocketstore {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = _chosen(argv)
     for command in COMMANDS:

@@ -430,3 +430,106 @@ def test_a_waiting_timer_fires_on_the_new_master(group):
     assert poll_until(lambda: visible(new.client_endpoint, "FailoverTimer"), 30), "the timer never fired"
     [(body, stored_ms)] = visible(new.client_endpoint, "FailoverTimer")
     assert body == b"timed" and stored_ms >= deliver_ms
+
+
+OFFICIAL_ACROSS_FAILOVER = r"""
+import json, os, sys, time
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+endpoints, topic, group, ready_file, go_file = sys.argv[1:6]
+config = ClientConfiguration(endpoints, Credentials(), request_timeout=5)
+producer = Producer(config, (topic,))
+producer.startup()
+consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=2)
+consumer.startup()
+
+
+def send(body, deadline_s):
+    deadline, errors = time.time() + deadline_s, 0
+    while True:
+        m = Message()
+        m.topic, m.body = topic, body.encode()
+        try:
+            return producer.send(m).message_id, errors
+        except Exception:
+            errors += 1
+            if time.time() > deadline:
+                raise
+            time.sleep(1)
+
+
+def take(want, deadline_s, keep_unacked=0):
+    got, deadline = [], time.time() + deadline_s
+    while len(got) < want and time.time() < deadline:
+        try:
+            got += consumer.receive(16, 5)
+        except Exception:
+            time.sleep(1)
+    for m in got[keep_unacked:]:
+        consumer.ack(m)
+    return [(m.body.decode(), m.delivery_attempt) for m in got]
+
+
+out = {}
+try:
+    for i in range(4):
+        send(f"m{i}", 30)
+    out["before"] = take(4, 30, keep_unacked=2)
+    open(ready_file, "w").close()
+    deadline = time.time() + 120
+    while not os.path.exists(go_file) and time.time() < deadline:
+        time.sleep(0.1)
+    out["send_errors"] = send("m4", 90)[1]
+    out["after"] = take(3, 90)
+finally:
+    consumer.shutdown()
+    producer.shutdown()
+print(json.dumps(out))
+"""
+
+
+def test_official_clients_find_the_new_master_and_resume_without_redelivering_acked_messages(group, tmp_path):
+    import json
+    import subprocess
+
+    from test_pop_consumption import OFFICIAL_PYTHON
+
+    cluster = group(3)
+    old = cluster.wait_master(60, in_sync=3)
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    process = subprocess.Popen(
+        [
+            str(OFFICIAL_PYTHON),
+            "-c",
+            OFFICIAL_ACROSS_FAILOVER,
+            cluster.client_endpoints(),
+            TOPIC,
+            "official",
+            str(ready),
+            str(go),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    try:
+        assert poll_until(lambda: ready.exists() or process.poll() is not None, 90)
+        assert process.poll() is None, process.communicate()
+        old.kill()
+        cluster.wait_master(60, not_=old)
+        go.write_text("go")
+        out, err = process.communicate(timeout=240)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err[-4000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    before = dict(result["before"])
+    assert sorted(before) == ["m0", "m1", "m2", "m3"] and set(before.values()) == {1}
+    unacked = {body for body, _ in result["before"][:2]}
+    after = dict(result["after"])
+    # Only what was not acked comes back (with a later attempt), and the new send arrives once.
+    assert sorted(after) == sorted(unacked | {"m4"}), result
+    assert {after[b] for b in unacked} == {2} and after["m4"] == 1, result

@@ -2,7 +2,7 @@
 tests/node-client/package-lock.json, installed by `make test`) against real brokers: produce
 sync and concurrently, SimpleConsumer receive / ack / change invisible duration / redelivery,
 PushConsumer retry and dead letter, transactions with check-back, a delayed message, FIFO order,
-wrong credentials refused. Each flow runs `tests/node-client/conformance.js` in a subprocess."""
+wrong credentials refused, TLS. Each flow runs `tests/node-client/conformance.js` in a subprocess."""
 
 from __future__ import annotations
 
@@ -14,12 +14,20 @@ from pathlib import Path
 
 from client import PullConsumer
 from harness.local_cluster import poll_until
+from pki_support import make_ca, make_cert
 from test_client_acl import ACCOUNTS
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node-client"
 
 
-def run_node(flow: str, endpoint: str, topic: str, group: str = "node-group", *credentials: str) -> dict:
+def run_node(
+    flow: str,
+    endpoint: str,
+    topic: str,
+    group: str = "node-group",
+    *credentials: str,
+    env: dict[str, str] | None = None,
+) -> dict:
     node = shutil.which("node")
     assert node is not None, "node is missing: .ci/run installs Debian's nodejs"
     assert (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir(), "`make test` installs the client"
@@ -29,6 +37,7 @@ def run_node(flow: str, endpoint: str, topic: str, group: str = "node-group", *c
         text=True,
         timeout=150,
         cwd=NODE_DIR,
+        env=dict(os.environ, **(env or {})),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -101,3 +110,36 @@ def test_node_client_with_wrong_credentials_is_refused(make_cluster, tmp_path):
     assert not refused["ok"] and "UNAUTHORIZED" in refused["error"]
     signed = run_node("send", endpoint, "Orders", "g", "app", "app-secret-key-1")
     assert signed["ok"], signed
+
+
+def test_node_client_produces_and_consumes_over_tls(make_cluster, tmp_path):
+    pki = tmp_path / "pki"
+    make_ca(pki, "ca")
+    make_cert(pki, "ca", "broker")
+    settings = {
+        "tlsEnable": "true",
+        "tlsServerCertPath": str(pki / "broker.crt"),
+        "tlsServerKeyPath": str(pki / "broker.key"),
+    }
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings=settings)
+    env = {"ROCKETSTORE_TLS": "1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(pki / "ca.crt")}
+    out = run_node("produceAndConsume", cluster.master.client_endpoint, "NodeTlsTopic", env=env)
+    assert sorted(body for _, _, body in out["first"]) == ["n-0", "n-1", "n-2", "n-3"]
+    # Without TLS the client cannot talk to the TLS port at all.
+    node = shutil.which("node")
+    assert node is not None
+    plain = subprocess.run(
+        [
+            node,
+            str(NODE_DIR / "conformance.js"),
+            cluster.master.client_endpoint,
+            "produceAndConsume",
+            "NodeTlsTopic",
+            "g",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=NODE_DIR,
+    )
+    assert plain.returncode != 0

@@ -10,6 +10,8 @@ const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/r
 const [endpoint, flow, topic, group, accessKey, secretKey] = process.argv.slice(2);
 const base = { endpoints: endpoint, namespace: '', requestTimeout: 10000 };
 if (accessKey) base.sessionCredentials = { accessKey, accessSecret: secretKey };
+// TLS: the client trusts the roots gRPC finds (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names the test CA).
+if (process.env.ROCKETSTORE_TLS === '1') base.sslEnabled = true;
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
 
 async function drain(consumer, wanted, deadlineMs, onMessage) {

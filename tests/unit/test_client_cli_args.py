@@ -277,3 +277,14 @@ def test_status_in_controller_mode_shows_the_group():
     text = cli.format_status(cli.status_rows(unclean, {}), unclean)
     assert "master none elected" in text and "up to 4096 bytes may be lost" in text
     assert "etcd: control: no etcd endpoint answered" in text
+
+
+def test_version_prints_the_installed_package_version(capsys):
+    import importlib.metadata
+
+    from rocketstore.cli import build_parser
+
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rocketstore {importlib.metadata.version('rocketstore')}"
