@@ -8,7 +8,7 @@ from pathlib import Path
 
 from store.properties import parse_overrides
 
-from .config import load_broker_config
+from .config import load_broker_config, load_secrets
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,5 +21,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.config is not None and not Path(args.config).is_file():
         args.parser.error(f"argument -c/--config: {args.config}: no such file")
-    configs = load_broker_config(args.config, parse_overrides(args.extra))
+    overrides = parse_overrides(args.extra)
+    if args.config is None and "storePathRootDir" not in overrides:
+        # The defaults would put a store and its logs under the home directory: say so instead.
+        args.parser.error(
+            "give a broker.conf with -c (examples/ has samples), or at least --storePathRootDir=DIR; "
+            "nothing was created"
+        )
+    configs = load_broker_config(args.config, overrides)
+    # Refuse an unauthenticated config before anything is written (the log directory included).
+    load_secrets(configs)
     return run_broker(configs, verbose=args.verbose + args.sub_verbose)

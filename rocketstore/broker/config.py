@@ -57,8 +57,14 @@ class BrokerConfig:
     tls_server_key_path: str = ""
     # Longest a PullMessage long poll may wait.
     long_polling_max_ms: int = field(default=30_000, metadata=_key("longPollingMax"))
-    # The broker's log file lives here; empty: <storePathRootDir>/logs.
+    # The broker's log file lives here; empty: <storePathRootDir>/logs. It is rotated by size
+    # (keeping logFileBackups older files); logToFile=false logs to stderr only; logFormat=json
+    # writes one JSON object per line (rocketstore/broker/logs.py).
     broker_log_dir: str = ""
+    log_to_file: bool = True
+    log_file_max_bytes: int = 100 * 1024 * 1024
+    log_file_backups: int = 10
+    log_format: str = "text"
     # Pop consumption: redeliveries after the first delivery before a message is dead-lettered
     # (RocketMQ's subscription group retryMaxTimes, here for every group).
     retry_max_times: int = 16
@@ -101,6 +107,10 @@ class BrokerConfig:
                 "aclEnable=true with remotingListenPort: the remoting API does not check ACL signatures yet; "
                 "set remotingListenPort=-1"
             )
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"logFormat must be text or json, got {self.log_format!r}")
+        if self.log_file_max_bytes < 1024 or self.log_file_backups < 1:
+            raise ConfigError("logFileMaxBytes must be at least 1024 and logFileBackups at least 1")
         if self.slave_acting_master_delay_ms < 0:
             raise ConfigError(f"slaveActingMasterDelay must not be negative, got {self.slave_acting_master_delay_ms}")
         if self.long_polling_max_ms <= 0:

@@ -65,6 +65,7 @@ from rocketstore.failover.controller_roles import ControllerRoles
 from .config import BrokerConfigs, is_loopback, load_secrets
 from .acl import AclGuard, load_acl
 from .guard import MalformedRequestGuard
+from .logs import setup_logging
 from .messaging import MessagingServicer
 from .remoting_server import RemotingServer
 from .view import acts_for_master
@@ -505,22 +506,6 @@ class Broker:
 # -- the process -----------------------------------------------------------------------------------
 
 
-def setup_logging(configs: BrokerConfigs, verbose: int) -> Path:
-    """Logs to stderr and to the broker's log file; returns the file's path."""
-    log_dir = Path(configs.broker.broker_log_dir or os.path.join(configs.store.store_path_root_dir, "logs"))
-    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = log_dir / "broker.log"
-    formatter = logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
-    root = logging.getLogger()
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(path, encoding="utf-8")):
-        handler.setFormatter(formatter)
-        root.addHandler(handler)
-    return path
-
-
 async def serve(configs: BrokerConfigs) -> int:
     broker = Broker(configs)
     loop = asyncio.get_running_loop()
@@ -556,5 +541,6 @@ def run(configs: BrokerConfigs, verbose: int = 0) -> int:
     # Messages, offsets, logs: nothing a broker writes is for other users of the machine.
     os.umask(0o077)
     path = setup_logging(configs, verbose)
-    log.info("starting %s as %s; log file %s", configs.broker.broker_name, configs.store.broker_role.name, path)
+    where = f"log file {path}" if path is not None else "logging to stderr only"
+    log.info("starting %s as %s; %s", configs.broker.broker_name, configs.store.broker_role.name, where)
     return asyncio.run(serve(configs))

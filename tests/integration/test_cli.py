@@ -415,3 +415,23 @@ def test_help_lists_the_commands():
     assert result.returncode == 0
     for name in ("inspect", "repair", "demo", "crash-demo", "broker", "produce", "consume", "status", "topic", "bench"):
         assert name in result.stdout
+
+
+def test_broker_without_a_config_or_a_secret_refuses_before_writing_anything(tmp_path):
+    import os
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home))
+    bare = subprocess.run([*rocketstore_command(), "broker"], capture_output=True, text=True, timeout=60, env=env)
+    assert bare.returncode == 2 and "-c" in bare.stderr and "storePathRootDir" in bare.stderr
+    root = tmp_path / "store"
+    unsigned = subprocess.run(
+        [*rocketstore_command(), "broker", f"--storePathRootDir={root}", "--listenPort=0", "--haListenPort=0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert unsigned.returncode == 1 and "replication must be authenticated" in unsigned.stderr
+    assert list(home.iterdir()) == [] and not root.exists()
