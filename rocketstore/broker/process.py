@@ -35,9 +35,7 @@ import dataclasses
 import logging
 import os
 import signal
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import grpc
 
