@@ -7,7 +7,8 @@ them with `ha.metadata_sync.apply_snapshot` (which holds the decisions).
 After a round that applied the master's tables, and while the replication stream is up, the slave
 hands back its pop journal (`store.pop_journal`: what it decided while it served reads for its
 master that was down) with `HandBackPopEvents`, in calls of at most `HAND_BACK_BYTES`, and drops
-each part the master accepted (it is in the master's log then).
+each part the master accepted (it is in the master's log then). A stream that opens starts a
+round at once (`round_soon`), so the journal goes back without waiting for the interval.
 
 A failed round (the master unreachable, not master, or sending something that does not parse)
 changes nothing it had not applied whole, is logged at WARNING once per distinct reason (INFO
@@ -96,6 +97,7 @@ class MetadataSync:
         self._timeout_s = timeout_ms / 1000
         self._clock = clock_ms
         self._stop = threading.Event()
+        self._soon = threading.Event()  # a round before the interval is over (`round_soon`)
         self._round_lock = threading.Lock()
         self._channel: grpc.Channel | None = None
         self._thread: threading.Thread | None = None
@@ -110,9 +112,15 @@ class MetadataSync:
         self._thread = threading.Thread(target=self._run, name="ha-metadata", daemon=True)
         self._thread.start()
 
+    def round_soon(self) -> None:
+        """Start the next round now: the replication stream is (back) up, so a pop journal can
+        be handed back at once instead of at the next interval. Any thread."""
+        self._soon.set()
+
     def stop(self, timeout_s: float = 5) -> None:
         """End the thread (a call in flight is cancelled); idempotent."""
         self._stop.set()
+        self._soon.set()
         channel = self._channel
         if channel is not None:
             channel.close()
@@ -260,4 +268,5 @@ class MetadataSync:
                         result.offsets_changed,
                         result.delay_cursors.value,
                     )
-            self._stop.wait(self._interval_s)
+            self._soon.wait(self._interval_s)
+            self._soon.clear()

@@ -482,6 +482,7 @@ class SlaveReplicator:
             raise _StreamFailed(f"protocol error ({check.verdict.name}): {check.reason}")
         if first:
             self._policy.accepted()
+            self.metadata.round_soon()  # a pop journal goes back to the master without waiting
             log.info(
                 "replicating from %s from offset %d (master max %d)",
                 self._address,
