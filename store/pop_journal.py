@@ -24,6 +24,7 @@ import os
 import threading
 from pathlib import Path
 
+from .mapped_file import fsync_dir, replace_durably
 from .pop_state import Event, decode_events, encode_events
 
 FILE_NAME = "pop_journal"
@@ -46,13 +47,17 @@ class PopJournal:
         line = encode_events(events) + b"\n"
         with self._lock:
             self._trim_torn_tail()
+            created = not self.path.exists()
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                os.write(fd, line)
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            self._fsync_dir()
+            if created:
+                fsync_dir(self.path.parent)  # the new file's name must survive a crash too
 
     def batches(self) -> list[bytes]:
         """Every complete line, oldest first."""
@@ -68,15 +73,10 @@ class PopJournal:
         with self._lock:
             rest = self._read()[count:]
             if rest:
-                temporary = self.path.with_name(FILE_NAME + ".tmp")
-                with open(temporary, "wb") as out:
-                    out.write(b"".join(line + b"\n" for line in rest))
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(temporary, self.path)
+                replace_durably(self.path, b"".join(line + b"\n" for line in rest))
             else:
                 self.path.unlink(missing_ok=True)
-            self._fsync_dir()
+                fsync_dir(self.path.parent)
             self._generation += 1
 
     def _read(self) -> list[bytes]:
@@ -99,10 +99,3 @@ class PopJournal:
         if keep != len(data):
             os.truncate(self.path, keep)
         self._trimmed = True
-
-    def _fsync_dir(self) -> None:
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
