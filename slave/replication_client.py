@@ -235,9 +235,7 @@ class SlaveReplicator:
     def state(self) -> ReplicationState:
         metadata = self.metadata.state()
         with self._cond:
-            current = self._current
-            session = current.session if current is not None else self._last
-            connected = current is not None and session is not None and session.accepted
+            session, connected = self._session_locked()
             return ReplicationState(
                 master_address=self._address,
                 connected=connected,
@@ -252,10 +250,21 @@ class SlaveReplicator:
                 metadata_error=metadata.last_error,
             )
 
-    def _streaming(self) -> bool:
+    def contact(self) -> tuple[bool, int]:
+        """(a stream is up, Unix ms of the master's last chunk or 0): what `state` says about the
+        master, without waiting for a metadata round in flight (cheap enough for every call)."""
         with self._cond:
-            current = self._current
-            return current is not None and current.session is not None and current.session.accepted
+            session, connected = self._session_locked()
+            return connected, session.last_chunk_ms if session and session.accepted else 0
+
+    def _session_locked(self) -> tuple[SlaveSession | None, bool]:
+        """The current stream's session, else the last one's, and whether a stream is up."""
+        current = self._current
+        session = current.session if current is not None else self._last
+        return session, current is not None and session is not None and session.accepted
+
+    def _streaming(self) -> bool:
+        return self.contact()[0]
 
     def _store_durable(self) -> int:
         store = self._store

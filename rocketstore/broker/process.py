@@ -186,10 +186,11 @@ class BrokerState:
         config = broker.configs.broker
         if not config.enable_slave_acting_master or broker.store.broker_role is not BrokerRole.SLAVE:
             return False
+        # Asked on every pop call and route of a slave: `contact`, not `state`, which waits for a
+        # metadata round in flight (seconds, when the master is away).
         replicator = broker.replicator
-        state = replicator.state() if replicator is not None else None
-        connected = state is not None and state.connected
-        last_contact = max(state.last_chunk_ms if state is not None else 0, broker.started_at_ms)
+        connected, last_chunk_ms = replicator.contact() if replicator is not None else (False, 0)
+        last_contact = max(last_chunk_ms, broker.started_at_ms)
         return acts_for_master(wall_clock_ms(), connected, last_contact, config.slave_acting_master_delay_ms)
 
 
