@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -48,6 +49,9 @@ from store.pop_journal import PopJournal
 log = logging.getLogger(__name__)
 
 METHOD = "/rocketstore.ha.v1.Replication/GetMetadata"
+# What a message's MAC covers (`ha.peer_auth`'s *_parts functions), and a request's MAC kind with it.
+Parts = Callable[[Any], tuple[tuple[int, ...], tuple[bytes, ...]]]
+Seal = tuple[bytes, Parts]
 # Below the slave channel's send limit (1 MiB), with room for the call's other fields.
 HAND_BACK_BYTES = 512 * 1024
 
@@ -158,25 +162,8 @@ class MetadataSync:
         if self._channel is None:
             self._channel = self._new_channel()  # sync_once without start()
         store = self._store
-        metadata = session = None
-        if self._auth is not None:
-            try:
-                session, metadata = login(self._channel, self._auth, "GetMetadata", self._address, self._timeout_s)
-            except LoginFailed as exc:
-                raise MetadataSyncFailed(exc.message) from None
-        try:
-            answer = ha_pb2_grpc.ReplicationStub(self._channel).GetMetadata(
-                ha_pb2.MetadataRequest(broker_name=self._broker_name, durable_offset=store.flushed_offset),
-                metadata=metadata,
-                timeout=self._timeout_s,
-            )
-        except grpc.RpcError as exc:
-            raise MetadataSyncFailed(f"GetMetadata: {describe(exc)[1]}") from None
-        if session is not None:
-            try:
-                session.open(METADATA, answer.mac, *metadata_parts(answer))
-            except AuthenticationError as exc:
-                raise MetadataSyncFailed(f"the answer from {self._address} is not authentic: {exc}") from None
+        request = ha_pb2.MetadataRequest(broker_name=self._broker_name, durable_offset=store.flushed_offset)
+        answer = self._call("GetMetadata", request, METADATA, metadata_parts)
         if not answer.is_master:
             raise MetadataSyncFailed(f"{self._address} is not master (yet)", passing=True)
         try:
@@ -211,31 +198,41 @@ class MetadataSync:
             log.info("handed the pop journal (%d batches) back to the master at %s", handed, self._address)
 
     def _hand_back_part(self, batches: list[bytes]) -> None:
+        request = ha_pb2.PopEventsRequest(broker_name=self._broker_name, broker_id=self._broker_id, batches=batches)
+        answer = self._call(
+            "HandBackPopEvents", request, POP_EVENTS_ANSWER, pop_answer_parts, seal=(POP_EVENTS, pop_events_parts)
+        )
+        if not answer.accepted:
+            raise MetadataSyncFailed(f"the master did not take the pop journal back: {answer.reason}", passing=True)
+
+    def _call(
+        self, method: str, request: Any, answer_kind: bytes, answer_parts: Parts, seal: Seal | None = None
+    ) -> Any:
+        """One call to the master, authenticated in shared-secret mode: a Hello first, the request
+        sealed when `seal` names its MAC kind and fields, the answer's MAC checked before it is
+        used. MetadataSyncFailed says what failed."""
         assert self._channel is not None
         metadata = session = None
         if self._auth is not None:
             try:
-                session, metadata = login(
-                    self._channel, self._auth, "HandBackPopEvents", self._address, self._timeout_s
-                )
+                session, metadata = login(self._channel, self._auth, method, self._address, self._timeout_s)
             except LoginFailed as exc:
                 raise MetadataSyncFailed(exc.message) from None
-        request = ha_pb2.PopEventsRequest(broker_name=self._broker_name, broker_id=self._broker_id, batches=batches)
-        if session is not None:
-            request.mac = session.seal(POP_EVENTS, *pop_events_parts(request))
+            if seal is not None:
+                kind, parts = seal
+                request.mac = session.seal(kind, *parts(request))
         try:
-            answer = ha_pb2_grpc.ReplicationStub(self._channel).HandBackPopEvents(
+            answer = getattr(ha_pb2_grpc.ReplicationStub(self._channel), method)(
                 request, metadata=metadata, timeout=self._timeout_s
             )
         except grpc.RpcError as exc:
-            raise MetadataSyncFailed(f"HandBackPopEvents: {describe(exc)[1]}") from None
+            raise MetadataSyncFailed(f"{method}: {describe(exc)[1]}") from None
         if session is not None:
             try:
-                session.open(POP_EVENTS_ANSWER, answer.mac, *pop_answer_parts(answer))
+                session.open(answer_kind, answer.mac, *answer_parts(answer))
             except AuthenticationError as exc:
                 raise MetadataSyncFailed(f"the answer from {self._address} is not authentic: {exc}") from None
-        if not answer.accepted:
-            raise MetadataSyncFailed(f"the master did not take the pop journal back: {answer.reason}", passing=True)
+        return answer
 
     def _run(self) -> None:
         reported = ""
