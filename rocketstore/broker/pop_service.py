@@ -87,6 +87,13 @@ def dlq_topic(group: str) -> str:
     return DLQ_TOPIC_PREFIX + group
 
 
+def _attempts(topic: str, key: Key, ext: MessageExt | None, pops: int) -> int:
+    """Deliveries of a message so far, counting `pops` from `key`'s queue: a copy in the retry
+    topic (a queue of another topic than the one consumed) carries the attempts before it."""
+    earlier = ext.reconsume_times if ext is not None and key[1] != topic else 0
+    return pops + earlier
+
+
 def retry_topic(group: str, topic: str) -> str:
     """Where a group's redeliveries of `topic` wait (RocketMQ 5's pop retry topic)."""
     return f"{RETRY_TOPIC_PREFIX}{group}_{topic}"
@@ -172,16 +179,14 @@ class PopService:
         events = [event for batch in batches for event in decode_events(batch)]
         if not events:
             return
-        for event in events:
-            state.apply(event)
-        result = await self._append(events)
+        result = await self._absorb(state, events)
         if result.status is not PutMessageStatus.PUT_OK:
             log.warning("the pop journal's %d events are not durable (%s); kept", len(events), result.status.name)
             self._built_for = None  # rebuilt, and taken back again, at the next call
             return
         await asyncio.to_thread(journal.drop, len(batches))
         self._built_for = self._build_key()
-        self._commit_offsets(state, sorted({e.key for e in events}))
+        self._commit_offsets(state, events)
         log.info("took %d pop events back from the pop journal into the log", len(events))
 
     async def merge(self, events: Sequence[Event]) -> PopAnswer:
@@ -190,14 +195,19 @@ class PopService:
             if self._acting:
                 return PopAnswer(PopStatus.NOT_DURABLE, "this broker is a slave now")
             state = await self._ready()
-            for event in events:
-                state.apply(event)
-            durable = self._append(events)
-            self._commit_offsets(state, sorted({e.key for e in events}))
+            durable = self._absorb(state, events)
+            self._commit_offsets(state, events)
         answer = self._durable_answer(await durable, "the handed-back pop state")
         if answer.status is PopStatus.OK:
             log.info("took %d pop events back from a slave that served reads while this master was down", len(events))
         return answer
+
+    def _absorb(self, state: PopState, events: Sequence[Event]):
+        """Events decided elsewhere (a slave's pop journal) join the state and this master's log:
+        the awaitable of their put, as `_append`'s."""
+        for event in events:
+            state.apply(event)
+        return self._append(events)
 
     def _start_offset(self, group: str, topic: str, queue_id: int) -> int:
         """Where a group new to the queue starts: its committed offset, else the queue's first
@@ -225,8 +235,9 @@ class PopService:
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, reason=f"pop journal: {exc}")
         return PutMessageResult(PutMessageStatus.PUT_OK)
 
-    def _commit_offsets(self, state: PopState, keys: Sequence[Key]) -> None:
-        for key in keys:
+    def _commit_offsets(self, state: PopState, events: Sequence[Event]) -> None:
+        """The groups' consumer offsets of the queues `events` touched follow the state."""
+        for key in sorted({e.key for e in events}):
             committed = state.committed(key)
             if committed is not None:
                 self._store.consumer_offsets.commit_offset(key[0], key[1], key[2], committed)
@@ -284,12 +295,11 @@ class PopService:
                 if len(popped) >= batch:
                     break
                 _, source, queue_id = key
-                earlier = 0 if source == topic else None  # a retried copy carries its attempts
                 # Where a new queue starts is looked up once, not on every receive.
                 progress = state.queue(key) or state.progress(key, self._start_offset(group, source, queue_id))
                 for offset, held in state.due(key, now, batch - len(popped)):
                     ext = await self._read_one(group, source, queue_id, offset)
-                    attempts = held.attempt + (ext.reconsume_times if ext is not None and earlier is None else 0)
+                    attempts = _attempts(topic, key, ext, held.attempt)
                     if ext is None or attempts >= self._max_attempts(group):
                         dead.append((key, offset, held.token, attempts, ext))
                     elif not in_place:
@@ -327,7 +337,7 @@ class PopService:
                         groups_out.add(message_group)
                     event = state.deliver(key, ext.queue_offset, 1, until)
                     events.append(event)
-                    attempt = 1 + (ext.reconsume_times if earlier is None else 0)
+                    attempt = _attempts(topic, key, ext, 1)
                     popped.append(self._popped(group, topic, key, ext, attempt, event.token, until, invisible_ms))
                 if not stopped and result.status is not GetMessageStatus.OFFSET_OVERFLOW_BADLY:
                     passed = state.pass_over(key, result.next_begin_offset)
@@ -337,12 +347,12 @@ class PopService:
                 if await self._put_copy(retry_topic(group, topic), topic, attempts, ext, "retry"):
                     events.append(state.retry(key, offset, token))
             for key, offset, token, attempts, ext in dead:
-                if ext is None or await self._put_copy(dlq_topic(group), topic, attempts, ext, "dead-letter"):
+                if ext is None or await self._dead_letter(group, topic, attempts, ext):
                     done = state.ack(key, offset, token)
                     if done is not None and not isinstance(done, Refused):
                         events.append(done)
             durable = self._append(events) if events else None
-            self._commit_offsets(state, sorted({e.key for e in events}))
+            self._commit_offsets(state, events)
         if durable is not None:
             # The messages go out now: a delivery that does not become durable only means a new
             # master may deliver them again (at least once); the client need not wait for it.
@@ -388,18 +398,19 @@ class PopService:
                 return ext
         return None  # deleted by retention since it was delivered
 
-    async def _put_copy(self, to_topic: str, origin: str, attempts: int, ext: MessageExt, what: str) -> bool:
+    async def _put_copy(
+        self, to_topic: str, origin: str, attempts: int, ext: MessageExt, what: str, extra: dict[str, str] | None = None
+    ) -> bool:
         """A copy of a delivered message into the group's retry or dead-letter topic (created on
-        first use), with the attempts it had and the topic it came from; False when the put
-        failed (the message stays due, and the next receive tries again)."""
+        first use), with the attempts it had, the topic it came from and `extra` properties; False
+        when the put failed (the message stays due, and the next receive tries again)."""
         if self._acting:
             return False  # a put: the message waits in flight for a master
         if self._store.topics.get(to_topic) is None:
             await asyncio.to_thread(self._store.create_or_update_topic, TopicConfig(to_topic, 1, 1))
         properties = {k: v for k, v in ext.properties.items() if k not in _NOT_COPIED}
         properties[PROPERTY_RETRY_TOPIC] = origin
-        if what == "dead-letter":
-            properties[PROPERTY_DLQ_ORIGIN_MESSAGE_ID] = ext.msg_id
+        properties.update(extra or {})
         copy = ext.to_message(topic=to_topic, queue_id=0, properties=properties, reconsume_times=attempts)
         result = await self._store.async_put_message(copy)
         if not result.status.is_stored:
@@ -407,8 +418,15 @@ class PopService:
                 "%s of %s offset %d failed (%s); tried again later", what, origin, ext.queue_offset, result.status.name
             )
             return False
-        if what == "dead-letter":
-            log.info("%s offset %d dead-lettered to %s after %d attempts", origin, ext.queue_offset, to_topic, attempts)
+        return True
+
+    async def _dead_letter(self, group: str, origin: str, attempts: int, ext: MessageExt) -> bool:
+        """A message past its last attempt (or given up by the client) goes to %DLQ%<group>."""
+        to_topic = dlq_topic(group)
+        extra = {PROPERTY_DLQ_ORIGIN_MESSAGE_ID: ext.msg_id}
+        if not await self._put_copy(to_topic, origin, attempts, ext, "dead-letter", extra):
+            return False
+        log.info("%s offset %d dead-lettered to %s after %d attempts", origin, ext.queue_offset, to_topic, attempts)
         return True
 
     # -- ack, change --------------------------------------------------------------------------
@@ -449,7 +467,7 @@ class PopService:
                     events.append(outcome)
                     acked.append(i)
             durable = self._append(events) if events else None
-            self._commit_offsets(state, sorted({e.key for e in events}))
+            self._commit_offsets(state, events)
         if durable is not None:
             result = await durable
             answer = self._durable_answer(result, "the ack")
@@ -489,14 +507,14 @@ class PopService:
                     PopStatus.NOT_DURABLE, "a slave serving reads for its master cannot dead-letter; retry on a master"
                 )
             ext = await self._read_one(group, key[1], receipt.queue_id, receipt.queue_offset)
-            attempts = held.attempt + (ext.reconsume_times if ext is not None and key[1] != topic else 0)
-            if ext is not None and not await self._put_copy(dlq_topic(group), topic, attempts, ext, "dead-letter"):
+            attempts = _attempts(topic, key, ext, held.attempt)
+            if ext is not None and not await self._dead_letter(group, topic, attempts, ext):
                 return PopAnswer(PopStatus.NOT_DURABLE, "the dead-letter queue did not take the message; retry")
             done = state.ack(key, receipt.queue_offset, receipt.token)
             if done is None or isinstance(done, Refused):
                 return PopAnswer(PopStatus.OK)
             durable = self._append([done])
-            self._commit_offsets(state, [key])
+            self._commit_offsets(state, [done])
         return self._durable_answer(await durable, "the dead-lettering")
 
     @staticmethod
