@@ -910,7 +910,8 @@ def status_problems(rows: list[dict[str, Any]], asked: dict[str, Any]) -> bool:
     return any(not r["reachable"] or r["fit"] is False for r in rows[1:])
 
 
-def run_status(args: argparse.Namespace) -> int:
+def _asked_status(args: argparse.Namespace) -> tuple[dict[str, Any], bytes]:
+    """The admin status of the broker `--endpoint` names, and the admin secret used to ask."""
     from .admin import AdminClient
 
     secret = admin_secret(args)
@@ -919,9 +920,15 @@ def run_status(args: argparse.Namespace) -> int:
         with AdminClient(
             args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
         ) as admin:
-            asked = admin.status()
+            return admin.status(), secret
     except RocketStoreError as exc:
         raise _fail(exc) from None
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from .admin import AdminClient
+
+    asked, secret = _asked_status(args)
     slaves: dict[str, dict[str, Any] | str] = {}
     if asked["role"] != "SLAVE":
         for snap in asked.get("slaves") or ():
@@ -946,17 +953,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_health(args: argparse.Namespace) -> int:
     """The broker answers: one line with its role and offsets, exit 0 (its peers are not asked)."""
-    from .admin import AdminClient
-
-    secret = admin_secret(args)
-    _check_tls_file(args)
-    try:
-        with AdminClient(
-            args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
-        ) as admin:
-            asked = admin.status()
-    except RocketStoreError as exc:
-        raise _fail(exc) from None
+    asked, _ = _asked_status(args)
     if args.json:
         _print_json({"role": asked["role"], "max_offset": asked["max_offset"], "epoch": asked.get("epoch", 0)})
     else:
