@@ -70,3 +70,15 @@ def make_cert(directory: Path, ca: str, name: str) -> None:
         cwd=directory,
     )
     os.chmod(directory / f"{name}.key", 0o600)
+
+
+def tls_broker_settings(directory: Path) -> dict[str, str]:
+    """A CA ("ca.crt" in `directory`) and a broker certificate for 127.0.0.1 signed by it: the
+    settings that turn TLS on for a broker's client API."""
+    make_ca(directory, "ca")
+    make_cert(directory, "ca", "broker")
+    return {
+        "tlsEnable": "true",
+        "tlsServerCertPath": str(directory / "broker.crt"),
+        "tlsServerKeyPath": str(directory / "broker.key"),
+    }

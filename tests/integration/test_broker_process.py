@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from pki_support import make_ca, make_cert
+from pki_support import make_ca, make_cert, tls_broker_settings
 from support import wait_until
 
 from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus, TransportError
@@ -169,17 +169,8 @@ def test_replication_over_mutual_tls_and_a_foreign_certificate_is_refused(make_c
 
 def test_client_api_over_tls(make_cluster, tmp_path):
     pki = tmp_path / "pki"
-    make_ca(pki, "ca")
-    make_cert(pki, "ca", "broker")
     cluster = make_cluster(
-        master_role="ASYNC_MASTER",
-        flush_disk_type="ASYNC_FLUSH",
-        slaves=0,
-        settings={
-            "tlsEnable": "true",
-            "tlsServerCertPath": str(pki / "broker.crt"),
-            "tlsServerKeyPath": str(pki / "broker.key"),
-        },
+        master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0, settings=tls_broker_settings(pki)
     )
     endpoint = cluster.master.client_endpoint
     with Producer(endpoint, tls_ca_file=str(pki / "ca.crt")) as producer:

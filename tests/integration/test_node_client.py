@@ -14,10 +14,27 @@ from pathlib import Path
 
 from client import PullConsumer
 from harness.local_cluster import poll_until
-from pki_support import make_ca, make_cert
+from pki_support import tls_broker_settings
 from test_client_acl import ACCOUNTS
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node-client"
+
+
+def node_process(
+    flow: str, endpoint: str, topic: str, group: str, *credentials: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """One flow of conformance.js, run to its end (whatever its exit status)."""
+    node = shutil.which("node")
+    assert node is not None, "node is missing: .ci/run installs Debian's nodejs"
+    assert (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir(), "`make test` installs the client"
+    return subprocess.run(
+        [node, str(NODE_DIR / "conformance.js"), endpoint, flow, topic, group, *credentials],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=NODE_DIR,
+        env=dict(os.environ, **(env or {})),
+    )
 
 
 def run_node(
@@ -28,17 +45,7 @@ def run_node(
     *credentials: str,
     env: dict[str, str] | None = None,
 ) -> dict:
-    node = shutil.which("node")
-    assert node is not None, "node is missing: .ci/run installs Debian's nodejs"
-    assert (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir(), "`make test` installs the client"
-    done = subprocess.run(
-        [node, str(NODE_DIR / "conformance.js"), endpoint, flow, topic, group, *credentials],
-        capture_output=True,
-        text=True,
-        timeout=150,
-        cwd=NODE_DIR,
-        env=dict(os.environ, **(env or {})),
-    )
+    done = node_process(flow, endpoint, topic, group, *credentials, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -114,32 +121,11 @@ def test_node_client_with_wrong_credentials_is_refused(make_cluster, tmp_path):
 
 def test_node_client_produces_and_consumes_over_tls(make_cluster, tmp_path):
     pki = tmp_path / "pki"
-    make_ca(pki, "ca")
-    make_cert(pki, "ca", "broker")
-    settings = {
-        "tlsEnable": "true",
-        "tlsServerCertPath": str(pki / "broker.crt"),
-        "tlsServerKeyPath": str(pki / "broker.key"),
-    }
+    settings = tls_broker_settings(pki)
     cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings=settings)
     env = {"ROCKETSTORE_TLS": "1", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(pki / "ca.crt")}
     out = run_node("produceAndConsume", cluster.master.client_endpoint, "NodeTlsTopic", env=env)
     assert sorted(body for _, _, body in out["first"]) == ["n-0", "n-1", "n-2", "n-3"]
     # Without TLS the client cannot talk to the TLS port at all.
-    node = shutil.which("node")
-    assert node is not None
-    plain = subprocess.run(
-        [
-            node,
-            str(NODE_DIR / "conformance.js"),
-            cluster.master.client_endpoint,
-            "produceAndConsume",
-            "NodeTlsTopic",
-            "g",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=150,
-        cwd=NODE_DIR,
-    )
+    plain = node_process("produceAndConsume", cluster.master.client_endpoint, "NodeTlsTopic", "g")
     assert plain.returncode != 0

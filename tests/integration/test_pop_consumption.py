@@ -17,7 +17,7 @@ from pathlib import Path
 
 from client import BrokerError, Producer, PullConsumer
 from harness.local_cluster import poll_until
-from pki_support import make_ca, make_cert
+from pki_support import tls_broker_settings
 from pop_support import Pop
 from wire.rpc import messaging_pb2 as pb
 
@@ -274,13 +274,7 @@ print(json.dumps({"sent": sent, "got": [(m.message_id, m.body.decode()) for m in
 
 def test_official_client_produces_and_consumes_over_tls(make_cluster, tmp_path):
     pki = tmp_path / "pki"
-    make_ca(pki, "ca")
-    make_cert(pki, "ca", "broker")
-    settings = {
-        "tlsEnable": "true",
-        "tlsServerCertPath": str(pki / "broker.crt"),
-        "tlsServerKeyPath": str(pki / "broker.key"),
-    }
+    settings = tls_broker_settings(pki)
     # No slave: the harness checks a slave's connection through the admin API in the clear.
     cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings=settings)
     # The official client trusts the system roots only; gRPC reads this variable instead.
