@@ -136,6 +136,7 @@ class MessageStore:
         )
         self.consumer_offsets = ConsumerOffsetManager(root)
         self.stats = StoreStats(clock_ms)
+        self.queue.on_fsync = self.stats.record_fsync
         self.dispatcher = Dispatcher(self.queue, 0, self._default_dispatch_limit, self._delivery_time)
         self.dispatcher.add_consumer(queue_consumer(self.consume_queues, self.stats))
         if self.index is not None:

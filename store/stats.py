@@ -5,7 +5,9 @@ the broker exports:
 
 - puts: calls by `PutMessageStatus` name, messages stored, failures, and the put latency
   distribution (RocketMQ's putMessageDistributeTime buckets, with the first millisecond split
-  into 0-100 us, 100-500 us and 500-1000 us so that fast puts get a usable p50/p99);
+  into 0-100 us, 100-500 us and 500-1000 us so that fast puts get a usable p50/p99), overall and
+  per status (`BucketCounts`, what a Prometheus histogram needs: counts and the sum);
+- CommitLog fsyncs: how many and how long each took, in the same buckets;
 - gets: found and missed reads, messages and bytes handed out;
 - dispatch: per-topic messages, bytes and last store timestamp, as the dispatcher saw them;
 - rates (msgs/s over 10 s, 1 min and 10 min: RocketMQ's TPS windows) from a bounded ring of
@@ -40,13 +42,14 @@ import threading
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
 from .status import PutMessageStatus
 
 __all__ = [
+    "BucketCounts",
     "COARSE_LATENCY_LABELS",
     "LATENCY_EDGES_US",
     "LATENCY_LABELS",
@@ -162,6 +165,19 @@ class LatencyStats:
 
 
 @dataclass(frozen=True, slots=True)
+class BucketCounts:
+    """A latency distribution as raw counts: `counts[i]` latencies fell in bucket i (upper edges
+    `LATENCY_EDGES_US`, the last bucket open-ended) and they add up to `sum_us`."""
+
+    counts: tuple[int, ...]
+    sum_us: int
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+
+@dataclass(frozen=True, slots=True)
 class TopicStats:
     """What the dispatcher saw of one topic since the store started."""
 
@@ -216,6 +232,9 @@ class StoreStatsSnapshot:
     commit_log_min_offset: int
     commit_log_max_offset: int
     flushed_offset: int
+    # Per status name, only statuses that were answered at least once.
+    put_latency_by_status: Mapping[str, BucketCounts] = field(default_factory=lambda: MappingProxyType({}))
+    fsync_latency: BucketCounts = field(default_factory=lambda: BucketCounts((0,) * _N_BUCKETS, 0))
 
     @property
     def unflushed_bytes(self) -> int:
@@ -234,6 +253,8 @@ class StoreStatsSnapshot:
 def _plain(value: Any) -> Any:
     if isinstance(value, LatencyStats):
         return value.as_dict()
+    if isinstance(value, BucketCounts):
+        return {"counts": list(value.counts), "sum_us": value.sum_us}
     if isinstance(value, (WindowRates, TopicStats)):
         return {f.name: getattr(value, f.name) for f in fields(value)}
     if isinstance(value, Mapping):
@@ -269,6 +290,12 @@ class StoreStats:
         self._put_messages = 0
         self._put_failures = 0
         self._put_max_latency_us = 0
+        self._latency_by_status = [[0] * _N_BUCKETS for _ in _STATUSES]
+        self._latency_sum_by_status = [0] * len(_STATUSES)
+
+        self._fsync_lock = threading.Lock()
+        self._fsync_latency = [0] * _N_BUCKETS
+        self._fsync_sum_us = 0
 
         self._get_lock = threading.Lock()
         self._get_found = 0
@@ -294,12 +321,21 @@ class StoreStats:
         with self._put_lock:
             self._put_by_status[slot] += 1
             self._put_latency[bucket] += 1
+            self._latency_by_status[slot][bucket] += 1
+            self._latency_sum_by_status[slot] += latency_us
             if stored:
                 self._put_messages += msg_num
             else:
                 self._put_failures += 1
             if latency_us > self._put_max_latency_us:
                 self._put_max_latency_us = latency_us
+
+    def record_fsync(self, latency_us: int) -> None:
+        """Count one CommitLog fdatasync that took `latency_us`. Any thread."""
+        bucket = bisect_right(LATENCY_EDGES_US, latency_us)
+        with self._fsync_lock:
+            self._fsync_latency[bucket] += 1
+            self._fsync_sum_us += max(0, latency_us)
 
     def record_get(self, found: bool, msg_num: int, total_bytes: int) -> None:
         """Count one read by queue offset; `msg_num` and `total_bytes` are what it handed out.
@@ -363,6 +399,15 @@ class StoreStats:
             put_messages = self._put_messages
             put_failures = self._put_failures
             max_us = self._put_max_latency_us
+            by_status_latency = {
+                s._value_: BucketCounts(tuple(counts), total)
+                for s, n, counts, total in zip(
+                    _STATUSES, by_status, self._latency_by_status, self._latency_sum_by_status
+                )
+                if n
+            }
+        with self._fsync_lock:
+            fsync = BucketCounts(tuple(self._fsync_latency), self._fsync_sum_us)
         with self._get_lock:
             get_found, get_miss = self._get_found, self._get_miss
             get_messages, get_bytes = self._get_messages, self._get_bytes
@@ -413,6 +458,8 @@ class StoreStats:
             commit_log_min_offset=commit_log_min_offset,
             commit_log_max_offset=commit_log_max_offset,
             flushed_offset=flushed_offset,
+            put_latency_by_status=MappingProxyType(by_status_latency),
+            fsync_latency=fsync,
         )
 
 

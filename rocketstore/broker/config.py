@@ -41,6 +41,9 @@ class BrokerConfig:
     # RocketMQ's remoting protocol (4.x clients) on this port beside the gRPC API; -1: off,
     # 0: a port the OS chooses.
     remoting_listen_port: int = -1
+    # Prometheus metrics and /healthz, /readyz over HTTP on this port (rocketstore/broker/metrics.py);
+    # -1: off, 0: a port the OS chooses.
+    metrics_port: int = -1
     # Where the client, admin and replication servers listen; empty: brokerIP1 (nothing listens
     # on other interfaces unless the config says so).
     bind_address: str = ""
@@ -88,6 +91,8 @@ class BrokerConfig:
             raise ConfigError(f"listenPort out of range: {self.listen_port}")
         if not -1 <= self.remoting_listen_port <= 65535:
             raise ConfigError(f"remotingListenPort out of range (-1 turns it off): {self.remoting_listen_port}")
+        if not -1 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metricsPort out of range (-1 turns it off): {self.metrics_port}")
         if not 0 <= self.retry_max_times <= 1000:
             raise ConfigError(f"retryMaxTimes out of range (0..1000): {self.retry_max_times}")
         if self.transaction_timeout_ms <= 0 or self.transaction_check_interval_ms <= 0:

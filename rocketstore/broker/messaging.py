@@ -182,6 +182,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         self._view = view
         self._clock = clock_ms
         self._round_robin: dict[str, int] = {}
+        # Open Telemetry streams: one per connected official RocketMQ 5 client (metrics).
+        self.telemetry_streams = 0
         self._create_lock = asyncio.Lock()
         self._arrivals = ArrivalWatch()
         broker = configs.broker
@@ -798,6 +800,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
         outbox: asyncio.Queue[pb.TelemetryCommand | None] = asyncio.Queue()
         reader = asyncio.ensure_future(self._read_telemetry(request_iterator, outbox))
+        self.telemetry_streams += 1
         try:
             while (command := await outbox.get()) is not None:
                 yield command
@@ -808,5 +811,6 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             log.exception("Telemetry failed")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
         finally:
+            self.telemetry_streams -= 1
             self._transactions.unregister(outbox)
             reader.cancel()

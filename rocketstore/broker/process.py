@@ -65,6 +65,7 @@ from .acl import AclGuard, load_acl
 from .guard import MalformedRequestGuard
 from .logs import setup_logging
 from .messaging import MessagingServicer
+from .metrics import BrokerCollector, Connections, MetricsServer, readiness
 from .remoting_server import RemotingServer
 from .view import acts_for_master
 
@@ -213,6 +214,9 @@ class Broker:
         self.pop_journal: PopJournal | None = None
         self._remoting: RemotingServer | None = None
         self.remoting_endpoint = ""
+        self._metrics: MetricsServer | None = None
+        self.metrics_endpoint = ""
+        self._etcd: EtcdClient | None = None
         self._stopped = False
         # Role changes (controller mode, planned switchovers) are serialised by this lock.
         self._role_lock = threading.RLock()
@@ -350,25 +354,50 @@ class Broker:
                 raise ConfigError(
                     f"cannot listen for the remoting API on {address} (remotingListenPort): {exc}"
                 ) from None
+        if broker.metrics_port >= 0:
+            self._start_metrics(view, host, broker.metrics_port)
         await self._client_server.start()
         self.started_at_ms = wall_clock_ms()
         if self.roles is not None:
             broker = self.configs.broker
+            self._etcd = EtcdClient(
+                ha.etcd_endpoints,
+                timeout_s=ha.etcd_request_timeout_ms / 1000,
+                user=ha.etcd_user,
+                password=self.secrets.etcd,
+                ca_file=ha.etcd_ca_file,
+                cert_file=ha.etcd_cert_file,
+                key_file=ha.etcd_key_file,
+            )
             self.agent = ControllerAgent(
-                EtcdClient(
-                    ha.etcd_endpoints,
-                    timeout_s=ha.etcd_request_timeout_ms / 1000,
-                    user=ha.etcd_user,
-                    password=self.secrets.etcd,
-                    ca_file=ha.etcd_ca_file,
-                    cert_file=ha.etcd_cert_file,
-                    key_file=ha.etcd_key_file,
-                ),
+                self._etcd,
                 GroupKeys.of(ha.etcd_prefix, broker.broker_cluster_name, broker.broker_name),
                 ha,
                 self.roles,
             )
             self.agent.start()
+
+    def _start_metrics(self, view: BrokerState, host: str, port: int) -> None:
+        collector = BrokerCollector(self.store, self.configs, view, self._connections)
+        metrics = MetricsServer(collector, lambda: readiness(self.store, view))
+        try:
+            bound = metrics.start(host, port)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen for metrics on {_endpoint(host, port)} (metricsPort): {exc}") from None
+        self._metrics = metrics
+        self.metrics_endpoint = _endpoint(host, bound)
+        if not is_loopback(host):
+            log.warning(
+                "metrics and health answers on %s are readable by anyone who can reach it", self.metrics_endpoint
+            )
+
+    def _connections(self) -> Connections:
+        remoting, messaging, etcd = self._remoting, self._messaging, self._etcd
+        return Connections(
+            telemetry_streams=messaging.telemetry_streams if messaging is not None else 0,
+            remoting=len(remoting.connections) if remoting is not None else 0,
+            etcd_failed_calls=etcd.failed_calls if etcd is not None else 0,
+        )
 
     def _start_master_replication(self, store_config, ha: HaConfig, host: str) -> ReplicaTracker:
         """Serve replication on haListenPort. The port is bound before anything is installed: a
@@ -461,6 +490,8 @@ class Broker:
         ]
         if self.remoting_endpoint:
             parts.append(f"remoting={self.remoting_endpoint}")
+        if self.metrics_endpoint:
+            parts.append(f"metrics={self.metrics_endpoint}")
         if self.ha_endpoint:
             parts.append(f"ha={self.ha_endpoint}")
             if self.controller_mode:
@@ -493,6 +524,8 @@ class Broker:
             await asyncio.to_thread(self.replicator.stop)
         if self._remoting is not None:
             await asyncio.to_thread(self._remoting.stop)
+        if self._metrics is not None:
+            await asyncio.to_thread(self._metrics.stop)
         if self._messaging is not None:
             await self._messaging.close()
         if self._client_server is not None:

@@ -269,6 +269,9 @@ class EtcdClient:
         self._local = threading.local()
         self._preferred = 0
         self._closed = False
+        # Calls that ended in an error (unreachable, refused, lease gone): a metric, and racy
+        # between threads by a count at worst.
+        self.failed_calls = 0
         self._all_lock = threading.Lock()
         self._all: list[http.client.HTTPConnection] = []  # every thread's, for close()
 
@@ -313,6 +316,13 @@ class EtcdClient:
         self._token = answer.get("token", "")
 
     def _post(self, path: str, body: dict, *, auth: bool = True) -> dict:
+        try:
+            return self._post_once(path, body, auth=auth)
+        except EtcdError:
+            self.failed_calls += 1
+            raise
+
+    def _post_once(self, path: str, body: dict, *, auth: bool) -> dict:
         if self._closed:
             raise EtcdError("the etcd client is closed")
         payload = json.dumps(body).encode()
