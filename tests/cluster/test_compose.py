@@ -1,13 +1,17 @@
 """The shipped docker-compose.yml itself: brought up under a project name of the test's own, a
 master elected, a topic created, messages produced with sync replication through the published
-client port and consumed back from a slave's, then everything removed (volumes included)."""
+client port and consumed back from a slave's, the brokers' published metrics scraped, then
+everything removed (volumes included)."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import subprocess
+import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from client import AdminClient, Producer, PullConsumer
 from harness.compose_status import PUBLISHED, ask, master_of
@@ -22,6 +26,18 @@ def compose(project: str, *args: str, timeout_s: float = 300) -> subprocess.Comp
     return subprocess.run(
         [str(ROOT / "deploy" / "compose.sh"), *args], env=env, capture_output=True, text=True, timeout=timeout_s
     )
+
+
+def metrics_of(client_endpoint: str) -> dict[tuple[str, tuple], float]:
+    """The broker's /metrics (the compose file publishes it 3 ports above the client port)."""
+    host, port = client_endpoint.rsplit(":", 1)
+    with urllib.request.urlopen(f"http://{host}:{int(port) + 3}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_the_shipped_compose_file_runs_a_replicated_group():
@@ -47,6 +63,11 @@ def test_the_shipped_compose_file_runs_a_replicated_group():
 
         assert poll_until(lambda: len(on_slave()) == 100, 60)
         assert sorted(on_slave()) == sorted(f"m{i}".encode() for i in range(100))
+        on_master = metrics_of(master_port)
+        assert on_master[("rocketmq_messages_in_total", (("topic", "ComposeSmoke"),))] == 100
+        assert on_master[("rocketstore_broker_is_master", ())] == 1
+        assert poll_until(lambda: metrics_of(master_port)[("rocketstore_in_sync_replicas", ())] == 3, 30)
+        assert metrics_of(slave_port)[("rocketmq_messages_in_total", (("topic", "ComposeSmoke"),))] == 100
     finally:
         down = compose(project, "down", "--volumes", "--remove-orphans")
         assert down.returncode == 0, down.stderr

@@ -3,8 +3,11 @@ and its slave, checked against what was produced and consumed."""
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -12,6 +15,7 @@ from support import wait_until
 
 from client import Producer, PullConsumer, SendStatus
 
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json"
 TOPIC = "MetricsTopic"
 SENT = 30
 CONSUMED = 12
@@ -77,7 +81,9 @@ def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluste
     assert value(m, "rocketstore_replication_streams") == 1
     assert value(m, "rocketstore_replication_slave_fit", slave_id="1") == 1
     assert value(m, "rocketstore_replication_lag_bytes", slave_id="1") == 0
-    assert value(m, "rocketstore_commitlog_offset", which="max") == value(m, "rocketstore_commitlog_offset", which="confirmed")
+    assert value(m, "rocketstore_commitlog_offset", which="max") == value(
+        m, "rocketstore_commitlog_offset", which="confirmed"
+    )
     assert value(m, "rocketstore_disk_free_bytes") > 0
     assert value(m, "rocketmq_storage_size") > 0
     assert get(master.ready["metrics"], "/healthz") == (200, "ok\n")
@@ -96,6 +102,18 @@ def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluste
     assert value(s, "rocketstore_puts_total", status="PUT_OK") == 0
     assert get(slave.ready["metrics"], "/readyz") == (200, "ready\n")
     assert get(slave.ready["metrics"], "/nothing")[0] == 404
+
+    # Every series the shipped Grafana dashboard plots is one a broker serves (etcd's only in
+    # controller mode).
+    exported = {name for name, _ in m} | {name for name, _ in s}
+    plotted = {
+        re.sub(r"_(bucket|count|sum)$", "", name)
+        for panel in json.loads(DASHBOARD.read_text())["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b(rocket(?:mq|store)_[a-z_]+)", target["expr"])
+    }
+    exported_families = {re.sub(r"_(bucket|count|sum)$", "", name) for name in exported}
+    assert plotted - exported_families == {"rocketstore_etcd_errors_total"}
 
     # With its master gone, the slave is no longer ready (until it stands in for it).
     master.kill()
