@@ -176,8 +176,8 @@ def measure_catch_up(run_dir: Path, size: int) -> dict:
         cluster.stop()
 
 
-def parse_args(argv) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="rocketstore bench", description=__doc__.splitlines()[0])
+def bench_arguments(p: argparse.ArgumentParser) -> None:
+    """The benchmark's options, on its own parser or on `rocketstore bench`'s."""
     p.add_argument("--quick", action="store_true", help="1 KiB only, 1 and 64 producers (the goal's cells)")
     p.add_argument(
         "--seconds", type=float, default=None, help="measured time of one cell (default 3; 1.5 with --quick)"
@@ -192,7 +192,16 @@ def parse_args(argv) -> argparse.Namespace:
     )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
-    args = p.parse_args(argv)
+
+
+def parse_args(argv) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="rocketstore bench", description=__doc__.splitlines()[0])
+    bench_arguments(p)
+    return finish_args(p, p.parse_args(argv))
+
+
+def finish_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """Defaults that depend on other options, and the lists the comma options name."""
     if args.seconds is None:
         args.seconds = 1.5 if args.quick else 3.0
     if args.seconds <= 0 or args.max_messages <= 0:
@@ -214,7 +223,10 @@ def parse_args(argv) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    return run_parsed(parse_args(argv))
+
+
+def run_parsed(args: argparse.Namespace) -> int:
     parent = args.dir or default_parent_dir()
     with tempfile.TemporaryDirectory(prefix=".rocketstore-bench-", dir=parent) as tmp:
         run_dir = Path(tmp)
@@ -286,12 +298,11 @@ def _goal(results: list[CellResult]) -> str:
 
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = "The benchmark's own options follow: rocketstore bench --quick, --modes ..., --seconds ..."
-    p.add_help = False
+    bench_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    return main(args.extra)
+    return run_parsed(finish_args(args.parser, args))
 
 
 if __name__ == "__main__":

@@ -73,16 +73,104 @@ class AdminClient:
             "self": broker_status_dict(view.self) if view.HasField("self") else None,
         }
 
-    def create_topic(self, name: str, queues: int = 4, perm: int = 6) -> dict[str, Any]:
-        """Create (or update) a topic with `queues` read and write queues; its spec as stored."""
+    def create_topic(
+        self,
+        name: str,
+        queues: int = 4,
+        perm: int = 6,
+        *,
+        read_queues: int | None = None,
+        write_queues: int | None = None,
+        order: bool = False,
+    ) -> dict[str, Any]:
+        """Create (or update) a topic with `queues` read and write queues (or `read_queues` and
+        `write_queues` apart); its spec as stored."""
         check_name("topic", name)
-        for label, value in (("queues", queues), ("perm", perm)):
+        read = queues if read_queues is None else read_queues
+        write = queues if write_queues is None else write_queues
+        for label, value in (("queues", read), ("queues", write), ("perm", perm)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TypeError(f"{label} is an int, not {type(value).__name__}")
-        if queues < 1:
-            raise ValueError(f"a topic needs at least one queue, got {queues}")
-        spec = admin_pb2.TopicSpec(name=name, read_queue_nums=queues, write_queue_nums=queues, perm=perm)
+        if read < 1 or write < 1:
+            raise ValueError(f"a topic needs at least one read and one write queue, got {read} and {write}")
+        spec = admin_pb2.TopicSpec(
+            name=name, read_queue_nums=read, write_queue_nums=write, perm=perm, order=bool(order)
+        )
         return proto_to_dict(self._call("CreateTopic", admin_pb2.CreateTopicRequest(topic=spec)).topic)
+
+    def describe_topic(self, name: str) -> dict[str, Any]:
+        """The topic's spec, where it is served and its queues' offsets and last store times."""
+        check_name("topic", name)
+        return proto_to_dict(self._call("DescribeTopic", admin_pb2.DescribeTopicRequest(topic=name)))
+
+    def delete_topic(self, name: str) -> list[str]:
+        """Delete the topic (a master only); the consumer groups whose offsets went with it."""
+        check_name("topic", name)
+        return list(self._call("DeleteTopic", admin_pb2.DeleteTopicRequest(topic=name)).groups)
+
+    def consumer_progress(self, group: str, topic: str = "") -> list[dict[str, Any]]:
+        """Per queue: broker offset, the group's offset (-1: none), lag and last consume time."""
+        check_name("group", group)
+        answer = self._call("ConsumerProgress", admin_pb2.ConsumerProgressRequest(group=group, topic=topic))
+        return [proto_to_dict(q) for q in answer.queues]
+
+    def reset_offset(
+        self,
+        group: str,
+        topic: str,
+        *,
+        timestamp_ms: int | None = None,
+        queue_offset: int | None = None,
+        earliest: bool = False,
+        latest: bool = False,
+        dry_run: bool = True,
+    ) -> dict[str, Any]:
+        """Move the group's offsets in the topic (exactly one target); a dry run unless
+        `dry_run=False`. {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}."""
+        check_name("group", group)
+        check_name("topic", topic)
+        targets = {
+            "timestamp_ms": timestamp_ms,
+            "queue_offset": queue_offset,
+            "earliest": earliest or None,
+            "latest": latest or None,
+        }
+        chosen = {k: v for k, v in targets.items() if v is not None}
+        if len(chosen) != 1:
+            raise ValueError("reset to exactly one of timestamp_ms, queue_offset, earliest, latest")
+        request = admin_pb2.ResetOffsetRequest(group=group, topic=topic, dry_run=dry_run, **chosen)
+        answer = self._call("ResetOffset", request)
+        return {"queues": [proto_to_dict(q) for q in answer.queues], "applied": answer.applied}
+
+    def query_message(
+        self,
+        *,
+        key: str | None = None,
+        msg_id: str | None = None,
+        commit_log_offset: int | None = None,
+        topic: str = "",
+        max_messages: int = 32,
+    ) -> list[dict[str, Any]]:
+        """Messages by key (with `topic`), by either form of message id, or by CommitLog offset."""
+        chosen = {
+            k: v
+            for k, v in {"key": key, "msg_id": msg_id, "commit_log_offset": commit_log_offset}.items()
+            if v is not None
+        }
+        if len(chosen) != 1:
+            raise ValueError("look up by exactly one of key, msg_id, commit_log_offset")
+        request = admin_pb2.QueryMessageRequest(topic=topic, max_messages=max_messages, **chosen)
+        return [proto_to_dict(m) for m in self._call("QueryMessage", request).messages]
+
+    def broker_config(self) -> list[dict[str, Any]]:
+        """Every key of the broker's effective config: {key, value, changeable}."""
+        answer = self._call("GetBrokerConfig", admin_pb2.GetBrokerConfigRequest())
+        return [proto_to_dict(e) for e in answer.entries]
+
+    def set_broker_config(self, values: dict[str, str]) -> list[dict[str, Any]]:
+        """Change keys on the running broker (until it restarts); the changed entries."""
+        answer = self._call("SetBrokerConfig", admin_pb2.SetBrokerConfigRequest(values=values))
+        return [proto_to_dict(e) for e in answer.entries]
 
     def list_topics(self) -> list[dict[str, Any]]:
         response = self._call("ListTopics", admin_pb2.ListTopicsRequest())

@@ -964,58 +964,6 @@ def run_health(args: argparse.Namespace) -> int:
 # -- topic -------------------------------------------------------------------------------------
 
 
-def topic_arguments(p: argparse.ArgumentParser) -> None:
-    actions = p.add_subparsers(dest="topic_action", metavar="ACTION", required=True)
-    create = actions.add_parser("create", help="create or update a topic", description="create or update a topic")
-    _common(create, admin=True)
-    create.add_argument("--topic", required=True, type=_name, help="the topic's name")
-    create.add_argument("--queues", type=_positive, default=4, metavar="N", help="read and write queues (default 4)")
-    create.add_argument(
-        "--perm", type=_perm, default=6, help="RocketMQ permission bits: 4 read, 2 write, 1 inherit (default 6)"
-    )
-    create.set_defaults(parser=create)
-    listing = actions.add_parser("list", help="list the broker's topics", description="list the broker's topics")
-    _common(listing, admin=True)
-    listing.set_defaults(parser=listing)
-
-
 def perm_text(perm: int) -> str:
     """RocketMQ's perm string: R, W, X (inherit) or '-' in each place."""
     return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
-
-
-def run_topic(args: argparse.Namespace) -> int:
-    from .admin import AdminClient
-
-    secret = admin_secret(args)
-    _check_tls_file(args)
-    try:
-        with AdminClient(
-            args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
-        ) as admin:
-            if args.topic_action == "create":
-                spec = admin.create_topic(args.topic, queues=args.queues, perm=args.perm)
-                if args.json:
-                    _print_json(spec)
-                else:
-                    print(
-                        f"topic {spec['name']}: {spec['read_queue_nums']} read / {spec['write_queue_nums']} write "
-                        f"queues, perm {spec['perm']} ({perm_text(spec['perm'])})"
-                    )
-                return EXIT_OK
-            topics = sorted(admin.list_topics(), key=lambda t: t["name"])
-    except RocketStoreError as exc:
-        raise _fail(exc) from None
-    if args.json:
-        _print_json(topics)
-    else:
-        print(
-            format_table(
-                ("topic", "read queues", "write queues", "perm"),
-                [
-                    (t["name"], t["read_queue_nums"], t["write_queue_nums"], f"{t['perm']} ({perm_text(t['perm'])})")
-                    for t in topics
-                ],
-            )
-        )
-    return EXIT_OK

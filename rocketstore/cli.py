@@ -257,7 +257,6 @@ COMMANDS: tuple[Command, ...] = (
         "end-to-end benchmark over gRPC on 127.0.0.1 (rocketstore bench --help)",
         "bench.broker_bench:add_cli_arguments",
         "bench.broker_bench:run",
-        passthrough=True,
     ),
     Command(
         "produce",
@@ -291,9 +290,27 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "topic",
-        "create or list topics on a broker (admin API)",
-        "client.commands:topic_arguments",
-        "client.commands:run_topic",
+        "create, list, describe or delete topics on a broker (admin API)",
+        "client.ops_commands:topic_arguments",
+        "client.ops_commands:run_topic",
+    ),
+    Command(
+        "consumer",
+        "a consumer group's progress and lag per queue; reset its offsets (admin API)",
+        "client.ops_commands:consumer_arguments",
+        "client.ops_commands:run_consumer",
+    ),
+    Command(
+        "message",
+        "look messages up by key, message id or CommitLog offset (admin API)",
+        "client.ops_commands:message_arguments",
+        "client.ops_commands:run_message",
+    ),
+    Command(
+        "config",
+        "a running broker's config: get it, set the keys that change live (also `broker config`)",
+        "client.ops_commands:config_arguments",
+        "client.ops_commands:run_config",
     ),
 )
 
@@ -310,8 +327,27 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """No prefix matching of long options (`--top` is not `--topic`), here and in every
+    subcommand's parser (argparse makes subparsers of the parent's class)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+def _aliased(argv: list[str]) -> list[str]:
+    """`broker config ...` is the `config` command: a broker to run takes no bare word."""
+    chosen = _chosen(argv)
+    if chosen == "broker":
+        at = argv.index("broker")
+        if argv[at + 1 : at + 2] == ["config"]:
+            return argv[:at] + argv[at + 1 :]
+    return argv
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rocketstore",
         description="RocketStore: Apache RocketMQ's broker store and replication, in Python.",
         epilog="exit status: 0 ok, 1 problems found or failure, 2 usage error",
@@ -344,7 +380,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _aliased(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(argv)
     try:
         command = next((c for c in COMMANDS if c.name == _chosen(argv)), None)
@@ -352,7 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args, extra = parser.parse_known_args(argv)
             args.extra = extra
         else:
-            args = parser.parse_args(argv)
+            args, extra = parser.parse_known_args(argv)
+            if extra:
+                # The chosen command's parser says it, with its own usage line, not the top level's.
+                getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse: 0 for --help, 2 for usage errors
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     verbose = args.verbose + args.sub_verbose

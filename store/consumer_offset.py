@@ -170,6 +170,16 @@ class ConsumerOffsetManager:
             if keys:
                 self._dirty = True
 
+    def remove_topic(self, topic: str) -> list[str]:
+        """Forget every group's offsets in the topic (a deleted topic); the groups, sorted."""
+        with self._lock:
+            keys = [k for k in self._table if k[0] == topic]
+            for key in keys:
+                del self._table[key]
+            if keys:
+                self._dirty = True
+        return sorted(group for _, group in keys)
+
     def clamp_to_min(self, min_offsets: Callable[[str, int], int]) -> int:
         """Raise every committed offset below its queue's min offset to it (after retention
         deleted the messages it points at); returns how many were raised.

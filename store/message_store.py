@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 
 from .checkpoint import StoreCheckpoint
 from .retention import CleanPolicy, CleanService
@@ -77,6 +77,7 @@ from .status import BrokerRole, FlushDiskType, PutMessageStatus
 from .recovery import recover_store
 from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
 from .recent_ids import RecentIds
+from .properties import ConfigError, replace_from_properties
 from .topic_config import (
     MAX_QUEUE_NUMS,
     SCHEDULE_TOPIC,
@@ -87,6 +88,21 @@ from .topic_config import (
 )
 
 log = logging.getLogger(__name__)
+
+# StoreConfig keys a running store takes (`update_config`): the ones read afresh on each use.
+LIVE_CONFIG_KEYS = frozenset(
+    {
+        "autoCreateTopicEnable",
+        "autoCreateTopicMaxTopics",
+        "autoCreateTopicPerMinute",
+        "fileReservedTime",
+        "deleteWhen",
+        "diskMaxUsedSpaceRatio",
+        "diskSpaceWarningLevelRatio",
+        "diskSpaceCleanForciblyRatio",
+        "cleanFileForciblyEnable",
+    }
+)
 
 Status = PutMessageStatus
 ArrivalListener = Callable[[DispatchRequest], None]
@@ -730,6 +746,31 @@ class MessageStore:
             stored = self.topics.create_or_update(config)
             self._writable_topics.discard(config.topic_name)
         return stored
+
+    def update_config(self, changes: Mapping[str, str]) -> StoreConfig:
+        """Change keys of `LIVE_CONFIG_KEYS` on the running store (auto-creation and retention);
+        the new config. ConfigError naming a key that cannot change live or a bad value; nothing
+        changes then."""
+        fixed = sorted(set(changes) - LIVE_CONFIG_KEYS)
+        if fixed:
+            raise ConfigError(
+                f"{', '.join(fixed)}: not changeable on a running broker (change broker.conf and restart); "
+                f"changeable: {', '.join(sorted(LIVE_CONFIG_KEYS))}"
+            )
+        config = replace_from_properties(self.config, changes)
+        policy = CleanPolicy.from_config(config)
+        with self._topic_lock:
+            self.config = config
+            self.topics.auto_create_topic_enable = config.auto_create_topic_enable
+            self._auto_create.limits = AutoCreateLimits(
+                config.auto_create_topic_enable,
+                config.auto_create_topic_max_topics,
+                config.auto_create_topic_per_minute,
+            )
+        if self._cleaner is not None:
+            self._cleaner.policy = policy
+        log.info("config changed: %s", ", ".join(f"{k}={v}" for k, v in sorted(changes.items())))
+        return config
 
     def delete_topic(self, topic: str) -> bool:
         with self._topic_lock:

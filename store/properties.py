@@ -185,6 +185,24 @@ def bind(cls: type[T], props: Mapping[str, str], **fixed: Any) -> tuple[T, dict[
         raise ConfigError(str(exc)) from None
 
 
+def replace_from_properties(config: T, changes: Mapping[str, str]) -> T:
+    """`config` with the RocketMQ keys in `changes` set (ConfigError for an unknown key or a bad
+    value, naming it)."""
+    hints = typing.get_type_hints(type(config))
+    by_key = {key_of(f): f.name for f in dataclasses.fields(config) if f.init}  # type: ignore[arg-type]
+    values = {}
+    for key, text in changes.items():
+        if key not in by_key:
+            raise ConfigError(f"unknown key: {key}")
+        values[by_key[key]] = _convert(key, text, hints[by_key[key]])
+    try:
+        return dataclasses.replace(config, **values)  # type: ignore[type-var]
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def to_properties(config: Any) -> dict[str, str]:
     """The RocketMQ keys and values of a config dataclass, as a broker.conf would hold them."""
     out = {}

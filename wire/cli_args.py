@@ -10,6 +10,8 @@ clear line, no traceback), 2 for usage errors (argparse's own). Stateless; threa
 from __future__ import annotations
 
 import argparse
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 
 EXIT_OK = 0
@@ -56,3 +58,18 @@ def positive(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def did_you_mean(word: str, known: Iterable[str], prefix: str = "") -> str:
+    """' (did you mean X?)' for the known word closest to `word` (case aside), else ''."""
+    by_lower: dict[str, str] = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(word.lower(), by_lower, n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{by_lower[close[0]]}?)" if close else ""
+
+
+def unknown_keys_text(unknown: Iterable[str], known: Iterable[str]) -> str:
+    """'unknown key(s): a (did you mean A?), b' for config keys."""
+    known = list(known)
+    names = sorted(unknown)
+    label = "unknown key" if len(names) == 1 else "unknown keys"
+    return f"{label}: " + ", ".join(name + did_you_mean(name, known) for name in names)

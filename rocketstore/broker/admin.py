@@ -15,6 +15,18 @@ the cluster as this broker sees it.
   overrides in static mode (`switchover`). FAILED_PRECONDITION when this broker is not the master
   or the slave is not eligible; DEADLINE_EXCEEDED when it did not catch up (nothing changed).
 - TakeOver (static mode, called by a master handing over): become master at the given offset.
+- DescribeTopic: the topic's spec, where it is served, and per queue its min/max queue offsets
+  and last store time. NOT_FOUND for an unknown topic.
+- DeleteTopic (a master only): removes the topic from the topic table and every group's offsets
+  in it; its messages stay in the CommitLog until retention deletes them. System topics refuse.
+- ConsumerProgress: per queue the broker offset, the group's offset, the lag and the last
+  consume time (`admin_queries`); NOT_FOUND when the group has no offsets there.
+- ResetOffset (a master only): moves the group's offsets in a topic to a time, an offset, the
+  earliest or the latest; `dry_run` only answers the plan. Consumers that keep their own offsets
+  (or are running) may write theirs over it: stop them first, as with mqadmin resetOffsetByTime.
+- QueryMessage: by key (the index), by either form of message id, or by CommitLog offset.
+- GetBrokerConfig / SetBrokerConfig: the effective config (secrets hidden) and the keys a running
+  broker may change (`store.message_store.LIVE_CONFIG_KEYS`); changes last until a restart.
 
 Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
 logged and answered INTERNAL. Authentication is not this module's: the broker installs
@@ -29,16 +41,21 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import grpc
 
 from wire.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole, MessageStore, TopicConfig
-from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_topic_name
+from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
 from store.clock import wall_clock_ms
 
+from store.codec import CorruptMessage
+from store.message import MessageExt
+from store.properties import ConfigError
+
+from . import admin_queries
 from .config import BrokerConfigs
 from .view import BrokerView
 
@@ -76,6 +93,7 @@ def topic_spec(config: TopicConfig) -> admin_pb2.TopicSpec:
         read_queue_nums=config.read_queue_nums,
         write_queue_nums=config.write_queue_nums,
         perm=config.perm,
+        order=config.order,
     )
 
 
@@ -202,8 +220,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def ListTopics(self, request: admin_pb2.ListTopicsRequest, context) -> admin_pb2.ListTopicsResponse:
         return admin_pb2.ListTopicsResponse(topics=[topic_spec(c) for c in self._store.topics.topics()])
 
-    @_guarded
-    async def CreateTopic(self, request: admin_pb2.CreateTopicRequest, context) -> admin_pb2.CreateTopicResponse:
+    async def _master_only(self, context, what: str) -> None:
         if self._view.role is BrokerRole.SLAVE:
             broker = self._configs.broker
             master = self._view.master_client_endpoint() or "an unknown endpoint"
@@ -211,8 +228,23 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 context,
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{broker.broker_name} (id {broker.broker_id}) is not master (role SLAVE): "
-                f"create topics on the MASTER at {master}",
+                f"{what} on the MASTER at {master}",
             )
+
+    async def _topic(self, context, name: str) -> TopicConfig:
+        try:
+            validate_topic_name(name)
+        except ValueError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        config = self._store.topics.get(name)
+        if config is None:
+            broker = self._configs.broker
+            await _abort(context, grpc.StatusCode.NOT_FOUND, f"topic {name} does not exist on {broker.broker_name}")
+        return config
+
+    @_guarded
+    async def CreateTopic(self, request: admin_pb2.CreateTopicRequest, context) -> admin_pb2.CreateTopicResponse:
+        await self._master_only(context, "create topics")
         config = self._requested_topic(request)
         if isinstance(config, str):
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, config)
@@ -243,7 +275,144 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         existing = self._store.topics.get(spec.name)
         try:
             if existing is not None:
-                return dataclasses.replace(existing, read_queue_nums=read, write_queue_nums=write, perm=perm)
-            return TopicConfig(spec.name, read, write, perm)
+                return dataclasses.replace(
+                    existing, read_queue_nums=read, write_queue_nums=write, perm=perm, order=spec.order
+                )
+            return TopicConfig(spec.name, read, write, perm, order=spec.order)
         except ValueError as exc:
             return str(exc)
+
+    @_guarded
+    async def DescribeTopic(self, request: admin_pb2.DescribeTopicRequest, context) -> admin_pb2.TopicDescription:
+        config = await self._topic(context, request.topic)
+        broker, view = self._configs.broker, self._view
+        queues = await asyncio.to_thread(admin_queries.queue_statuses, self._store, config)
+        return admin_pb2.TopicDescription(
+            topic=topic_spec(config),
+            cluster_name=broker.broker_cluster_name,
+            broker_name=broker.broker_name,
+            role=view.role.name,
+            client_endpoint=view.client_endpoint(),
+            master_client_endpoint=view.master_client_endpoint(),
+            queues=queues,
+        )
+
+    @_guarded
+    async def DeleteTopic(self, request: admin_pb2.DeleteTopicRequest, context) -> admin_pb2.DeleteTopicResponse:
+        await self._master_only(context, "delete topics")
+        config = await self._topic(context, request.topic)
+        if config.topic_name in SYSTEM_TOPICS:
+            await _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{config.topic_name} is a system topic; the broker manages it",
+            )
+
+        def delete() -> list[str]:
+            self._store.delete_topic(config.topic_name)
+            groups = self._store.consumer_offsets.remove_topic(config.topic_name)
+            self._store.consumer_offsets.persist()
+            return groups
+
+        groups = await asyncio.to_thread(delete)
+        log.info("admin: topic %s deleted (offsets of %d groups removed)", config.topic_name, len(groups))
+        return admin_pb2.DeleteTopicResponse(groups=groups)
+
+    @_guarded
+    async def ConsumerProgress(
+        self, request: admin_pb2.ConsumerProgressRequest, context
+    ) -> admin_pb2.ConsumerProgressResponse:
+        group = request.group
+        try:
+            validate_group_name(group)
+        except ValueError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if request.topic:
+            topics = {(await self._topic(context, request.topic)).topic_name}
+        else:
+            topics = self._store.consumer_offsets.topics_of(group)
+            if not topics:
+                await _abort(
+                    context, grpc.StatusCode.NOT_FOUND, f"consumer group {group} has no offsets on this broker"
+                )
+        rows = await asyncio.to_thread(admin_queries.consumer_progress, self._store, group, topics)
+        return admin_pb2.ConsumerProgressResponse(queues=rows)
+
+    @_guarded
+    async def ResetOffset(self, request: admin_pb2.ResetOffsetRequest, context) -> admin_pb2.ResetOffsetResponse:
+        if not request.dry_run:
+            await self._master_only(context, "reset offsets")
+        try:
+            validate_group_name(request.group)
+        except ValueError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if request.WhichOneof("to") is None:
+            await _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "say where to: timestamp_ms, queue_offset, earliest or latest",
+            )
+        config = await self._topic(context, request.topic)
+        changes = await asyncio.to_thread(admin_queries.reset_plan, self._store, request.group, config, request)
+        if not request.dry_run:
+            await asyncio.to_thread(admin_queries.apply_reset, self._store, request.group, config.topic_name, changes)
+            log.info(
+                "admin: offsets of group %s in %s reset to %s",
+                request.group,
+                config.topic_name,
+                {c.queue_id: c.new_offset for c in changes},
+            )
+        return admin_pb2.ResetOffsetResponse(queues=changes, applied=not request.dry_run)
+
+    @_guarded
+    async def QueryMessage(self, request: admin_pb2.QueryMessageRequest, context) -> admin_pb2.QueryMessageResponse:
+        limit = request.max_messages or 32
+        by = request.WhichOneof("by")
+        found: Sequence[MessageExt] = ()
+        store = self._store
+        if request.topic:
+            await self._topic(context, request.topic)
+        if by == "key":
+            if not request.topic:
+                await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "a query by key needs its topic")
+            if store.index is None:
+                await _abort(
+                    context,
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "this broker keeps no index (messageIndexEnable=false)",
+                )
+            found = (await asyncio.to_thread(store.query_message, request.topic, request.key, limit)).messages
+        elif by == "msg_id":
+            found = await asyncio.to_thread(admin_queries.find_by_id, store, request.msg_id, request.topic, limit)
+        elif by == "commit_log_offset":
+            try:
+                found = (await asyncio.to_thread(store.read_message, request.commit_log_offset),)
+            except CorruptMessage as exc:
+                await _abort(
+                    context, grpc.StatusCode.NOT_FOUND, f"no message at offset {request.commit_log_offset}: {exc}"
+                )
+        else:
+            await _abort(
+                context, grpc.StatusCode.INVALID_ARGUMENT, "say what to look for: key, msg_id or commit_log_offset"
+            )
+        return admin_pb2.QueryMessageResponse(messages=[admin_queries.message_view(m) for m in list(found)[:limit]])
+
+    @_guarded
+    async def GetBrokerConfig(
+        self, request: admin_pb2.GetBrokerConfigRequest, context
+    ) -> admin_pb2.BrokerConfigResponse:
+        return admin_pb2.BrokerConfigResponse(entries=admin_queries.config_entries(self._configs, self._store))
+
+    @_guarded
+    async def SetBrokerConfig(
+        self, request: admin_pb2.SetBrokerConfigRequest, context
+    ) -> admin_pb2.BrokerConfigResponse:
+        changes = dict(request.values)
+        if not changes:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "no key to change")
+        try:
+            await asyncio.to_thread(self._store.update_config, changes)
+        except ConfigError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        entries = admin_queries.config_entries(self._configs, self._store)
+        return admin_pb2.BrokerConfigResponse(entries=[e for e in entries if e.key in changes])

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 from ha.config import HaConfig
 from wire.auth import load_secret
 from store.config import StoreConfig
-from store.properties import ConfigError, bind, load_properties
+from store.properties import ConfigError, bind, key_of, load_properties
+from wire.cli_args import did_you_mean, unknown_keys_text
 from store.status import BrokerRole
 
 
@@ -151,13 +152,38 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def configs_from_properties(props: dict[str, str], source: str = "<config>") -> BrokerConfigs:
+def known_keys() -> set[str]:
+    """Every key a broker.conf may hold."""
+    return {key_of(f) for cls in (BrokerConfig, StoreConfig, HaConfig) for f in dataclasses.fields(cls) if f.init}
+
+
+def _unknown_keys_error(unknown: set[str], source: str, flags: set[str]) -> ConfigError:
+    """Names each unknown key where it came from (the file, or a --key=value flag) with the
+    nearest known key."""
+    known = known_keys()
+    parts = []
+    in_file = sorted(unknown - flags)
+    if in_file:
+        parts.append(f"{source}: {unknown_keys_text(in_file, known)}")
+    as_flags = sorted(unknown & flags)
+    if as_flags:
+        label = "unknown option" if len(as_flags) == 1 else "unknown options"
+        named = ", ".join(f"--{key}" + did_you_mean(key, known, "--") for key in as_flags)
+        parts.append(f"command line: {label}: {named}")
+    return ConfigError("; ".join(parts))
+
+
+def configs_from_properties(
+    props: dict[str, str], source: str = "<config>", flags: frozenset[str] = frozenset()
+) -> BrokerConfigs:
+    """The three configs from broker.conf keys; `flags` are the keys that came as --key=value
+    overrides (an error about one names the flag, not the file)."""
     broker, rest_b = bind(BrokerConfig, props)
     store, rest_s = StoreConfig.from_properties(props)
     ha, rest_h = HaConfig.from_properties(props)
     unknown = set(rest_b) & set(rest_s) & set(rest_h)
     if unknown:
-        raise ConfigError(f"{source}: unknown keys: {', '.join(sorted(unknown))}")
+        raise _unknown_keys_error(unknown, source, set(flags))
     if "autoCreateTopicEnable" not in props and not is_loopback(broker.host):
         # Reachable from a network, a broker does not let any client create topics unless the
         # operator says so (each topic costs queues, files and a topic table entry).
@@ -183,7 +209,7 @@ def load_broker_config(path: str | Path | None, overrides: dict[str, str] | None
     """The three configs from a broker.conf (or none) plus `--key=value` overrides."""
     props = load_properties(path) if path is not None else {}
     props.update(overrides or {})
-    return configs_from_properties(props, str(path) if path is not None else "command line")
+    return configs_from_properties(props, str(path) if path is not None else "command line", frozenset(overrides or ()))
 
 
 @dataclass(frozen=True)

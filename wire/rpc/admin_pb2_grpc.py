@@ -64,6 +64,41 @@ class AdminStub:
                 request_serializer=wire_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
                 response_deserializer=wire_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
                 _registered_method=True)
+        self.DescribeTopic = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/DescribeTopic',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.DescribeTopicRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.TopicDescription.FromString,
+                _registered_method=True)
+        self.DeleteTopic = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/DeleteTopic',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.DeleteTopicResponse.FromString,
+                _registered_method=True)
+        self.ConsumerProgress = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ConsumerProgress',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ConsumerProgressResponse.FromString,
+                _registered_method=True)
+        self.ResetOffset = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ResetOffset',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ResetOffsetRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ResetOffsetResponse.FromString,
+                _registered_method=True)
+        self.QueryMessage = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/QueryMessage',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.QueryMessageRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.QueryMessageResponse.FromString,
+                _registered_method=True)
+        self.GetBrokerConfig = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/GetBrokerConfig',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.GetBrokerConfigRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.FromString,
+                _registered_method=True)
+        self.SetBrokerConfig = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/SetBrokerConfig',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.SetBrokerConfigRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -105,6 +140,48 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerProgress(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryMessage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBrokerConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBrokerConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +214,41 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.TakeOver,
                     request_deserializer=wire_dot_rpc_dot_admin__pb2.TakeOverRequest.FromString,
                     response_serializer=wire_dot_rpc_dot_admin__pb2.TakeOverResponse.SerializeToString,
+            ),
+            'DescribeTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTopic,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.DescribeTopicRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.TopicDescription.SerializeToString,
+            ),
+            'DeleteTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopic,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.DeleteTopicResponse.SerializeToString,
+            ),
+            'ConsumerProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerProgress,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ConsumerProgressRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ConsumerProgressResponse.SerializeToString,
+            ),
+            'ResetOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetOffset,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ResetOffsetRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ResetOffsetResponse.SerializeToString,
+            ),
+            'QueryMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryMessage,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.QueryMessageRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.QueryMessageResponse.SerializeToString,
+            ),
+            'GetBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBrokerConfig,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.GetBrokerConfigRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.SerializeToString,
+            ),
+            'SetBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBrokerConfig,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.SetBrokerConfigRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +413,195 @@ class Admin:
             '/rocketstore.admin.v1.Admin/TakeOver',
             wire_dot_rpc_dot_admin__pb2.TakeOverRequest.SerializeToString,
             wire_dot_rpc_dot_admin__pb2.TakeOverResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/DescribeTopic',
+            wire_dot_rpc_dot_admin__pb2.DescribeTopicRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.TopicDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/DeleteTopic',
+            wire_dot_rpc_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.DeleteTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ConsumerProgress',
+            wire_dot_rpc_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ConsumerProgressResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ResetOffset',
+            wire_dot_rpc_dot_admin__pb2.ResetOffsetRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ResetOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/QueryMessage',
+            wire_dot_rpc_dot_admin__pb2.QueryMessageRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.QueryMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/GetBrokerConfig',
+            wire_dot_rpc_dot_admin__pb2.GetBrokerConfigRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/SetBrokerConfig',
+            wire_dot_rpc_dot_admin__pb2.SetBrokerConfigRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

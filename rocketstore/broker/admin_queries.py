@@ -1,0 +1,174 @@
+"""What the operator's admin calls read and decide, over one store: a topic's queues, a consumer
+group's progress and lag, an offset reset's plan, messages by key, id or offset, and the broker's
+effective config. Plain functions that take the store (and configs) and return admin protos or
+plain values; `admin.AdminServicer` runs them off the event loop and turns bad input into gRPC
+codes.
+
+Definitions (mqadmin's consumerProgress and Kafka's --describe):
+- a queue's broker offset is its max queue offset (one past the last message), its lag the broker
+  offset minus the group's committed offset (a queue the group never committed counts from the
+  queue's min offset);
+- a queue's last consume time is the store time of the last message the group consumed
+  (the one before its committed offset); 0 when it consumed none.
+
+Thread-safety: everything here reads the store's thread-safe views; `apply_reset` writes the
+consumer offset table, which takes its own lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from wire.rpc import admin_pb2
+from store import MessageStore, TopicConfig
+from store.codec import CorruptMessage
+from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
+from store.message_store import LIVE_CONFIG_KEYS
+from store.properties import to_properties
+from store.topic_config import SYSTEM_TOPICS
+
+from .config import BrokerConfigs
+
+HIDDEN = "<hidden>"
+_SECRET_KEYS = ("secret", "password")
+
+
+def store_time_at(store: MessageStore, topic: str, queue_id: int, queue_offset: int) -> int:
+    """When the message at this queue offset was stored (Unix ms), 0 when there is none."""
+    queue = store.find_consume_queue(topic, queue_id)
+    if queue is None or queue_offset < queue.min_offset or queue_offset >= queue.max_offset:
+        return 0
+    unit = queue.get_unit(queue_offset)
+    if unit is None or unit.is_filler:
+        return 0
+    try:
+        return store.read_message(unit.commit_log_offset).store_timestamp_ms
+    except CorruptMessage:
+        return 0  # deleted by retention since
+
+
+def queue_statuses(store: MessageStore, config: TopicConfig) -> list[admin_pb2.QueueStatus]:
+    topic = config.topic_name
+    out = []
+    for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
+        high = store.dispatched_queue_offset(topic, queue_id)
+        out.append(
+            admin_pb2.QueueStatus(
+                queue_id=queue_id,
+                min_offset=store.min_queue_offset(topic, queue_id),
+                max_offset=high,
+                last_store_timestamp_ms=store_time_at(store, topic, queue_id, high - 1),
+            )
+        )
+    return out
+
+
+def consumer_progress(store: MessageStore, group: str, topics: Iterable[str]) -> list[admin_pb2.QueueProgress]:
+    """Per queue of each topic (its read queues and any the group committed), sorted."""
+    offsets = store.consumer_offsets
+    rows = []
+    for topic in sorted(topics):
+        committed = offsets.query_offsets(group, topic)
+        config = store.topics.get(topic)
+        queue_ids = set(committed) | set(range(config.read_queue_nums if config is not None else 0))
+        for queue_id in sorted(queue_ids):
+            broker_offset = store.dispatched_queue_offset(topic, queue_id)
+            consumer_offset = committed.get(queue_id, -1)
+            start = consumer_offset if consumer_offset >= 0 else store.min_queue_offset(topic, queue_id)
+            rows.append(
+                admin_pb2.QueueProgress(
+                    topic=topic,
+                    queue_id=queue_id,
+                    broker_offset=broker_offset,
+                    consumer_offset=consumer_offset,
+                    lag=max(0, broker_offset - start),
+                    last_consume_timestamp_ms=store_time_at(store, topic, queue_id, consumer_offset - 1)
+                    if consumer_offset > 0
+                    else 0,
+                )
+            )
+    return rows
+
+
+def reset_plan(store: MessageStore, group: str, config: TopicConfig, request: admin_pb2.ResetOffsetRequest):
+    """The offset each queue of the topic would get, as `OffsetChange`s (old -1: none yet)."""
+    topic = config.topic_name
+    target = request.WhichOneof("to")
+    changes = []
+    for queue_id in range(config.read_queue_nums):
+        low = store.min_queue_offset(topic, queue_id)
+        high = store.dispatched_queue_offset(topic, queue_id)
+        if target == "earliest":
+            new = low
+        elif target == "latest":
+            new = high
+        elif target == "queue_offset":
+            new = min(max(request.queue_offset, low), high)
+        else:
+            new = store.get_offset_in_queue_by_time(topic, queue_id, request.timestamp_ms)
+            new = min(max(new, low), high)
+        old = store.consumer_offsets.query_offset(group, topic, queue_id)
+        changes.append(admin_pb2.OffsetChange(queue_id=queue_id, old_offset=old, new_offset=new))
+    return changes
+
+
+def apply_reset(store: MessageStore, group: str, topic: str, changes: Iterable[admin_pb2.OffsetChange]) -> None:
+    for change in changes:
+        store.consumer_offsets.commit_offset(group, topic, change.queue_id, change.new_offset)
+    store.consumer_offsets.persist()
+
+
+def _host(host) -> str:
+    return f"{host[0]}:{host[1]}" if host else ""
+
+
+def message_view(message: MessageExt) -> admin_pb2.MessageView:
+    return admin_pb2.MessageView(
+        topic=message.topic,
+        queue_id=message.queue_id,
+        queue_offset=message.queue_offset,
+        commit_log_offset=message.physical_offset,
+        offset_msg_id=message.msg_id,
+        client_msg_id=message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
+        tags=message.tags or "",
+        keys=message.keys or "",
+        born_timestamp_ms=message.born_timestamp_ms,
+        store_timestamp_ms=message.store_timestamp_ms,
+        born_host=_host(message.born_host),
+        store_host=_host(message.store_host),
+        reconsume_times=message.reconsume_times,
+        properties=dict(message.properties),
+        body=message.body,
+    )
+
+
+def find_by_id(store: MessageStore, msg_id: str, topic: str, limit: int) -> list[MessageExt]:
+    """The message a broker msgId (store host + CommitLog offset) names, else the messages whose
+    client id (UNIQ_KEY) it is: in `topic`, or in every user topic when none is given."""
+    try:
+        return [store.view_message_by_id(msg_id)]
+    except (ValueError, CorruptMessage):
+        pass
+    topics = [topic] if topic else [t.topic_name for t in store.topics.topics() if t.topic_name not in SYSTEM_TOPICS]
+    found: list[MessageExt] = []
+    for name in topics:
+        found.extend(
+            m
+            for m in store.query_message(name, msg_id, max_num=limit).messages
+            if m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "").upper() == msg_id.upper()
+        )
+    return found[:limit]
+
+
+def config_entries(configs: BrokerConfigs, store: MessageStore) -> list[admin_pb2.BrokerConfigEntry]:
+    """Every key of the broker's effective config (the store's as it runs now), secrets hidden."""
+    values: dict[str, str] = {}
+    for config in (configs.broker, store.config, configs.ha):
+        values.update(to_properties(config))
+    entries = []
+    for key in sorted(values, key=str.lower):
+        value = values[key]
+        if value and any(word in key.lower() for word in _SECRET_KEYS) and not key.lower().endswith("file"):
+            value = HIDDEN
+        entries.append(admin_pb2.BrokerConfigEntry(key=key, value=value, changeable=key in LIVE_CONFIG_KEYS))
+    return entries
