@@ -129,13 +129,13 @@ class AdminClient:
         `dry_run=False`. {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}."""
         check_name("group", group)
         check_name("topic", topic)
-        targets = {
+        targets: dict[str, Any] = {
             "timestamp_ms": timestamp_ms,
             "queue_offset": queue_offset,
             "earliest": earliest or None,
             "latest": latest or None,
         }
-        chosen = {k: v for k, v in targets.items() if v is not None}
+        chosen: dict[str, Any] = {k: v for k, v in targets.items() if v is not None}
         if len(chosen) != 1:
             raise ValueError("reset to exactly one of timestamp_ms, queue_offset, earliest, latest")
         request = admin_pb2.ResetOffsetRequest(group=group, topic=topic, dry_run=dry_run, **chosen)
@@ -152,7 +152,7 @@ class AdminClient:
         max_messages: int = 32,
     ) -> list[dict[str, Any]]:
         """Messages by key (with `topic`), by either form of message id, or by CommitLog offset."""
-        chosen = {
+        chosen: dict[str, Any] = {
             k: v
             for k, v in {"key": key, "msg_id": msg_id, "commit_log_offset": commit_log_offset}.items()
             if v is not None

@@ -21,6 +21,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from wire.cli_args import CommandError
 from wire.cli_args import offset as offset_arg
 
 EXIT_OK = 0
@@ -57,13 +58,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     jobs = parser.add_subparsers(dest="pipeline_command", metavar="JOB", required=True)
 
     scan = jobs.add_parser("scan", help="read CommitLogs: messages per broker and topic, corrupt records")
-    scan.add_argument("--store-dir", dest="store_dirs", action="append", required=True, type=_dir, metavar="DIR")
-    scan.add_argument("--start-offset", type=offset_arg, metavar="OFFSET")
-    scan.add_argument("--end-offset", type=offset_arg, metavar="OFFSET")
+    scan.add_argument(
+        "--store-dir",
+        dest="store_dirs",
+        action="append",
+        required=True,
+        type=_dir,
+        metavar="DIR",
+        help="a store's root directory (repeat for several)",
+    )
+    scan.add_argument(
+        "--start-offset", type=offset_arg, metavar="OFFSET", help="first CommitLog offset (default: the start)"
+    )
+    scan.add_argument(
+        "--end-offset", type=offset_arg, metavar="OFFSET", help="CommitLog offset to stop before (default: the end)"
+    )
     scan.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
     scan.add_argument("--show", type=offset_arg, default=0, metavar="N", help="also list the first N messages")
-    scan.add_argument("--partition-bytes", type=_positive, metavar="BYTES")
-    scan.add_argument("--json", action="store_true")
+    scan.add_argument("--partition-bytes", type=_positive, metavar="BYTES", help="CommitLog bytes per Spark partition")
+    scan.add_argument("--json", action="store_true", help="print the result as JSON")
 
     audit = jobs.add_parser("audit", help="are the slaves' CommitLogs byte-identical to the master's?")
     audit.add_argument(
@@ -74,15 +87,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the master broker's store directory",
     )
-    audit.add_argument("--slave", dest="slave_dirs", action="append", required=True, type=_dir, metavar="DIR")
+    audit.add_argument(
+        "--slave",
+        dest="slave_dirs",
+        action="append",
+        required=True,
+        type=_dir,
+        metavar="DIR",
+        help="a slave's store directory (repeat for several)",
+    )
     audit.add_argument(
         "--up-to", type=offset_arg, metavar="OFFSET", help="acknowledged/confirmed offset both must hold"
     )
     audit.add_argument("--context", type=offset_arg, default=3, metavar="N", help="records shown around a divergence")
-    audit.add_argument("--json", action="store_true")
+    audit.add_argument("--json", action="store_true", help="print the result as JSON")
 
     rebuild = jobs.add_parser("rebuild", help="write ConsumeQueues and IndexFiles from a CommitLog")
-    rebuild.add_argument("--store-dir", required=True, type=_dir, metavar="DIR")
+    rebuild.add_argument("--store-dir", required=True, type=_dir, metavar="DIR", help="the store's root directory")
     rebuild.add_argument("--out-dir", required=True, metavar="DIR", help="where consumequeue/ and index/ go")
     rebuild.add_argument(
         "--consume-queue-file-size",
@@ -94,16 +115,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rebuild.add_argument("--index-num", type=_positive, metavar="N", help="maxIndexNum (default 20000000)")
     rebuild.add_argument("--message-delay-level", metavar="LEVELS", help="messageDelayLevel (RocketMQ's default)")
     rebuild.add_argument("--no-index", action="store_true", help="ConsumeQueues only")
-    rebuild.add_argument("--json", action="store_true")
+    rebuild.add_argument("--json", action="store_true", help="print the result as JSON")
 
     export = jobs.add_parser("export", help="topics to Parquet, partitioned by topic and date")
-    export.add_argument("--store-dir", dest="store_dirs", action="append", required=True, type=_dir, metavar="DIR")
-    export.add_argument("--out-dir", required=True, metavar="DIR")
-    export.add_argument("--topics", type=_topics, metavar="A,B")
-    export.add_argument("--start-offset", type=offset_arg, metavar="OFFSET")
-    export.add_argument("--end-offset", type=offset_arg, metavar="OFFSET")
-    export.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
-    export.add_argument("--json", action="store_true")
+    export.add_argument(
+        "--store-dir",
+        dest="store_dirs",
+        action="append",
+        required=True,
+        type=_dir,
+        metavar="DIR",
+        help="a store's root directory (repeat for several)",
+    )
+    export.add_argument("--out-dir", required=True, metavar="DIR", help="where the Parquet files go")
+    export.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
+    export.add_argument(
+        "--start-offset", type=offset_arg, metavar="OFFSET", help="first CommitLog offset (default: the start)"
+    )
+    export.add_argument(
+        "--end-offset", type=offset_arg, metavar="OFFSET", help="CommitLog offset to stop before (default: the end)"
+    )
+    export.add_argument(
+        "--mode",
+        choices=("errorifexists", "append", "overwrite"),
+        default="errorifexists",
+        help="what to do when the output exists (Spark's save modes; default errorifexists)",
+    )
+    export.add_argument("--json", action="store_true", help="print the result as JSON")
 
     from .stream_command import add_stream_arguments
 
@@ -118,8 +156,6 @@ def _progress(text: str) -> None:
 
 
 def _fail(message: str):
-    from wire.cli_args import CommandError
-
     return CommandError(message)
 
 
@@ -140,6 +176,11 @@ def _session(args):
 
 
 def run(args: argparse.Namespace) -> int:
+    from .java_check import java_problem
+
+    problem = java_problem()
+    if problem is not None:
+        raise CommandError(problem)
     job = {
         "scan": run_scan,
         "audit": run_audit,

@@ -150,14 +150,14 @@ def find_by_id(store: MessageStore, msg_id: str, topic: str, limit: int) -> list
     except (ValueError, CorruptMessage):
         pass
     topics = [topic] if topic else [t.topic_name for t in store.topics.topics() if t.topic_name not in SYSTEM_TOPICS]
-    found: list[MessageExt] = []
+    found: dict[int, MessageExt] = {}
+    # Client ids are hex, written upper-case by the official clients: a lower-case copy finds them.
     for name in topics:
-        found.extend(
-            m
-            for m in store.query_message(name, msg_id, max_num=limit).messages
-            if m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "").upper() == msg_id.upper()
-        )
-    return found[:limit]
+        for key in dict.fromkeys((msg_id, msg_id.upper())):
+            for m in store.query_message(name, key, max_num=limit).messages:
+                if m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "").upper() == msg_id.upper():
+                    found[m.physical_offset] = m
+    return [found[offset] for offset in sorted(found)][:limit]
 
 
 def config_entries(configs: BrokerConfigs, store: MessageStore) -> list[admin_pb2.BrokerConfigEntry]:

@@ -1,0 +1,104 @@
+"""How the `rocketstore` command answers mistakes: no prefix matching of options, an unknown
+argument answered with the subcommand's own usage, help text on every option of every command,
+and "did you mean" for unknown broker.conf keys and --key=value flags (the flag named as such)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from rocketstore.broker.config import load_broker_config
+from rocketstore.cli import COMMANDS, EXIT_USAGE, build_parser, main
+from store import ConfigError
+from wire.cli_args import did_you_mean
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+@pytest.mark.parametrize("command", [c.name for c in COMMANDS])
+def test_every_option_of_every_command_has_help(command):
+    parser = build_parser([command])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    missing = [
+        f"{path}: {'/'.join(action.option_strings) or action.dest}"
+        for path, p in _parsers(sub, command)
+        for action in p._actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)) and not action.help
+    ]
+    assert not missing
+
+
+def test_options_are_never_matched_by_prefix(capsys):
+    assert main(["consumer", "progress", "--gro", "g", "--secret-file", "/nonexistent"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "usage: rocketstore consumer progress" in err and "required: --group" in err
+
+
+def test_an_unknown_argument_shows_the_subcommands_usage(capsys):
+    assert main(["topic", "list", "--bogus"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("usage: rocketstore topic list") and "rocketstore topic list: error" in err
+
+
+def test_bench_help_lists_the_benchmarks_options(capsys):
+    with pytest.raises(SystemExit):
+        build_parser(["bench"]).parse_args(["bench", "--help"])
+    out = capsys.readouterr().out
+    assert "--quick" in out and "--modes" in out and "--seconds" in out
+
+
+def test_did_you_mean():
+    assert did_you_mean("listenPrt", ["listenPort", "haListenPort"]) == " (did you mean listenPort?)"
+    assert did_you_mean("brokerrole", ["brokerRole"], "--") == " (did you mean --brokerRole?)"
+    assert did_you_mean("zzz", ["listenPort"]) == ""
+
+
+def test_an_unknown_key_in_the_file_names_the_file_and_the_nearest_key(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("flushDiskTyp=SYNC_FLUSH\n")
+    with pytest.raises(ConfigError) as raised:
+        load_broker_config(conf)
+    assert str(raised.value) == f"{conf}: unknown key: flushDiskTyp (did you mean flushDiskType?)"
+
+
+def test_an_unknown_override_is_named_as_a_flag_not_blamed_on_the_file(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\n")
+    with pytest.raises(ConfigError) as raised:
+        load_broker_config(conf, {"listenPrt": "0"})
+    assert str(raised.value) == "command line: unknown option: --listenPrt (did you mean --listenPort?)"
+    assert str(conf) not in str(raised.value)
+
+
+def test_the_java_version_spark_would_use():
+    from pipeline.java_check import java_major
+
+    assert java_major('openjdk version "17.0.9" 2023-10-17') == 17
+    assert java_major('java version "1.8.0_392"') == 8
+    assert java_major('openjdk version "21" 2023-09-19') == 21
+    assert java_major("no version here") is None
+
+
+def test_pipeline_commands_say_how_to_get_java_when_there_is_none(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    assert main(["pipeline", "scan", "--store-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Spark needs Java 17 or later and no java is on PATH" in err and "openjdk-17-jre-headless" in err
+
+
+def test_pipeline_commands_refuse_an_old_java(tmp_path, capsys, monkeypatch):
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text("#!/bin/sh\necho 'java version \"1.8.0_392\"' >&2\n")
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    assert main(["pipeline", "scan", "--store-dir", str(tmp_path)]) == 1
+    assert "is Java 8; Spark needs 17 or later" in capsys.readouterr().err
