@@ -6,7 +6,10 @@ config read (secrets hidden) and changed live."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import sys
 import time
 
 import pytest
@@ -206,3 +209,33 @@ def test_config_get_hides_secrets_and_set_changes_live_keys(cluster, capsys):
     cli_json(capsys, "config", "set", *at, "autoCreateTopicEnable=true")
     with Producer(master.client_endpoint) as producer:
         assert producer.send("NowCreated", b"x").ok
+
+
+def test_produce_sends_real_messages_and_stops_on_a_repeated_refusal(cluster, capsys, monkeypatch):
+    master = cluster.master
+    at = ("--endpoint", master.client_endpoint)
+    summary = cli_json(
+        capsys,
+        "produce", *at, "--topic", TOPIC, "--body", "hello, broker", "--keys", "k1,k2",
+        "--tag", "greeting", "--property", "origin=cli", "--property", "n=1",
+    )  # fmt: skip
+    assert summary["count"] == 1 and summary["statuses"] == {"SEND_OK": 1} and summary["ok"]
+    [found] = cli_json(capsys, "message", "query", *at, "--key", "k2", "--topic", TOPIC)
+    assert base64.b64decode(found["body_base64"]) == b"hello, broker"
+    assert (found["tags"], found["keys"]) == ("greeting", "k1 k2")
+    assert found["properties"]["origin"] == "cli" and found["properties"]["n"] == "1"
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("first line\nsecond line\r\n\nlast\n"))
+    summary = cli_json(capsys, "produce", *at, "--topic", "Lines", "--stdin", "--queue", "0")
+    assert summary["count"] == 3 and summary["statuses"] == {"SEND_OK": 3}
+    with PullConsumer(master.client_endpoint) as consumer:
+        page = consumer.pull("Lines", 0, 0, max_messages=10)
+    assert [m.body for m in page.messages] == [b"first line", b"second line", b"last"]
+
+    cli_json(capsys, "config", "set", *at, "autoCreateTopicEnable=false")
+    code, out, _ = cli(capsys, "produce", *at, "--topic", "Unknown", "--count", "500", "--concurrency", "4")
+    assert code == 1
+    assert "the first 10 answers were all TOPIC_NOT_FOUND, so the rest would be too" in out
+    assert "autoCreateTopicEnable is false" in out  # the broker's own words
+    sent = sum(int(line.split()[-1]) for line in out.splitlines() if line.strip().startswith("error "))
+    assert sent < 500

@@ -536,7 +536,7 @@ def test_admin_client(broker):
         status["role"] == "SYNC_MASTER" and status["max_offset"] == 4096 and status["stats"] == {"puts": {"PUT_OK": 12}}
     )
     assert view["master"]["broker_name"] == "broker-a" and view["self"] is None
-    assert created == {"name": "Payments", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}
+    assert created == {"name": "Payments", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6, "order": False}
     assert [t["name"] for t in topics] == ["Payments"]
     assert invalid.value.code_name == "INVALID_ARGUMENT"
     assert "secret" not in repr(AdminClient(broker.endpoint, SECRET)).replace("<secret>", "").replace("secret=", "")
@@ -811,7 +811,7 @@ def test_topic_commands(broker, capsys, secret_file):
     )
     code, out, _ = cli(capsys, "topic", "list", "--endpoint", broker.endpoint, "--secret-file", secret_file)
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["topic", "read", "queues", "write", "queues", "perm"]
+    assert code == 0 and lines[0].split() == ["topic", "read", "queues", "write", "queues", "perm", "order"]
     assert lines[1].split()[0] == "Audit" and lines[2].split()[:3] == ["Payments", "8", "8"]
     code, out, _ = cli(capsys, "topic", "list", "--endpoint", broker.endpoint, "--secret-file", secret_file, "--json")
     assert code == 0 and [t["name"] for t in json.loads(out)] == ["Audit", "Payments"]

@@ -30,6 +30,7 @@ def usage_error(capsys, *argv: str) -> str:
 
 def test_defaults():
     args = parse("produce", "--topic", "T")
+    assert args.count is None and cli._given_bodies(args) is None  # generated bodies: 1000 of them
     assert args.endpoint.target == "127.0.0.1:10911" and not args.json
     assert (args.count, args.size, args.batch, args.concurrency, args.queue, args.api, args.timeout_s) == (
         1000,
@@ -72,7 +73,12 @@ def test_defaults():
         (["consume", "--topic", "T", "--batch", "0"], "--batch"),
         (["consume", "--topic", "T", "--count", "0"], "--count"),
         (["topic"], "ACTION"),
-        (["topic", "delete"], "invalid choice"),
+        (["topic", "drop"], "invalid choice"),
+        (["topic", "delete"], "--topic"),
+        (["produce", "--topic", "T", "--body", "x", "--stdin"], "not allowed with"),
+        (["produce", "--topic", "T", "--property", "novalue"], "KEY=VALUE"),
+        (["consumer", "reset", "--group", "G", "--topic", "T", "--to-offset", "-1"], "--to-offset"),
+        (["message", "query", "--key", "k", "--id", "i"], "not allowed with"),
         (["topic", "create"], "--topic"),
         (["topic", "create", "--topic", "T", "--queues", "0"], "--queues"),
         (["topic", "create", "--topic", "T", "--perm", "16"], "--perm"),
