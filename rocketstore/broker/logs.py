@@ -10,7 +10,14 @@ with the local time, its UTC offset and milliseconds; `logFormat=json` writes on
 line with the keys time, level, thread, logger, message (and exception when there is one), for
 log collectors. Secrets never reach a log line: the code that holds them never formats them.
 
-Thread-safety: `setup_logging` runs once, on the main thread, before any other thread starts.
+Native libraries (gRPC's C core, absl) write to file descriptor 2 themselves, in their own format.
+`capture_native_stderr` puts a pipe there: a thread reads it line by line and logs each line
+through the `grpc.core` logger (its level from the line's first letter, the glog-style prefix
+dropped), so those lines get the broker's format and reach its log file too; Python's own stderr
+moves to a copy of the original descriptor.
+
+Thread-safety: `capture_native_stderr` and then `setup_logging` run once, on the main thread,
+before any other thread starts.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ import json
 import logging
 import logging.handlers
 import os
+import re
 import sys
+import threading
 from pathlib import Path
 
 from .config import BrokerConfigs
@@ -54,6 +63,46 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False)
+
+
+# glog's prefix, as gRPC's core writes it: "E1125 07:36:35.143211   12345 file.cc:42] message".
+_NATIVE_PREFIX = re.compile(r"^([EWIFD])\d{4} [\d:.]+\s+\d+ \S+\] ?")
+_NATIVE_LEVELS = {
+    "E": logging.ERROR,
+    "W": logging.WARNING,
+    "I": logging.INFO,
+    "D": logging.DEBUG,
+    "F": logging.CRITICAL,
+}
+
+
+def native_record(line: str) -> tuple[int, str]:
+    """(level, message) of one line a native library wrote to stderr."""
+    found = _NATIVE_PREFIX.match(line)
+    if found is None:
+        return logging.WARNING, line
+    return _NATIVE_LEVELS[found.group(1)], line[found.end() :]
+
+
+def capture_native_stderr() -> None:
+    """Route what native code writes to descriptor 2 through logging (see the module docstring)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    read_fd, write_fd = os.pipe()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    sys.stderr = open(saved, "w", buffering=1, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+    native = logging.getLogger("grpc.core")
+
+    def pump() -> None:
+        with open(read_fd, "r", encoding="utf-8", errors="backslashreplace") as lines:
+            for line in lines:
+                text = line.rstrip("\n")
+                if text:
+                    level, message = native_record(text)
+                    native.log(level, "%s", message)
+
+    threading.Thread(target=pump, name="native-stderr", daemon=True).start()
 
 
 def setup_logging(configs: BrokerConfigs, verbose: int) -> Path | None:

@@ -63,7 +63,7 @@ from rocketstore.failover.controller_roles import ControllerRoles
 from .config import BrokerConfigs, is_loopback, load_secrets
 from .acl import AclGuard, load_acl
 from .guard import MalformedRequestGuard
-from .logs import setup_logging
+from .logs import capture_native_stderr, setup_logging
 from .messaging import MessagingServicer
 from .metrics import BrokerCollector, Connections, MetricsServer, readiness
 from .remoting_server import RemotingServer
@@ -572,6 +572,7 @@ async def serve(configs: BrokerConfigs) -> int:
 def run(configs: BrokerConfigs, verbose: int = 0) -> int:
     # Messages, offsets, logs: nothing a broker writes is for other users of the machine.
     os.umask(0o077)
+    capture_native_stderr()
     path = setup_logging(configs, verbose)
     where = f"log file {path}" if path is not None else "logging to stderr only"
     log.info("starting %s as %s; %s", configs.broker.broker_name, configs.store.broker_role.name, where)

@@ -3,6 +3,8 @@ errors, hostile client input, and mutual TLS on the replication stream."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -199,3 +201,26 @@ def test_nothing_a_broker_writes_is_readable_by_other_users(make_cluster):
                 exposed.append(f"{path} {mode:o}")
     assert len(logs) == 2
     assert not exposed, exposed
+
+
+def test_grpc_core_lines_come_out_in_the_brokers_format(tmp_path):
+    """gRPC's C core writes to descriptor 2 itself; the broker logs those lines as its own."""
+    env = dict(os.environ, GRPC_VERBOSITY="debug")
+    broker = subprocess.Popen(
+        [
+            sys.executable, "-m", "rocketstore.cli", "broker", f"--storePathRootDir={tmp_path / 'store'}",
+            "--haSecret=0123456789abcdef0123", "--listenPort=0", "--haListenPort=0",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert "rocketstore broker ready" in broker.stdout.readline()
+    finally:
+        broker.terminate()
+        _, err = broker.communicate(timeout=60)
+    assert broker.returncode == 0, err
+    lines = [line for line in err.splitlines() if line]
+    assert any(" grpc.core: " in line for line in lines), err
+    stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d [A-Z]+ ")
+    assert [line for line in lines if not stamp.match(line)] == []
+    assert " grpc.core: " in (tmp_path / "store" / "logs" / "broker.log").read_text()
