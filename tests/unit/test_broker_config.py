@@ -37,7 +37,7 @@ def test_rocketmq_defaults():
 @pytest.mark.parametrize(
     ("props", "message"),
     [
-        ({"bogusKey": "1"}, "unknown keys: bogusKey"),
+        ({"bogusKey": "1"}, "unknown key: bogusKey"),
         ({"brokerRole": "SLAVE", "brokerId": "1"}, "haMasterAddress"),
         ({"brokerRole": "SLAVE", "haMasterAddress": "h:1"}, "brokerId > 0"),
         ({"brokerId": "2"}, "brokerId 0"),
