@@ -22,8 +22,10 @@ the cluster as this broker sees it.
 - ConsumerProgress: per queue the broker offset, the group's offset, the lag and the last
   consume time (`admin_queries`); NOT_FOUND when the group has no offsets there.
 - ResetOffset (a master only): moves the group's offsets in a topic to a time, an offset, the
-  earliest or the latest; `dry_run` only answers the plan. Consumers that keep their own offsets
-  (or are running) may write theirs over it: stop them first, as with mqadmin resetOffsetByTime.
+  earliest or the latest; `dry_run` only answers the plan. FAILED_PRECONDITION for a group that
+  consumes the topic by pop (its progress is the pop state's). Consumers that keep their own
+  offsets (or are running) may write theirs over it: stop them first, as with mqadmin
+  resetOffsetByTime.
 - QueryMessage: by key (the index), by either form of message id, or by CommitLog offset.
 - GetBrokerConfig / SetBrokerConfig: the effective config (secrets hidden) and the keys a running
   broker may change (`store.message_store.LIVE_CONFIG_KEYS`); changes last until a restart.
@@ -105,7 +107,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         view: BrokerView,
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        consumes_by_pop: Callable[[str, str], bool] = lambda group, topic: False,
     ) -> None:
+        self._consumes_by_pop = consumes_by_pop
         self._store = store
         self._configs = configs
         self._view = view
@@ -353,6 +357,13 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 "say where to: timestamp_ms, queue_offset, earliest or latest",
             )
         config = await self._topic(context, request.topic)
+        if self._consumes_by_pop(request.group, config.topic_name):
+            await _abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"group {request.group} consumes {config.topic_name} by pop (RocketMQ 5 SimpleConsumer or "
+                "PushConsumer): its progress is in the pop state, which an offset reset does not move",
+            )
         changes = await asyncio.to_thread(admin_queries.reset_plan, self._store, request.group, config, request)
         if not request.dry_run:
             await asyncio.to_thread(admin_queries.apply_reset, self._store, request.group, config.topic_name, changes)

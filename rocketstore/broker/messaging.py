@@ -219,6 +219,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         await self._timers.stop()
         await asyncio.to_thread(self._pop_service.close)
 
+    def consumes_by_pop(self, group: str, topic: str) -> bool:
+        return self._pop_service.consumes_by_pop(group, topic)
+
     async def merge_pop_events(self, events: Sequence[PopEvent]) -> tuple[bool, str]:
         """A slave hands back the pop state it decided while it acted for this master:
         (accepted, why not)."""

@@ -189,6 +189,10 @@ class PopService:
         self._commit_offsets(state, events)
         log.info("took %d pop events back from the pop journal into the log", len(events))
 
+    def consumes_by_pop(self, group: str, topic: str) -> bool:
+        """Whether the group pops from the topic here (its progress lives in the pop state)."""
+        return any(key[0] == group and key[1] == topic for key in self._state.keys())
+
     async def merge(self, events: Sequence[Event]) -> PopAnswer:
         """A master takes a slave's pop journal back (the slave acted for it while it was down)."""
         async with self._lock:

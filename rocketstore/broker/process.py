@@ -337,7 +337,7 @@ class Broker:
             receipt_secret=self.secrets.ha or self.secrets.admin,
             pop_journal=self.pop_journal,
         )
-        admin = AdminServicer(self.store, self.configs, view)
+        admin = AdminServicer(self.store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop)
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
         self.store.add_arrival_listener(messaging.on_arrival)

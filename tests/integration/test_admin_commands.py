@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from pop_support import Pop
 from support import wait_until
 
 from client import BrokerError, Producer, PullConsumer, SendStatus
@@ -239,3 +240,18 @@ def test_produce_sends_real_messages_and_stops_on_a_repeated_refusal(cluster, ca
     assert "autoCreateTopicEnable is false" in out  # the broker's own words
     sent = sum(int(line.split()[-1]) for line in out.splitlines() if line.strip().startswith("error "))
     assert sent < 500
+
+
+def test_a_reset_of_a_group_that_consumes_by_pop_is_refused(cluster, capsys):
+    master = cluster.master
+    at = ("--endpoint", master.client_endpoint)
+    with Producer(master.client_endpoint) as producer:
+        assert producer.send(TOPIC, b"popped").ok
+    pop = Pop(master.client_endpoint, TOPIC, "pop-group")
+    try:
+        _, messages = pop.receive(batch=1)
+        assert [m.body for m in messages] == [b"popped"]
+    finally:
+        pop.close()
+    code, _, err = cli(capsys, "consumer", "reset", *at, "--group", "pop-group", "--topic", TOPIC, "--to-earliest")
+    assert code == 1 and "consumes AdminTopic by pop" in err
