@@ -27,6 +27,14 @@ from .producer import check_timeout
 SERVICE = "/rocketstore.admin.v1.Admin/"
 
 
+def _exactly_one(what: str, **options: Any) -> dict[str, Any]:
+    """The one option given (not None) as {name: value}; ValueError naming them all otherwise."""
+    chosen = {name: value for name, value in options.items() if value is not None}
+    if len(chosen) != 1:
+        raise ValueError(f"{what} exactly one of {', '.join(options)}")
+    return chosen
+
+
 class AdminClient:
     def __init__(
         self,
@@ -129,15 +137,13 @@ class AdminClient:
         `dry_run=False`. {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}."""
         check_name("group", group)
         check_name("topic", topic)
-        targets: dict[str, Any] = {
-            "timestamp_ms": timestamp_ms,
-            "queue_offset": queue_offset,
-            "earliest": earliest or None,
-            "latest": latest or None,
-        }
-        chosen: dict[str, Any] = {k: v for k, v in targets.items() if v is not None}
-        if len(chosen) != 1:
-            raise ValueError("reset to exactly one of timestamp_ms, queue_offset, earliest, latest")
+        chosen = _exactly_one(
+            "reset to",
+            timestamp_ms=timestamp_ms,
+            queue_offset=queue_offset,
+            earliest=earliest or None,
+            latest=latest or None,
+        )
         request = admin_pb2.ResetOffsetRequest(group=group, topic=topic, dry_run=dry_run, **chosen)
         answer = self._call("ResetOffset", request)
         return {"queues": [proto_to_dict(q) for q in answer.queues], "applied": answer.applied}
@@ -152,13 +158,7 @@ class AdminClient:
         max_messages: int = 32,
     ) -> list[dict[str, Any]]:
         """Messages by key (with `topic`), by either form of message id, or by CommitLog offset."""
-        chosen: dict[str, Any] = {
-            k: v
-            for k, v in {"key": key, "msg_id": msg_id, "commit_log_offset": commit_log_offset}.items()
-            if v is not None
-        }
-        if len(chosen) != 1:
-            raise ValueError("look up by exactly one of key, msg_id, commit_log_offset")
+        chosen = _exactly_one("look up by", key=key, msg_id=msg_id, commit_log_offset=commit_log_offset)
         request = admin_pb2.QueryMessageRequest(topic=topic, max_messages=max_messages, **chosen)
         return [proto_to_dict(m) for m in self._call("QueryMessage", request).messages]
 

@@ -256,7 +256,7 @@ def produce_arguments(p: argparse.ArgumentParser) -> None:
         "--property",
         dest="properties",
         action="append",
-        type=_property,
+        type=_key_value,
         default=[],
         metavar="K=V",
         help="a user property on every message (repeatable)",
@@ -285,7 +285,7 @@ def produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-s", type=_seconds, default=300.0, metavar="S", help="stop after this long (default 300)")
 
 
-def _property(text: str) -> tuple[str, str]:
+def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")

@@ -27,7 +27,9 @@ from .commands import (
     _check_tls_file,
     _common,
     _fail,
+    _key_value,
     _name,
+    _natural,
     _perm,
     _positive,
     _print_json,
@@ -63,23 +65,6 @@ def _when(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _natural(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
-
-
-def _assignment(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
-
-
 def _action(actions, name: str, text: str) -> argparse.ArgumentParser:
     parser = actions.add_parser(name, help=text, description=text)
     _common(parser, admin=True)
@@ -95,8 +80,10 @@ def _run(args: argparse.Namespace, work: Callable[[AdminClient], int]) -> int:
             args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
         ) as admin:
             return work(admin)
-    except (RocketStoreError, ValueError) as exc:
-        raise _fail(exc) if isinstance(exc, RocketStoreError) else CommandError(str(exc)) from None
+    except RocketStoreError as exc:
+        raise _fail(exc) from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 # -- topic -------------------------------------------------------------------------------------
@@ -321,7 +308,7 @@ def config_arguments(p: argparse.ArgumentParser) -> None:
     get = _action(actions, "get", "the broker's effective config (secrets hidden)")
     get.add_argument("--key", action="append", metavar="KEY", help="only this key (repeatable)")
     put = _action(actions, "set", "change keys on the running broker until it restarts")
-    put.add_argument("assignments", nargs="+", type=_assignment, metavar="KEY=VALUE", help="a key and its new value")
+    put.add_argument("assignments", nargs="+", type=_key_value, metavar="KEY=VALUE", help="a key and its new value")
 
 
 def run_config(args: argparse.Namespace) -> int:

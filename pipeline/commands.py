@@ -46,6 +46,26 @@ def _topics(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _stores_and_range(job: argparse.ArgumentParser) -> None:
+    """What scan and export read: store directories, a CommitLog range, topics."""
+    job.add_argument(
+        "--store-dir",
+        dest="store_dirs",
+        action="append",
+        required=True,
+        type=_dir,
+        metavar="DIR",
+        help="a store's root directory (repeat for several)",
+    )
+    job.add_argument(
+        "--start-offset", type=offset_arg, metavar="OFFSET", help="first CommitLog offset (default: the start)"
+    )
+    job.add_argument(
+        "--end-offset", type=offset_arg, metavar="OFFSET", help="CommitLog offset to stop before (default: the end)"
+    )
+    job.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master",
@@ -58,22 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     jobs = parser.add_subparsers(dest="pipeline_command", metavar="JOB", required=True)
 
     scan = jobs.add_parser("scan", help="read CommitLogs: messages per broker and topic, corrupt records")
-    scan.add_argument(
-        "--store-dir",
-        dest="store_dirs",
-        action="append",
-        required=True,
-        type=_dir,
-        metavar="DIR",
-        help="a store's root directory (repeat for several)",
-    )
-    scan.add_argument(
-        "--start-offset", type=offset_arg, metavar="OFFSET", help="first CommitLog offset (default: the start)"
-    )
-    scan.add_argument(
-        "--end-offset", type=offset_arg, metavar="OFFSET", help="CommitLog offset to stop before (default: the end)"
-    )
-    scan.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
+    _stores_and_range(scan)
     scan.add_argument("--show", type=offset_arg, default=0, metavar="N", help="also list the first N messages")
     scan.add_argument("--partition-bytes", type=_positive, metavar="BYTES", help="CommitLog bytes per Spark partition")
     scan.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -118,23 +123,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rebuild.add_argument("--json", action="store_true", help="print the result as JSON")
 
     export = jobs.add_parser("export", help="topics to Parquet, partitioned by topic and date")
-    export.add_argument(
-        "--store-dir",
-        dest="store_dirs",
-        action="append",
-        required=True,
-        type=_dir,
-        metavar="DIR",
-        help="a store's root directory (repeat for several)",
-    )
+    _stores_and_range(export)
     export.add_argument("--out-dir", required=True, metavar="DIR", help="where the Parquet files go")
-    export.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
-    export.add_argument(
-        "--start-offset", type=offset_arg, metavar="OFFSET", help="first CommitLog offset (default: the start)"
-    )
-    export.add_argument(
-        "--end-offset", type=offset_arg, metavar="OFFSET", help="CommitLog offset to stop before (default: the end)"
-    )
     export.add_argument(
         "--mode",
         choices=("errorifexists", "append", "overwrite"),

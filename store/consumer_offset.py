@@ -163,22 +163,21 @@ class ConsumerOffsetManager:
     def remove_group(self, group: str) -> None:
         """Forget every offset of the group (RocketMQ's removeOffset), persisted at the next
         persist."""
-        with self._lock:
-            keys = [k for k in self._table if k[1] == group]
-            for key in keys:
-                del self._table[key]
-            if keys:
-                self._dirty = True
+        self._remove(lambda topic, g: g == group)
 
     def remove_topic(self, topic: str) -> list[str]:
         """Forget every group's offsets in the topic (a deleted topic); the groups, sorted."""
+        return sorted(group for _, group in self._remove(lambda t, group: t == topic))
+
+    def _remove(self, match: Callable[[str, str], bool]) -> list[tuple[str, str]]:
+        """Drop the (topic, group) entries `match` picks; the keys dropped."""
         with self._lock:
-            keys = [k for k in self._table if k[0] == topic]
+            keys = [k for k in self._table if match(*k)]
             for key in keys:
                 del self._table[key]
             if keys:
                 self._dirty = True
-        return sorted(group for _, group in keys)
+        return keys
 
     def clamp_to_min(self, min_offsets: Callable[[str, int], int]) -> int:
         """Raise every committed offset below its queue's min offset to it (after retention

@@ -108,6 +108,12 @@ Status = PutMessageStatus
 ArrivalListener = Callable[[DispatchRequest], None]
 
 
+def _auto_create_limits(config: StoreConfig) -> AutoCreateLimits:
+    return AutoCreateLimits(
+        config.auto_create_topic_enable, config.auto_create_topic_max_topics, config.auto_create_topic_per_minute
+    )
+
+
 class MessageStore:
     def __init__(
         self,
@@ -177,13 +183,7 @@ class MessageStore:
         self._flush_listeners: list[Callable[[int], None]] = []
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
         self._topic_lock = threading.Lock()
-        self._auto_create = AutoCreateGate(
-            AutoCreateLimits(
-                config.auto_create_topic_enable,
-                config.auto_create_topic_max_topics,
-                config.auto_create_topic_per_minute,
-            )
-        )
+        self._auto_create = AutoCreateGate(_auto_create_limits(config))
         self._allocator: SegmentAllocator | None = None
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
@@ -762,11 +762,7 @@ class MessageStore:
         with self._topic_lock:
             self.config = config
             self.topics.auto_create_topic_enable = config.auto_create_topic_enable
-            self._auto_create.limits = AutoCreateLimits(
-                config.auto_create_topic_enable,
-                config.auto_create_topic_max_topics,
-                config.auto_create_topic_per_minute,
-            )
+            self._auto_create.limits = _auto_create_limits(config)
         if self._cleaner is not None:
             self._cleaner.policy = policy
         log.info("config changed: %s", ", ".join(f"{k}={v}" for k, v in sorted(changes.items())))

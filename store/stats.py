@@ -285,11 +285,10 @@ class StoreStats:
         self.boot_ms = clock_ms()
 
         self._put_lock = threading.Lock()
-        self._put_by_status = [0] * len(_STATUSES)
-        self._put_latency = [0] * _N_BUCKETS
         self._put_messages = 0
         self._put_failures = 0
         self._put_max_latency_us = 0
+        # Latency buckets per status: calls by status and the overall distribution are their sums.
         self._latency_by_status = [[0] * _N_BUCKETS for _ in _STATUSES]
         self._latency_sum_by_status = [0] * len(_STATUSES)
 
@@ -319,8 +318,6 @@ class StoreStats:
         bucket = bisect_right(LATENCY_EDGES_US, latency_us)
         stored = _STATUS_STORED[slot]
         with self._put_lock:
-            self._put_by_status[slot] += 1
-            self._put_latency[bucket] += 1
             self._latency_by_status[slot][bucket] += 1
             self._latency_sum_by_status[slot] += latency_us
             if stored:
@@ -369,7 +366,8 @@ class StoreStats:
         later than the newest one is dropped (a clock that stepped back would make rates wrong)."""
         with self._put_lock:
             put_messages = self._put_messages
-            latency = tuple(self._put_latency)
+            rows = [tuple(row) for row in self._latency_by_status]
+        latency = _column_sums(rows)
         with self._get_lock:
             get_found, get_miss, get_messages = self._get_found, self._get_miss, self._get_messages
         dispatched_messages, dispatched_bytes, _ = self._dispatched
@@ -394,18 +392,16 @@ class StoreStats:
         """Current totals, rates from the sample ring, and the store's figures passed in. Any
         thread; copies under each group's lock, computes outside them."""
         with self._put_lock:
-            by_status = tuple(self._put_by_status)
-            latency = tuple(self._put_latency)
+            rows = [tuple(row) for row in self._latency_by_status]
+            sums = tuple(self._latency_sum_by_status)
             put_messages = self._put_messages
             put_failures = self._put_failures
             max_us = self._put_max_latency_us
-            by_status_latency = {
-                s._value_: BucketCounts(tuple(counts), total)
-                for s, n, counts, total in zip(
-                    _STATUSES, by_status, self._latency_by_status, self._latency_sum_by_status
-                )
-                if n
-            }
+        by_status = tuple(sum(row) for row in rows)
+        latency = _column_sums(rows)
+        by_status_latency = {
+            s._value_: BucketCounts(row, total) for s, n, row, total in zip(_STATUSES, by_status, rows, sums) if n
+        }
         with self._fsync_lock:
             fsync = BucketCounts(tuple(self._fsync_latency), self._fsync_sum_us)
         with self._get_lock:
@@ -461,6 +457,11 @@ class StoreStats:
             put_latency_by_status=MappingProxyType(by_status_latency),
             fsync_latency=fsync,
         )
+
+
+def _column_sums(rows: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Bucket by bucket, the counts of every status: the overall latency distribution."""
+    return tuple(sum(column) for column in zip(*rows))
 
 
 def _window_pair(ring: list[_Sample], width_ms: int) -> tuple[_Sample, _Sample] | None:

@@ -63,31 +63,38 @@ def queue_statuses(store: MessageStore, config: TopicConfig) -> list[admin_pb2.Q
     return out
 
 
+def queue_lags(store: MessageStore, group: str, topic: str) -> list[tuple[int, int, int, int]]:
+    """(queue id, broker offset, consumer offset or -1, lag) of each queue of the topic (its read
+    queues and any the group committed), by queue id: the one definition of lag, for the
+    consumer progress call and for the metrics."""
+    committed = store.consumer_offsets.query_offsets(group, topic)
+    config = store.topics.get(topic)
+    queue_ids = set(committed) | set(range(config.read_queue_nums if config is not None else 0))
+    lags = []
+    for queue_id in sorted(queue_ids):
+        broker_offset = store.dispatched_queue_offset(topic, queue_id)
+        consumer_offset = committed.get(queue_id, -1)
+        start = consumer_offset if consumer_offset >= 0 else store.min_queue_offset(topic, queue_id)
+        lags.append((queue_id, broker_offset, consumer_offset, max(0, broker_offset - start)))
+    return lags
+
+
 def consumer_progress(store: MessageStore, group: str, topics: Iterable[str]) -> list[admin_pb2.QueueProgress]:
-    """Per queue of each topic (its read queues and any the group committed), sorted."""
-    offsets = store.consumer_offsets
-    rows = []
-    for topic in sorted(topics):
-        committed = offsets.query_offsets(group, topic)
-        config = store.topics.get(topic)
-        queue_ids = set(committed) | set(range(config.read_queue_nums if config is not None else 0))
-        for queue_id in sorted(queue_ids):
-            broker_offset = store.dispatched_queue_offset(topic, queue_id)
-            consumer_offset = committed.get(queue_id, -1)
-            start = consumer_offset if consumer_offset >= 0 else store.min_queue_offset(topic, queue_id)
-            rows.append(
-                admin_pb2.QueueProgress(
-                    topic=topic,
-                    queue_id=queue_id,
-                    broker_offset=broker_offset,
-                    consumer_offset=consumer_offset,
-                    lag=max(0, broker_offset - start),
-                    last_consume_timestamp_ms=store_time_at(store, topic, queue_id, consumer_offset - 1)
-                    if consumer_offset > 0
-                    else 0,
-                )
-            )
-    return rows
+    """Per queue of each topic (see `queue_lags`), sorted, with the last consume time."""
+    return [
+        admin_pb2.QueueProgress(
+            topic=topic,
+            queue_id=queue_id,
+            broker_offset=broker_offset,
+            consumer_offset=consumer_offset,
+            lag=lag,
+            last_consume_timestamp_ms=store_time_at(store, topic, queue_id, consumer_offset - 1)
+            if consumer_offset > 0
+            else 0,
+        )
+        for topic in sorted(topics)
+        for queue_id, broker_offset, consumer_offset, lag in queue_lags(store, group, topic)
+    ]
 
 
 def reset_plan(store: MessageStore, group: str, config: TopicConfig, request: admin_pb2.ResetOffsetRequest):

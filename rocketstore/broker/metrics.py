@@ -42,6 +42,7 @@ from store.clock import wall_clock_ms
 from store.stats import LATENCY_EDGES_US, BucketCounts
 from store.topic_config import SYSTEM_TOPICS
 
+from .admin_queries import queue_lags
 from .config import BrokerConfigs
 from .view import BrokerView
 
@@ -80,10 +81,9 @@ def readiness(store: MessageStore, view: BrokerView) -> str | None:
     if not store.running:
         return "the store is not running"
     if view.role is BrokerRole.SLAVE:
-        if view.controller_mode() and view.controller_status() is not None:
-            status = view.controller_status()
-            if status.master is None:
-                return "no master is elected"
+        controller = view.controller_status() if view.controller_mode() else None
+        if controller is not None and controller.master is None:
+            return "no master is elected"
         state = view.replication_state()
         if state is None or state.connected or view.acting_master():
             return None
@@ -233,10 +233,7 @@ class BrokerCollector:
         for topic in topics:
             for group in sorted(offsets.groups_of(topic)):
                 groups.add(group)
-                behind = 0
-                for queue_id, consumed in offsets.query_offsets(group, topic).items():
-                    behind += max(0, store.max_queue_offset(topic, queue_id) - consumed)
-                lag.add_metric([group, topic], behind)
+                lag.add_metric([group, topic], sum(row[3] for row in queue_lags(store, group, topic)))
         yield lag
         yield GaugeMetricFamily("rocketmq_consumer_group_number", "Consumer groups with offsets", value=len(groups))
 
