@@ -38,6 +38,7 @@ import grpc
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
+from .cluster_sends import ClusterRoute, FaultRecord, QueueChooser, SpreadAction, SpreadSend, SpreadStep
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
 from .endpoint import Endpoint, open_channel, parse_endpoint
 from .signing import Credentials
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 
 # A route question during rediscovery waits at most this long per broker.
 ROUTE_TIMEOUT_S = 2.0
+# How often a topic's route is asked for again (new groups, drained ones, moved masters).
+ROUTE_REFRESH_S = 10.0
 
 
 def _now_ms() -> int:
@@ -108,8 +111,15 @@ class _ProducerBase:
         retry_timeout_s: float = 10.0,
         retry_policy: RetryPolicy | None = None,
         credentials: Credentials | None = None,
+        route_refresh_s: float = ROUTE_REFRESH_S,
     ) -> None:
         self._group = KnownEndpoints(parse_endpoints(endpoints))
+        # A cluster of several groups: the topics' routes (with when they were asked), the
+        # groups' fault record and the round robin over their queues (`client.cluster_sends`).
+        self._route_refresh_s = check_timeout(route_refresh_s)
+        self._routes: dict[str, tuple[ClusterRoute, float]] = {}
+        self._faults = FaultRecord()
+        self._chooser = QueueChooser()
         self._given = self._group.all
         self._timeout_s = check_timeout(timeout_s)
         self._policy = retry_policy if retry_policy is not None else RetryPolicy(retry_timeout_s=retry_timeout_s)
@@ -152,6 +162,75 @@ class _ProducerBase:
         if name:
             self._group_name = name
         return master
+
+    def _route_due(self, topic: str, now: float) -> bool:
+        cached = self._routes.get(topic)
+        return cached is None or now - cached[1] >= self._route_refresh_s
+
+    def _route_askees(self, topic: str) -> list[Endpoint]:
+        """Whom to ask for a route: the group's current endpoint, those given, then the masters
+        of the route known (any broker of the cluster answers for all of it)."""
+        asked = [self._group.current, *self._given]
+        cached = self._routes.get(topic)
+        if cached is not None:
+            for name in cached[0].groups:
+                endpoint = self._group_endpoint(cached[0].master_of(name))
+                if endpoint is not None:
+                    asked.append(endpoint)
+        return list(dict.fromkeys(asked))
+
+    @staticmethod
+    def _group_endpoint(target: str) -> Endpoint | None:
+        try:
+            return parse_endpoint(target)
+        except RocketStoreError:
+            return None
+
+    def _keep_route(self, topic: str, route: ClusterRoute | None, now: float) -> ClusterRoute | None:
+        """Remembers an answered route (or, unanswered, keeps the last one until the next
+        refresh); the route if it spans several groups, else None (single-group sends)."""
+        cached = self._routes.get(topic)
+        if route is None:
+            route = cached[0] if cached is not None else ClusterRoute(())
+        else:
+            self._faults.saw_route(route)
+        self._routes[topic] = (route, now)
+        return route if len(route.groups) > 1 else None
+
+    @staticmethod
+    def _route_of(topic: str, response: pb.QueryRouteResponse) -> ClusterRoute | None:
+        try:
+            return ClusterRoute.of(queues_from_route(topic, response))
+        except RocketStoreError:
+            return None
+
+    @staticmethod
+    def _aim(request: pb.SendMessageRequest, queue_id: int) -> None:
+        for message in request.messages:
+            message.system_properties.send_queue_id = queue_id
+
+    @staticmethod
+    def _message_group(request: pb.SendMessageRequest) -> str:
+        first = request.messages[0].system_properties
+        return first.message_group if first.HasField("message_group") else ""
+
+    def _spread_finish(self, topic: str, spread: SpreadSend, step: SpreadStep, results) -> list[SendResult]:
+        cached = self._routes.get(topic)
+        if cached is not None and spread.route is not cached[0]:
+            self._routes[topic] = (spread.route, cached[1])
+        if step.action is SpreadAction.RETURN:
+            assert results is not None
+            return results
+        error = step.error
+        assert error is not None
+        error.attempts = step.attempts
+        if self._policy.retry_timeout_s > 0:
+            held = ", ".join(self._faults.held_out(time.monotonic())) or "none"
+            error.add_note(
+                f"gave up after {step.attempts} attempt(s) over the groups of {topic} in "
+                f"retry_timeout_s={self._policy.retry_timeout_s:g}; groups held out: {held}"
+            )
+        raise error
 
     def _finish(self, step: Step, results: list[SendResult] | None) -> list[SendResult]:
         """The end of a send: its results, or its last error raised."""
@@ -199,6 +278,7 @@ class Producer(_ProducerBase):
         retry_timeout_s: float = 10.0,
         retry_policy: RetryPolicy | None = None,
         credentials: Credentials | None = None,
+        route_refresh_s: float = ROUTE_REFRESH_S,
     ) -> None:
         super().__init__(
             endpoints,
@@ -207,6 +287,7 @@ class Producer(_ProducerBase):
             retry_timeout_s=retry_timeout_s,
             retry_policy=retry_policy,
             credentials=credentials,
+            route_refresh_s=route_refresh_s,
         )
         self._stubs: dict[Endpoint, tuple[grpc.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
         self._stub_for(self._group.current)
@@ -251,6 +332,10 @@ class Producer(_ProducerBase):
 
     def _send(self, topic: str, messages: Iterable[Any], queue_id: int | None) -> list[SendResult]:
         request, ids = self._request(topic, messages, queue_id)
+        if queue_id is None:
+            route = self._spread_route(topic)
+            if route is not None:
+                return self._send_spread(topic, request, ids, route)
         attempts = SendAttempts(self._policy, self._group, time.monotonic())
         step = attempts.first()
         results = None
@@ -270,6 +355,54 @@ class Producer(_ProducerBase):
             else:
                 step = attempts.succeeded(time.monotonic())
         return self._finish(step, results)
+
+    def _spread_route(self, topic: str) -> ClusterRoute | None:
+        now = time.monotonic()
+        if self._route_due(topic, now):
+            return self._keep_route(topic, self._ask_route(topic), now)
+        route = self._routes[topic][0]
+        return route if len(route.groups) > 1 else None
+
+    def _ask_route(self, topic: str) -> ClusterRoute | None:
+        for endpoint in self._route_askees(topic):
+            try:
+                response = self._stub_for(endpoint).QueryRoute(
+                    _route_request(topic, endpoint), timeout=self._route_timeout()
+                )
+            except grpc.RpcError:
+                continue
+            route = self._route_of(topic, response)
+            if route is not None:
+                return route
+        return None
+
+    def _send_spread(self, topic: str, request, ids, route: ClusterRoute) -> list[SendResult]:
+        spread = SpreadSend(
+            route, self._faults, self._chooser, self._policy, time.monotonic(), self._message_group(request)
+        )
+        step = spread.first()
+        results = None
+        while step.action is SpreadAction.SEND or step.action is SpreadAction.REFRESH:
+            if step.delay_s > 0:
+                time.sleep(step.delay_s)
+            if self._closed:
+                raise self._closed_error()
+            if step.action is SpreadAction.REFRESH:
+                now = time.monotonic()
+                found = self._ask_route(topic)
+                self._keep_route(topic, found, now)
+                step = spread.refreshed(found, time.monotonic())
+                continue
+            assert step.target is not None
+            self._aim(request, step.target.queue_id)
+            try:
+                endpoint = parse_endpoint(step.target.endpoint)
+                results = self._attempt(endpoint, topic, request, ids)
+            except RocketStoreError as exc:
+                step = spread.failed(exc, time.monotonic())
+            else:
+                step = spread.succeeded(time.monotonic())
+        return self._spread_finish(topic, spread, step, results)
 
     def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
         for endpoint in ask:
@@ -311,6 +444,7 @@ class AsyncProducer(_ProducerBase):
         retry_timeout_s: float = 10.0,
         retry_policy: RetryPolicy | None = None,
         credentials: Credentials | None = None,
+        route_refresh_s: float = ROUTE_REFRESH_S,
     ) -> None:
         super().__init__(
             endpoints,
@@ -319,6 +453,7 @@ class AsyncProducer(_ProducerBase):
             retry_timeout_s=retry_timeout_s,
             retry_policy=retry_policy,
             credentials=credentials,
+            route_refresh_s=route_refresh_s,
         )
         self._stubs: dict[Endpoint, tuple[grpc.aio.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
 
@@ -361,6 +496,10 @@ class AsyncProducer(_ProducerBase):
 
     async def _send(self, topic: str, messages: Iterable[Any], queue_id: int | None) -> list[SendResult]:
         request, ids = self._request(topic, messages, queue_id)
+        if queue_id is None:
+            route = await self._spread_route(topic)
+            if route is not None:
+                return await self._send_spread(topic, request, ids, route)
         attempts = SendAttempts(self._policy, self._group, time.monotonic())
         step = attempts.first()
         results = None
@@ -380,6 +519,54 @@ class AsyncProducer(_ProducerBase):
             else:
                 step = attempts.succeeded(time.monotonic())
         return self._finish(step, results)
+
+    async def _spread_route(self, topic: str) -> ClusterRoute | None:
+        now = time.monotonic()
+        if self._route_due(topic, now):
+            return self._keep_route(topic, await self._ask_route(topic), now)
+        route = self._routes[topic][0]
+        return route if len(route.groups) > 1 else None
+
+    async def _ask_route(self, topic: str) -> ClusterRoute | None:
+        for endpoint in self._route_askees(topic):
+            try:
+                response = await self._stub_for(endpoint).QueryRoute(
+                    _route_request(topic, endpoint), timeout=self._route_timeout()
+                )
+            except grpc.RpcError:
+                continue
+            route = self._route_of(topic, response)
+            if route is not None:
+                return route
+        return None
+
+    async def _send_spread(self, topic: str, request, ids, route: ClusterRoute) -> list[SendResult]:
+        spread = SpreadSend(
+            route, self._faults, self._chooser, self._policy, time.monotonic(), self._message_group(request)
+        )
+        step = spread.first()
+        results = None
+        while step.action is SpreadAction.SEND or step.action is SpreadAction.REFRESH:
+            if step.delay_s > 0:
+                await asyncio.sleep(step.delay_s)
+            if self._closed:
+                raise self._closed_error()
+            if step.action is SpreadAction.REFRESH:
+                now = time.monotonic()
+                found = await self._ask_route(topic)
+                self._keep_route(topic, found, now)
+                step = spread.refreshed(found, time.monotonic())
+                continue
+            assert step.target is not None
+            self._aim(request, step.target.queue_id)
+            try:
+                endpoint = parse_endpoint(step.target.endpoint)
+                results = await self._attempt(endpoint, topic, request, ids)
+            except RocketStoreError as exc:
+                step = spread.failed(exc, time.monotonic())
+            else:
+                step = spread.succeeded(time.monotonic())
+        return self._spread_finish(topic, spread, step, results)
 
     async def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
         for endpoint in ask:

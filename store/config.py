@@ -82,6 +82,9 @@ class StoreConfig:
     )
 
     auto_create_topic_enable: bool = True
+    # RocketMQ's brokerPermission (PermName bits: 4 read, 2 write, 6 both): 4 drains the broker,
+    # which then refuses sends and is routed read-only, so producers go to the other groups.
+    broker_permission: int = 6
     # How many recent producer message ids (UNIQ_KEY) a put is checked against, so a retry of a
     # stored message is answered, not stored again (store/recent_ids.py); 0 turns the check off.
     recent_message_ids_max: int = 100_000
@@ -115,6 +118,11 @@ class StoreConfig:
                     choices = ", ".join(m.name for m in kind)
                     raise ConfigError(f"{_label(name)}={value!r}: expected one of {choices}") from None
         object.__setattr__(self, "store_path_root_dir", str(self.store_path_root_dir))
+        if self.broker_permission not in (2, 4, 6):
+            raise ConfigError(
+                f"brokerPermission must be 6 (read and write), 4 (read only: drained) or 2 (write only), "
+                f"got {self.broker_permission}"
+            )
         positive = (
             "mapped_file_size_commit_log",
             "mapped_file_size_consume_queue",

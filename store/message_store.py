@@ -93,6 +93,7 @@ log = logging.getLogger(__name__)
 LIVE_CONFIG_KEYS = frozenset(
     {
         "autoCreateTopicEnable",
+        "brokerPermission",
         "autoCreateTopicMaxTopics",
         "autoCreateTopicPerMinute",
         "fileReservedTime",
@@ -746,6 +747,13 @@ class MessageStore:
             stored = self.topics.create_or_update(config)
             self._writable_topics.discard(config.topic_name)
         return stored
+
+    def write_refusal(self) -> str | None:
+        """Why this broker takes no sends now (brokerPermission without the write bit), or None."""
+        permission = self.config.broker_permission
+        if permission & Permission.WRITE:
+            return None
+        return f"the broker is not writable now (brokerPermission={permission}): it is drained"
 
     def update_config(self, changes: Mapping[str, str]) -> StoreConfig:
         """Change keys of `LIVE_CONFIG_KEYS` on the running store (auto-creation and retention);

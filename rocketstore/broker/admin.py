@@ -27,6 +27,8 @@ the cluster as this broker sees it.
   offsets (or are running) may write theirs over it: stop them first, as with mqadmin
   resetOffsetByTime.
 - QueryMessage: by key (the index), by either form of message id, or by CommitLog offset.
+- DescribeCluster: the cluster's brokers as this broker last read them from the registry in
+  etcd (`coordination.cluster_registrar`), and whether that read is fresh enough for routes.
 - GetBrokerConfig / SetBrokerConfig: the effective config (secrets hidden) and the keys a running
   broker may change (`store.message_store.LIVE_CONFIG_KEYS`); changes last until a restart.
 
@@ -188,6 +190,35 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         if self._view.role is BrokerRole.SLAVE:
             return admin_pb2.ClusterView(self=own)
         return admin_pb2.ClusterView(master=own)
+
+    @_guarded
+    async def DescribeCluster(
+        self, request: admin_pb2.DescribeClusterRequest, context
+    ) -> admin_pb2.DescribeClusterResponse:
+        broker = self._configs.broker
+        answer = admin_pb2.DescribeClusterResponse(cluster=broker.broker_cluster_name, broker_name=broker.broker_name)
+        registry = self._view.cluster_registry()
+        if registry is None:
+            return answer
+        view, max_age_ms = registry
+        answer.registry = True
+        now = self._clock()
+        answer.read_age_ms = now - view.read_at_ms if view.read_at_ms else -1
+        answer.fresh = view.fresh(now, max_age_ms)
+        for record in sorted(view.registrations, key=lambda r: (r.broker_name, r.broker_id)):
+            answer.brokers.add(
+                broker_name=record.broker_name,
+                broker_id=record.broker_id,
+                role=record.role,
+                epoch=record.epoch,
+                client_endpoint=record.client_endpoint,
+                remoting_endpoint=record.remoting_endpoint,
+                acting=record.acting,
+                broker_permission=record.broker_permission,
+                topics=len(record.topics),
+                superseded=view.superseded(record),
+            )
+        return answer
 
     @_guarded
     async def ElectMaster(self, request: admin_pb2.ElectMasterRequest, context) -> admin_pb2.ElectMasterResponse:

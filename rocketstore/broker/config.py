@@ -85,6 +85,10 @@ class BrokerConfig:
     # slaveActingMasterDelay without its master, a slave routes consumers to itself and serves pop
     # consumption, keeping what it decides in its pop journal until a master takes it back.
     enable_slave_acting_master: bool = True
+    # With etcdEndpoints set, the broker registers its route record in etcd and reads the other
+    # groups' this often (rocketstore/coordination/cluster_registrar.py), so that any broker's
+    # QueryRoute answers for the whole cluster; without etcd the group stands alone.
+    cluster_route_refresh_interval_ms: int = field(default=1000, metadata=_key("clusterRouteRefreshInterval"))
     slave_acting_master_delay_ms: int = field(default=10_000, metadata=_key("slaveActingMasterDelay"))
 
     def __post_init__(self) -> None:
@@ -94,6 +98,10 @@ class BrokerConfig:
             raise ConfigError(f"remotingListenPort out of range (-1 turns it off): {self.remoting_listen_port}")
         if not -1 <= self.metrics_port <= 65535:
             raise ConfigError(f"metricsPort out of range (-1 turns it off): {self.metrics_port}")
+        if self.cluster_route_refresh_interval_ms <= 0:
+            raise ConfigError(
+                f"clusterRouteRefreshInterval must be positive (ms), got {self.cluster_route_refresh_interval_ms}"
+            )
         if not 0 <= self.retry_max_times <= 1000:
             raise ConfigError(f"retryMaxTimes out of range (0..1000): {self.retry_max_times}")
         if self.transaction_timeout_ms <= 0 or self.transaction_check_interval_ms <= 0:

@@ -70,6 +70,7 @@ from .timer_service import TimerService, timer_message
 from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings, half_message
 from .view import BrokerView
+from .cluster_route import other_groups_assignments, other_groups_queues
 
 from .v2_messages import (
     Host,
@@ -312,6 +313,24 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         problem = name_problem("topic", topic)
         if problem is not None:
             return pb.QueryRouteResponse(status=status(pb.ILLEGAL_TOPIC, problem))
+        local, here = self._local_route(request)
+        cluster = self._view.cluster_view()
+        if cluster is None:
+            return local
+        others, elsewhere = other_groups_queues(request.topic, cluster)
+        if not others or (local.status.code == pb.OK and here and not elsewhere):
+            return local
+        if local.status.code != pb.OK or (elsewhere and not here):
+            # Not served by this group (or only as a topic this group would create, while other
+            # groups have it): the other groups' queues alone.
+            return pb.QueryRouteResponse(status=OK, message_queues=others)
+        local.message_queues.extend(others)
+        return local
+
+    def _local_route(self, request: pb.QueryRouteRequest) -> tuple[pb.QueryRouteResponse, bool]:
+        """This group's part of the route, and whether the topic exists here (False: the route
+        is one to a topic the first send would create)."""
+        topic = request.topic.name
         slave = self._is_slave
         acting = slave and self._view.acting_master()
         if slave and self._view.controller_mode():
@@ -319,6 +338,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             master = self._view.master_client_endpoint()
             if master:
                 known = self._store.topics.get(topic) or topic_from_queues(self._store, topic)
+                exists = known is not None
                 count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
                 queues = route_queues(
                     request.topic,
@@ -328,16 +348,17 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                     master,
                     read_only=False,
                 )
-                return pb.QueryRouteResponse(status=OK, message_queues=queues)
+                return pb.QueryRouteResponse(status=OK, message_queues=queues), exists
             if not acting:
                 return pb.QueryRouteResponse(
                     status=status(
                         pb.HA_NOT_AVAILABLE, f"broker {self._configs.broker.broker_name} has no master elected now"
                     )
-                )
+                ), False
         config = self._store.topics.get(topic)
         if config is None and slave:
             config = topic_from_queues(self._store, topic)
+        exists = config is not None
         if config is None and not slave and self._store.config.auto_create_topic_enable:
             # A route to write to, but no topic yet: reads never create topics. The first send
             # creates it, within the auto-creation limits, or says which one refused it.
@@ -345,14 +366,15 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             config = TopicConfig(topic, count, count)
         if config is None:
             why = "" if slave else " and autoCreateTopicEnable is false"
-            return pb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist{why}"))
+            return pb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist{why}")), False
         broker = self._configs.broker
         here = self._view.client_endpoint()
         if not slave or acting:
             # A slave acting for its master that is down stands in as broker id 0, read-only:
             # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
-            queues = route_queues(request.topic, config, broker.broker_name, 0, here, read_only=slave)
-            return pb.QueryRouteResponse(status=OK, message_queues=queues)
+            read_only = slave or self._store.write_refusal() is not None
+            queues = route_queues(request.topic, config, broker.broker_name, 0, here, read_only=read_only)
+            return pb.QueryRouteResponse(status=OK, message_queues=queues), exists
         # A slave names its master as id 0 (where clients write and pop) and itself for reads.
         queues = []
         master = self._view.master_client_endpoint()
@@ -362,7 +384,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             writes = self._store.topics.get(topic) or TopicConfig(topic, config.read_queue_nums, config.read_queue_nums)
             queues += route_queues(request.topic, writes, broker.broker_name, 0, master, read_only=False)
         queues += route_queues(request.topic, config, broker.broker_name, broker.broker_id, here, read_only=True)
-        return pb.QueryRouteResponse(status=OK, message_queues=queues)
+        return pb.QueryRouteResponse(status=OK, message_queues=queues), exists
 
     # -- Heartbeat, NotifyClientTermination -----------------------------------------------------
 
@@ -504,6 +526,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             return Refusal(pb.ILLEGAL_TOPIC, problem)
         if topic in SYSTEM_TOPICS:
             return Refusal(pb.ILLEGAL_TOPIC, f"{topic} is a system topic; producers cannot send to it")
+        drained = self._store.write_refusal()
+        if drained is not None:
+            return Refusal(pb.FORBIDDEN, f"{self._configs.broker.broker_name}: {drained}")
         config = await self._created_topic(topic)
         if isinstance(config, Refusal):
             return config
@@ -745,7 +770,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     @_guarded(pb.QueryAssignmentResponse)
     async def QueryAssignment(self, request: pb.QueryAssignmentRequest, context) -> pb.QueryAssignmentResponse:
-        return await self._pop.query_assignment(request, endpoints_of(self._view.client_endpoint()))
+        answer = await self._pop.query_assignment(request, endpoints_of(self._view.client_endpoint()))
+        cluster = self._view.cluster_view()
+        if cluster is not None and answer.status.code == pb.OK:
+            answer.assignments.extend(other_groups_assignments(request.topic, cluster))
+        return answer
 
     @_guarded_stream(pb.ReceiveMessageResponse)
     def ReceiveMessage(self, request: pb.ReceiveMessageRequest, context) -> AsyncIterator[pb.ReceiveMessageResponse]:

@@ -55,6 +55,9 @@ from store.pop_journal import PopJournal
 from store.properties import ConfigError
 
 from rocketstore.coordination import EtcdClient
+from rocketstore.coordination.cluster_registrar import ClusterRegistrar
+from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistration, RouteKeys, TopicRoute
+from store.topic_config import SYSTEM_TOPICS
 
 from rocketstore.failover import switchover
 from .admin import AdminServicer
@@ -182,6 +185,19 @@ class BrokerState:
     def started_at_ms(self) -> int:
         return self._broker.started_at_ms
 
+    def cluster_registry(self):
+        registrar = self._broker.registrar
+        return (registrar.view, registrar.max_age_ms) if registrar is not None else None
+
+    def cluster_view(self):
+        registrar = self._broker.registrar
+        if registrar is None:
+            return None
+        view = registrar.view
+        if not view.fresh(wall_clock_ms(), registrar.max_age_ms):
+            return None
+        return view.without(self._broker.configs.broker.broker_name)
+
     def acting_master(self) -> bool:
         broker = self._broker
         config = broker.configs.broker
@@ -217,6 +233,8 @@ class Broker:
         self._metrics: MetricsServer | None = None
         self.metrics_endpoint = ""
         self._etcd: EtcdClient | None = None
+        self.registrar: ClusterRegistrar | None = None
+        self._view: BrokerState | None = None
         self._stopped = False
         # Role changes (controller mode, planned switchovers) are serialised by this lock.
         self._role_lock = threading.RLock()
@@ -329,7 +347,7 @@ class Broker:
         if self.replicator is not None:
             self.replicator.start()
 
-        view = BrokerState(self)
+        view = self._view = BrokerState(self)
         messaging = MessagingServicer(
             self.store,
             self.configs,
@@ -358,8 +376,7 @@ class Broker:
             self._start_metrics(view, host, broker.metrics_port)
         await self._client_server.start()
         self.started_at_ms = wall_clock_ms()
-        if self.roles is not None:
-            broker = self.configs.broker
+        if ha.etcd_endpoints.strip():
             self._etcd = EtcdClient(
                 ha.etcd_endpoints,
                 timeout_s=ha.etcd_request_timeout_ms / 1000,
@@ -369,6 +386,9 @@ class Broker:
                 cert_file=ha.etcd_cert_file,
                 key_file=ha.etcd_key_file,
             )
+        if self.roles is not None:
+            assert self._etcd is not None
+            broker = self.configs.broker
             self.agent = ControllerAgent(
                 self._etcd,
                 GroupKeys.of(ha.etcd_prefix, broker.broker_cluster_name, broker.broker_name),
@@ -376,6 +396,47 @@ class Broker:
                 self.roles,
             )
             self.agent.start()
+        if self._etcd is not None:
+            broker = self.configs.broker
+            self.registrar = ClusterRegistrar(
+                self._etcd,
+                RouteKeys.of(ha.etcd_prefix, broker.broker_cluster_name),
+                broker.broker_cluster_name,
+                self._registration,
+                lease_ttl_s=ha.etcd_lease_ttl_s,
+                interval_ms=broker.cluster_route_refresh_interval_ms,
+            )
+            self.registrar.start()
+
+    def _registration(self) -> BrokerRegistration:
+        """This broker's route record as it serves now (registrar thread)."""
+        store, broker, view = self.store, self.configs.broker, self._view
+        assert view is not None
+        master = store.broker_role is not BrokerRole.SLAVE and view.write_refusal() is None
+        acting = not master and view.acting_master()
+        topics = {}
+        if master or acting:
+            topics = {
+                config.topic_name: TopicRoute(
+                    config.read_queue_nums, config.write_queue_nums, config.perm, config.order
+                )
+                for config in store.topics.topics()
+                if config.topic_name not in SYSTEM_TOPICS
+            }
+        return BrokerRegistration(
+            cluster=broker.broker_cluster_name,
+            broker_name=broker.broker_name,
+            broker_id=broker.broker_id,
+            role=MASTER if master else SLAVE,
+            client_endpoint=self.client_endpoint,
+            epoch=view.epoch(),
+            remoting_endpoint=self.remoting_endpoint,
+            acting=acting,
+            broker_permission=store.config.broker_permission,
+            auto_create=store.config.auto_create_topic_enable,
+            default_queues=store.config.default_topic_queue_nums,
+            topics=topics,
+        )
 
     def _start_metrics(self, view: BrokerState, host: str, port: int) -> None:
         collector = BrokerCollector(self.store, self.configs, view, self._connections)
@@ -508,6 +569,9 @@ class Broker:
             return
         self._stopped = True
         log.info("shutting down")
+        if self.registrar is not None:
+            # Routes stop naming this broker before it stops answering.
+            await asyncio.to_thread(self.registrar.stop)
         if self.agent is not None:
             # The lease goes first: a master's key vanishes at once and a slave is elected.
             await asyncio.to_thread(self.agent.stop)

@@ -432,6 +432,9 @@ class RemotingServer:
         send.connection.send(send.request.answer(code, remark, fields))
 
     async def _writable_topic(self, topic: str) -> TopicConfig | tuple[ResponseCode, str]:
+        drained = self._store.write_refusal()
+        if drained is not None:
+            return R.NO_PERMISSION, f"{self._configs.broker.broker_name}: {drained}"
         config = self._store.topics.get(topic)
         if config is None:
             assert self._create_lock is not None
@@ -591,7 +594,8 @@ class RemotingServer:
         if config is None:
             return request.answer(R.TOPIC_NOT_EXIST, f"no topic {topic} on this broker")
         broker = self._configs.broker
-        perm = config.perm & ~2 if slave else config.perm  # a slave's route is read-only
+        # A slave's route is read-only, and so is a drained broker's.
+        perm = config.perm & ~2 if slave or self._store.write_refusal() else config.perm
         route: dict[str, object] = {
             "orderTopicConf": None,
             "queueDatas": [

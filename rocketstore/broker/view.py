@@ -64,6 +64,15 @@ class BrokerView(Protocol):
         """A slave serving reads for its master, which it has not heard from for
         slaveActingMasterDelay (`acts_for_master`); False on a master."""
 
+    def cluster_registry(self) -> Any:
+        """(`ClusterView` of the whole cluster as last read, its max usable age in ms), or None
+        without a registry."""
+
+    def cluster_view(self) -> Any:
+        """The other groups of the cluster (`coordination.cluster_routes.ClusterView`, this group
+        left out) while the registry's last read is fresh; None without a registry or when it is
+        stale (routes then name this group alone)."""
+
 
 def acts_for_master(now_ms: int, connected: bool, last_contact_ms: int, delay_ms: int) -> bool:
     """Whether a slave serves reads for its master now: its replication stream is down and it
@@ -86,6 +95,7 @@ class StaticView:
     epoch_value: int = 0
     started_ms: int = 0
     acting: bool = False
+    cluster: Any = None
 
     @property
     def role(self) -> BrokerRole:
@@ -131,3 +141,9 @@ class StaticView:
 
     def acting_master(self) -> bool:
         return self.acting
+
+    def cluster_view(self) -> Any:
+        return self.cluster
+
+    def cluster_registry(self) -> Any:
+        return (self.cluster, 0) if self.cluster is not None else None

@@ -138,6 +138,50 @@ class ClusterViewRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RegisteredBroker(_message.Message):
+    __slots__ = ("broker_name", "broker_id", "role", "epoch", "client_endpoint", "remoting_endpoint", "acting", "broker_permission", "topics", "superseded")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    REMOTING_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ACTING_FIELD_NUMBER: _ClassVar[int]
+    BROKER_PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    broker_id: int
+    role: str
+    epoch: int
+    client_endpoint: str
+    remoting_endpoint: str
+    acting: bool
+    broker_permission: int
+    topics: int
+    superseded: bool
+    def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., remoting_endpoint: _Optional[str] = ..., acting: _Optional[bool] = ..., broker_permission: _Optional[int] = ..., topics: _Optional[int] = ..., superseded: _Optional[bool] = ...) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("cluster", "registry", "read_age_ms", "fresh", "brokers", "broker_name")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    REGISTRY_FIELD_NUMBER: _ClassVar[int]
+    READ_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    FRESH_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    registry: bool
+    read_age_ms: int
+    fresh: bool
+    brokers: _containers.RepeatedCompositeFieldContainer[RegisteredBroker]
+    broker_name: str
+    def __init__(self, cluster: _Optional[str] = ..., registry: _Optional[bool] = ..., read_age_ms: _Optional[int] = ..., fresh: _Optional[bool] = ..., brokers: _Optional[_Iterable[_Union[RegisteredBroker, _Mapping]]] = ..., broker_name: _Optional[str] = ...) -> None: ...
+
 class ClusterView(_message.Message):
     __slots__ = ("master", "self")
     MASTER_FIELD_NUMBER: _ClassVar[int]

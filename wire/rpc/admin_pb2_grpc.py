@@ -99,6 +99,11 @@ class AdminStub:
                 request_serializer=wire_dot_rpc_dot_admin__pb2.SetBrokerConfigRequest.SerializeToString,
                 response_deserializer=wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.FromString,
                 _registered_method=True)
+        self.DescribeCluster = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/DescribeCluster',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -182,6 +187,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeCluster(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +260,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.SetBrokerConfig,
                     request_deserializer=wire_dot_rpc_dot_admin__pb2.SetBrokerConfigRequest.FromString,
                     response_serializer=wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.SerializeToString,
+            ),
+            'DescribeCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeCluster,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +618,33 @@ class Admin:
             '/rocketstore.admin.v1.Admin/SetBrokerConfig',
             wire_dot_rpc_dot_admin__pb2.SetBrokerConfigRequest.SerializeToString,
             wire_dot_rpc_dot_admin__pb2.BrokerConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/DescribeCluster',
+            wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,

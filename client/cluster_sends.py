@@ -1,0 +1,283 @@
+"""Spreading sends over the broker groups of a cluster and steering around a failing one, sans-IO.
+
+A topic's route (QueryRoute on any broker of the cluster) names the writable queues of every
+group's master (broker id 0). `ClusterRoute` holds them; `QueueChooser` takes them round robin
+across all groups, as RocketMQ's producer does, skipping groups that `FaultRecord` holds out; a
+send with a message group always takes the queue its group hashes to (crc32 over the writable
+queues), so that a group's messages stay in one queue, in order.
+
+`FaultRecord` is RocketMQ's send-latency fault tolerance: a send that took longer than a latency
+step holds its group out of the rotation for that step's pause (550 ms -> 30 s, ... 15 s -> 10 min:
+RocketMQ's tables); a send that failed (unreachable, timed out, not the master, drained) holds it
+out for `failure_pause_s`. When every group is held out, the one whose pause ends first is used
+anyway: sends never stop for the record's sake. A route that names a new master for a group (a
+failover) clears the group's record.
+
+`SpreadSend` decides, for one send, what to do after each attempt:
+
+- success: RETURN (the latency is recorded);
+- not master, naming the new master: SEND there at once (same group, same queue);
+- a retryable failure (transport, timeout, not master unnamed, a drained group, a master that
+  cannot acknowledge now): the group is held out and the send goes to another group at once;
+  with a message group, or when every group failed this send, REFRESH the route after a pause
+  and SEND again;
+- anything else: GIVE_UP (raise it).
+
+Every attempt re-sends the same message ids (at least once, as single-group sends). The budget is
+the producer's `RetryPolicy.retry_timeout_s`, as in `client.failover`.
+
+Thread-safety: `FaultRecord` and `QueueChooser` take a lock (a blocking producer's threads share
+them); `ClusterRoute` and steps are immutable; a `SpreadSend` belongs to one send.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .convert import QueueInfo
+from .errors import BrokerError, NotMasterError, RocketStoreError
+from .failover import RetryPolicy, is_retryable
+
+# RocketMQ's latencyMax and notAvailableDuration, in ms.
+LATENCY_STEPS_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
+PAUSE_STEPS_MS = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
+FAILURE_PAUSE_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    broker_name: str
+    queue_id: int
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRoute:
+    """The writable master queues of a topic, per group, in a stable order."""
+
+    queues: tuple[Target, ...]
+
+    @classmethod
+    def of(cls, queues: Iterable[QueueInfo]) -> "ClusterRoute":
+        targets = {
+            (q.broker_name, q.queue_id): Target(q.broker_name, q.queue_id, q.endpoint)
+            for q in queues
+            if q.broker_id == 0 and q.writable and q.endpoint
+        }
+        return cls(tuple(targets[key] for key in sorted(targets)))
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.broker_name for t in self.queues))
+
+    def master_of(self, broker_name: str) -> str:
+        return next((t.endpoint for t in self.queues if t.broker_name == broker_name), "")
+
+    def moved(self, broker_name: str, endpoint: str) -> "ClusterRoute":
+        """The route with `broker_name`'s master at `endpoint` (a not-master answer named it)."""
+        return ClusterRoute(
+            tuple(
+                Target(t.broker_name, t.queue_id, endpoint) if t.broker_name == broker_name else t for t in self.queues
+            )
+        )
+
+
+class FaultRecord:
+    def __init__(self, failure_pause_s: float = FAILURE_PAUSE_S) -> None:
+        self.failure_pause_s = failure_pause_s
+        self._lock = threading.Lock()
+        self._until: dict[str, float] = {}
+        self._masters: dict[str, str] = {}
+
+    def record(self, broker_name: str, latency_s: float, now: float, *, failed: bool = False) -> None:
+        if failed:
+            pause = self.failure_pause_s
+        else:
+            latency_ms = latency_s * 1000
+            pause = next(
+                (p / 1000 for limit, p in reversed(list(zip(LATENCY_STEPS_MS, PAUSE_STEPS_MS))) if latency_ms >= limit),
+                0.0,
+            )
+        with self._lock:
+            if pause > 0:
+                self._until[broker_name] = now + pause
+            elif not failed:
+                self._until.pop(broker_name, None)
+
+    def available(self, broker_name: str, now: float) -> bool:
+        with self._lock:
+            return self._until.get(broker_name, 0.0) <= now
+
+    def held_until(self, broker_name: str) -> float:
+        with self._lock:
+            return self._until.get(broker_name, 0.0)
+
+    def saw_route(self, route: ClusterRoute) -> None:
+        """A group whose master changed since the last route starts with a clean record."""
+        with self._lock:
+            for name in route.groups:
+                master = route.master_of(name)
+                if self._masters.get(name, master) != master:
+                    self._until.pop(name, None)
+                self._masters[name] = master
+
+    def held_out(self, now: float) -> list[str]:
+        with self._lock:
+            return sorted(name for name, until in self._until.items() if until > now)
+
+
+class QueueChooser:
+    def __init__(self, start: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._next = start
+
+    def choose(self, route: ClusterRoute, faults: FaultRecord, now: float, avoid: frozenset[str]) -> Target | None:
+        """The next queue round robin over every group, skipping groups held out or in `avoid`;
+        when all are held out, the queue of the group free soonest (outside `avoid`); None when
+        every group is in `avoid`."""
+        queues = route.queues
+        if not queues:
+            return None
+        with self._lock:
+            start = self._next
+            self._next = (self._next + 1) % (1 << 30)
+        count = len(queues)
+        for step in range(count):
+            target = queues[(start + step) % count]
+            if target.broker_name not in avoid and faults.available(target.broker_name, now):
+                return target
+        candidates = [t for t in queues if t.broker_name not in avoid]
+        if not candidates:
+            return None
+        soonest = min(faults.held_until(t.broker_name) for t in candidates)
+        ready = [t for t in candidates if faults.held_until(t.broker_name) == soonest]
+        return ready[start % len(ready)]
+
+    @staticmethod
+    def for_message_group(route: ClusterRoute, message_group: str) -> Target | None:
+        if not route.queues:
+            return None
+        return route.queues[zlib.crc32(message_group.encode()) % len(route.queues)]
+
+
+class SpreadAction(enum.Enum):
+    SEND = "SEND"  # send to `target` after `delay_s`
+    REFRESH = "REFRESH"  # after `delay_s`, ask for the topic's route again and report it
+    RETURN = "RETURN"
+    GIVE_UP = "GIVE_UP"  # raise `error` after `attempts` attempts
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadStep:
+    action: SpreadAction
+    target: Target | None = None
+    delay_s: float = 0.0
+    error: RocketStoreError | None = None
+    attempts: int = 0
+
+
+def steers_away(error: RocketStoreError) -> bool:
+    """Whether another group (or the same one later) may take what this one did not: retryable
+    failures, and a drained group's refusal (FORBIDDEN that is not a not-master answer)."""
+    if is_retryable(error):
+        return True
+    return (
+        isinstance(error, BrokerError)
+        and not isinstance(error, NotMasterError)
+        and error.code_name == "FORBIDDEN"
+        and "brokerPermission" in error.message
+    )
+
+
+class SpreadSend:
+    def __init__(
+        self,
+        route: ClusterRoute,
+        faults: FaultRecord,
+        chooser: QueueChooser,
+        policy: RetryPolicy,
+        now: float,
+        message_group: str = "",
+    ) -> None:
+        self._route = route
+        self._faults = faults
+        self._chooser = chooser
+        self._policy = policy
+        self._group = message_group
+        self._started = now
+        self._avoid: set[str] = set()
+        self._attempts = 0
+        self._pauses = 0
+        self._target: Target | None = None
+        self._sent_at = now
+        self._last_error: RocketStoreError | None = None
+
+    @property
+    def route(self) -> ClusterRoute:
+        return self._route
+
+    def first(self) -> SpreadStep:
+        return self._next(self._started)
+
+    def _next(self, now: float, delay_s: float = 0.0) -> SpreadStep:
+        if self._group:
+            target = self._chooser.for_message_group(self._route, self._group)
+            if target is not None and target.broker_name in self._avoid:
+                return self._refresh(now)
+        else:
+            target = self._chooser.choose(self._route, self._faults, now, frozenset(self._avoid))
+        if target is None:
+            return self._refresh(now)
+        return self._send(target, now, delay_s)
+
+    def _send(self, target: Target, now: float, delay_s: float) -> SpreadStep:
+        if self._attempts and now + delay_s - self._started > self._policy.retry_timeout_s:
+            return self._give_up()
+        self._target = target
+        self._attempts += 1
+        self._sent_at = now + delay_s
+        return SpreadStep(SpreadAction.SEND, target, delay_s)
+
+    def _refresh(self, now: float) -> SpreadStep:
+        delay = min(self._policy.backoff_min_s * (2**self._pauses), self._policy.backoff_max_s)
+        if now + delay - self._started > self._policy.retry_timeout_s or self._policy.retry_timeout_s == 0:
+            return self._give_up()
+        self._pauses += 1
+        return SpreadStep(SpreadAction.REFRESH, delay_s=delay)
+
+    def _give_up(self) -> SpreadStep:
+        error = self._last_error or RocketStoreError("no writable queue in the topic's route")
+        return SpreadStep(SpreadAction.GIVE_UP, error=error, attempts=self._attempts)
+
+    def succeeded(self, now: float) -> SpreadStep:
+        target = self._target
+        assert target is not None
+        self._faults.record(target.broker_name, now - self._sent_at, now)
+        return SpreadStep(SpreadAction.RETURN, target, attempts=self._attempts)
+
+    def failed(self, error: RocketStoreError, now: float) -> SpreadStep:
+        target = self._target
+        assert target is not None
+        self._last_error = error
+        if self._policy.retry_timeout_s == 0:
+            return self._give_up()
+        if isinstance(error, NotMasterError) and error.master_endpoint and error.master_endpoint != target.endpoint:
+            self._route = self._route.moved(target.broker_name, error.master_endpoint)
+            return self._send(Target(target.broker_name, target.queue_id, error.master_endpoint), now, 0.0)
+        if not steers_away(error):
+            return self._give_up()
+        self._faults.record(target.broker_name, now - self._sent_at, now, failed=True)
+        self._avoid.add(target.broker_name)
+        return self._next(now)
+
+    def refreshed(self, route: ClusterRoute | None, now: float) -> SpreadStep:
+        """The route asked for after REFRESH (None: nobody answered); every group is tried again."""
+        if route is not None and route.queues:
+            self._faults.saw_route(route)
+            self._route = route
+        self._avoid.clear()
+        return self._next(now)

@@ -1,0 +1,63 @@
+"""The other groups' part of a route or an assignment, from the registry's `ClusterView`.
+
+A broker answers QueryRoute for its own group from what it knows first-hand (its topic table, its
+master, its role) and adds the other groups' queues from the registry (`coordination.cluster_routes`):
+per group serving the topic, its master as broker id 0 (writable unless the group is drained or
+the topic is read-only), or a slave standing in for a master that is down as id 0 read-only, and
+each slave under its own id, read-only, for reads. RocketMQ 5 clients write to and pop from id 0
+only; our pull consumer may read from the others.
+
+Pure functions over protobuf values; thread-safe.
+"""
+
+from __future__ import annotations
+
+from wire.rpc import messaging_pb2 as pb
+from rocketstore.coordination.cluster_routes import ClusterView, ServedTopic
+from store.topic_config import TopicConfig
+
+from .v2_messages import endpoints_of, route_queues
+
+
+def _config(topic: str, served: ServedTopic) -> TopicConfig:
+    route = served.route
+    return TopicConfig(topic, route.read_queues, route.write_queues, route.perm, order=route.order)
+
+
+def other_groups_queues(resource: pb.Resource, view: ClusterView) -> tuple[list[pb.MessageQueue], bool]:
+    """The queues of the groups in `view` serving `resource`'s topic, and whether any of them has
+    the topic (False: they would create it on a first send)."""
+    topic = resource.name
+    queues: list[pb.MessageQueue] = []
+    served = view.serving(topic)
+    for item in served:
+        group, config = item.group, _config(topic, item)
+        serving = group.serving
+        if serving is not None:
+            read_only = not group.writable
+            queues += route_queues(resource, config, group.broker_name, 0, serving.client_endpoint, read_only)
+        for slave in group.slaves:
+            if slave is not serving:
+                queues += route_queues(
+                    resource, config, group.broker_name, slave.broker_id, slave.client_endpoint, True
+                )
+    return queues, any(item.exists for item in served)
+
+
+def other_groups_assignments(resource: pb.Resource, view: ClusterView) -> list[pb.Assignment]:
+    """Pop assignments (queue id -1: any queue of the broker) on each other group that has the
+    topic readable: where a RocketMQ 5 push consumer receives from."""
+    assignments = []
+    for item in view.serving(resource.name):
+        serving = item.group.serving
+        if serving is None or not item.exists or not item.route.perm & 4:
+            continue
+        queue = pb.MessageQueue(
+            topic=pb.Resource(resource_namespace=resource.resource_namespace, name=resource.name),
+            id=-1,
+            permission=pb.READ_WRITE if item.group.writable else pb.READ,
+            broker=pb.Broker(name=item.group.broker_name, id=0, endpoints=endpoints_of(serving.client_endpoint)),
+            accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
+        )
+        assignments.append(pb.Assignment(message_queue=queue))
+    return assignments
