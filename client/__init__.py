@@ -8,6 +8,9 @@
         producer.send("Orders", b"hello")
     with PullConsumer("127.0.0.1:10911", group="billing") as consumer:
         pulled = consumer.pull("Orders", 0, 0, long_polling_ms=1000)
+    with SimpleConsumer("127.0.0.1:10911", "billing", "Orders") as consumer:  # every broker group
+        for popped in consumer.receive(16, wait_s=1):
+            consumer.ack(popped)
 
 Blocking (`Producer`, `PullConsumer`, `AdminClient`) and asyncio (`AsyncProducer`,
 `AsyncPullConsumer`) flavours share one sans-IO core (`client.convert`). The messaging calls
@@ -44,6 +47,7 @@ from .errors import (
 from .failover import RetryPolicy
 from .producer import AsyncProducer, Producer
 from .signing import Credentials
+from .simple_consumer import PoppedMessage, SimpleConsumer
 
 __all__ = [
     "AdminClient",
@@ -59,6 +63,7 @@ __all__ = [
     "MessageIdGenerator",
     "NotMasterError",
     "PartialBatchError",
+    "PoppedMessage",
     "Producer",
     "ProducerMessage",
     "ProtocolError",
@@ -71,6 +76,7 @@ __all__ = [
     "RocketStoreError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransportError",
     "new_message_id",
     "parse_endpoint",

@@ -172,6 +172,14 @@ class AdminClient:
         answer = self._call("SetBrokerConfig", admin_pb2.SetBrokerConfigRequest(values=values))
         return [proto_to_dict(e) for e in answer.entries]
 
+    def describe_cluster(self) -> dict[str, Any]:
+        """The cluster's brokers as this broker last read them from the registry: {cluster,
+        broker_name, registry, read_age_ms, fresh, brokers: [...]}."""
+        answer = self._call("DescribeCluster", admin_pb2.DescribeClusterRequest())
+        described = proto_to_dict(answer)
+        described.setdefault("brokers", [])
+        return described
+
     def list_topics(self) -> list[dict[str, Any]]:
         response = self._call("ListTopics", admin_pb2.ListTopicsRequest())
         return [proto_to_dict(t) for t in response.topics]

@@ -2,6 +2,8 @@
 
     rocketstore topic create --topic T [--queues N | --read-queues R --write-queues W] [--perm P] [--order]
     rocketstore topic list | describe --topic T | delete --topic T [--yes]
+    (across a cluster's groups: `topic create|delete --groups`, `topic status`, `cluster ...`:
+    client/cluster_commands.py)
     rocketstore consumer progress --group G [--topic T]
     rocketstore consumer reset --group G --topic T --to-time WHEN|--to-offset N|--to-earliest|--to-latest [--execute]
     rocketstore message query (--key K --topic T | --id MSGID [--topic T] | --offset COMMITLOG_OFFSET)
@@ -100,12 +102,23 @@ def topic_arguments(p: argparse.ArgumentParser) -> None:
         "--perm", type=_perm, default=6, help="RocketMQ permission bits: 4 read, 2 write, 1 inherit (default 6)"
     )
     create.add_argument("--order", action="store_true", help="mark the topic as ordered (consumed in queue order)")
-    _action(actions, "list", "list the broker's topics")
+    create.add_argument(
+        "--groups",
+        metavar="all|G1,G2",
+        help="create it on these broker groups of the cluster (their masters), or all of them; "
+        "default: the broker at --endpoint only",
+    )
+    _action(actions, "list", "list the topics (of every group, when the broker is in a cluster)")
+    status = _action(actions, "status", "a topic across the cluster: per group its queues, offsets and last store")
+    status.add_argument("--topic", required=True, type=_name, help="the topic's name")
     describe = _action(actions, "describe", "a topic's route and, per queue, min/max offsets and last store time")
     describe.add_argument("--topic", required=True, type=_name, help="the topic's name")
     delete = _action(actions, "delete", "delete a topic and the consumer offsets kept for it (needs --yes)")
     delete.add_argument("--topic", required=True, type=_name, help="the topic's name")
     delete.add_argument("--yes", action="store_true", help="really delete it (without: say what would go)")
+    delete.add_argument(
+        "--groups", metavar="all|G1,G2", help="delete it on these broker groups, or all (default: --endpoint's only)"
+    )
 
 
 def _print_spec(spec: dict[str, Any]) -> None:
@@ -117,8 +130,15 @@ def _print_spec(spec: dict[str, Any]) -> None:
 
 
 def run_topic(args: argparse.Namespace) -> int:
+    from . import cluster_commands
+
     def work(admin: AdminClient) -> int:
         action = args.topic_action
+        if action in ("create", "delete") and args.groups:
+            spread = cluster_commands.create_on_groups if action == "create" else cluster_commands.delete_on_groups
+            return spread(args, admin)
+        if action == "status":
+            return cluster_commands.topic_status(args, admin)
         if action == "create":
             spec = admin.create_topic(
                 args.topic,
@@ -159,25 +179,24 @@ def run_topic(args: argparse.Namespace) -> int:
             else:
                 print(f"deleted topic {args.topic}" + (f"; offsets of {', '.join(groups)} removed" if groups else ""))
         else:
-            topics = sorted(admin.list_topics(), key=lambda t: t["name"])
+            across = cluster_commands.cluster_topics(args, admin)
+            topics = across if across is not None else sorted(admin.list_topics(), key=lambda t: t["name"])
             if args.json:
                 _print_json(topics)
                 return EXIT_OK
-            print(
-                format_table(
-                    ("topic", "read queues", "write queues", "perm", "order"),
-                    [
-                        (
-                            t["name"],
-                            t["read_queue_nums"],
-                            t["write_queue_nums"],
-                            f"{t['perm']} ({perm_text(t['perm'])})",
-                            "yes" if t.get("order") else "",
-                        )
-                        for t in topics
-                    ],
+            header: tuple[str, ...] = ("topic", "read queues", "write queues", "perm", "order")
+            listed: list[tuple[Any, ...]] = [
+                (
+                    t["name"],
+                    t["read_queue_nums"],
+                    t["write_queue_nums"],
+                    f"{t['perm']} ({perm_text(t['perm'])})",
+                    "yes" if t.get("order") else "",
                 )
-            )
+                + ((",".join(t["groups"]),) if across is not None else ())
+                for t in topics
+            ]
+            print(format_table(header + (("groups",) if across is not None else ()), listed))
         return EXIT_OK
 
     return _run(args, work)

@@ -290,7 +290,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "topic",
-        "create, list, describe or delete topics on a broker (admin API)",
+        "create, list, describe, delete topics on a broker or across a cluster's groups; status per group",
         "client.ops_commands:topic_arguments",
         "client.ops_commands:run_topic",
     ),
@@ -311,6 +311,12 @@ COMMANDS: tuple[Command, ...] = (
         "a running broker's config: get it, set the keys that change live (also `broker config`)",
         "client.ops_commands:config_arguments",
         "client.ops_commands:run_config",
+    ),
+    Command(
+        "cluster",
+        "a cluster of broker groups: list what the registry in etcd shows; drain a group (admin API)",
+        "client.cluster_commands:cluster_arguments",
+        "client.cluster_commands:run_cluster",
     ),
 )
 
