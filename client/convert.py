@@ -89,6 +89,8 @@ class SendResult:
     queue_id: int
     queue_offset: int
     commit_log_offset: int
+    # The broker group that stored it, when the producer chose it from a cluster's route ("" else).
+    broker_name: str = ""
 
     @property
     def ok(self) -> bool:

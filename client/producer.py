@@ -27,6 +27,7 @@ inside that loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -219,8 +220,9 @@ class _ProducerBase:
         if cached is not None and spread.route is not cached[0]:
             self._routes[topic] = (spread.route, cached[1])
         if step.action is SpreadAction.RETURN:
-            assert results is not None
-            return results
+            assert results is not None and step.target is not None
+            name = step.target.broker_name
+            return [dataclasses.replace(result, broker_name=name) for result in results]
         error = step.error
         assert error is not None
         error.attempts = step.attempts
