@@ -22,16 +22,26 @@ from typing import Any
 
 from .admin import AdminClient
 from .commands import CommandError, _name, _print_json, admin_secret, format_table, perm_text
-from .errors import RocketStoreError
+from .errors import BrokerError, RocketStoreError
 from .ops_commands import _action, _run, _utc
 
 EXIT_OK = 0
 EXIT_PARTLY = 1
 
 
+def describe(admin: AdminClient) -> dict[str, Any]:
+    """DescribeCluster's answer; a broker that predates it (UNIMPLEMENTED) stands alone."""
+    try:
+        return admin.describe_cluster()
+    except BrokerError as exc:
+        if exc.code_name != "UNIMPLEMENTED":
+            raise
+        return {"cluster": "", "broker_name": admin.endpoint, "registry": False, "brokers": []}
+
+
 def registry(admin: AdminClient) -> dict[str, Any]:
     """DescribeCluster's answer; CommandError when the broker has no registry."""
-    described = admin.describe_cluster()
+    described = describe(admin)
     if not described["registry"]:
         raise CommandError(
             f"broker {described['broker_name']} has no cluster registry (no etcdEndpoints): it stands alone; "
@@ -169,7 +179,7 @@ def _group_row(name: str, endpoint: str, result: Any) -> tuple:
 
 
 def topic_status(args: argparse.Namespace, admin: AdminClient) -> int:
-    described = admin.describe_cluster()
+    described = describe(admin)
     if described["registry"]:
         masters = group_masters(described)
     else:
@@ -193,7 +203,7 @@ def topic_status(args: argparse.Namespace, admin: AdminClient) -> int:
 
 def cluster_topics(args: argparse.Namespace, admin: AdminClient) -> list[dict[str, Any]] | None:
     """Every group's topics, each with the groups serving it; None without a registry."""
-    described = admin.describe_cluster()
+    described = describe(admin)
     if not described["registry"]:
         return None
     results = each_group(args, group_masters(described), lambda a: a.list_topics())

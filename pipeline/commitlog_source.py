@@ -5,7 +5,11 @@
     df = spark.read.format("rocketstore-commitlog").load(["/m/store", "/s/store"]) # several
     df = spark.read.format("rocketstore-commitlog").option("paths", "/a,/b").load()
 
-Options (all optional): `path` / `paths` (a JSON list or comma-separated), `startOffset`,
+    df = spark.read.format("rocketstore-commitlog").option("brokers", "broker-a=/a,broker-b=/b").load()
+
+Options (all optional): `path` / `paths` (a JSON list or comma-separated), `brokers` (a cluster's
+stores by group: `NAME=DIR,...` or a JSON object of name to directory; each row's `broker_name`
+is its store's name, "" for stores given by path alone), `startOffset`,
 `endOffset` (records whose physical offset lies in [start, end)), `topics` (comma-separated; error
 rows are always kept), `partitionBytes` (bytes of a segment per input partition, default 64 MiB),
 `verifyCrc` (default true; false leaves `body_crc_ok` null), `tornTail` (`end`, the default: a
@@ -56,6 +60,27 @@ class SourceOptionError(ValueError):
     """A bad option value."""
 
 
+def parse_brokers(options: Mapping[str, str]) -> dict[str, str]:
+    """The `brokers` option: store directory -> broker group name, from a JSON object
+    {"broker-a": "/a/store", ...} or "broker-a=/a/store,broker-b=/b/store"."""
+    raw = (options.get("brokers") or "").strip()
+    if not raw:
+        return {}
+    if raw.startswith("{"):
+        try:
+            named = {str(k): str(v) for k, v in json.loads(raw).items()}
+        except (ValueError, AttributeError):
+            raise SourceOptionError(f"{FORMAT}: option brokers is not a JSON object of name -> directory") from None
+    else:
+        named = {}
+        for item in (p.strip() for p in raw.split(",") if p.strip()):
+            name, sep, directory = item.partition("=")
+            if not sep or not name.strip() or not directory.strip():
+                raise SourceOptionError(f"{FORMAT}: option brokers: expected NAME=DIR, got {item!r}")
+            named[name.strip()] = directory.strip()
+    return {directory: name for name, directory in named.items()}
+
+
 def parse_paths(options: Mapping[str, str]) -> list[str]:
     paths: list[str] = []
     raw = options.get("paths")
@@ -67,6 +92,7 @@ def parse_paths(options: Mapping[str, str]) -> list[str]:
             paths = [p.strip() for p in raw.split(",") if p.strip()]
     if options.get("path"):
         paths.insert(0, options["path"])
+    paths += list(parse_brokers(options))
     if not paths:
         raise SourceOptionError(f"{FORMAT}: give a store directory: .load(DIR), .load([DIR, ...]) or option paths")
     return list(dict.fromkeys(paths))
@@ -149,6 +175,7 @@ def requested_columns(schema: StructType) -> list[str]:
 class CommitLogReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.paths = parse_paths(options)
+        self.broker_names = parse_brokers(options)
         self.columns = requested_columns(schema)
         self.start_offset = _int_option(options, "startOffset", 0) or 0
         self.end_offset = _int_option(options, "endOffset", None)
@@ -164,7 +191,7 @@ class CommitLogReader(DataSourceReader):
             raise SourceOptionError(f"{FORMAT}: option tornTail must be {TORN_END} or {TORN_REPORT}")
 
     def partitions(self) -> list[RangePartition]:
-        layouts = [read_layout(p) for p in self.paths]
+        layouts = [read_layout(p, self.broker_names.get(p, "")) for p in self.paths]
         ranges = plan_ranges(
             layouts, start_offset=self.start_offset, end_offset=self.end_offset, partition_bytes=self.partition_bytes
         )
@@ -192,6 +219,31 @@ def read_range(
     batch_rows: int = 32768,
 ) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of one range; usable without Spark (the audit's context, tests)."""
+    named = "broker_name" in columns
+    for batch in _read_range(
+        scan_range,
+        columns=[c for c in columns if c != "broker_name"],
+        verify_crc=verify_crc,
+        topics=topics,
+        torn_tail=torn_tail,
+        batch_rows=batch_rows,
+    ):
+        if named:
+            value = pa.array([scan_range.broker_name] * batch.num_rows, pa.string())
+            batch = pa.RecordBatch.from_arrays([*batch.columns, value], names=[*batch.schema.names, "broker_name"])
+            batch = batch.select(list(columns))
+        yield batch
+
+
+def _read_range(
+    scan_range: ScanRange,
+    *,
+    columns: list[str],
+    verify_crc: bool,
+    topics: list[str] | None,
+    torn_tail: str,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
     r = scan_range
     wanted = pa.array(topics, pa.string()) if topics else None
     decoded = list(columns) if wanted is None or "topic" in columns else [*columns, "topic"]

@@ -21,6 +21,9 @@ Columns (`COLUMNS`, Spark DDL `SCHEMA_DDL`), one row per record:
                               `physical_offset` on) is bad; only `physical_offset`, `size`,
                               `broker` and `error` are set then, except for a body CRC mismatch,
                               which keeps every decoded field
+    broker_name      string   the broker group the store belongs to (the source's `brokers`
+                              option; "" when the store was given by path alone); set on every
+                              row, error rows included, by the source (`commitlog_source`)
 
 `decode_row` is the reference: one record through `store.codec` (check_record, decode_checked).
 `decode_records` does the same for a batch of chain positions (`pipeline.walk`) with numpy and
@@ -76,6 +79,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("body_crc_ok", "boolean"),
     ("broker", "string"),
     ("error", "string"),
+    ("broker_name", "string"),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)

@@ -46,6 +46,7 @@ class StoreLayout:
     flushed_offset: int | None  # the checkpoint's physic flushed offset, when trusted and set
     confirm_offset: int | None  # the checkpoint's confirm offset, when trusted and set
     problems: tuple[str, ...]  # files that cannot be part of the log (skipped)
+    broker_name: str = ""  # the broker group it belongs to, when the reader was told
 
     @property
     def min_offset(self) -> int:
@@ -72,6 +73,7 @@ class ScanRange:
     hi: int
     last_data_segment: bool
     flushed_offset: int | None
+    broker_name: str = ""
 
     @property
     def start_offset(self) -> int:
@@ -82,7 +84,7 @@ class ScanRange:
         return self.seg_start + self.hi
 
 
-def read_layout(store_dir: str | os.PathLike) -> StoreLayout:
+def read_layout(store_dir: str | os.PathLike, broker_name: str = "") -> StoreLayout:
     root = Path(store_dir)
     if not root.is_dir():
         raise LayoutError(f"{store_dir}: no such store directory")
@@ -117,7 +119,7 @@ def read_layout(store_dir: str | os.PathLike) -> StoreLayout:
         if trusted:
             flushed = state.physic_flushed_offset or None
             confirm = state.confirm_offset or None
-    return StoreLayout(str(store_dir), segment_size, tuple(segments), flushed, confirm, tuple(problems))
+    return StoreLayout(str(store_dir), segment_size, tuple(segments), flushed, confirm, tuple(problems), broker_name)
 
 
 def plan_ranges(
@@ -151,6 +153,7 @@ def plan_ranges(
                         min(hi, cut + step),
                         seg.start == last_data,
                         layout.flushed_offset,
+                        layout.broker_name,
                     )
                 )
     return ranges

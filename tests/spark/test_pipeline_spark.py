@@ -122,6 +122,30 @@ def spec_log(tmp_path: Path) -> tuple[Path, LogWriter, dict]:
     return log.save(tmp_path / "spec"), log, marks
 
 
+def test_a_clusters_stores_read_together_carry_their_group_names(spark, store_dir, tmp_path):
+    other = make_store(tmp_path / "b", 300, topics=("TA",))
+    df = (
+        spark.read.format("rocketstore-commitlog")
+        .option("brokers", json.dumps({"broker-a": str(store_dir), "broker-b": str(other)}))
+        .load()
+    )
+    counts = {r["broker_name"]: r["count"] for r in df.groupBy("broker_name").count().collect()}
+    assert counts == {"broker-a": 1500, "broker-b": 300}
+    by_topic = df.where("topic = 'TA'").groupBy("broker_name").count().collect()
+    assert {r["broker_name"]: r["count"] for r in by_topic} == {"broker-a": 750, "broker-b": 300}
+    # A pruned schema with the name only, a plain path beside named ones, and the NAME=DIR form.
+    pruned = (
+        spark.read.format("rocketstore-commitlog")
+        .schema("broker_name string, physical_offset bigint")
+        .option("brokers", f"broker-b={other}")
+        .load(str(store_dir))
+    )
+    names = {r["broker_name"]: r["count"] for r in pruned.groupBy("broker_name").count().collect()}
+    assert names == {"": 1500, "broker-b": 300}
+    with pytest.raises(Exception, match="expected NAME=DIR"):
+        spark.read.format("rocketstore-commitlog").option("brokers", "no-directory").load().count()
+
+
 def test_spec_written_log_blank_ends_ipv6_torn_tail_and_corruption(spark, tmp_path):
     root, log, marks = spec_log(tmp_path)
     assert len(log.segments) > 3  # segments ended with blank records
