@@ -71,3 +71,36 @@ def test_the_shipped_compose_file_runs_a_replicated_group():
     finally:
         down = compose(project, "down", "--volumes", "--remove-orphans")
         assert down.returncode == 0, down.stderr
+
+
+GROUP_B = ("127.0.0.1:10941", "127.0.0.1:10951")
+
+
+def test_the_two_groups_profile_runs_one_cluster_of_two_groups():
+    project = f"{PROJECT_PREFIX}{secrets.token_hex(4)}"
+    secret = (ROOT / ".cluster" / "replication_secret").read_text().strip().encode()
+    try:
+        up = compose(project, "--profile", "two-groups", "up", "-d")
+        assert up.returncode == 0, up.stderr
+        masters = {}
+        for name, endpoints, size in (("broker-a", PUBLISHED, 3), ("broker-b", GROUP_B, 2)):
+            answers = poll_until(lambda: (a := ask(endpoints, secret)) and master_of(a, size) and a, 120)
+            assert answers, f"no master in {name}:\n{compose(project, 'logs', '--tail=40').stdout}"
+            master = master_of(answers, size)
+            masters[name] = next(e for e, a in answers.items() if a is master)
+        for endpoint in masters.values():
+            with AdminClient(endpoint, secret) as admin:
+                admin.create_topic("TwoGroups", 4)
+
+        def route_groups() -> set[str]:
+            with PullConsumer(masters["broker-a"]) as consumer:
+                return {q.broker_name for q in consumer.route("TwoGroups") if q.broker_id == 0 and q.writable}
+
+        assert poll_until(lambda: route_groups() == {"broker-a", "broker-b"}, 60), route_groups()
+        with Producer(masters["broker-a"], timeout_s=10) as producer:
+            sent = [producer.send("TwoGroups", f"m{i}".encode()) for i in range(40)]
+        assert all(r.ok for r in sent)
+        assert {r.broker_name for r in sent} == {"broker-a", "broker-b"}
+    finally:
+        down = compose(project, "--profile", "two-groups", "down", "--volumes", "--remove-orphans")
+        assert down.returncode == 0, down.stderr
