@@ -15,6 +15,8 @@ from __future__ import annotations
 import collections
 import io
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -348,3 +350,30 @@ def test_with_etcd_away_a_broker_routes_its_own_group_only_and_the_whole_cluster
 
     etcd.restart()
     wait_until(lambda: masters_in_route(seed) == both, 30, "the full route again")
+
+
+def test_the_official_client_through_one_broker_sends_to_every_group(cluster, tmp_path):
+    from test_official_client import OFFICIAL_PYTHON, PRODUCER
+
+    assert OFFICIAL_PYTHON.exists(), f"{OFFICIAL_PYTHON} is missing: `make test` creates it"
+    cluster.static("broker-a")
+    cluster.static("broker-b")
+    seed = cluster.master("broker-a")
+    create_topic(seed)
+    wait_until(lambda: masters_in_route(seed) == expected_route(cluster, ("broker-a", "broker-b")), 15, "the route")
+    env = dict(os.environ, HOME=str(tmp_path))
+    done = subprocess.run(
+        [str(OFFICIAL_PYTHON), "-c", PRODUCER, seed, TOPIC, "40"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    ids = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    groups_of: dict[str, set[str]] = collections.defaultdict(set)
+    with SimpleConsumer(seed, "official-readers", TOPIC) as consumer:
+        deadline = time.monotonic() + 60
+        while set(groups_of) != ids and time.monotonic() < deadline:
+            for popped in consumer.receive(32, wait_s=0.5):
+                consumer.ack(popped)
+                groups_of[popped.message.msg_id].add(popped.broker_name)
+    # The official producer may resend a message whose answer it lost: at least once, none lost.
+    assert set(groups_of) == ids
+    assert set().union(*groups_of.values()) == {"broker-a", "broker-b"}, dict(groups_of)
