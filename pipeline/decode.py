@@ -82,6 +82,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("broker_name", "string"),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
+# What the decoder builds from a record: every column but `broker_name`, which the source adds.
+DECODED_COLUMN_NAMES = tuple(name for name in COLUMN_NAMES if name != "broker_name")
 SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
 
 _ARROW_TYPES = {
@@ -323,7 +325,7 @@ def decode_records(
     *,
     broker: str,
     verify_crc: bool = True,
-    columns: Sequence[str] = COLUMN_NAMES,
+    columns: Sequence[str] = DECODED_COLUMN_NAMES,
 ) -> list[pa.RecordBatch]:
     """Batches of rows (only `columns`) for chain records at segment-relative `positions`."""
     starts = np.asarray(positions, dtype=np.int64)

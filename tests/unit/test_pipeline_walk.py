@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pipeline.audit import compare_chunk, compare_tasks, log_end
-from pipeline.decode import COLUMN_NAMES, decode_records, decode_row, find_chain, rows_to_batch
+from pipeline.decode import DECODED_COLUMN_NAMES, decode_records, decode_row, find_chain, rows_to_batch
 from pipeline.layout import ScanRange, Segment, StoreLayout, plan_ranges, read_layout
 from pipeline.walk import KIND_HOLE, Stop, hop_chain, walk_segment
 from store.codec import encode_blank, encode_message
@@ -184,7 +184,7 @@ def test_vectorised_finder_agrees_with_the_hops(data):
 # -- decoding ------------------------------------------------------------------------------------
 
 
-def reference(buf, positions, seg_start=0, columns=COLUMN_NAMES, verify_crc=True):
+def reference(buf, positions, seg_start=0, columns=DECODED_COLUMN_NAMES, verify_crc=True):
     return rows_to_batch(
         [decode_row(buf, p, seg_start, len(buf), "b", verify_crc=verify_crc) for p in positions], columns
     )
