@@ -13,10 +13,10 @@ Pure functions over protobuf values; thread-safe.
 from __future__ import annotations
 
 from wire.rpc import messaging_pb2 as pb
-from rocketstore.coordination.cluster_routes import ClusterView, ServedTopic
+from rocketstore.coordination.cluster_routes import PERM_READ, ClusterView, ServedTopic
 from store.topic_config import TopicConfig
 
-from .v2_messages import endpoints_of, route_queues
+from .v2_messages import endpoints_of, pop_assignment, route_queues
 
 
 def _config(topic: str, served: ServedTopic) -> TopicConfig:
@@ -50,14 +50,9 @@ def other_groups_assignments(resource: pb.Resource, view: ClusterView) -> list[p
     assignments = []
     for item in view.serving(resource.name):
         serving = item.group.serving
-        if serving is None or not item.exists or not item.route.perm & 4:
+        if serving is None or not item.exists or not item.route.perm & PERM_READ:
             continue
-        queue = pb.MessageQueue(
-            topic=pb.Resource(resource_namespace=resource.resource_namespace, name=resource.name),
-            id=-1,
-            permission=pb.READ_WRITE if item.group.writable else pb.READ,
-            broker=pb.Broker(name=item.group.broker_name, id=0, endpoints=endpoints_of(serving.client_endpoint)),
-            accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
-        )
-        assignments.append(pb.Assignment(message_queue=queue))
+        permission = pb.READ_WRITE if item.group.writable else pb.READ
+        endpoints = endpoints_of(serving.client_endpoint)
+        assignments.append(pop_assignment(resource, item.group.broker_name, endpoints, permission))
     return assignments

@@ -35,6 +35,7 @@ from .arrivals import ArrivalWatch
 from .config import BrokerConfigs
 from .pop_service import PopAnswer, PopService, PopStatus, retry_topic
 from .v2_messages import (
+    pop_assignment,
     OK,
     duration_of,
     topic_from_queues,
@@ -116,15 +117,8 @@ class PopApi:
         refused = self._resource_problem(request.group.name, request.topic.name)
         if refused is not None:
             return pb.QueryAssignmentResponse(status=refused)
-        broker = self._configs.broker
-        queue = pb.MessageQueue(
-            topic=request.topic,
-            id=-1,
-            permission=pb.READ_WRITE,
-            broker=pb.Broker(name=broker.broker_name, id=0, endpoints=endpoints),
-            accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
-        )
-        return pb.QueryAssignmentResponse(status=OK, assignments=[pb.Assignment(message_queue=queue)])
+        assignment = pop_assignment(request.topic, self._configs.broker.broker_name, endpoints, pb.READ_WRITE)
+        return pb.QueryAssignmentResponse(status=OK, assignments=[assignment])
 
     # -- ReceiveMessage -------------------------------------------------------------------------
 

@@ -158,6 +158,20 @@ def queue_permission(perm: int, queue_id: int, config: TopicConfig, read_only: b
 ACCEPTED_MESSAGE_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 
 
+def pop_assignment(
+    topic: pb.Resource, broker_name: str, endpoints: pb.Endpoints, permission: "pb.Permission"
+) -> pb.Assignment:
+    """Where a RocketMQ 5 push consumer pops from: queue id -1 (any queue) of the broker's id 0."""
+    queue = pb.MessageQueue(
+        topic=topic,
+        id=-1,
+        permission=permission,
+        broker=pb.Broker(name=broker_name, id=0, endpoints=endpoints),
+        accept_message_types=ACCEPTED_MESSAGE_TYPES,
+    )
+    return pb.Assignment(message_queue=queue)
+
+
 def topic_from_queues(store: MessageStore, topic: str) -> TopicConfig | None:
     """A read-only config covering the topic's consume queues: a slave knows topics its master
     created from the data it replicated before the master's topic table reaches it."""
