@@ -31,8 +31,8 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
@@ -47,6 +47,8 @@ from .errors import RocketStoreError, from_rpc_error
 from .failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # A route question during rediscovery waits at most this long per broker.
 ROUTE_TIMEOUT_S = 2.0
@@ -366,16 +368,20 @@ class Producer(_ProducerBase):
         return route if len(route.groups) > 1 else None
 
     def _ask_route(self, topic: str) -> ClusterRoute | None:
-        for endpoint in self._route_askees(topic):
+        return self._first_route(topic, self._route_askees(topic), self._route_of)
+
+    def _first_route(self, topic: str, ask: Sequence[Endpoint], read: Callable[[str, Any], T | None]) -> T | None:
+        """QueryRoute on each of `ask` in turn: the first answer `read` makes something of."""
+        for endpoint in ask:
             try:
                 response = self._stub_for(endpoint).QueryRoute(
                     _route_request(topic, endpoint), timeout=self._route_timeout()
                 )
             except grpc.RpcError:
                 continue
-            route = self._route_of(topic, response)
-            if route is not None:
-                return route
+            found = read(topic, response)
+            if found:
+                return found
         return None
 
     def _send_spread(self, topic: str, request, ids, route: ClusterRoute) -> list[SendResult]:
@@ -407,17 +413,7 @@ class Producer(_ProducerBase):
         return self._spread_finish(topic, spread, step, results)
 
     def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
-        for endpoint in ask:
-            try:
-                response = self._stub_for(endpoint).QueryRoute(
-                    _route_request(topic, endpoint), timeout=self._route_timeout()
-                )
-            except grpc.RpcError:
-                continue
-            master = self._found(topic, response)
-            if master:
-                return master
-        return None
+        return self._first_route(topic, ask, self._found)
 
     def close(self) -> None:
         """Closes every channel this producer opened; sends under way fail, later ones raise."""
@@ -530,16 +526,20 @@ class AsyncProducer(_ProducerBase):
         return route if len(route.groups) > 1 else None
 
     async def _ask_route(self, topic: str) -> ClusterRoute | None:
-        for endpoint in self._route_askees(topic):
+        return await self._first_route(topic, self._route_askees(topic), self._route_of)
+
+    async def _first_route(self, topic: str, ask: Sequence[Endpoint], read: Callable[[str, Any], T | None]) -> T | None:
+        """QueryRoute on each of `ask` in turn: the first answer `read` makes something of."""
+        for endpoint in ask:
             try:
                 response = await self._stub_for(endpoint).QueryRoute(
                     _route_request(topic, endpoint), timeout=self._route_timeout()
                 )
             except grpc.RpcError:
                 continue
-            route = self._route_of(topic, response)
-            if route is not None:
-                return route
+            found = read(topic, response)
+            if found:
+                return found
         return None
 
     async def _send_spread(self, topic: str, request, ids, route: ClusterRoute) -> list[SendResult]:
@@ -571,17 +571,7 @@ class AsyncProducer(_ProducerBase):
         return self._spread_finish(topic, spread, step, results)
 
     async def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
-        for endpoint in ask:
-            try:
-                response = await self._stub_for(endpoint).QueryRoute(
-                    _route_request(topic, endpoint), timeout=self._route_timeout()
-                )
-            except grpc.RpcError:
-                continue
-            master = self._found(topic, response)
-            if master:
-                return master
-        return None
+        return await self._first_route(topic, ask, self._found)
 
     async def close(self) -> None:
         """Closes every channel this producer opened; later sends raise."""
