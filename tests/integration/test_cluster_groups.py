@@ -292,7 +292,11 @@ def test_sends_go_to_the_other_groups_when_a_master_dies_and_nothing_acknowledge
     acked = sender.stop()
 
     # Everything acknowledged is there, broker-a's part once its master is back.
-    cluster.groups["broker-a"].master.restart()
+    group_a = cluster.groups["broker-a"]
+    assert isinstance(group_a, LocalCluster)
+    group_a.master.restart()
+    # Acks are pop events, written SYNC_MASTER: they need the slave back on the stream.
+    group_a.wait_connected(1)
     ids = {message_id for message_id, _ in acked}
     seen = consume_all(seed, ids)
     assert ids <= set(seen), f"{len(ids - set(seen))} acknowledged messages missing"
