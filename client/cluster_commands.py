@@ -23,7 +23,7 @@ from typing import Any
 from .admin import AdminClient
 from .commands import CommandError, _name, _print_json, admin_secret, format_table, perm_text
 from .errors import BrokerError, RocketStoreError
-from .ops_commands import _action, _run, _utc
+from .ops_commands import _action, _run, _utc, create_topic
 
 EXIT_OK = 0
 EXIT_PARTLY = 1
@@ -111,18 +111,7 @@ def _errors_json(results: dict[str, Any]) -> dict[str, Any]:
 
 def create_on_groups(args: argparse.Namespace, admin: AdminClient) -> int:
     masters = chosen_groups(args.groups, registry(admin))
-    results = each_group(
-        args,
-        masters,
-        lambda a: a.create_topic(
-            args.topic,
-            queues=args.queues,
-            perm=args.perm,
-            read_queues=args.read_queues,
-            write_queues=args.write_queues,
-            order=args.order,
-        ),
-    )
+    results = each_group(args, masters, lambda a: create_topic(a, args))
     if args.json:
         _print_json(_errors_json(results))
         return _exit(results)

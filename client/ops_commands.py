@@ -129,6 +129,18 @@ def _print_spec(spec: dict[str, Any]) -> None:
     )
 
 
+def create_topic(admin: AdminClient, args: argparse.Namespace) -> dict[str, Any]:
+    """`topic create`'s options applied on one broker; the spec as stored."""
+    return admin.create_topic(
+        args.topic,
+        queues=args.queues,
+        perm=args.perm,
+        read_queues=args.read_queues,
+        write_queues=args.write_queues,
+        order=args.order,
+    )
+
+
 def run_topic(args: argparse.Namespace) -> int:
     from . import cluster_commands
 
@@ -140,14 +152,7 @@ def run_topic(args: argparse.Namespace) -> int:
         if action == "status":
             return cluster_commands.topic_status(args, admin)
         if action == "create":
-            spec = admin.create_topic(
-                args.topic,
-                queues=args.queues,
-                perm=args.perm,
-                read_queues=args.read_queues,
-                write_queues=args.write_queues,
-                order=args.order,
-            )
+            spec = create_topic(admin, args)
             _print_json(spec) if args.json else _print_spec(spec)
         elif action == "describe":
             described = admin.describe_topic(args.topic)
