@@ -87,14 +87,6 @@ class Groups:
 
 
 @pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd")
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def cluster(tmp_path, etcd, request, monkeypatch):
     groups = Groups(tmp_path, etcd)
     monkeypatch.setenv("ROCKETSTORE_ADMIN_SECRET", groups.secret_file.read_text().strip())

@@ -12,13 +12,6 @@ from rocketstore.coordination.local_etcd import EtcdServer
 
 
 @pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def clients():
     made: list[EtcdClient] = []
 

@@ -15,7 +15,6 @@ import grpc
 import pytest
 
 from client import Producer, PullConsumer
-from rocketstore.coordination.local_etcd import EtcdServer
 from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
 from harness.local_cluster import ControllerCluster, LocalBroker, poll_until
 from pop_support import Pop
@@ -29,14 +28,6 @@ pytestmark = pytest.mark.timeout(600)
 
 # Slaves that stay in the in-sync set while paused, and puts that give up quickly.
 PATIENT = dict(haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    server = EtcdServer(tmp_path / "etcd")
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
