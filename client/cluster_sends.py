@@ -46,6 +46,8 @@ from .failover import RetryPolicy, is_retryable
 LATENCY_STEPS_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 PAUSE_STEPS_MS = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
 FAILURE_PAUSE_S = 30.0
+# (latency ms, pause ms), longest first: the first step a send reaches decides its pause.
+_STEPS_LONGEST_FIRST = tuple(reversed(tuple(zip(LATENCY_STEPS_MS, PAUSE_STEPS_MS))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +100,7 @@ class FaultRecord:
             pause = self.failure_pause_s
         else:
             latency_ms = latency_s * 1000
-            pause = next(
-                (p / 1000 for limit, p in reversed(list(zip(LATENCY_STEPS_MS, PAUSE_STEPS_MS))) if latency_ms >= limit),
-                0.0,
-            )
+            pause = next((p / 1000 for limit, p in _STEPS_LONGEST_FIRST if latency_ms >= limit), 0.0)
         with self._lock:
             if pause > 0:
                 self._until[broker_name] = now + pause

@@ -190,11 +190,11 @@ class BrokerState:
         return (registrar.view, registrar.max_age_ms) if registrar is not None else None
 
     def cluster_view(self):
-        registrar = self._broker.registrar
-        if registrar is None:
+        registry = self.cluster_registry()
+        if registry is None:
             return None
-        view = registrar.view
-        if not view.fresh(wall_clock_ms(), registrar.max_age_ms):
+        view, max_age_ms = registry
+        if not view.fresh(wall_clock_ms(), max_age_ms):
             return None
         return view.without(self._broker.configs.broker.broker_name)
 
