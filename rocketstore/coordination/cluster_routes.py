@@ -184,9 +184,6 @@ class GroupRoute:
         serving = self.serving
         return serving.topics.get(name) if serving is not None else None
 
-    def brokers(self) -> tuple[BrokerRegistration, ...]:
-        return ((self.master,) if self.master is not None else ()) + self.slaves
-
 
 @dataclass(frozen=True, slots=True)
 class ServedTopic:
