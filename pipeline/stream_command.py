@@ -267,10 +267,6 @@ def _stop_on_signals(flag: dict) -> dict:
     return previous
 
 
-def _key_text(key: tuple[str, int]) -> str:
-    return f"{key[0]}:{key[1]}"
-
-
 def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, interval_s: float | None):
     """Start the query, follow its progress until it ends or is told to stop; (run, flag, error)."""
     from pyspark.errors import StreamingQueryException
@@ -329,7 +325,7 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
 def run_stream(args: argparse.Namespace) -> int:
     from client import RocketStoreError
 
-    from .stream_source import RocketStoreStreamReader, StreamOptions, StreamSourceError, queue_lag
+    from .stream_source import RocketStoreStreamReader, StreamOptions, StreamSourceError, queue_label, queue_lag
 
     kind, interval_s = args.trigger
     if args.run_seconds is not None and kind != PROCESSING_TIME:
@@ -350,8 +346,10 @@ def run_stream(args: argparse.Namespace) -> int:
         lag: dict | None = None
         try:
             latest = probe.queue_offsets("END")
+            if end is not None:
+                end = probe.resolve(end)
             lag = queue_lag(end, latest) if end is not None else None
-        except RocketStoreError as exc:
+        except (RocketStoreError, StreamSourceError) as exc:
             _progress(f"pipeline stream: cannot measure the lag at the end: {exc}")
     except RocketStoreError as exc:
         raise _fail(f"pipeline stream: {exc}") from None
@@ -366,8 +364,8 @@ def run_stream(args: argparse.Namespace) -> int:
         "trigger": kind if interval_s is None else f"{kind}:{interval_s:g}",
         "batches": len(run.batches),
         "messages": run.messages,
-        "end_offsets": {_key_text(k): v for k, v in sorted(end.items())} if end is not None else None,
-        "lag": {_key_text(k): v for k, v in lag.items()} if lag is not None else None,
+        "end_offsets": {queue_label(k): v for k, v in sorted(end.items())} if end is not None else None,
+        "lag": {queue_label(k): v for k, v in lag.items()} if lag is not None else None,
         "lag_total": sum(lag.values()) if lag is not None else None,
         "stopped": stopped if error is None else "failed",
         "error": query_error_line(str(error)) if error is not None else None,

@@ -1,5 +1,5 @@
-"""The `rocketstore` streaming source: topics of a running broker, read by queue and offset into
-Spark Structured Streaming (PySpark Python Data Source API).
+"""The `rocketstore` streaming source: topics of a running broker, or of every broker group of a
+cluster, read by queue and offset into Spark Structured Streaming (PySpark Python Data Source API).
 
     from pipeline.stream_source import register
     register(spark)
@@ -7,7 +7,8 @@ Spark Structured Streaming (PySpark Python Data Source API).
           .option("endpoint", "127.0.0.1:10911").option("topics", "Orders,Payments")
           .option("maxMessagesPerTrigger", 10000).load())
 
-Options: `endpoint` (required, the broker's client endpoint, master or slave), `topics` (required,
+Options: `endpoint` (required, the client endpoint of a broker, master or slave; in a cluster any
+broker's, since its routes name every group's queues), `topics` (required,
 comma-separated), `startingOffsets` (`earliest`, the default: each queue's min offset; `latest`:
 each queue's END; or a JSON offsets document as below, queues it does not name start at their min
 offset; used only when the checkpoint has no offsets yet), `maxMessagesPerTrigger` (a cap per
@@ -25,26 +26,37 @@ Columns (`COLUMNS`): topic, queue_id int, queue_offset bigint, commit_log_offset
 the broker did not say), msg_id, body binary, tags (null when none), keys (space-joined, null when
 none), properties map<string,string> (the user's properties), born_timestamp and store_timestamp
 (ms since the epoch, bigint; store_timestamp null when the broker did not say), born_host,
-store_host, reconsume_times int.
+store_host, reconsume_times int, broker_name (the group whose queue the message was read from: a
+message is identified by topic, broker_name, queue_id and queue_offset).
 
-Offsets (the checkpoint's format: changing it breaks checkpoints): `{"topic": {"queue_id":
-next_queue_offset}}`, queue ids as decimal strings (JSON object keys are strings; Spark writes the
-dict to its offset log as it is), topics and queue ids in ascending order, because Spark compares
-offsets as JSON text to decide whether new data exists. A queue missing from a batch's start
-offsets (found after the stream began: a new topic or more queues) starts at offset 0, and a range
-of such a queue that retention already deleted is skipped without counting as data loss.
+Offsets (the checkpoint's format: changing it breaks checkpoints): `{"topic": {"broker:queue_id":
+next_queue_offset}}`, a queue named by its group and its id as in RocketMQ's MessageQueue (JSON
+object keys are strings; Spark writes the dict to its offset log as it is), topics, groups and
+queue ids in ascending order, because Spark compares offsets as JSON text to decide whether new
+data exists. A queue named by its id alone (`{"topic": {"3": 12}}`: checkpoints written before the
+source read clusters, or a hand-written startingOffsets) belongs to the group of the broker at
+`endpoint` (`resolve_home`). A queue missing from a batch's start offsets (found after the stream
+began: a new topic, more queues, a group added to the cluster) starts at offset 0, and a range of
+such a queue that retention already deleted is skipped without counting as data loss.
 
 Planning (`initialOffset`, `latestOffset`, `partitions`, `commit`) runs in one long-lived Python
-process per query and talks to the broker through one lazily opened `PullConsumer`: routes give
-each topic's readable queues, `query_offset(..., "END")` their ends. A topic the broker does not
-know has no queues yet (a master with autoCreateTopicEnable creates it on the route query, as for
-any client). `partitions(start, end)` is one partition per (topic, queue) with work, carrying plain
-values only; `read` opens its own consumer and pulls exactly [start, end) in pages
-(`read_queue_range`). Ranges are fixed by the offsets Spark logs before running a batch, so a
-replayed batch reads the same messages: with Spark's checkpoint and an idempotent sink (the file
-sinks), each message lands exactly once across restarts. `Trigger.availableNow` records each
-queue's END once (`prepareForTriggerAvailableNow`) and reads up to it, `maxMessagesPerTrigger`
-batches at a time.
+process per query and talks to the brokers through lazily opened `PullConsumer`s, one per endpoint:
+the route the endpoint gives names each topic's readable queues by group (`route_groups`), and
+`query_offset(..., "END")` their ends, asked of the broker each group is read from: the endpoint
+itself for its own group (so a stream pointed at a slave reads from the slave), broker id 0 (the
+master, or a slave acting for it) for the others. A group that does not answer is left out of that
+batch with a warning (its queues wait; the others go on), except the endpoint's own, which fails
+the query as before. A topic the broker does not know has no queues yet (a master with
+autoCreateTopicEnable creates it on the route query, as for any client). `partitions(start, end)`
+is one partition per (topic, group, queue) with work, carrying plain values and the group's
+endpoints in the order to try; `read` opens its own consumer and pulls exactly [start, end) in
+pages (`read_queue_range`), handing what is left to the next endpoint (a slave of the group) when a
+broker fails part way. `commit` writes each queue's offset to the broker its group is read from: a
+consumer group's offsets live with the group that owns the queue. Ranges are fixed by the offsets
+Spark logs before running a batch, so a replayed batch reads the same messages: with Spark's
+checkpoint and an idempotent sink (the file sinks), each message lands exactly once across
+restarts. `Trigger.availableNow` records each queue's END once (`prepareForTriggerAvailableNow`)
+and reads up to it, `maxMessagesPerTrigger` batches at a time.
 
 Consumer lag: `reportLatestOffset` returns the ENDs seen by the last `latestOffset`, so each
 progress entry's `sources[0]` has `endOffset` (what the batch read up to) and `latestOffset` (what
@@ -59,6 +71,7 @@ Thread-safety: the pure functions are; a reader belongs to the Spark process tha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
@@ -76,7 +89,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from client import BrokerError, PullConsumer, PullResult, PullStatus, ReceivedMessage, RocketStoreError, parse_endpoint
-from client.convert import DEFAULT_GROUP, MAX_BATCH
+from client.convert import DEFAULT_GROUP, MAX_BATCH, QueueInfo
 
 log = logging.getLogger("rocketstore.pipeline.stream")
 
@@ -97,6 +110,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("born_host", "string"),
     ("store_host", "string"),
     ("reconsume_times", "int"),
+    ("broker_name", "string"),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
@@ -109,8 +123,19 @@ DEFAULT_EMPTY_PULL_RETRIES = 5
 DEFAULT_RETRY_WAIT_MS = 500
 DEFAULT_TIMEOUT_S = 10.0
 
-QueueKey = tuple[str, int]
+HOME = ""  # the broker name of a queue named by id alone: the group answering at `endpoint`
+QueueKey = tuple[str, str, int]  # (topic, broker name, queue id): RocketMQ's MessageQueue
 Offsets = dict[QueueKey, int]
+
+
+def queue_text(broker_name: str, queue_id: int) -> str:
+    """A queue's key under its topic in the offsets document: `broker-a:3`, or `3` for HOME."""
+    return f"{broker_name}:{queue_id}" if broker_name else str(queue_id)
+
+
+def queue_label(key: QueueKey) -> str:
+    """`Orders:broker-a:3`: how messages and the stream command name a queue."""
+    return f"{key[0]}:{queue_text(key[1], key[2])}"
 
 
 class StreamSourceError(ValueError):
@@ -124,13 +149,12 @@ class StreamReadError(RuntimeError):
 class DataLossError(StreamReadError):
     """Messages the stream still had to read are gone from the broker."""
 
-    def __init__(self, topic: str, queue_id: int, first: int, end: int, why: str) -> None:
-        self.topic = topic
-        self.queue_id = queue_id
+    def __init__(self, key: QueueKey, first: int, end: int, why: str) -> None:
+        self.key = key
         self.first = first
         self.end = end
         super().__init__(
-            f"{FORMAT}: queue {topic}:{queue_id} lost offsets [{first}, {end}) before this stream read them ({why}); "
+            f"{FORMAT}: queue {queue_label(key)} lost offsets [{first}, {end}) before this stream read them ({why}); "
             "set option failOnDataLoss=false to skip lost ranges"
         )
 
@@ -149,16 +173,33 @@ def _natural(value: Any, what: str) -> int:
 
 
 def encode_offsets(offsets: Mapping[QueueKey, int]) -> dict[str, dict[str, int]]:
-    """The canonical JSON-ready form: topics, then queue ids (numerically), ascending."""
+    """The canonical JSON-ready form: topics, then broker names, then queue ids (numerically),
+    ascending."""
     doc: dict[str, dict[str, int]] = {}
-    for topic, queue_id in sorted(offsets):
-        doc.setdefault(topic, {})[str(queue_id)] = offsets[(topic, queue_id)]
+    for key in sorted(offsets):
+        doc.setdefault(key[0], {})[queue_text(key[1], key[2])] = offsets[key]
     return doc
 
 
+def _queue_ref(topic: str, raw: Any) -> tuple[str, int]:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        broker, number = HOME, raw
+    elif isinstance(raw, str):
+        broker, _, digits = raw.rpartition(":")
+        if ":" in raw and not broker:
+            raise StreamSourceError(f"{FORMAT}: topic {topic}: queue {raw!r} names no broker before its ':'")
+        if not (digits.isascii() and digits.isdigit()):
+            raise StreamSourceError(f"{FORMAT}: topic {topic}: queue {raw!r} is not BROKER:ID or a queue id")
+        number = int(digits)
+    else:
+        raise StreamSourceError(f"{FORMAT}: topic {topic}: queue id {raw!r} is not a number")
+    return broker, _natural(number, f"queue id of topic {topic}")
+
+
 def decode_offsets(doc: Any) -> Offsets:
-    """Offsets from `encode_offsets`' form, as Spark hands them back (queue ids as strings; ints
-    are accepted too). Anything else raises StreamSourceError."""
+    """Offsets from `encode_offsets`' form, as Spark hands them back (queues as `BROKER:ID`
+    strings; a bare id, string or int, names a queue of HOME, as checkpoints written before
+    clusters do). Anything else raises StreamSourceError."""
     if not isinstance(doc, Mapping):
         raise StreamSourceError(f"{FORMAT}: offsets are a JSON object of topics, got {type(doc).__name__}")
     out: Offsets = {}
@@ -168,14 +209,26 @@ def decode_offsets(doc: Any) -> Offsets:
         if not isinstance(queues, Mapping):
             raise StreamSourceError(f"{FORMAT}: offsets of topic {topic} are a JSON object of queue ids")
         for raw_id, offset in queues.items():
-            if isinstance(raw_id, str) and raw_id.isascii() and raw_id.isdigit():
-                queue_id = int(raw_id)
-            elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
-                queue_id = raw_id
-            else:
-                raise StreamSourceError(f"{FORMAT}: topic {topic}: queue id {raw_id!r} is not a number")
-            _natural(queue_id, f"queue id of topic {topic}")
-            out[(topic, queue_id)] = _natural(offset, f"offset of {topic}:{queue_id}")
+            broker, queue_id = _queue_ref(topic, raw_id)
+            key = (topic, broker, queue_id)
+            out[key] = _natural(offset, f"offset of {queue_label(key)}")
+    return out
+
+
+def resolve_home(offsets: Mapping[QueueKey, int], home: str | None) -> Offsets:
+    """`offsets` with HOME's queues named by `home`, the group that answers at the endpoint (a
+    queue named both ways keeps its named offset). None, with HOME queues present: the route does
+    not say which group the endpoint belongs to, and StreamSourceError says so."""
+    out = {key: n for key, n in offsets.items() if key[1] != HOME}
+    homeless = sorted(key for key in offsets if key[1] == HOME)
+    if homeless and home is None:
+        raise StreamSourceError(
+            f"{FORMAT}: the offsets name queue {queue_label(homeless[0])} by its id alone, but the route does not "
+            "say which broker group answers at the endpoint; name queues as BROKER:ID, e.g. "
+            '{"Orders": {"broker-a:0": 12}}'
+        )
+    for topic, _, queue_id in homeless:
+        out.setdefault((topic, str(home), queue_id), offsets[(topic, HOME, queue_id)])
     return out
 
 
@@ -191,7 +244,7 @@ def parse_starting_offsets(text: str | None) -> str | Offsets:
     except ValueError:
         raise StreamSourceError(
             f"{FORMAT}: startingOffsets is earliest, latest or JSON such as "
-            '{"Orders": {"0": 12, "1": 40}}, '
+            '{"Orders": {"broker-a:0": 12, "broker-a:1": 40}}, '
             f"not {stripped[:60]!r}"
         ) from None
     return decode_offsets(doc)
@@ -260,10 +313,15 @@ class QueueRange:
     start: int
     end: int
     new_queue: bool = False
+    broker_name: str = HOME
 
     @property
     def count(self) -> int:
         return self.end - self.start
+
+    @property
+    def key(self) -> QueueKey:
+        return (self.topic, self.broker_name, self.queue_id)
 
 
 def plan_ranges(start: Mapping[QueueKey, int], end: Mapping[QueueKey, int]) -> list[QueueRange]:
@@ -274,10 +332,10 @@ def plan_ranges(start: Mapping[QueueKey, int], end: Mapping[QueueKey, int]) -> l
         stop = end[key]
         if stop < begin:
             raise StreamReadError(
-                f"{FORMAT}: the batch ends queue {key[0]}:{key[1]} at {stop}, before its start {begin}"
+                f"{FORMAT}: the batch ends queue {queue_label(key)} at {stop}, before its start {begin}"
             )
         if stop > begin:
-            ranges.append(QueueRange(key[0], key[1], begin, stop, new_queue=key not in start))
+            ranges.append(QueueRange(key[0], key[2], begin, stop, new_queue=key not in start, broker_name=key[1]))
     return ranges
 
 
@@ -333,6 +391,48 @@ def lag_from_progress(progress: Mapping[str, Any], source_index: int = 0) -> Lag
     )
 
 
+# -- routes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupQueues:
+    """One broker group's readable queues of a topic, and the endpoints that serve them in the
+    order to try: the source's endpoint for the group it belongs to, then broker id 0 (the master,
+    or a slave acting for it), then the other brokers by id."""
+
+    broker_name: str
+    queue_ids: tuple[int, ...]
+    endpoints: tuple[str, ...]
+
+
+def home_group(route: Iterable[QueueInfo], endpoint: str) -> str | None:
+    """The group the broker at `endpoint` belongs to: the one whose route entries name that
+    endpoint, else the route's only group; None when the route cannot tell."""
+    route = list(route)
+    named = {q.broker_name for q in route if q.endpoint == endpoint}
+    if len(named) == 1:
+        return named.pop()
+    groups = {q.broker_name for q in route}
+    return groups.pop() if len(groups) == 1 else None
+
+
+def route_groups(route: Iterable[QueueInfo], endpoint: str, home: str | None) -> list[GroupQueues]:
+    """The route's readable queues by group, groups by name; see GroupQueues for the endpoints."""
+    by_group: dict[str, list[QueueInfo]] = {}
+    for q in route:
+        if q.readable and q.endpoint:
+            by_group.setdefault(q.broker_name, []).append(q)
+    groups = []
+    for name in sorted(by_group):
+        entries = by_group[name]
+        ordered = [q.endpoint for q in sorted(entries, key=lambda q: q.broker_id)]
+        if name == home:
+            ordered.insert(0, endpoint)
+        ids = tuple(sorted({q.queue_id for q in entries}))
+        groups.append(GroupQueues(name, ids, tuple(dict.fromkeys(ordered))))
+    return groups
+
+
 # -- reading one range -------------------------------------------------------------------------
 
 
@@ -370,6 +470,7 @@ def read_queue_range(
     if not 1 <= page_size <= MAX_BATCH:
         raise ValueError(f"page_size is 1..{MAX_BATCH}, got {page_size}")
     topic, queue_id, end = qrange.topic, qrange.queue_id, qrange.end
+    label = queue_label(qrange.key)
     cur = qrange.start
     emitted = False
     empties = 0
@@ -377,16 +478,15 @@ def read_queue_range(
     def lose(first: int, stop: int, why: str) -> None:
         if qrange.new_queue and not emitted and first == qrange.start:
             log.info(
-                "%s: queue %s:%d starts at %d (earlier messages were deleted before the stream found it)",
+                "%s: queue %s starts at %d (earlier messages were deleted before the stream found it)",
                 FORMAT,
-                topic,
-                queue_id,
+                label,
                 stop,
             )
             return
         if fail_on_data_loss:
-            raise DataLossError(topic, queue_id, first, stop, why)
-        log.warning("%s: skipping lost offsets [%d, %d) of queue %s:%d (%s)", FORMAT, first, stop, topic, queue_id, why)
+            raise DataLossError(qrange.key, first, stop, why)
+        log.warning("%s: skipping lost offsets [%d, %d) of queue %s (%s)", FORMAT, first, stop, label, why)
 
     # Each pull either moves `cur` forward or counts an empty try; progress resets the tries.
     max_pulls = (qrange.count + 1) * (empty_pull_retries + 1)
@@ -407,14 +507,14 @@ def read_queue_range(
             for m in result.messages:
                 if m.queue_offset < expected:
                     raise StreamReadError(
-                        f"{FORMAT}: queue {topic}:{queue_id}: the broker answered offset {m.queue_offset} "
+                        f"{FORMAT}: queue {label}: the broker answered offset {m.queue_offset} "
                         f"after {expected - 1} (pulled from {cur})"
                     )
                 if m.queue_offset >= end:
                     break
                 if not m.body_crc_ok:
                     raise CorruptMessageError(
-                        f"{FORMAT}: queue {topic}:{queue_id} offset {m.queue_offset} (msgId {m.msg_id}): "
+                        f"{FORMAT}: queue {label} offset {m.queue_offset} (msgId {m.msg_id}): "
                         "the body does not match its digest"
                     )
                 if m.queue_offset > expected:
@@ -436,7 +536,7 @@ def read_queue_range(
             fixed = result.next_offset
             if fixed <= cur:
                 raise StreamReadError(
-                    f"{FORMAT}: queue {topic}:{queue_id} ends at {fixed} on this broker, but the batch reads "
+                    f"{FORMAT}: queue {label} ends at {fixed} on this broker, but the batch reads "
                     f"[{cur}, {end}): the broker holds less than the checkpoint says "
                     "(a replaced store, or another broker?)"
                 )
@@ -453,18 +553,18 @@ def read_queue_range(
             empties += 1
         if empties > empty_pull_retries:
             raise StreamReadError(
-                f"{FORMAT}: queue {topic}:{queue_id}: the broker served nothing from offset {cur} in "
+                f"{FORMAT}: queue {label}: the broker served nothing from offset {cur} in "
                 f"{empties} pulls, though the batch reads up to {end} "
                 "(is the endpoint another broker, or a slave behind?)"
             )
     if cur < end:
         raise StreamReadError(
-            f"{FORMAT}: queue {topic}:{queue_id}: stopped at {cur} of [{qrange.start}, {end}) after {max_pulls} pulls"
+            f"{FORMAT}: queue {label}: stopped at {cur} of [{qrange.start}, {end}) after {max_pulls} pulls"
         )
 
 
-def message_row(m: ReceivedMessage) -> tuple:
-    """One row in `COLUMNS` order."""
+def message_row(m: ReceivedMessage, broker_name: str) -> tuple:
+    """One row in `COLUMNS` order; `broker_name`: the group whose queue it was read from."""
     return (
         m.topic,
         m.queue_id,
@@ -480,6 +580,7 @@ def message_row(m: ReceivedMessage) -> tuple:
         m.born_host,
         m.store_host,
         m.reconsume_times,
+        broker_name,
     )
 
 
@@ -609,8 +710,8 @@ _ARROW_TYPES = {
 ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in COLUMNS])
 
 
-def messages_to_batch(messages: Iterable[ReceivedMessage]) -> pa.RecordBatch:
-    rows = [message_row(m) for m in messages]
+def messages_to_batch(messages: Iterable[ReceivedMessage], broker_name: str) -> pa.RecordBatch:
+    rows = [message_row(m, broker_name) for m in messages]
     columns = list(zip(*rows)) if rows else [()] * len(COLUMNS)
     return pa.RecordBatch.from_arrays(
         [pa.array(list(col), type=field.type) for col, field in zip(columns, ARROW_SCHEMA)], schema=ARROW_SCHEMA
@@ -618,9 +719,10 @@ def messages_to_batch(messages: Iterable[ReceivedMessage]) -> pa.RecordBatch:
 
 
 class QueuePartition(InputPartition):
-    def __init__(self, qrange: QueueRange) -> None:
-        super().__init__((qrange.topic, qrange.queue_id, qrange.start, qrange.end))
+    def __init__(self, qrange: QueueRange, endpoints: tuple[str, ...]) -> None:
+        super().__init__((qrange.topic, qrange.broker_name, qrange.queue_id, qrange.start, qrange.end))
         self.qrange = qrange
+        self.endpoints = endpoints
 
 
 class RocketStoreStreamSource(DataSource):
@@ -643,43 +745,92 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def __init__(self, options: StreamOptions) -> None:
         self.options = options
-        self._consumer = None
+        self._consumers: dict[str, PullConsumer] = {}
+        self._home: str | None = None
+        self._group_endpoints: dict[str, tuple[str, ...]] = {}
         self._initial: Offsets | None = None
         self._target: Offsets | None = None
         self._latest_seen: Offsets | None = None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_consumer"] = None  # a gRPC channel does not travel
+        state["_consumers"] = {}  # gRPC channels do not travel
         return state
 
     # -- broker access (planning side) --
 
-    def _open_consumer(self):
+    def _open_consumer(self, endpoint: str) -> PullConsumer:
         o = self.options
-        return PullConsumer(o.endpoint, o.group or DEFAULT_GROUP, timeout_s=o.timeout_s, tls_ca_file=o.tls_ca_file)
+        return PullConsumer(endpoint, o.group or DEFAULT_GROUP, timeout_s=o.timeout_s, tls_ca_file=o.tls_ca_file)
 
-    def _planner(self):
-        if self._consumer is None:
-            self._consumer = self._open_consumer()
-        return self._consumer
+    def _planner(self, endpoint: str | None = None) -> PullConsumer:
+        endpoint = endpoint or self.options.endpoint
+        consumer = self._consumers.get(endpoint)
+        if consumer is None:
+            consumer = self._consumers[endpoint] = self._open_consumer(endpoint)
+        return consumer
 
-    def _queue_ids(self, topic: str) -> list[int]:
+    def _groups(self, topic: str) -> list[GroupQueues]:
+        """The topic's groups in the route the endpoint gives (any broker of a cluster gives
+        every group's queues); remembers each group's endpoints for `partitions`."""
         try:
-            return self._planner().queues(topic)
+            route = self._planner().route(topic)
         except BrokerError as exc:
             if exc.code_name == "TOPIC_NOT_FOUND":
                 return []  # a topic no message reached yet (on a slave, or without auto-creation)
             raise
+        if self._home is None:
+            self._home = home_group(route, self.options.endpoint)
+        groups = route_groups(route, self.options.endpoint, self._home)
+        self._group_endpoints.update((g.broker_name, g.endpoints) for g in groups)
+        return groups
 
     def queue_offsets(self, policy: str) -> Offsets:
-        """Each readable queue's BEGINNING or END offset on the broker, for every topic."""
-        consumer = self._planner()
-        return {
-            (topic, queue_id): consumer.query_offset(topic, queue_id, policy)
-            for topic in self.options.topics
-            for queue_id in self._queue_ids(topic)
-        }
+        """Each readable queue's BEGINNING or END offset, for every topic, asked of the broker
+        each group is read from. A group other than the endpoint's own that does not answer is
+        left out with a warning (its queues wait, the others go on); the endpoint's own raises."""
+        out: Offsets = {}
+        for topic in self.options.topics:
+            for group in self._groups(topic):
+                try:
+                    consumer = self._planner(group.endpoints[0])
+                    out.update(
+                        ((topic, group.broker_name, q), consumer.query_offset(topic, q, policy))
+                        for q in group.queue_ids
+                    )
+                except RocketStoreError as exc:
+                    if group.endpoints[0] == self.options.endpoint:
+                        raise
+                    log.warning(
+                        "%s: broker group %s did not answer for %s at %s (%s); its queues wait",
+                        FORMAT,
+                        group.broker_name,
+                        topic,
+                        group.endpoints[0],
+                        exc,
+                    )
+        return out
+
+    def resolve(self, offsets: Offsets) -> Offsets:
+        """`offsets` with queues named by id alone given to the endpoint's group (see resolve_home)."""
+        if self._home is None and any(key[1] == HOME for key in offsets):
+            for topic in self.options.topics:
+                self._groups(topic)
+                if self._home is not None:
+                    break
+        return resolve_home(offsets, self._home)
+
+    def _endpoints_of(self, broker_name: str) -> tuple[str, ...]:
+        if broker_name not in self._group_endpoints:
+            for topic in self.options.topics:  # a replayed batch is planned before any route query
+                self._groups(topic)
+        endpoints = self._group_endpoints.get(broker_name)
+        if not endpoints:
+            raise StreamReadError(
+                f"{FORMAT}: the batch reads queues of broker group {broker_name}, which no route of "
+                f"{', '.join(self.options.topics)} names now"
+            )
+        return endpoints
 
     # -- DataSourceStreamReader --
 
@@ -692,7 +843,7 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             else:
                 initial = self.queue_offsets("BEGINNING")
                 if isinstance(starting, dict):
-                    initial.update(starting)
+                    initial.update(self.resolve(starting))
             self._initial = initial
         return encode_offsets(self._initial)
 
@@ -704,24 +855,22 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._target = self.queue_offsets("END")
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        begin = decode_offsets(start)
+        begin = self.resolve(decode_offsets(start))
         latest = self.queue_offsets("END")
         for key, top in latest.items():
             if top < begin.get(key, NEW_QUEUE_START):
                 if self.options.fail_on_data_loss:
                     raise DataLossError(
-                        key[0],
-                        key[1],
+                        key,
                         top,
                         begin[key],
                         f"the broker's queue ends at {top}, behind the stream's {begin[key]}: "
                         "a replaced store, or another broker?",
                     )
                 log.warning(
-                    "%s: queue %s:%d ends at %d, behind the stream's %d; waiting for it to pass",
+                    "%s: queue %s ends at %d, behind the stream's %d; waiting for it to pass",
                     FORMAT,
-                    key[0],
-                    key[1],
+                    queue_label(key),
                     top,
                     begin[key],
                 )
@@ -741,43 +890,59 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return encode_offsets(self._latest_seen) if self._latest_seen is not None else None
 
     def partitions(self, start: dict, end: dict) -> list[QueuePartition]:
-        return [QueuePartition(r) for r in plan_ranges(decode_offsets(start), decode_offsets(end))]
+        ranges = plan_ranges(self.resolve(decode_offsets(start)), self.resolve(decode_offsets(end)))
+        return [QueuePartition(r, self._endpoints_of(r.broker_name)) for r in ranges]
 
     # Spark hands back the partitions `partitions` made: the narrower type is the truth here.
     def read(self, partition: QueuePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        """The partition's range from the first of its endpoints that serves it; a broker that
+        fails part way hands the rest of the range to the next endpoint (a slave of the group)."""
         o = self.options
-        consumer = self._open_consumer()
-        try:
-            pages = read_queue_range(
-                consumer,
-                partition.qrange,
-                page_size=o.pull_batch_size,
-                empty_pull_retries=o.empty_pull_retries,
-                retry_wait_ms=o.retry_wait_ms,
-                fail_on_data_loss=o.fail_on_data_loss,
-            )
-            for page in pages:
-                yield messages_to_batch(page)
-        finally:
-            consumer.close()
+        qrange = partition.qrange
+        failures = []
+        for endpoint in partition.endpoints:
+            consumer = self._open_consumer(endpoint)
+            try:
+                pages = read_queue_range(
+                    consumer,
+                    qrange,
+                    page_size=o.pull_batch_size,
+                    empty_pull_retries=o.empty_pull_retries,
+                    retry_wait_ms=o.retry_wait_ms,
+                    fail_on_data_loss=o.fail_on_data_loss,
+                )
+                for page in pages:
+                    yield messages_to_batch(page, qrange.broker_name)
+                    qrange = dataclasses.replace(qrange, start=page[-1].queue_offset + 1, new_queue=False)
+                return
+            except (RocketStoreError, StreamReadError) as exc:
+                if isinstance(exc, (DataLossError, CorruptMessageError)):
+                    raise
+                failures.append(f"{endpoint}: {exc}")
+                log.warning("%s: reading queue %s at %s failed: %s", FORMAT, queue_label(qrange.key), endpoint, exc)
+            finally:
+                consumer.close()
+        raise StreamReadError(
+            f"{FORMAT}: no broker of group {qrange.broker_name or '?'} served queue {queue_label(qrange.key)} "
+            f"[{qrange.start}, {qrange.end}): " + "; ".join(failures)
+        )
 
     def commit(self, end: dict) -> None:
+        """Advisory group offsets, each written to the broker its group is read from."""
         group = self.options.group
         if group is None:
             return
-        consumer = self._planner()
-        for (topic, queue_id), offset in sorted(decode_offsets(end).items()):
+        for key, offset in sorted(self.resolve(decode_offsets(end)).items()):
+            topic, broker_name, queue_id = key
             try:
-                consumer.update_offset(topic, queue_id, offset)
-            except RocketStoreError as exc:
+                self._planner(self._endpoints_of(broker_name)[0]).update_offset(topic, queue_id, offset)
+            except (RocketStoreError, StreamReadError) as exc:
                 # Advisory only (the checkpoint is the truth): a failed commit must not stop the query.
-                log.warning(
-                    "%s: could not commit %s:%d=%d for group %s: %s", FORMAT, topic, queue_id, offset, group, exc
-                )
+                log.warning("%s: could not commit %s=%d for group %s: %s", FORMAT, queue_label(key), offset, group, exc)
 
     def stop(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
+        consumers, self._consumers = self._consumers, {}
+        for consumer in consumers.values():
             consumer.close()
 
 

@@ -1,5 +1,6 @@
 """Fixtures for tests that run broker processes: clusters on 127.0.0.1 in the test's tmp dir,
-stopped afterwards, with every broker's stderr printed when the test failed; a local etcd."""
+stopped afterwards, with every broker's stderr printed when the test failed (the etcd fixture is
+in the top conftest, shared with the Spark tests)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 from support import BROKER_TEST_SETTINGS
 
 from harness.local_cluster import LocalCluster
-from rocketstore.coordination.local_etcd import EtcdServer
 
 TEST_SETTINGS = BROKER_TEST_SETTINGS
 
@@ -18,14 +18,6 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    """A single-member etcd on 127.0.0.1 (Debian's etcd-server), stopped after the test."""
-    server = EtcdServer(tmp_path / "etcd").start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -86,7 +86,7 @@ def rows_of(spark, out):
 
 
 def assert_exactly_once(rows, sent: dict[str, bytes]) -> None:
-    keys = Counter((r.topic, r.queue_id, r.queue_offset) for r in rows)
+    keys = Counter((r.topic, r.broker_name, r.queue_id, r.queue_offset) for r in rows)
     assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1]
     ids = Counter(r.msg_id for r in rows)
     assert max(ids.values()) == 1
@@ -103,7 +103,12 @@ def test_available_now_with_a_cap_then_a_restart_reads_each_message_once(rs, clu
     assert [lag_from_progress(p).total for p in progress] == [24, 12, 0]  # the lag each batch left
     last = progress[-1]["sources"][0]
     assert json.loads(last["endOffset"]) == json.loads(last["latestOffset"])  # no lag left
-    assert json.loads(last["endOffset"])["StreamA"] == {"0": 8, "1": 8, "2": 7, "3": 7}
+    assert json.loads(last["endOffset"])["StreamA"] == {
+        "broker-a:0": 8,
+        "broker-a:1": 8,
+        "broker-a:2": 7,
+        "broker-a:3": 7,
+    }
     rows = rows_of(rs, out)
     assert_exactly_once(rows, sent)
     row = next(r for r in rows if r.topic == "StreamA" and r.queue_id == 1 and r.queue_offset == 2)
@@ -172,12 +177,14 @@ def test_a_checkpoint_ahead_of_the_broker_fails_the_query_clearly(rs, cluster, t
         .start()
     )
     try:
-        with pytest.raises(Exception, match=r"queue StreamX:0 lost offsets \[1, 1000\)"):
+        with pytest.raises(Exception, match=r"queue StreamX:broker-a:0 lost offsets \[1, 1000\)"):
             query.awaitTermination(QUERY_TIMEOUT_S)
     finally:
         query.stop()
     # the one line `pipeline stream` prints for it
-    assert query_error_line(str(query.exception())).startswith("rocketstore: queue StreamX:0 lost offsets [1, 1000)")
+    assert query_error_line(str(query.exception())).startswith(
+        "rocketstore: queue StreamX:broker-a:0 lost offsets [1, 1000)"
+    )
 
 
 def cli_args(*argv: str) -> argparse.Namespace:
@@ -214,7 +221,12 @@ def test_cli_streams_to_parquet_and_reports_lag(rs, cluster, tmp_path, capsys):
         None,
     )
     assert summary["batches"] == 2
-    assert summary["end_offsets"] == {"StreamC:0": 3, "StreamC:1": 2, "StreamC:2": 2, "StreamC:3": 2}
+    assert summary["end_offsets"] == {
+        "StreamC:broker-a:0": 3,
+        "StreamC:broker-a:1": 2,
+        "StreamC:broker-a:2": 2,
+        "StreamC:broker-a:3": 2,
+    }
     assert "pipeline stream: batch" in captured.err and "lag" in captured.err
     assert_exactly_once(rows_of(rs, tmp_path / "out"), sent)
     # partitioned by topic
@@ -222,7 +234,7 @@ def test_cli_streams_to_parquet_and_reports_lag(rs, cluster, tmp_path, capsys):
     # nothing new: no batch, the end offsets come from the checkpoint
     assert run_stream(cli_args(*argv)) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert (summary["messages"], summary["lag_total"], summary["end_offsets"]["StreamC:0"]) == (0, 0, 3)
+    assert (summary["messages"], summary["lag_total"], summary["end_offsets"]["StreamC:broker-a:0"]) == (0, 0, 3)
 
 
 def test_cli_fails_fast_on_an_unreachable_broker(tmp_path):

@@ -9,19 +9,24 @@ import types
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from client import PullResult, PullStatus, ReceivedMessage
+from client import PullResult, PullStatus, QueueInfo, ReceivedMessage, TransportError
 from pipeline.stream_command import parse_trigger
 from pipeline.stream_source import (
     COLUMNS,
     CorruptMessageError,
+    HOME,
     DataLossError,
+    GroupQueues,
     QueueRange,
+    RocketStoreStreamReader,
     StreamOptions,
     StreamReadError,
     StreamSourceError,
     decode_offsets,
     encode_offsets,
+    home_group,
     lag_from_progress,
     message_row,
     messages_to_batch,
@@ -30,6 +35,8 @@ from pipeline.stream_source import (
     plan_ranges,
     queue_lag,
     read_queue_range,
+    resolve_home,
+    route_groups,
     split_budget,
 )
 
@@ -37,14 +44,25 @@ from pipeline.stream_source import (
 
 
 def test_offsets_are_canonical_json_and_survive_the_checkpoint():
-    offsets = {("B", 10): 7, ("A", 2): 3, ("B", 9): 0, ("A", 0): 12}
+    offsets = {("B", "b", 10): 7, ("A", "b", 2): 3, ("B", "b", 9): 0, ("A", "a", 0): 12, ("A", "b", 0): 1}
     doc = encode_offsets(offsets)
-    # topics, then queue ids numerically; queue ids as strings: what Spark writes and reads back
-    assert json.dumps(doc) == '{"A": {"0": 12, "2": 3}, "B": {"9": 0, "10": 7}}'
+    # topics, then groups, then queue ids numerically; queues as strings: what Spark writes and reads back
+    assert json.dumps(doc) == '{"A": {"a:0": 12, "b:0": 1, "b:2": 3}, "B": {"b:9": 0, "b:10": 7}}'
     assert decode_offsets(json.loads(json.dumps(doc))) == offsets
-    assert decode_offsets({"A": {0: 12}}) == {("A", 0): 12}  # int keys, as a caller may build them
     assert encode_offsets(decode_offsets(doc)) == doc
     assert encode_offsets({}) == {}
+    # a queue named by id alone (checkpoints from before clusters) is the endpoint's group's
+    assert decode_offsets({"A": {"3": 12, 4: 1}}) == {("A", HOME, 3): 12, ("A", HOME, 4): 1}
+    assert json.dumps(encode_offsets({("A", HOME, 3): 12})) == '{"A": {"3": 12}}'
+    assert decode_offsets({"A": {"broker:x:2": 5}}) == {("A", "broker:x", 2): 5}  # the id follows the last ':'
+
+
+def test_queues_named_by_id_alone_go_to_the_endpoints_group():
+    offsets = {("A", HOME, 0): 5, ("A", HOME, 1): 6, ("A", "b", 0): 7, ("A", "a", 1): 9}
+    assert resolve_home(offsets, "a") == {("A", "a", 0): 5, ("A", "a", 1): 9, ("A", "b", 0): 7}
+    assert resolve_home({("A", "b", 0): 7}, None) == {("A", "b", 0): 7}
+    with pytest.raises(StreamSourceError, match="queue A:0 by its id alone.*BROKER:ID"):
+        resolve_home(offsets, None)
 
 
 @pytest.mark.parametrize(
@@ -59,6 +77,9 @@ def test_offsets_are_canonical_json_and_survive_the_checkpoint():
         {"A": {"0": True}},
         {"": {"0": 1}},
         {"A": {"0": 1.5}},
+        {"A": {":0": 1}},
+        {"A": {"b:": 1}},
+        {"A": {"b:-1": 1}},
     ],
 )
 def test_malformed_offsets_are_refused(doc):
@@ -69,7 +90,7 @@ def test_malformed_offsets_are_refused(doc):
 def test_starting_offsets():
     assert parse_starting_offsets(None) == "earliest"
     assert parse_starting_offsets(" Latest ") == "latest"
-    assert parse_starting_offsets('{"A": {"1": 5}}') == {("A", 1): 5}
+    assert parse_starting_offsets('{"A": {"1": 5, "b:2": 3}}') == {("A", HOME, 1): 5, ("A", "b", 2): 3}
     with pytest.raises(StreamSourceError, match="earliest, latest or JSON"):
         parse_starting_offsets("newest")
 
@@ -113,9 +134,39 @@ def test_options():
             StreamOptions.parse(bad)
 
 
+# -- routes ------------------------------------------------------------------------------------
+
+
+def entry(broker, queue_id, broker_id=0, endpoint=None, permission="READ_WRITE"):
+    endpoint = endpoint if endpoint is not None else f"{broker}-{broker_id}:1"
+    return QueueInfo("T", queue_id, permission, broker, broker_id, endpoint)
+
+
+def test_a_route_read_by_group():
+    route = [
+        # a slave's own group: its master as id 0, itself as id 1 for reads
+        *(entry("a", q) for q in range(2)),
+        *(entry("a", q, 1, permission="READ") for q in range(2)),
+        # another group: its master, a slave, and a queue that is write-only there
+        *(entry("b", q) for q in range(3)),
+        *(entry("b", q, 2, permission="READ") for q in range(3)),
+        entry("b", 3, permission="WRITE"),
+        entry("c", 0, endpoint=""),  # a group whose broker the registry has no endpoint for
+    ]
+    assert home_group(route, "a-1:1") == "a"
+    assert home_group(route, "elsewhere:1") is None
+    assert home_group([entry("a", 0)], "alias-of-a:1") == "a"  # the route's only group
+    assert route_groups(route, "a-1:1", "a") == [
+        GroupQueues("a", (0, 1), ("a-1:1", "a-0:1")),  # the endpoint first, for its own group
+        GroupQueues("b", (0, 1, 2), ("b-0:1", "b-2:1")),
+    ]
+    assert route_groups(route, "elsewhere:1", None)[0] == GroupQueues("a", (0, 1), ("a-0:1", "a-1:1"))
+    assert route_groups([], "a-1:1", None) == []
+
+
 # -- the budget --------------------------------------------------------------------------------
 
-A0, A1, A2, B0 = ("A", 0), ("A", 1), ("A", 2), ("B", 0)
+A0, A1, A2, B0 = ("A", "g", 0), ("A", "g", 1), ("A", "h", 2), ("B", "g", 0)
 
 
 def test_split_budget_is_max_min_fair():
@@ -133,7 +184,9 @@ def test_split_budget_is_max_min_fair():
 
 
 @given(
-    st.dictionaries(st.tuples(st.sampled_from("AB"), st.integers(0, 7)), st.integers(0, 50), max_size=12),
+    st.dictionaries(
+        st.tuples(st.sampled_from("AB"), st.sampled_from("gh"), st.integers(0, 7)), st.integers(0, 50), max_size=12
+    ),
     st.integers(0, 200),
     st.integers(0, 10**6),
 )
@@ -164,11 +217,12 @@ def test_a_small_budget_moves_every_queue_forward():
 
 
 def test_next_end():
-    start = {A0: 5, A1: 7, ("gone", 0): 3}
-    latest = {A0: 9, A1: 7, A2: 4}  # A2 is new: it starts at 0
-    assert next_end(start, latest, None) == {A0: 9, A1: 7, A2: 4, ("gone", 0): 3}
+    gone = ("gone", "g", 0)
+    start = {A0: 5, A1: 7, gone: 3}
+    latest = {A0: 9, A1: 7, A2: 4}  # A2 is new (a group added, say): it starts at 0
+    assert next_end(start, latest, None) == {A0: 9, A1: 7, A2: 4, gone: 3}
     # 3 over A0 and A2: one each, and the odd one by the rotation (sum of start offsets 15, odd: A2)
-    assert next_end(start, latest, 3) == {A0: 6, A1: 7, A2: 2, ("gone", 0): 3}
+    assert next_end(start, latest, 3) == {A0: 6, A1: 7, A2: 2, gone: 3}
     # a queue behind its start (the broker lost messages; failOnDataLoss=false) never goes back
     assert next_end({A0: 9}, {A0: 4}, None) == {A0: 9}
     assert next_end(start, {}, 10) == start
@@ -177,7 +231,10 @@ def test_next_end():
 def test_plan_ranges():
     start = {A0: 5, A1: 7}
     end = {A0: 9, A1: 7, A2: 4}
-    assert plan_ranges(start, end) == [QueueRange("A", 0, 5, 9), QueueRange("A", 2, 0, 4, new_queue=True)]
+    assert plan_ranges(start, end) == [
+        QueueRange("A", 0, 5, 9, broker_name="g"),
+        QueueRange("A", 2, 0, 4, new_queue=True, broker_name="h"),
+    ]
     assert plan_ranges(end, end) == []
     with pytest.raises(StreamReadError, match="before its start"):
         plan_ranges({A0: 5}, {A0: 4})
@@ -189,7 +246,11 @@ def test_lag():
         "batchId": 3,
         "numInputRows": 8,
         "sources": [
-            {"startOffset": None, "endOffset": '{"A": {"0": 5, "1": 7}}', "latestOffset": {"A": {"0": 9, "1": 7}}}
+            {
+                "startOffset": None,
+                "endOffset": '{"A": {"g:0": 5, "g:1": 7}}',
+                "latestOffset": {"A": {"g:0": 9, "g:1": 7}},
+            }
         ],
     }
     report = lag_from_progress(progress)
@@ -276,7 +337,9 @@ def test_retention_is_data_loss_unless_allowed():
     queue = FakeQueue(min_offset=6)
     with pytest.raises(DataLossError, match=r"lost offsets \[2, 6\).*retention.*failOnDataLoss=false") as info:
         offsets_read(queue, QueueRange("A", 0, 2, 9))
-    assert (info.value.topic, info.value.first, info.value.end) == ("A", 2, 6)
+    assert (info.value.key, info.value.first, info.value.end) == (("A", HOME, 0), 2, 6)
+    with pytest.raises(DataLossError, match=r"queue A:b:0 lost offsets \[2, 6\)"):
+        offsets_read(queue, QueueRange("A", 0, 2, 9, broker_name="b"))
     assert offsets_read(queue, QueueRange("A", 0, 2, 9), fail_on_data_loss=False) == [[6, 7, 8]]
     # everything of the range gone
     assert offsets_read(queue, QueueRange("A", 0, 2, 5), fail_on_data_loss=False) == []
@@ -312,13 +375,105 @@ def test_a_broker_going_backwards_is_an_error():
 
 
 def test_rows_match_the_schema():
-    rows = [message_row(message(i)) for i in range(6)]
+    rows = [message_row(message(i), "broker-b") for i in range(6)]
     assert len(rows[0]) == len(COLUMNS)
     assert rows[0][3] == 1000 and rows[0][6] is None and rows[0][7] == "k1 k2" and rows[0][10] is None
-    assert rows[1][7] is None and rows[1][6] == "t" and rows[1][8] == [("p", "1")]
-    batch = messages_to_batch([message(i) for i in range(6)])
+    assert rows[1][7] is None and rows[1][6] == "t" and rows[1][8] == [("p", "1")] and rows[1][-1] == "broker-b"
+    batch = messages_to_batch([message(i) for i in range(6)], "broker-b")
     assert batch.num_rows == 6 and batch.schema.names == [name for name, _ in COLUMNS]
     assert batch.column("body").to_pylist()[2] == b"body-2"
+    assert set(batch.column("broker_name").to_pylist()) == {"broker-b"}
+
+
+# -- planning and reading over a cluster's groups -------------------------------------------------
+
+
+class FakeBroker:
+    """One broker of a cluster as the reader's PullConsumer sees it; `down` fails every call."""
+
+    def __init__(self, route, queues, down=False):
+        self.route_entries, self.queues, self.down = route, queues, down
+        self.committed = {}
+
+    def _check(self):
+        if self.down:
+            raise TransportError("x:1", "UNAVAILABLE")
+
+    def route(self, topic):
+        self._check()
+        return self.route_entries
+
+    def query_offset(self, topic, queue_id, policy):
+        self._check()
+        queue = self.queues[queue_id]
+        return queue.max_offset if policy == "END" else queue.min_offset
+
+    def pull(self, topic, queue_id, offset, **kw):
+        self._check()
+        return self.queues[queue_id].pull(topic, queue_id, offset, **kw)
+
+    def update_offset(self, topic, queue_id, offset):
+        self._check()
+        self.committed[(topic, queue_id)] = offset
+
+    def close(self):
+        pass
+
+
+def cluster_reader(brokers, endpoint="a-0:1", **options):
+    reader = RocketStoreStreamReader(StreamOptions.parse({"endpoint": endpoint, "topics": "T", **options}))
+    reader._open_consumer = lambda ep: brokers[ep]  # the sockets stay out of a unit test
+    return reader
+
+
+def test_the_reader_plans_every_group_and_goes_on_without_one_that_is_down():
+    route = [entry("a", 0), entry("a", 1), entry("b", 0), entry("b", 0, 1, permission="READ"), entry("c", 0)]
+    brokers = {
+        "a-0:1": FakeBroker(route, {0: FakeQueue(0, 5), 1: FakeQueue(0, 2)}),
+        "b-0:1": FakeBroker(route, {0: FakeQueue(0, 4)}),
+        "b-1:1": FakeBroker(route, {0: FakeQueue(0, 4)}),
+        "c-0:1": FakeBroker(route, {}, down=True),
+    }
+    reader = cluster_reader(brokers, group="g")
+    # a checkpoint from before clusters names the endpoint's group's queues by id alone
+    start = {"T": {"0": 3}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"T": {"a:0": 5, "a:1": 2, "b:0": 4}}  # c is left out: its queues wait
+    parts = reader.partitions(start, end)
+    assert [(p.qrange.key, p.qrange.start, p.qrange.end, p.endpoints) for p in parts] == [
+        (("T", "a", 0), 3, 5, ("a-0:1",)),
+        (("T", "a", 1), 0, 2, ("a-0:1",)),
+        (("T", "b", 0), 0, 4, ("b-0:1", "b-1:1")),
+    ]
+    # b's master fails after its first page: its slave serves the rest of the range
+    brokers["b-0:1"].queues[0].page_cap = 3
+    real_pull = brokers["b-0:1"].pull
+
+    def once_then_down(*a, **kw):
+        result = real_pull(*a, **kw)
+        brokers["b-0:1"].down = True
+        return result
+
+    brokers["b-0:1"].pull = once_then_down
+    batches = list(reader.read(parts[2]))
+    assert [b.column("queue_offset").to_pylist() for b in batches] == [[0, 1, 2], [3]]
+    assert {n for b in batches for n in b.column("broker_name").to_pylist()} == {"b"}
+    # offsets are committed to the group that owns each queue
+    reader.commit(end)
+    assert brokers["a-0:1"].committed == {("T", 0): 5, ("T", 1): 2}
+    assert brokers["b-0:1"].committed == {} and brokers["b-1:1"].committed == {}  # b's master is down
+    # the endpoint's own group down fails the query, as a single broker does
+    brokers["a-0:1"].down = True
+    with pytest.raises(TransportError):
+        cluster_reader(brokers).latestOffset(end, ReadAllAvailable())
+
+
+def test_queues_by_id_alone_need_a_route_that_names_the_endpoints_group():
+    route = [entry("a", 0), entry("b", 0)]
+    brokers = {"proxy:1": FakeBroker(route, {0: FakeQueue(0, 5)})}
+    reader = cluster_reader(brokers, endpoint="proxy:1")
+    with pytest.raises(StreamSourceError, match="by its id alone"):
+        reader.latestOffset({"T": {"0": 3}}, ReadAllAvailable())
 
 
 # -- the CLI's trigger -------------------------------------------------------------------------
