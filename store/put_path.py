@@ -12,7 +12,8 @@ itself is not checked against them (a server that gathers single sends into a ba
 
 A put that waits gets a status or future from each side; any non-OK status wins, the flush's
 first; each wait ends at its own deadline (syncFlushTimeout, slaveTimeout) with the matching
-timeout status, and the message stays stored. A put that does not wait (ASYNC_FLUSH, or the WAIT
+timeout status, and the message stays stored. An asyncio put is woken once, when both sides
+are in (or at the earlier deadline), not once per side. A put that does not wait (ASYNC_FLUSH, or the WAIT
 property "false") only wakes the services. Bad input becomes a status before anything is written.
 
 Thread-safety: any number of threads and event loops put at once; the only shared mutable state
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -318,6 +320,41 @@ class PutPath:
             timer.cancel()
 
     @staticmethod
+    async def _both_settled(flush: Outcome, replica: Outcome, timeout_s: float) -> None:
+        """Returns when both outcomes are settled or `timeout_s` passed, woken once: the flush and
+        the slaves' ack finish on different threads at different times, and a wake-up of the
+        loop per outcome is a thread hand-off the put does not need. The statuses (and their
+        own deadlines) are then read by `_await`, at once when settled."""
+        if isinstance(flush, Status) or isinstance(replica, Status) or flush.done() or replica.done():
+            return  # one outcome at most to wait for: `_await` wakes once anyway
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        left = [2]
+        lock = threading.Lock()
+
+        def settle() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        def completed(_: Future) -> None:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                try:
+                    loop.call_soon_threadsafe(settle)
+                except RuntimeError:  # the loop closed: nobody awaits the answer any more
+                    pass
+
+        flush.add_done_callback(completed)
+        replica.add_done_callback(completed)
+        timer = loop.call_later(timeout_s, settle)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+
+    @staticmethod
     def _waits(msg: object) -> bool:
         properties = getattr(msg, "properties", None)
         return not properties or properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
@@ -351,6 +388,11 @@ class PutPath:
     async def _settle_async(self, pending: _Pending | PutMessageResult) -> PutMessageResult:
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
+        await self._both_settled(
+            pending.flush,
+            pending.replica,
+            min(self._remaining(pending, self._flush_wait_s), self._remaining(pending, self._replica_wait_s)),
+        )
         flush = await self._await(
             pending.flush, self._remaining(pending, self._flush_wait_s), Status.FLUSH_DISK_TIMEOUT
         )

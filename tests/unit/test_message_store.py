@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from store import (
     make_msg_id,
 )
 from store import mapped_file as mapped_file_module
+from store.put_path import PutPath
 
 OK = PutMessageStatus.PUT_OK
 SNA = PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -149,6 +151,38 @@ def test_async_put_message(tmp_path):
         assert (many.status, many.queue_offset, many.msg_num, many.wrote_offset) == (OK, 1, 2, one.next_offset)
         assert store.flushed_offset >= many.next_offset
         assert [m.body for m in store.iter_messages()] == [b"a", b"b", b"c"]
+
+
+def test_an_async_put_is_woken_once_when_both_the_flush_and_the_slaves_are_in():
+    async def main():
+        loop = asyncio.get_running_loop()
+        wakes = []
+        real = loop.call_soon_threadsafe
+
+        def counted(*args):
+            wakes.append(args)
+            return real(*args)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        flush, replica = Future(), Future()
+        waiting = asyncio.ensure_future(PutPath._both_settled(flush, replica, 30))
+        await asyncio.sleep(0)
+        flush.set_result(OK)  # as the flush thread would
+        await asyncio.sleep(0)
+        assert not waiting.done() and wakes == []
+        replica.set_result(OK)
+        await asyncio.wait_for(waiting, 30)
+        assert len(wakes) == 1
+        # one outcome that never settles: back at the deadline, for `_await` to call it a timeout
+        await asyncio.wait_for(PutPath._both_settled(Future(), Future(), 0), 30)
+        # a settled outcome or a status: nothing to wait for together
+        settled = Future()
+        settled.set_result(OK)
+        await PutPath._both_settled(settled, Future(), 30)
+        await PutPath._both_settled(OK, Future(), 30)
+        assert len(wakes) == 1
+
+    asyncio.run(main())
 
 
 # -- statuses -----------------------------------------------------------------------------------------
