@@ -5,18 +5,24 @@ Accepted forms: `host:port` where host is an IPv4 literal or a DNS name (RFC 112
 Ports run from 1 to 65535. Anything else raises `EndpointError` naming what is wrong.
 `Endpoint.target` is the form gRPC takes (brackets kept for IPv6).
 
-`open_channel` makes a plaintext channel, or a TLS one trusting `tls_ca_file`, sync or grpc.aio.
+`open_channel` makes a plaintext channel, or a TLS one trusting `tls_ca_file`, sync or grpc.aio;
+`MessagingStubs` keeps one per endpoint for a client that talks to several brokers.
 Thread-safety: `Endpoint` is immutable; sync channels may be shared between threads; an aio
-channel belongs to the event loop that created it.
+channel belongs to the event loop that created it; `MessagingStubs` may be used from any thread.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
+
+from wire.rpc import messaging_pb2_grpc
 
 from .errors import EndpointError
 
@@ -141,3 +147,50 @@ def open_channel(endpoint: Endpoint, *, tls_ca_file: str | None = None, aio: boo
 
         channel = grpc.intercept_channel(channel, SigningInterceptor(credentials))
     return channel
+
+
+class MessagingStubs:
+    """A MessagingService stub per endpoint, each on its own channel opened at first use (sync or
+    grpc.aio); `close_all` ends them together, after which `get` raises `closed_error()`."""
+
+    def __init__(
+        self,
+        closed_error: Callable[[], Exception],
+        *,
+        tls_ca_file: str | None = None,
+        credentials=None,
+        aio: bool = False,
+    ) -> None:
+        self._closed_error = closed_error
+        self._tls_ca_file = tls_ca_file
+        self._credentials = credentials
+        self._aio = aio
+        self._lock = threading.Lock()
+        self._open: dict[Endpoint, tuple[Any, messaging_pb2_grpc.MessagingServiceStub]] = {}
+        self.closed = False
+
+    @property
+    def endpoints(self) -> set[Endpoint]:
+        """The endpoints a channel is open to."""
+        with self._lock:
+            return set(self._open)
+
+    def get(self, endpoint: Endpoint) -> messaging_pb2_grpc.MessagingServiceStub:
+        with self._lock:
+            if self.closed:
+                raise self._closed_error()
+            entry = self._open.get(endpoint)
+            if entry is None:
+                channel = open_channel(
+                    endpoint, tls_ca_file=self._tls_ca_file, aio=self._aio, credentials=self._credentials
+                )
+                entry = self._open[endpoint] = (channel, messaging_pb2_grpc.MessagingServiceStub(channel))
+            return entry[1]
+
+    def close_all(self) -> list[Any]:
+        """Marks the stubs closed and hands back their channels for the caller to close (an aio
+        channel's close is awaited)."""
+        with self._lock:
+            self.closed = True
+            channels, self._open = [channel for channel, _ in self._open.values()], {}
+        return channels

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -37,11 +36,10 @@ from typing import Any, TypeVar
 import grpc
 
 from wire.rpc import messaging_pb2 as pb
-from wire.rpc import messaging_pb2_grpc
 
 from .cluster_sends import ClusterRoute, FaultRecord, QueueChooser, SpreadAction, SpreadSend, SpreadStep
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
-from .endpoint import Endpoint, open_channel, parse_endpoint
+from .endpoint import Endpoint, MessagingStubs, parse_endpoint
 from .signing import Credentials
 from .errors import RocketStoreError, from_rpc_error
 from .failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
@@ -105,6 +103,8 @@ def master_of(topic: str, response: pb.QueryRouteResponse) -> tuple[str, str] | 
 
 
 class _ProducerBase:
+    _AIO = False  # grpc.aio channels
+
     def __init__(
         self,
         endpoints: str | Endpoint | Sequence[str | Endpoint],
@@ -126,10 +126,9 @@ class _ProducerBase:
         self._given = self._group.all
         self._timeout_s = check_timeout(timeout_s)
         self._policy = retry_policy if retry_policy is not None else RetryPolicy(retry_timeout_s=retry_timeout_s)
-        self._tls_ca_file = tls_ca_file
-        self._credentials = credentials
-        self._closed = False
-        self._lock = threading.Lock()
+        self._stubs = MessagingStubs(
+            self._closed_error, tls_ca_file=tls_ca_file, credentials=credentials, aio=self._AIO
+        )
         self._group_name = ""  # the broker name a route gave, for the log
 
     @property
@@ -145,6 +144,10 @@ class _ProducerBase:
     @property
     def retry_policy(self) -> RetryPolicy:
         return self._policy
+
+    @property
+    def _closed(self) -> bool:
+        return self._stubs.closed
 
     def _request(self, topic: str, messages: Iterable[Any], queue_id: int | None):
         if self._closed:
@@ -293,18 +296,7 @@ class Producer(_ProducerBase):
             credentials=credentials,
             route_refresh_s=route_refresh_s,
         )
-        self._stubs: dict[Endpoint, tuple[grpc.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
-        self._stub_for(self._group.current)
-
-    def _stub_for(self, endpoint: Endpoint) -> messaging_pb2_grpc.MessagingServiceStub:
-        with self._lock:
-            if self._closed:
-                raise self._closed_error()
-            entry = self._stubs.get(endpoint)
-            if entry is None:
-                channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file, credentials=self._credentials)
-                entry = self._stubs[endpoint] = (channel, messaging_pb2_grpc.MessagingServiceStub(channel))
-            return entry[1]
+        self._stubs.get(self._group.current)
 
     def send(
         self,
@@ -327,7 +319,7 @@ class Producer(_ProducerBase):
         return self._send(topic, bodies_or_messages, queue_id)
 
     def _attempt(self, endpoint: Endpoint, topic: str, request, ids) -> list[SendResult]:
-        stub = self._stub_for(endpoint)
+        stub = self._stubs.get(endpoint)
         try:
             response = stub.SendMessage(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
@@ -374,7 +366,7 @@ class Producer(_ProducerBase):
         """QueryRoute on each of `ask` in turn: the first answer `read` makes something of."""
         for endpoint in ask:
             try:
-                response = self._stub_for(endpoint).QueryRoute(
+                response = self._stubs.get(endpoint).QueryRoute(
                     _route_request(topic, endpoint), timeout=self._route_timeout()
                 )
             except grpc.RpcError:
@@ -417,10 +409,7 @@ class Producer(_ProducerBase):
 
     def close(self) -> None:
         """Closes every channel this producer opened; sends under way fail, later ones raise."""
-        with self._lock:
-            self._closed = True
-            stubs, self._stubs = self._stubs, {}
-        for channel, _ in stubs.values():
+        for channel in self._stubs.close_all():
             channel.close()
 
     def __enter__(self) -> Producer:
@@ -432,6 +421,8 @@ class Producer(_ProducerBase):
 
 class AsyncProducer(_ProducerBase):
     """asyncio producer. Use as an async context manager, or await `close()`."""
+
+    _AIO = True
 
     def __init__(
         self,
@@ -453,16 +444,6 @@ class AsyncProducer(_ProducerBase):
             credentials=credentials,
             route_refresh_s=route_refresh_s,
         )
-        self._stubs: dict[Endpoint, tuple[grpc.aio.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
-
-    def _stub_for(self, endpoint: Endpoint) -> messaging_pb2_grpc.MessagingServiceStub:
-        if self._closed:
-            raise self._closed_error()
-        entry = self._stubs.get(endpoint)
-        if entry is None:
-            channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file, aio=True, credentials=self._credentials)
-            entry = self._stubs[endpoint] = (channel, messaging_pb2_grpc.MessagingServiceStub(channel))
-        return entry[1]
 
     async def send(
         self,
@@ -485,7 +466,7 @@ class AsyncProducer(_ProducerBase):
         return await self._send(topic, bodies_or_messages, queue_id)
 
     async def _attempt(self, endpoint: Endpoint, topic: str, request, ids) -> list[SendResult]:
-        stub = self._stub_for(endpoint)
+        stub = self._stubs.get(endpoint)
         try:
             response = await stub.SendMessage(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
@@ -532,7 +513,7 @@ class AsyncProducer(_ProducerBase):
         """QueryRoute on each of `ask` in turn: the first answer `read` makes something of."""
         for endpoint in ask:
             try:
-                response = await self._stub_for(endpoint).QueryRoute(
+                response = await self._stubs.get(endpoint).QueryRoute(
                     _route_request(topic, endpoint), timeout=self._route_timeout()
                 )
             except grpc.RpcError:
@@ -575,9 +556,7 @@ class AsyncProducer(_ProducerBase):
 
     async def close(self) -> None:
         """Closes every channel this producer opened; later sends raise."""
-        self._closed = True
-        stubs, self._stubs = self._stubs, {}
-        for channel, _ in stubs.values():
+        for channel in self._stubs.close_all():
             await channel.close()
 
     async def __aenter__(self) -> AsyncProducer:

@@ -24,10 +24,9 @@ import grpc
 from google.protobuf import duration_pb2
 
 from wire.rpc import messaging_pb2 as pb
-from wire.rpc import messaging_pb2_grpc
 
 from .convert import ReceivedMessage, check_name, check_ok, queues_from_route, received_message
-from .endpoint import Endpoint, open_channel, parse_endpoint
+from .endpoint import Endpoint, MessagingStubs, parse_endpoint
 from .errors import RocketStoreError, TransportError, from_rpc_error
 from .producer import ROUTE_REFRESH_S, _route_request, check_timeout, parse_endpoints
 from .signing import Credentials
@@ -71,29 +70,18 @@ class SimpleConsumer:
         self._invisible_s = check_timeout(invisible_s)
         self._timeout_s = check_timeout(timeout_s)
         self._refresh_s = check_timeout(route_refresh_s)
-        self._tls_ca_file = tls_ca_file
-        self._credentials = credentials
-        self._lock = threading.Lock()
-        self._stubs: dict[Endpoint, tuple[grpc.Channel, messaging_pb2_grpc.MessagingServiceStub]] = {}
+        self._lock = threading.Lock()  # the route and the turn
+        self._stubs = MessagingStubs(
+            lambda: RocketStoreError("the consumer is closed"), tls_ca_file=tls_ca_file, credentials=credentials
+        )
         self._masters: tuple[tuple[str, str], ...] = ()  # (broker name, endpoint), by name
         self._route_at = float("-inf")
         self._turn = 0
-        self._closed = False
 
     @property
     def groups(self) -> list[str]:
         """The broker groups the last route named."""
         return [name for name, _ in self._masters]
-
-    def _stub(self, endpoint: Endpoint) -> messaging_pb2_grpc.MessagingServiceStub:
-        with self._lock:
-            if self._closed:
-                raise RocketStoreError("the consumer is closed")
-            entry = self._stubs.get(endpoint)
-            if entry is None:
-                channel = open_channel(endpoint, tls_ca_file=self._tls_ca_file, credentials=self._credentials)
-                entry = self._stubs[endpoint] = (channel, messaging_pb2_grpc.MessagingServiceStub(channel))
-            return entry[1]
 
     def _refresh_route(self) -> None:
         now = time.monotonic()
@@ -103,7 +91,7 @@ class SimpleConsumer:
         last: RocketStoreError | None = None
         for endpoint in dict.fromkeys(asked):
             try:
-                response = self._stub(endpoint).QueryRoute(
+                response = self._stubs.get(endpoint).QueryRoute(
                     _route_request(self._topic.name, endpoint), timeout=min(2.0, self._timeout_s)
                 )
                 queues = queues_from_route(self._topic.name, response)
@@ -154,7 +142,7 @@ class SimpleConsumer:
         )
         popped: list[PoppedMessage] = []
         try:
-            for response in self._stub(endpoint).ReceiveMessage(request, timeout=wait_s + self._timeout_s):
+            for response in self._stubs.get(endpoint).ReceiveMessage(request, timeout=wait_s + self._timeout_s):
                 if response.HasField("status") and response.status.code not in (pb.OK, pb.MESSAGE_NOT_FOUND):
                     check_ok(response.status)
                 elif response.HasField("message"):
@@ -181,7 +169,7 @@ class SimpleConsumer:
         )
         endpoint = parse_endpoint(popped.endpoint)
         try:
-            response = self._stub(endpoint).AckMessage(request, timeout=self._timeout_s)
+            response = self._stubs.get(endpoint).AckMessage(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, endpoint.target) from exc
         check_ok(response.status)
@@ -189,10 +177,7 @@ class SimpleConsumer:
             check_ok(entry.status)
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            stubs, self._stubs = self._stubs, {}
-        for channel, _ in stubs.values():
+        for channel in self._stubs.close_all():
             channel.close()
 
     def __enter__(self) -> SimpleConsumer:

@@ -295,11 +295,11 @@ def test_channels_open_when_needed_and_close_together(brokers):
     slave, master, unused = brokers("slave", "master", "master")
     slave.master = master.endpoint
     producer = Producer([slave.endpoint, master.endpoint, unused.endpoint], retry_policy=FAST)
-    assert set(producer._stubs) == {producer._group.current}
+    assert producer._stubs.endpoints == {producer._group.current}
     producer.send(TOPIC, b"m")
-    assert {e.target for e in producer._stubs} == {slave.endpoint, master.endpoint}
+    assert {e.target for e in producer._stubs.endpoints} == {slave.endpoint, master.endpoint}
     producer.close()
-    assert producer._stubs == {}
+    assert producer._stubs.endpoints == set()
     with pytest.raises(RocketStoreError, match="closed"):
         producer.send(TOPIC, b"late")
     assert unused.sent == []
