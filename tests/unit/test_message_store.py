@@ -165,14 +165,17 @@ def test_an_async_put_is_woken_once_when_both_the_flush_and_the_slaves_are_in():
 
         loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
         flush, replica = Future(), Future()
-        waiting = asyncio.ensure_future(PutPath._both_settled(flush, replica, 30))
-        await asyncio.sleep(0)
+        # Stepped by hand: the first step registers on both outcomes and yields the loop future
+        # it waits on.
+        waiting = PutPath._both_settled(flush, replica, 30)
+        waiter = waiting.send(None)
         flush.set_result(OK)  # as the flush thread would
-        await asyncio.sleep(0)
-        assert not waiting.done() and wakes == []
+        assert not waiter.done() and wakes == []
         replica.set_result(OK)
-        await asyncio.wait_for(waiting, 30)
         assert len(wakes) == 1
+        await asyncio.wait_for(waiter, 30)  # the one wake-up settles it on the loop
+        with pytest.raises(StopIteration):
+            waiting.send(None)
         # one outcome that never settles: back at the deadline, for `_await` to call it a timeout
         await asyncio.wait_for(PutPath._both_settled(Future(), Future(), 0), 30)
         # a settled outcome or a status: nothing to wait for together
