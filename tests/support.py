@@ -1,5 +1,6 @@
-"""Helpers the test suites share: threads run together, and child processes whose stdout lines
-are read on a thread so that every wait on them has a deadline.
+"""Helpers the test suites share: threads run together, child processes whose stdout lines are
+read on a thread so that every wait on them has a deadline, and the `rocketstore` CLI run in
+this process.
 
 Importable as `support` from any test (pytest puts `tests/` on sys.path for its conftest).
 """
@@ -7,10 +8,12 @@ Importable as `support` from any test (pytest puts `tests/` on sys.path for its 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -113,3 +116,16 @@ BROKER_TEST_SETTINGS = {
     "haReconnectBackoffMin": "50",
     "haReconnectBackoffMax": "500",
 }
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    """`rocketstore ARGV...` in this process: its exit code and what it printed on stdout."""
+    from rocketstore.cli import main
+
+    out = io.StringIO()
+    saved, sys.stdout = sys.stdout, out
+    try:
+        code = main(list(argv))
+    finally:
+        sys.stdout = saved
+    return code, out.getvalue()

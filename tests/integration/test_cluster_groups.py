@@ -13,22 +13,19 @@ the end and leaves; with etcd away, a broker's route names its own group only.
 from __future__ import annotations
 
 import collections
-import io
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from support import BROKER_TEST_SETTINGS, wait_until
+from support import BROKER_TEST_SETTINGS, run_cli, wait_until
 
 from client import Producer, PullConsumer, SimpleConsumer
 from harness.local_cluster import ControllerCluster, LocalCluster, write_secret
-from rocketstore.cli import main
 from rocketstore.coordination.local_etcd import EtcdServer
 
 TOPIC = "Spread"
@@ -98,16 +95,6 @@ def cluster(tmp_path, etcd, request, monkeypatch):
     groups.stop()
 
 
-def cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    saved, sys.stdout = sys.stdout, out
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdout = saved
-    return code, out.getvalue()
-
-
 def masters_in_route(endpoint: str, topic: str = TOPIC) -> set[tuple[str, int, str, str]]:
     with PullConsumer(endpoint) as consumer:
         return {
@@ -124,7 +111,9 @@ def expected_route(cluster: Groups, names, queues: int = 4, drained=()) -> set[t
 
 
 def create_topic(endpoint: str, groups: str = "all", topic: str = TOPIC) -> str:
-    code, out = cli("topic", "create", "--topic", topic, "--queues", "4", "--groups", groups, "--endpoint", endpoint)
+    code, out = run_cli(
+        "topic", "create", "--topic", topic, "--queues", "4", "--groups", groups, "--endpoint", endpoint
+    )
     assert code == 0, out
     return out
 
@@ -203,7 +192,7 @@ def test_routes_are_the_same_from_every_broker_and_sends_and_consumers_spread_ov
     for broker in cluster.running():
         wait_until(lambda: masters_in_route(broker.client_endpoint) == expected, 15, f"{broker.name}'s route")
 
-    code, listed = cli("cluster", "list", "--endpoint", seed, "--json")
+    code, listed = run_cli("cluster", "list", "--endpoint", seed, "--json")
     assert code == 0
     described = json.loads(listed)
     assert described["fresh"] and {b["broker_name"] for b in described["brokers"]} == {
@@ -221,11 +210,11 @@ def test_routes_are_the_same_from_every_broker_and_sends_and_consumers_spread_ov
     assert set(per_group) == {"broker-a", "broker-b", "broker-c"}
     assert min(per_group.values()) >= 50, per_group
 
-    code, status = cli("topic", "status", "--topic", TOPIC, "--endpoint", seed, "--json")
+    code, status = run_cli("topic", "status", "--topic", TOPIC, "--endpoint", seed, "--json")
     assert code == 0
     stored = {name: sum(q["max_offset"] for q in d["queues"]) for name, d in json.loads(status).items()}
     assert stored == dict(per_group)
-    code, topics = cli("topic", "list", "--endpoint", seed, "--json")
+    code, topics = run_cli("topic", "list", "--endpoint", seed, "--json")
     assert next(t for t in json.loads(topics) if t["name"] == TOPIC)["groups"] == ["broker-a", "broker-b", "broker-c"]
 
     # Two members of one consumer group share every group's messages; one leaves half-way.
@@ -307,7 +296,7 @@ def test_a_group_added_under_load_takes_sends_and_a_drained_group_leaves_with_no
     added_at = sender.count()
     wait_until(lambda: sender.since(added_at)["broker-b"] > 0 or sender.errors, 30, "sends reaching broker-b")
 
-    code, out = cli("cluster", "drain", "--group", "broker-a", "--endpoint", seed)
+    code, out = run_cli("cluster", "drain", "--group", "broker-a", "--endpoint", seed)
     assert code == 0 and "takes no more sends" in out, out
     drained = expected_route(cluster, ("broker-a", "broker-b", "broker-c"), drained=("broker-a",))
     wait_until(lambda: masters_in_route(seed) == drained, 15, "broker-a routed read-only")
@@ -341,7 +330,7 @@ def test_with_etcd_away_a_broker_routes_its_own_group_only_and_the_whole_cluster
     wait_until(lambda: masters_in_route(seed) == expected_route(cluster, ("broker-a",)), 15, "a's own route")
     with Producer(seed) as producer:
         assert producer.send(TOPIC, b"while etcd is away").ok
-    code, out = cli("cluster", "list", "--endpoint", seed)
+    code, out = run_cli("cluster", "list", "--endpoint", seed)
     assert code == 0 and "STALE" in out, out
 
     etcd.restart()

@@ -5,23 +5,20 @@ checkpoint while the others go on."""
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from collections import Counter
 
 import pytest
 
-from support import BROKER_TEST_SETTINGS, wait_until
+from support import BROKER_TEST_SETTINGS, run_cli, wait_until
+from stream_support import stream
 
 from client import Producer, PullConsumer
 from harness.local_cluster import LocalCluster, write_secret
 from pipeline.stream_source import register
-from rocketstore.cli import main
 
 TOPIC = "Clustered"
 QUEUES = 2
-QUERY_TIMEOUT_S = 120
 
 
 class Groups:
@@ -74,14 +71,9 @@ def rs(spark):
 
 
 def cli(*argv: str) -> str:
-    out = io.StringIO()
-    saved, sys.stdout = sys.stdout, out
-    try:
-        code = main(list(argv))
-    finally:
-        sys.stdout = saved
-    assert code == 0, out.getvalue()
-    return out.getvalue()
+    code, out = run_cli(*argv)
+    assert code == 0, out
+    return out
 
 
 def create_topic(endpoint: str, groups: str) -> None:
@@ -109,27 +101,6 @@ def produce(endpoint: str, count: int, first: int) -> dict[str, tuple[str, bytes
     return sent
 
 
-def stream(spark, endpoint: str, out, checkpoint):
-    query = (
-        spark.readStream.format("rocketstore")
-        .option("endpoint", endpoint)
-        .option("topics", TOPIC)
-        .option("maxMessagesPerTrigger", "25")
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(QUERY_TIMEOUT_S), "the query did not finish"
-    finally:
-        query.stop()
-    assert query.exception() is None, query.exception()
-    return query.recentProgress
-
-
 def assert_read_once(spark, out, sent) -> None:
     rows = spark.read.parquet(str(out)).collect()
     keys = Counter((r.broker_name, r.queue_id, r.queue_offset) for r in rows)
@@ -148,7 +119,7 @@ def test_one_endpoint_streams_every_group_once_as_groups_come_and_go(rs, groups,
     assert set(Counter(group for group, _ in sent.values())) == {"broker-a", "broker-b"}
 
     out, ck = tmp_path / "out", tmp_path / "ck"
-    progress = stream(rs, seed, out, ck)
+    progress = stream(rs, seed, TOPIC, out, ck, maxMessagesPerTrigger=25)
     assert sum(p["numInputRows"] for p in progress) == 40
     end = json.loads(progress[-1]["sources"][0]["endOffset"])[TOPIC]
     assert set(end) == {f"{g}:{q}" for g in ("broker-a", "broker-b") for q in range(QUEUES)}
@@ -162,7 +133,7 @@ def test_one_endpoint_streams_every_group_once_as_groups_come_and_go(rs, groups,
     added = produce(seed, 30, 40)
     assert "broker-c" in {group for group, _ in added.values()}
     sent |= added
-    stream(rs, seed, out, ck)
+    stream(rs, seed, TOPIC, out, ck, maxMessagesPerTrigger=25)
     assert_read_once(rs, out, sent)
 
     # broker-b leaves (its lease revoked at a clean stop): the stream goes on with the others, and
@@ -172,6 +143,6 @@ def test_one_endpoint_streams_every_group_once_as_groups_come_and_go(rs, groups,
     later = produce(seed, 20, 70)
     assert {group for group, _ in later.values()} == {"broker-a", "broker-c"}
     sent |= later
-    progress = stream(rs, seed, out, ck)
+    progress = stream(rs, seed, TOPIC, out, ck, maxMessagesPerTrigger=25)
     assert "broker-b:0" in json.loads(progress[-1]["sources"][0]["endOffset"])[TOPIC]
     assert_read_once(rs, out, sent)

@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from support import BROKER_TEST_SETTINGS
+from stream_support import QUERY_TIMEOUT_S, stream
 
 from client import PullConsumer, Producer
 from pipeline.stream_command import add_stream_arguments, query_error_line, run_stream
@@ -22,7 +23,6 @@ from wire.cli_args import CommandError
 
 SETTINGS = BROKER_TEST_SETTINGS
 QUEUES = 4  # defaultTopicQueueNums
-QUERY_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -58,27 +58,6 @@ def produce(endpoint: str, topic: str, count: int, first: int = 0) -> dict[str, 
             assert result.ok
             sent[result.msg_id] = body
     return sent
-
-
-def stream(spark, endpoint: str, topics: str, out, checkpoint, **options):
-    """One Trigger.availableNow run into Parquet; its progress entries."""
-    reader = spark.readStream.format("rocketstore").option("endpoint", endpoint).option("topics", topics)
-    for name, value in options.items():
-        reader = reader.option(name, str(value))
-    query = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(QUERY_TIMEOUT_S), "the query did not finish"
-    finally:
-        query.stop()
-    assert query.exception() is None, query.exception()
-    return query.recentProgress
 
 
 def rows_of(spark, out):
