@@ -12,10 +12,12 @@ The decisions are the sans-IO `ha.slave_session.SlaveSession` (per stream) and
 `ReconnectPolicy` (across streams); this module is their thread and gRPC adapter. Each chunk is
 checked (offset, checksum, segment size, whole records) and appended with
 `MessageStore.append_replicated`. Under SYNC_FLUSH the chunk's end is acknowledged once
-`store.request_flush(end)` completes with PUT_OK, while later chunks keep arriving; under
-ASYNC_FLUSH at once. Acks are coalesced (one report carries the newest durable offset) and go out
-at least every haSendHeartbeatInterval. A stream with no chunk (heartbeats count) for
-haHousekeepingInterval is given up.
+`store.request_flush(end, flush_here=True)` completes with PUT_OK: the replicator's own thread
+runs the fdatasync (no hand-off to the flush thread and back), chunks that arrive meanwhile wait
+in the stream and the next flush covers them; a flush already under way on the flush thread
+acknowledges them when it completes. Under ASYNC_FLUSH at once. Acks are coalesced (one report
+carries the newest durable offset) and go out at least every haSendHeartbeatInterval. A stream
+with no chunk (heartbeats count) for haHousekeepingInterval is given up.
 
 Shared-secret mode (a secret is given): every call to the master starts with a Hello
 (`slave.peer_login`): the master must prove it holds the secret before the slave sends its
@@ -42,8 +44,9 @@ the master's confirmed offset as the last chunk said (the slave's dispatch limit
 The replicator also owns the slave's `MetadataSync` (topics, consumer offsets, delay cursors
 from the same master; `slave.metadata_client`), started and stopped with it.
 
-Thread-safety: `start`, `stop` and `state` from any thread. The replicator's thread receives and
-appends; gRPC's request thread sends reports; flush callbacks run on the store's flush thread.
+Thread-safety: `start`, `stop` and `state` from any thread. The replicator's thread receives,
+appends and (mostly) flushes; gRPC's request thread sends reports; flush callbacks run on the
+thread that flushed.
 Shared state is behind one condition.
 """
 
@@ -514,7 +517,9 @@ class SlaveReplicator:
         if not self._sync_flush:
             self._advance(session, end)
             return
-        future = self._store.request_flush(end)
+        # Flushed on this thread: the fdatasync releases the GIL, chunks that arrive meanwhile
+        # wait in the stream, and the next flush covers all of them.
+        future = self._store.request_flush(end, flush_here=True)
         if future is None:
             self._advance(session, end)
         else:

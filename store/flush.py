@@ -2,14 +2,16 @@
 
 - `GroupCommitService` (SYNC_FLUSH): puts register (next_offset, deadline) waiters; one fdatasync
   releases every waiter at or below the flushed offset; a waiter past its deadline gets
-  FLUSH_DISK_TIMEOUT (its message stays stored). The decisions live in `OffsetWaiters`.
+  FLUSH_DISK_TIMEOUT (its message stays stored). The decisions live in `OffsetWaiters`. A caller
+  with nothing else to do may run the flush itself (`flush_here`, caller-runs group commit) instead
+  of handing it to the service's thread and waiting to be handed back; one flush runs at a time.
 - `FlushRealTimeService` (ASYNC_FLUSH): flushes when at least `flush_commit_log_least_pages` pages
   are dirty, every page at least every `flush_commit_log_thorough_interval_ms`.
 - `CommitRealTimeService` (transientStorePoolEnable): copies the write buffer into the file.
 
-Each reports progress through `on_flushed(flushed_offset)`. Thread-safety: `request` and `wakeup`
-may be called from any thread; the flushing itself happens on the service's own thread, where
-fdatasync releases the GIL.
+Each reports progress through `on_flushed(flushed_offset)`, on the thread that flushed. Thread-
+safety: `request`, `flush_here` and `wakeup` may be called from any thread; the flushing happens
+on the service's own thread (or a `flush_here` caller's), where fdatasync releases the GIL.
 """
 
 from __future__ import annotations
@@ -58,9 +60,14 @@ class GroupCommitService(ServiceThread):
         self._clock = clock
         self._waiters: OffsetWaiters[Future] = OffsetWaiters()
         self._lock = threading.Lock()
+        # One flush at a time, by the service's thread or by a caller (`flush_here`): the flushed
+        # offset only moves forward, and a waiter is released by the flush that covered it.
+        self._flushing = threading.Lock()
         self._finished = False  # on_stop's final flush is done
 
-    def request(self, next_offset: int, now_ms: int) -> Future:
+    def request(self, next_offset: int, now_ms: int, *, wake: bool = True) -> Future:
+        """A future of the flush status of everything below `next_offset`. `wake=False` for a
+        caller that calls `flush_here` next: the service's thread then has nothing to do."""
         future: Future = Future()
         with self._lock:
             if self._queue.flushed_where >= next_offset:
@@ -73,8 +80,46 @@ class GroupCommitService(ServiceThread):
                 return future
             # While stopping, the final flush (on_stop) releases this waiter.
             self._waiters.add(next_offset, now_ms + self._timeout_ms, future)
-        self.wakeup()
+        if wake:
+            self.wakeup()
         return future
+
+    def flush_here(self) -> bool:
+        """Caller-runs group commit: flush everything appended so far on the calling thread and
+        release every waiter that covers, with no hand-off to the service's thread and back (the
+        fdatasync releases the GIL). False when another flush is under way: the service's thread
+        is woken instead, and that flush or its next round releases the rest."""
+        if not self._flushing.acquire(blocking=False):
+            self.wakeup()
+            return False
+        try:
+            if self._finished:
+                return False
+            self._flush_round(self._queue.max_offset)
+        finally:
+            self._flushing.release()
+        return True
+
+    def _flush_round(self, target: int) -> tuple[int, int]:
+        """Flush to `target` and settle the waiters; (released, still waiting). Holds `_flushing`."""
+        try:
+            self._queue.flush_to(target)
+        except OSError as exc:
+            log.error("CommitLog flush failed: %s", exc)
+            self._on_error(exc)
+            with self._lock:
+                failed = self._waiters.drain()
+            _complete(failed, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            return 0, 0
+        flushed = self._queue.flushed_where
+        with self._lock:
+            released = self._waiters.release(flushed)
+            expired = self._waiters.expire(self._clock())
+            more = len(self._waiters)
+        _complete(released, PutMessageStatus.PUT_OK)
+        _complete(expired, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        self._on_flushed(flushed)
+        return len(released), more
 
     def run_once(self) -> None:
         with self._lock:
@@ -86,37 +131,23 @@ class GroupCommitService(ServiceThread):
         if not pending and self._queue.flushed_where >= target:
             self.wait_for_running(_IDLE_S)
             return
-        try:
-            self._queue.flush_to(target)
-        except OSError as exc:
-            log.error("CommitLog flush failed: %s", exc)
-            self._on_error(exc)
-            with self._lock:
-                failed = self._waiters.drain()
-            _complete(failed, PutMessageStatus.FLUSH_DISK_TIMEOUT)
-            return
-        flushed = self._queue.flushed_where
-        with self._lock:
-            released = self._waiters.release(flushed)
-            expired = self._waiters.expire(self._clock())
-            more = len(self._waiters)
-        _complete(released, PutMessageStatus.PUT_OK)
-        _complete(expired, PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        self._on_flushed(flushed)
+        with self._flushing:
+            released, more = self._flush_round(target)
         if more and not released and deadline is not None:
             # Nothing moved (e.g. the disk is stalled); do not spin until the next deadline.
             self.wait_for_running(min(_IDLE_S, max(0.0, (deadline - self._clock()) / 1000)))
 
     def on_stop(self) -> None:
-        try:
-            self._queue.flush_to(self._queue.max_offset)
-        except OSError as exc:
-            log.error("final CommitLog flush failed: %s", exc)
-        flushed = self._queue.flushed_where
-        with self._lock:
-            released = self._waiters.release(flushed)
-            rest = self._waiters.drain()
-            self._finished = True
+        with self._flushing:
+            try:
+                self._queue.flush_to(self._queue.max_offset)
+            except OSError as exc:
+                log.error("final CommitLog flush failed: %s", exc)
+            flushed = self._queue.flushed_where
+            with self._lock:
+                released = self._waiters.release(flushed)
+                rest = self._waiters.drain()
+                self._finished = True
         _complete(released, PutMessageStatus.PUT_OK)
         _complete(rest, PutMessageStatus.FLUSH_DISK_TIMEOUT)
         self._on_flushed(flushed)

@@ -189,6 +189,7 @@ class MessageStore:
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
         self._reput: ReputMessageService | None = None
+        self._dispatch_on_flush = False  # the dispatcher is woken by flushes, not by puts
         self._logic_flusher: FlushConsumeQueueService | None = None
         self._cleaner: CleanService | None = None
         self._loaded = False
@@ -315,7 +316,11 @@ class MessageStore:
             deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
             first_unconsumed=self.first_unconsumed_offset,
         )
-        wake = [self._reput.wakeup]
+        # Under SYNC_FLUSH a flush follows every put, and each flush wakes the dispatcher
+        # (`_on_flushed`): the putting thread then wakes one service fewer, and the replication
+        # stream, woken by the same put, does not compete with the dispatcher for the GIL.
+        self._dispatch_on_flush = isinstance(self._flusher, GroupCommitService) and self._committer is None
+        wake = [] if self._dispatch_on_flush else [self._reput.wakeup]
         if self._committer is not None:
             wake.append(self._committer.wakeup)
         elif self._wake_flusher_on_put():
@@ -324,7 +329,8 @@ class MessageStore:
         self._put_services = PutServices(
             request_flush=flusher.request if isinstance(flusher, GroupCommitService) else None,
             replica=self._replica,
-            # Every append wakes the dispatcher (a no-op while it is awake): it never polls an idle log.
+            # Every append (under SYNC_FLUSH every flush) wakes the dispatcher (a no-op while it is
+            # awake): it never polls an idle log.
             wake=tuple(wake),
         )
         self._put_path = self._build_put_path()
@@ -409,6 +415,9 @@ class MessageStore:
     # -- callbacks from services ---------------------------------------------------------------
 
     def _on_flushed(self, flushed_offset: int) -> None:
+        reput = self._reput
+        if self._dispatch_on_flush and reput is not None:
+            reput.wakeup()
         last = self.queue.last
         self.checkpoint.advance(
             physic_flushed_offset=flushed_offset, physic_msg_timestamp=last.store_timestamp_ms if last else 0
@@ -461,7 +470,8 @@ class MessageStore:
                 log.exception("message-arrival listener failed")
 
     def add_flush_listener(self, listener: Callable[[int], None]) -> None:
-        """Called on the flush thread with the flushed offset after every flush round that ran."""
+        """Called with the flushed offset after every flush round that ran, on the thread that
+        flushed: the flush thread, or a caller of `request_flush(..., flush_here=True)`."""
         self._flush_listeners.append(listener)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
@@ -621,12 +631,19 @@ class MessageStore:
             reput.wakeup()
         return end
 
-    def request_flush(self, next_offset: int) -> Future | None:
+    def request_flush(self, next_offset: int, *, flush_here: bool = False) -> Future | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status
-        under SYNC_FLUSH; under ASYNC_FLUSH None (the flusher flushes on its own rhythm)."""
-        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or self._flusher is None:
+        under SYNC_FLUSH; under ASYNC_FLUSH None (the flusher flushes on its own rhythm).
+        `flush_here`: the calling thread does the flush itself (`GroupCommitService.flush_here`),
+        unless another flush is under way; a thread with nothing else to do meanwhile saves the
+        hand-off to the flush thread and back."""
+        flusher = self._flusher
+        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not isinstance(flusher, GroupCommitService):
             return None
-        return self._flusher.request(next_offset, self._clock())  # type: ignore[attr-defined]  # a GroupCommitService under SYNC_FLUSH
+        future = flusher.request(next_offset, self._clock(), wake=not flush_here)
+        if flush_here and not future.done():
+            flusher.flush_here()
+        return future
 
     def request_delete_files_now(self) -> None:
         """Delete expired CommitLog segments now (RocketMQ's executeDeleteFilesManually)."""

@@ -931,3 +931,88 @@ def test_max_message_size_limits_the_body_as_clients_count_it(tmp_path):
         assert exact.status is OK and exact.wrote_bytes > _BIG
         over = store.put_message(Message("GoodTopic", 0, b"b" * (_BIG + 1)))
         assert over.status is ILLEGAL and "maxMessageSize" in over.reason
+
+
+# -- caller-runs flushes and dispatch after flush -----------------------------------------------------
+
+
+class _RecordingDisk:
+    """Stand-in for the `os` module inside store.mapped_file that records which thread calls
+    fdatasync; `stall` makes the next call block until `release` is set."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+        self.stall = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def fdatasync(self, fd):
+        self.threads.append(threading.current_thread().name)
+        if self.stall:
+            self.stall = False
+            self.entered.set()
+            self.release.wait(30)
+        return os.fdatasync(fd)
+
+
+def test_request_flush_here_flushes_on_the_calling_thread(tmp_path, monkeypatch):
+    disk = _RecordingDisk()
+    with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
+        r = store.put_message(Message("HereTopic", 0, b"x", properties={"WAIT": "false"}))
+        end = store.max_offset
+        monkeypatch.setattr(mapped_file_module, "os", disk)
+        if store.flushed_offset < end:
+            future = store.request_flush(end, flush_here=True)
+            assert future is not None and future.done() and future.result() is OK
+            assert disk.threads == [threading.current_thread().name]
+        assert store.flushed_offset >= r.next_offset
+        # Nothing left to flush: answered at once, no fdatasync.
+        calls = len(disk.threads)
+        again = store.request_flush(end, flush_here=True)
+        assert again is not None and again.result(0) is OK and len(disk.threads) == calls
+        monkeypatch.undo()
+
+
+def test_request_flush_here_leaves_the_flush_to_the_service_while_another_is_under_way(tmp_path, monkeypatch):
+    disk = _RecordingDisk()
+    with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
+        monkeypatch.setattr(mapped_file_module, "os", disk)
+        disk.stall = True
+        first: list[PutMessageResult] = []
+        putter = threading.Thread(target=lambda: first.append(store.put_message(Message("HereTopic", 0, b"1"))))
+        putter.start()
+        try:
+            assert disk.entered.wait(30)  # the service's flush of the first put is in fdatasync
+            store.put_message(Message("HereTopic", 0, b"2", properties={"WAIT": "false"}))
+            future = store.request_flush(store.max_offset, flush_here=True)
+            assert future is not None and not future.done()  # did not block behind the stalled flush
+        finally:
+            disk.release.set()
+        putter.join(30)
+        assert future.result(30) is OK and first[0].status is OK
+        assert threading.current_thread().name not in disk.threads
+        monkeypatch.undo()
+
+
+def test_request_flush_is_none_under_async_flush(tmp_path):
+    with MessageStore(config(tmp_path, flush_disk_type="ASYNC_FLUSH")) as store:
+        store.put_message(Message("HereTopic", 0, b"x"))
+        assert store.request_flush(store.max_offset, flush_here=True) is None
+
+
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_every_put_is_dispatched_without_the_dispatchers_idle_timeout(tmp_path, monkeypatch, flush):
+    """Under SYNC_FLUSH the flush that follows a put wakes the dispatcher, under ASYNC_FLUSH the put
+    itself: with an idle timeout far beyond the test's deadline, each message arrives at once."""
+    from store.dispatch import ReputMessageService
+
+    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
+    with MessageStore(config(tmp_path, flush_disk_type=flush)) as store:
+        arrived = threading.Semaphore(0)
+        store.add_arrival_listener(lambda request: arrived.release())
+        for i, wait in enumerate(("true", "false", "true")):
+            store.put_message(Message("WakeTopic", 0, b"m%d" % i, properties={"WAIT": wait}))
+            assert arrived.acquire(timeout=10), f"message {i} (WAIT={wait}) was not dispatched"
