@@ -348,6 +348,28 @@ def test_properties_round_trip(props):
     assert raw == "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode("utf-8")
 
 
+@given(
+    props=st.dictionaries(
+        st.one_of(st.text(alphabet="ab\x01\x02", max_size=3), st.integers(0, 2)),
+        st.one_of(st.text(alphabet="xy\x01\x02", max_size=3), st.none()),
+        max_size=4,
+    )
+)
+def test_properties_that_cannot_be_stored_are_refused_with_a_reason(props):
+    """Empty keys, keys or values that are not text, and separators inside either are refused;
+    anything else is encoded as key \\x01 value \\x02."""
+    valid = all(
+        isinstance(k, str) and isinstance(v, str) and k and not ({"\x01", "\x02"} & set(k + v))
+        for k, v in props.items()
+    )
+    if valid:
+        assert codec.encode_properties(props) == "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode()
+    else:
+        with pytest.raises(MessageRejected) as refused:
+            codec.encode_properties(props)
+        assert refused.value.status is ILLEGAL and "propert" in refused.value.reason
+
+
 def test_decode_properties_rejects_pair_without_separator():
     with pytest.raises(ValueError):
         codec.decode_properties(b"key-without-value\x02")
