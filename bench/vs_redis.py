@@ -16,8 +16,10 @@ The cells: message size x clients x batch (default 1 KiB and 128 B; 1, 8 and 64 
 1; one client with batches of 32). Each cell runs every system in turn, for `--seconds` after a
 warm-up, bounded by `--max-messages`. Per system and cell: msgs/s, MB/s, p50/p99 latency of a
 publish (send to acknowledgement; a batch counts as one sample), CPU (% of one core) of all the
-server processes of that system and of this load-generating process, disk bytes written per
-message (`/proc/PID/io` write_bytes of the server processes), and the ratio to Redis. The
+server processes of that system and of this load-generating process, the servers' CPU time and
+context switches per message (`/proc/PID/task/*/status`: every hand-off between threads shows
+there), disk bytes written per message (`/proc/PID/io` write_bytes of the server processes), and
+the ratio to Redis. The
 machine's other CPU load during the cell is printed beside it: the machine is shared, so ratios
 within one run are what compare.
 
@@ -63,6 +65,19 @@ def _write_bytes(pid: int) -> int:
     return 0
 
 
+def _context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of every thread of `pid` so far: a thread
+    hand-off costs two, and waiting for the GIL adds more."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+    return total
+
+
 def _machine_ticks() -> tuple[int, int]:
     """(busy, total) jiffies of the whole machine; busy leaves out idle and iowait."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -76,6 +91,7 @@ class Sample:
 
     cpu_ticks: int
     write_bytes: int
+    switches: int
     machine_busy: int
     machine_total: int
     own_ticks: int
@@ -87,6 +103,7 @@ class Sample:
         return cls(
             sum(_cpu_ticks(p) for p in pids),
             sum(_write_bytes(p) for p in pids),
+            sum(_context_switches(p) for p in pids),
             busy,
             total,
             int((own.user + own.system) * os.sysconf("SC_CLK_TCK")),
@@ -293,6 +310,9 @@ class Result:
     server_cpu_pct: float = 0.0
     client_cpu_pct: float = 0.0
     disk_bytes_per_msg: float = 0.0
+    # Per message, of the server processes: CPU time and context switches (thread hand-offs).
+    server_cpu_us_per_msg: float = 0.0
+    switches_per_msg: float = 0.0
     other_cpu_pct: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
 
@@ -351,6 +371,8 @@ async def run_cell(driver, size: int, clients: int, batch: int, seconds: float, 
     other = max(0, machine_busy - server_ticks - own)
     result.other_cpu_pct = 100 * cores * other / machine_total
     result.disk_bytes_per_msg = (after.write_bytes - before.write_bytes) / max(1, result.messages)
+    result.server_cpu_us_per_msg = 1e6 * server_ticks / hz / max(1, result.messages)
+    result.switches_per_msg = (after.switches - before.switches) / max(1, result.messages)
     ordered = sorted(latencies)
     result.p50_ms, result.p99_ms = _percentile(ordered, 50), _percentile(ordered, 99)
     await driver.reset()
@@ -365,6 +387,7 @@ def row(r: Result, redis: Result | None) -> str:
         f"  {r.system:<28} {r.msgs_per_s:>9,.0f} msgs/s {r.msgs_per_s * r.size / 1e6:>6.2f} MB/s"
         f"  p50 {r.p50_ms:>6.2f} ms  p99 {r.p99_ms:>7.2f} ms  CPU server {r.server_cpu_pct:>4.0f}%"
         f" client {r.client_cpu_pct:>3.0f}%"
+        f" ({r.server_cpu_us_per_msg:>4.0f} us, {r.switches_per_msg:>4.1f} switches /msg)"
         f"  disk {r.disk_bytes_per_msg:>7,.0f} B/msg  other CPU {r.other_cpu_pct:>4.0f}%"
         f"  | vs Redis: {ratio} throughput, {p99} p99{errors}"
     )
