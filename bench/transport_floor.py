@@ -12,6 +12,14 @@ crossing, one echo at a time (one caller, the put path's worst case for batching
   by a reader thread, as the master's replication server is, or a `grpc.aio` server).
 - `tcp asyncio`: the same echo over a plain TCP connection, asyncio on both ends (uvloop when
   installed), length-prefixed frames: what the transport itself costs without gRPC.
+- `master threads`, `master one loop` (and `... /aio slave`): the master's shape. This process is
+  the gRPC server and a child connects to it as a slave does and answers each message with a
+  report. A "put" on this process's event loop (uvloop) hands a message to the stream and waits
+  for the report. `master threads` is today's master: the put wakes the response generator on
+  gRPC's pool thread, a reader thread takes the report and hands it back to the loop with
+  `call_soon_threadsafe`. `master one loop` serves the stream with `grpc.aio` on the put's own
+  loop, so neither hand-off crosses a thread. The slave is a sync stub fed by a request thread
+  (today's slave) or `grpc.aio`.
 
 Per case: round trips, p50/p99 latency, and per round trip the CPU time and context switches of
 each side (`getrusage` for this process, `/proc/PID` for the child). Each case runs for
@@ -82,18 +90,20 @@ class Case:
     latencies_s: list[float]
     client: Usage
     server: Usage | None
+    sides: tuple[str, str] = ("caller", "server")
 
     def row(self) -> str:
         n = len(self.latencies_s)
         ordered = sorted(self.latencies_s)
         p50 = ordered[n // 2] * 1e6 if n else 0.0
         p99 = ordered[min(n - 1, int(n * 0.99))] * 1e6 if n else 0.0
-        side = f"caller {self.client.cpu_s / max(n, 1) * 1e6:5.0f} us {self.client.switches / max(n, 1):5.1f} sw"
+        here, there = self.sides
+        side = f"{here} {self.client.cpu_s / max(n, 1) * 1e6:5.0f} us {self.client.switches / max(n, 1):5.1f} sw"
         if self.server is not None:
             side += (
-                f"   server {self.server.cpu_s / max(n, 1) * 1e6:5.0f} us {self.server.switches / max(n, 1):5.1f} sw"
+                f"   {there} {self.server.cpu_s / max(n, 1) * 1e6:5.0f} us {self.server.switches / max(n, 1):5.1f} sw"
             )
-        return f"  {self.name:<16} {n:>8,} round trips  p50 {p50:6.0f} us  p99 {p99:6.0f} us   per round trip: {side}"
+        return f"  {self.name:<24} {n:>8,} round trips  p50 {p50:6.0f} us  p99 {p99:6.0f} us   per round trip: {side}"
 
 
 def _timed(step: Callable[[], None], seconds: float, limit: int) -> list[float]:
@@ -196,8 +206,57 @@ def _handlers(behaviour) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(_SERVICE, {"Echo": grpc.stream_stream_rpc_method_handler(behaviour)})
 
 
-def serve(kind: str) -> None:
-    """The child's side: print the port, serve until stdin closes."""
+def _slave_sync(port: int) -> None:
+    """A slave as today's: the stream's messages read on this thread, each answered through the
+    request iterator that gRPC's own thread drains."""
+    cond = threading.Condition()
+    outgoing: list[bytes | None] = []
+
+    def reports() -> Iterator[bytes]:
+        while True:
+            with cond:
+                while not outgoing:
+                    cond.wait()
+                item = outgoing.pop(0)
+            if item is None:
+                return
+            yield item
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            for chunk in channel.stream_stream(_METHOD)(reports()):
+                with cond:
+                    outgoing.append(chunk)
+                    cond.notify()
+        except grpc.RpcError:
+            pass
+        with cond:
+            outgoing.append(None)
+            cond.notify()
+
+
+async def _slave_aio(port: int) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.stream_stream(_METHOD)()
+        try:
+            while True:
+                chunk = await call.read()
+                if chunk is grpc.aio.EOF:
+                    return
+                await call.write(chunk)
+        except grpc.RpcError:
+            pass
+
+
+def serve(kind: str, port: int = 0) -> None:
+    """The child's side: print the port, serve until stdin closes; or, as a slave, answer the
+    stream of the master at `port` until it ends."""
+    if kind == "slave-sync":
+        _slave_sync(port)
+        return
+    if kind == "slave-aio":
+        _new_loop().run_until_complete(_slave_aio(port))
+        return
     if kind == "grpc-sync":
         server = grpc.server(futures.ThreadPoolExecutor(4))
         server.add_generic_rpc_handlers((_handlers(_echo_sync),))
@@ -241,13 +300,16 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 class Child:
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, master_port: int = 0) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.transport_floor", "--serve", kind],
+            [sys.executable, "-m", "bench.transport_floor", "--serve", kind, "--port", str(master_port)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
+        if master_port:
+            self.port = master_port
+            return
         assert self.process.stdout is not None
         line = self.process.stdout.readline().strip()
         if not line.isdigit():
@@ -342,6 +404,145 @@ def tcp_case(child: Child, payload: bytes, seconds: float, limit: int) -> Case:
         loop.close()
 
 
+# -- the master's shape ----------------------------------------------------------------------------
+
+_SLAVE_CONNECT_S = 10.0
+
+
+class _ThreadedMaster:
+    """Today's master: a put on the loop wakes the stream's response generator (on gRPC's pool
+    thread); a reader thread takes each report and hands it back to the loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.cond = threading.Condition()
+        self.outgoing: list[bytes | None] = []
+        self.waiter: asyncio.Future | None = None
+        self.opened = threading.Event()
+
+    def _answered(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def handle(self, request_iterator: Iterator[bytes], context) -> Iterator[bytes]:
+        def read() -> None:
+            try:
+                for _ in request_iterator:
+                    self.loop.call_soon_threadsafe(self._answered)
+            except grpc.RpcError:
+                pass
+
+        threading.Thread(target=read, name="reports", daemon=True).start()
+        self.opened.set()
+        while True:
+            with self.cond:
+                while not self.outgoing:
+                    self.cond.wait()
+                item = self.outgoing.pop(0)
+            if item is None:
+                return
+            yield item
+
+    async def put(self, payload: bytes) -> None:
+        self.waiter = self.loop.create_future()
+        with self.cond:
+            self.outgoing.append(payload)
+            self.cond.notify()
+        await self.waiter
+
+    def end(self) -> None:
+        with self.cond:
+            self.outgoing.append(None)
+            self.cond.notify()
+
+
+class _LoopMaster:
+    """The stream served by `grpc.aio` on the put's own loop: no thread between the put, the
+    stream and the report."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.waiter: asyncio.Future | None = None
+        self.opened = asyncio.Event()
+
+    async def handle(self, request_iterator, context) -> None:
+        async def read() -> None:
+            async for _ in request_iterator:
+                waiter = self.waiter
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+
+        reader = asyncio.ensure_future(read())
+        self.opened.set()
+        try:
+            while (item := await self.outgoing.get()) is not None:
+                await context.write(item)
+        finally:
+            reader.cancel()
+
+    async def put(self, payload: bytes) -> None:
+        self.waiter = self.loop.create_future()
+        self.outgoing.put_nowait(payload)
+        await self.waiter
+
+    def end(self) -> None:
+        self.outgoing.put_nowait(None)
+
+
+def master_case(name: str, one_loop: bool, slave: str, payload: bytes, seconds: float, limit: int) -> Case:
+    """Puts on this process's loop, each waiting for a child slave's report of its message."""
+    loop = _new_loop()
+
+    async def main() -> Case:
+        master: _ThreadedMaster | _LoopMaster
+        if one_loop:
+            master = _LoopMaster(loop)
+            server = grpc.aio.server()
+            server.add_generic_rpc_handlers(
+                (
+                    grpc.method_handlers_generic_handler(
+                        _SERVICE, {"Echo": grpc.stream_stream_rpc_method_handler(master.handle)}
+                    ),
+                )
+            )
+            port = server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+        else:
+            master = _ThreadedMaster(loop)
+            sync_server = grpc.server(futures.ThreadPoolExecutor(4))
+            sync_server.add_generic_rpc_handlers((_handlers(master.handle),))
+            port = sync_server.add_insecure_port("127.0.0.1:0")
+            sync_server.start()
+        child = Child(slave, port)
+        try:
+            if isinstance(master, _LoopMaster):
+                await asyncio.wait_for(master.opened.wait(), _SLAVE_CONNECT_S)
+            elif not await loop.run_in_executor(None, master.opened.wait, _SLAVE_CONNECT_S):
+                raise RuntimeError(f"the {slave} child did not connect within {_SLAVE_CONNECT_S:g} s")
+
+            async def step() -> None:
+                await master.put(payload)
+
+            before, slave_before = Usage.own(), Usage.of(child.process.pid)
+            latencies = await _timed_async(step, seconds, limit)
+            used, slave_used = Usage.own() - before, Usage.of(child.process.pid) - slave_before
+            master.end()
+        finally:
+            child.stop()
+            if one_loop:
+                await server.stop(0)
+            else:
+                sync_server.stop(0)
+        return Case(name, latencies, used, slave_used, ("master", "slave"))
+
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
 # -- the run ----------------------------------------------------------------------------------------
 
 
@@ -350,14 +551,17 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=3.0, help="measured time per case (default 3)")
     p.add_argument("--max-round-trips", type=int, default=200_000, help="round-trip bound per case")
     p.add_argument("--size", type=int, default=1100, help="bytes per message (default 1100: a 1 KiB record)")
-    p.add_argument("--serve", choices=("grpc-sync", "grpc-aio", "tcp"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--serve", choices=("grpc-sync", "grpc-aio", "tcp", "slave-sync", "slave-aio"), help=argparse.SUPPRESS
+    )
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, args.port)
         return 0
     print("Hand-off costs on this machine (bench/transport_floor.py)")
     for key, value in environment(Path.cwd()).items():
@@ -385,7 +589,16 @@ def main(argv=None) -> int:
                 cases.append(run(name, child, payload, args.seconds, args.max_round_trips))
         finally:
             child.stop()
-    print("\nOne caller, one message in flight (caller/server for gRPC):")
+    masters = (
+        ("master threads", False, "slave-sync"),
+        ("master one loop", True, "slave-sync"),
+        ("master threads/aio slave", False, "slave-aio"),
+        ("master one loop/aio slave", True, "slave-aio"),
+    )
+    for name, one_loop, slave in masters:
+        progress(f"  running {name}")
+        cases.append(master_case(name, one_loop, slave, payload, args.seconds, args.max_round_trips))
+    print("\nOne caller, one message in flight (caller/server for gRPC; master/slave for the master's shape):")
     for case in cases:
         print(case.row())
     print(f"  load after   {os.getloadavg()[0]:.2f}")

@@ -16,7 +16,8 @@ The cells: message size x clients x batch (default 1 KiB and 128 B; 1, 8 and 64 
 1; one client with batches of 32). Each cell runs every system in turn, for `--seconds` after a
 warm-up, bounded by `--max-messages`. Per system and cell: msgs/s, MB/s, p50/p99 latency of a
 publish (send to acknowledgement; a batch counts as one sample), CPU (% of one core) of all the
-server processes of that system and of this load-generating process, the servers' CPU time and
+server processes of that system (and of its busiest process alone: is one core the limit?) and of
+this load-generating process, the servers' CPU time and
 context switches per message (`/proc/PID/task/*/status`: every hand-off between threads shows
 there), disk bytes written per message (`/proc/PID/io` write_bytes of the server processes), and
 the ratio to Redis. The
@@ -95,18 +96,22 @@ class Sample:
     machine_busy: int
     machine_total: int
     own_ticks: int
+    # Each server process's own, in the order of `pids`: is one process's core the limit?
+    ticks_by_process: tuple[int, ...] = ()
 
     @classmethod
     def take(cls, pids: list[int]) -> Sample:
         busy, total = _machine_ticks()
         own = os.times()
+        ticks = tuple(_cpu_ticks(p) for p in pids)
         return cls(
-            sum(_cpu_ticks(p) for p in pids),
+            sum(ticks),
             sum(_write_bytes(p) for p in pids),
             sum(_context_switches(p) for p in pids),
             busy,
             total,
             int((own.user + own.system) * os.sysconf("SC_CLK_TCK")),
+            ticks,
         )
 
 
@@ -308,6 +313,8 @@ class Result:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     server_cpu_pct: float = 0.0
+    # The busiest server process alone (the primary or master, as a rule), % of one core.
+    busiest_cpu_pct: float = 0.0
     client_cpu_pct: float = 0.0
     disk_bytes_per_msg: float = 0.0
     # Per message, of the server processes: CPU time and context switches (thread hand-offs).
@@ -363,6 +370,8 @@ async def run_cell(driver, size: int, clients: int, batch: int, seconds: float, 
     hz = os.sysconf("SC_CLK_TCK")
     server_ticks = after.cpu_ticks - before.cpu_ticks
     result.server_cpu_pct = 100 * server_ticks / hz / result.elapsed_s
+    per_process = [a - b for a, b in zip(after.ticks_by_process, before.ticks_by_process, strict=True)]
+    result.busiest_cpu_pct = 100 * max(per_process, default=0) / hz / result.elapsed_s
     machine_busy = after.machine_busy - before.machine_busy
     machine_total = max(1, after.machine_total - before.machine_total)
     cores = os.cpu_count() or 1
@@ -386,7 +395,7 @@ def row(r: Result, redis: Result | None) -> str:
     return (
         f"  {r.system:<28} {r.msgs_per_s:>9,.0f} msgs/s {r.msgs_per_s * r.size / 1e6:>6.2f} MB/s"
         f"  p50 {r.p50_ms:>6.2f} ms  p99 {r.p99_ms:>7.2f} ms  CPU server {r.server_cpu_pct:>4.0f}%"
-        f" client {r.client_cpu_pct:>3.0f}%"
+        f" (busiest {r.busiest_cpu_pct:>3.0f}%) client {r.client_cpu_pct:>3.0f}%"
         f" ({r.server_cpu_us_per_msg:>4.0f} us, {r.switches_per_msg:>4.1f} switches /msg)"
         f"  disk {r.disk_bytes_per_msg:>7,.0f} B/msg  other CPU {r.other_cpu_pct:>4.0f}%"
         f"  | vs Redis: {ratio} throughput, {p99} p99{errors}"
