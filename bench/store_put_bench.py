@@ -15,7 +15,8 @@ What it measures
     every putter warms up with a few untimed puts, then all start together on a barrier.
 
     In the same run, with plain os calls on a file in the same directory, the disk's raw limits:
-    4 KiB pwrite + fdatasync latency, sequential 1 MiB writes each followed by fdatasync (both as
+    4 KiB pwrite + fdatasync latency, 1 KiB copied into a mapped file + fdatasync (the store's own
+    way of writing), sequential 1 MiB writes each followed by fdatasync (both as
     appends that grow the file and inside a preallocated file, as the store's segments are), and
     after the matrix, writes of the same size as each 64-putter SYNC_FLUSH cell's put calls with an
     fdatasync each (what one fsync per put would cost). Each raw figure is the median of a few
@@ -41,6 +42,7 @@ import collections
 import dataclasses
 import json
 import math
+import mmap
 import os
 import shutil
 import sys
@@ -224,7 +226,8 @@ def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
 
 @dataclasses.dataclass
 class RawRun:
-    """Rounds of one pwrite of `chunk` bytes followed by one fdatasync."""
+    """Rounds of one pwrite (or, `mapped`, one copy into a shared mapping of the file, as the
+    store's segments are written) of `chunk` bytes followed by one fdatasync."""
 
     label: str
     chunk: int
@@ -236,6 +239,7 @@ class RawRun:
     p99_ms: float
     trials_mb_per_s: list[float] = dataclasses.field(default_factory=list)
     samples_ns: list[int] = dataclasses.field(default_factory=list, repr=False)
+    mapped: bool = False
 
     @property
     def mb_per_s(self) -> float:
@@ -255,16 +259,28 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 def write_sync_rounds(
-    directory: Path, label: str, chunk: int, max_rounds: int, max_seconds: float, *, preallocate: bool
+    directory: Path,
+    label: str,
+    chunk: int,
+    max_rounds: int,
+    max_seconds: float,
+    *,
+    preallocate: bool,
+    mapped: bool = False,
 ) -> RawRun:
-    """Sequential pwrite + fdatasync rounds on a fresh file, bounded by rounds and time."""
+    """Sequential pwrite (or mapped copy) + fdatasync rounds on a fresh file, bounded by rounds
+    and time. A mapped file is always preallocated: a mapping cannot grow its file."""
     path = directory / f"raw-{os.getpid()}-{time.monotonic_ns()}"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(path, (os.O_RDWR if mapped else os.O_WRONLY) | os.O_CREAT | os.O_TRUNC, 0o644)
+    mapping: mmap.mmap | None = None
     try:
-        if preallocate:
+        if preallocate or mapped:
             # As the store's segments: blocks reserved up front, so the timed loop does not grow the file.
             os.posix_fallocate(fd, 0, chunk * max_rounds)
             os.fsync(fd)
+        if mapped:
+            mapping = mmap.mmap(fd, chunk * max_rounds)
+            mapping.madvise(mmap.MADV_RANDOM)  # as the store's segments (see store/mapped_file.py)
         data = os.urandom(chunk)
         lat = [0] * max_rounds
         clock = time.perf_counter_ns
@@ -272,7 +288,10 @@ def write_sync_rounds(
         deadline = start + int(max_seconds * 1e9)
         done = 0
         while done < max_rounds:
-            _pwrite_all(fd, data, done * chunk)
+            if mapping is not None:
+                mapping[done * chunk : (done + 1) * chunk] = data
+            else:
+                _pwrite_all(fd, data, done * chunk)
             os.fdatasync(fd)
             now = clock()
             lat[done] = now - last
@@ -281,11 +300,24 @@ def write_sync_rounds(
             if now >= deadline:
                 break
     finally:
+        if mapping is not None:
+            mapping.close()
         os.close(fd)
         path.unlink(missing_ok=True)
     samples = sorted(lat[:done])
     p50, p99 = percentiles_ms(samples, (0.50, 0.99))
-    return RawRun(label, chunk, preallocate, done, done * chunk, (last - start) / 1e9, p50, p99, samples_ns=samples)
+    return RawRun(
+        label,
+        chunk,
+        preallocate or mapped,
+        done,
+        done * chunk,
+        (last - start) / 1e9,
+        p50,
+        p99,
+        samples_ns=samples,
+        mapped=mapped,
+    )
 
 
 def combine_trials(trials: list[RawRun]) -> RawRun:
@@ -311,18 +343,36 @@ def measure_median(
 def measure_raw_limits(run_dir: Path, profile: Profile) -> dict[str, RawRun]:
     os.sync()  # start from a quiet disk
     seq_rounds = max(1, profile.seq_bytes // MiB)
+    # (label, chunk, rounds, preallocated, mapped)
     plan = {
-        "fsync_append": ("4 KiB append + fdatasync", 4 * KiB, profile.fsync_rounds, False),
-        "fsync_prealloc": ("4 KiB write into preallocated file + fdatasync", 4 * KiB, profile.fsync_rounds, True),
-        "seq_append": ("1 MiB sequential appends, fdatasync each", MiB, seq_rounds, False),
-        "seq_prealloc": ("1 MiB sequential writes into preallocated file, fdatasync each", MiB, seq_rounds, True),
+        "fsync_append": ("4 KiB append + fdatasync", 4 * KiB, profile.fsync_rounds, False, False),
+        "fsync_prealloc": (
+            "4 KiB write into preallocated file + fdatasync",
+            4 * KiB,
+            profile.fsync_rounds,
+            True,
+            False,
+        ),
+        # The store writes through a mapping: does the copy (page faults, write-protection after
+        # each fdatasync) cost more than a pwrite of the same bytes?
+        "fsync_mapped": ("1 KiB copy into a mapped file + fdatasync", KiB, profile.fsync_rounds, True, True),
+        "seq_append": ("1 MiB sequential appends, fdatasync each", MiB, seq_rounds, False, False),
+        "seq_prealloc": (
+            "1 MiB sequential writes into preallocated file, fdatasync each",
+            MiB,
+            seq_rounds,
+            True,
+            False,
+        ),
     }
     # Trials interleave the kinds, so a slow spell of the disk does not land on one kind only.
     trials: dict[str, list[RawRun]] = {key: [] for key in plan}
     for _ in range(profile.raw_trials):
-        for key, (label, chunk, rounds, prealloc) in plan.items():
+        for key, (label, chunk, rounds, prealloc, mapped) in plan.items():
             trials[key].append(
-                write_sync_rounds(run_dir, label, chunk, rounds, profile.raw_seconds, preallocate=prealloc)
+                write_sync_rounds(
+                    run_dir, label, chunk, rounds, profile.raw_seconds, preallocate=prealloc, mapped=mapped
+                )
             )
     raw = {key: combine_trials(runs) for key, runs in trials.items()}
     for run in raw.values():
