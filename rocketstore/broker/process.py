@@ -70,6 +70,7 @@ from .logs import capture_native_stderr, setup_logging
 from .messaging import MessagingServicer
 from .metrics import BrokerCollector, Connections, MetricsServer, readiness
 from .remoting_server import RemotingServer
+from .event_loop import new_event_loop
 from .view import acts_for_master
 
 log = logging.getLogger("rocketstore.broker")
@@ -640,4 +641,5 @@ def run(configs: BrokerConfigs, verbose: int = 0) -> int:
     path = setup_logging(configs, verbose)
     where = f"log file {path}" if path is not None else "logging to stderr only"
     log.info("starting %s as %s; %s", configs.broker.broker_name, configs.store.broker_role.name, where)
-    return asyncio.run(serve(configs))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(serve(configs))

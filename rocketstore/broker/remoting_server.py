@@ -64,6 +64,7 @@ from wire.remoting import (
 from . import codes
 from .arrivals import ArrivalWatch
 from .batching import append_chunks
+from .event_loop import new_event_loop
 from .config import BrokerConfigs
 from .v2_messages import name_problem
 from .view import BrokerView
@@ -200,7 +201,7 @@ class RemotingServer:
         ready = threading.Event()
 
         def run() -> None:
-            loop = _new_loop()
+            loop = new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
@@ -645,11 +646,3 @@ def _batchable(msg: Message) -> bool:
         or PROPERTY_DELAY_TIME_LEVEL in props
         or PROPERTY_TRANSACTION_PREPARED in props
     )
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
