@@ -91,3 +91,16 @@ def environment(run_dir: Path) -> dict[str, str]:
 
 def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of every thread of `pid` so far (from
+    /proc/PID/task/*/status): a thread hand-off costs two, and waiting for the GIL adds more."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+    return total

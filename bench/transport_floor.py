@@ -46,7 +46,7 @@ from pathlib import Path
 
 import grpc
 
-from bench.common import environment, progress
+from bench.common import context_switches, environment, progress
 
 _SERVICE = "rocketstore.bench.Echo"
 _METHOD = f"/{_SERVICE}/Echo"
@@ -71,14 +71,7 @@ class Usage:
     def of(cls, pid: int) -> Usage:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        switches = 0
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                status = (task / "status").read_text()
-            except OSError:  # the thread ended between the listing and the read
-                continue
-            switches += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
-        return cls(cpu_s, switches)
+        return cls(cpu_s, context_switches(pid))
 
     def __sub__(self, other: Usage) -> Usage:
         return Usage(self.cpu_s - other.cpu_s, self.switches - other.switches)
@@ -168,33 +161,46 @@ def thread_case(seconds: float, limit: int) -> Case:
 # -- the servers (child processes) ------------------------------------------------------------------
 
 
+class _Feed:
+    """Messages handed from one thread to the generator another thread drains (a sync gRPC
+    stream's request or response iterator), as the brokers hand chunks and reports over."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._items: list[bytes | None] = []
+
+    def put(self, item: bytes | None) -> None:
+        """`None` ends the generator."""
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify()
+
+    def drain(self) -> Iterator[bytes]:
+        while True:
+            with self._cond:
+                while not self._items:
+                    self._cond.wait()
+                item = self._items.pop(0)
+            if item is None:
+                return
+            yield item
+
+
 def _echo_sync(request_iterator: Iterator[bytes], context) -> Iterator[bytes]:
     # As the master's replication server: a reader thread takes the requests, the response
     # generator (on gRPC's pool thread) sends.
-    cond = threading.Condition()
-    pending: list[bytes | None] = []
+    feed = _Feed()
 
     def read() -> None:
         try:
             for request in request_iterator:
-                with cond:
-                    pending.append(request)
-                    cond.notify()
+                feed.put(request)
         except grpc.RpcError:
             pass
-        with cond:
-            pending.append(None)
-            cond.notify()
+        feed.put(None)
 
     threading.Thread(target=read, name="reader", daemon=True).start()
-    while True:
-        with cond:
-            while not pending:
-                cond.wait()
-            item = pending.pop(0)
-        if item is None:
-            return
-        yield item
+    yield from feed.drain()
 
 
 async def _echo_aio(request_iterator, context):
@@ -209,30 +215,14 @@ def _handlers(behaviour) -> grpc.GenericRpcHandler:
 def _slave_sync(port: int) -> None:
     """A slave as today's: the stream's messages read on this thread, each answered through the
     request iterator that gRPC's own thread drains."""
-    cond = threading.Condition()
-    outgoing: list[bytes | None] = []
-
-    def reports() -> Iterator[bytes]:
-        while True:
-            with cond:
-                while not outgoing:
-                    cond.wait()
-                item = outgoing.pop(0)
-            if item is None:
-                return
-            yield item
-
+    feed = _Feed()
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         try:
-            for chunk in channel.stream_stream(_METHOD)(reports()):
-                with cond:
-                    outgoing.append(chunk)
-                    cond.notify()
+            for chunk in channel.stream_stream(_METHOD)(feed.drain()):
+                feed.put(chunk)
         except grpc.RpcError:
             pass
-        with cond:
-            outgoing.append(None)
-            cond.notify()
+        feed.put(None)
 
 
 async def _slave_aio(port: int) -> None:
@@ -331,34 +321,18 @@ class Child:
 
 
 def grpc_sync_case(name: str, child: Child, payload: bytes, seconds: float, limit: int) -> Case:
-    cond = threading.Condition()
-    outgoing: list[bytes | None] = []
-
-    def requests() -> Iterator[bytes]:
-        while True:
-            with cond:
-                while not outgoing:
-                    cond.wait()
-                item = outgoing.pop(0)
-            if item is None:
-                return
-            yield item
-
+    feed = _Feed()
     with grpc.insecure_channel(f"127.0.0.1:{child.port}") as channel:
-        replies = channel.stream_stream(_METHOD)(requests())
+        replies = channel.stream_stream(_METHOD)(feed.drain())
 
         def step() -> None:
-            with cond:
-                outgoing.append(payload)
-                cond.notify()
+            feed.put(payload)
             next(replies)
 
         before, server_before = Usage.own(), Usage.of(child.process.pid)
         latencies = _timed(step, seconds, limit)
         used, server_used = Usage.own() - before, Usage.of(child.process.pid) - server_before
-        with cond:
-            outgoing.append(None)
-            cond.notify()
+        feed.put(None)
         replies.cancel()
     return Case(name, latencies, used, server_used)
 
@@ -415,8 +389,7 @@ class _ThreadedMaster:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.cond = threading.Condition()
-        self.outgoing: list[bytes | None] = []
+        self.feed = _Feed()
         self.waiter: asyncio.Future | None = None
         self.opened = threading.Event()
 
@@ -435,26 +408,15 @@ class _ThreadedMaster:
 
         threading.Thread(target=read, name="reports", daemon=True).start()
         self.opened.set()
-        while True:
-            with self.cond:
-                while not self.outgoing:
-                    self.cond.wait()
-                item = self.outgoing.pop(0)
-            if item is None:
-                return
-            yield item
+        yield from self.feed.drain()
 
     async def put(self, payload: bytes) -> None:
         self.waiter = self.loop.create_future()
-        with self.cond:
-            self.outgoing.append(payload)
-            self.cond.notify()
+        self.feed.put(payload)
         await self.waiter
 
     def end(self) -> None:
-        with self.cond:
-            self.outgoing.append(None)
-            self.cond.notify()
+        self.feed.put(None)
 
 
 class _LoopMaster:

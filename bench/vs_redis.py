@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.common import default_parent_dir, environment, progress, size_label
+from bench.common import context_switches, default_parent_dir, environment, progress, size_label
 from harness.local_cluster import LocalCluster, poll_until
 
 TOPIC = "VsRedis"
@@ -64,19 +64,6 @@ def _write_bytes(pid: int) -> int:
         if line.startswith("write_bytes:"):
             return int(line.split()[1])
     return 0
-
-
-def _context_switches(pid: int) -> int:
-    """Voluntary and involuntary context switches of every thread of `pid` so far: a thread
-    hand-off costs two, and waiting for the GIL adds more."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            status = (task / "status").read_text()
-        except OSError:  # the thread ended between the listing and the read
-            continue
-        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
-    return total
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -107,7 +94,7 @@ class Sample:
         return cls(
             sum(ticks),
             sum(_write_bytes(p) for p in pids),
-            sum(_context_switches(p) for p in pids),
+            sum(context_switches(p) for p in pids),
             busy,
             total,
             int((own.user + own.system) * os.sysconf("SC_CLK_TCK")),
