@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support import wait_until
+from support import port_for_later, wait_until
 
 from client import AdminClient, BrokerError, NotMasterError, Producer, PullConsumer, SendStatus
 
@@ -261,12 +261,8 @@ def test_a_planned_switchover_in_static_mode_swaps_roles_for_good_and_producers_
     from failover_support import TOPIC as LOAD_TOPIC
     from failover_support import Load, missing_acknowledged, open_store, messages_by_offset
 
-    import socket
-
     cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
-    with socket.socket() as s:  # the slave serves replication once it is master: on a port of ours
-        s.bind(("127.0.0.1", 0))
-        ha_port = s.getsockname()[1]
+    ha_port = port_for_later()  # the slave serves replication once it is master: on a port of ours
     # No periodic metadata copy after the first: the take-over's own last copy must bring the offset.
     master, slave = cluster.master, cluster.add_slave(1, haListenPort=str(ha_port), haMetadataSyncInterval="600000")
     load = Load(f"{master.client_endpoint};{slave.client_endpoint}").start()
