@@ -47,6 +47,7 @@ from pathlib import Path
 import grpc
 
 from bench.common import context_switches, environment, progress
+from rocketstore.broker.event_loop import new_event_loop
 
 _SERVICE = "rocketstore.bench.Echo"
 _METHOD = f"/{_SERVICE}/Echo"
@@ -245,7 +246,7 @@ def serve(kind: str, port: int = 0) -> None:
         _slave_sync(port)
         return
     if kind == "slave-aio":
-        _new_loop().run_until_complete(_slave_aio(port))
+        new_event_loop().run_until_complete(_slave_aio(port))
         return
     if kind == "grpc-sync":
         server = grpc.server(futures.ThreadPoolExecutor(4))
@@ -278,15 +279,7 @@ def serve(kind: str, port: int = 0) -> None:
         print(port, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
-    _new_loop().run_until_complete(main())
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+    new_event_loop().run_until_complete(main())
 
 
 class Child:
@@ -371,7 +364,7 @@ def tcp_case(child: Child, payload: bytes, seconds: float, limit: int) -> Case:
         writer.close()
         return Case("tcp asyncio", latencies, used, server_used)
 
-    loop = _new_loop()
+    loop = new_event_loop()
     try:
         return loop.run_until_complete(main())
     finally:
@@ -455,20 +448,14 @@ class _LoopMaster:
 
 def master_case(name: str, one_loop: bool, slave: str, payload: bytes, seconds: float, limit: int) -> Case:
     """Puts on this process's loop, each waiting for a child slave's report of its message."""
-    loop = _new_loop()
+    loop = new_event_loop()
 
     async def main() -> Case:
         master: _ThreadedMaster | _LoopMaster
         if one_loop:
             master = _LoopMaster(loop)
             server = grpc.aio.server()
-            server.add_generic_rpc_handlers(
-                (
-                    grpc.method_handlers_generic_handler(
-                        _SERVICE, {"Echo": grpc.stream_stream_rpc_method_handler(master.handle)}
-                    ),
-                )
-            )
+            server.add_generic_rpc_handlers((_handlers(master.handle),))
             port = server.add_insecure_port("127.0.0.1:0")
             await server.start()
         else:
