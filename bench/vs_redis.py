@@ -46,6 +46,7 @@ from pathlib import Path
 
 from bench.common import context_switches, default_parent_dir, environment, progress, size_label
 from harness.local_cluster import LocalCluster, poll_until
+from rocketstore.ports import port_for_later
 
 TOPIC = "VsRedis"
 DEFAULT_CELLS = ("1x1", "8x1", "64x1", "1x32")
@@ -105,18 +106,13 @@ class Sample:
 # -- Redis ------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class RedisPair:
     """A Redis primary and its replica, both fsyncing their AOF on every write."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.ports = (free_port(), free_port())
+        primary = port_for_later()
+        self.ports = (primary, port_for_later(avoid=(primary,)))
         self.procs: list[subprocess.Popen] = []
 
     def _conf(self, name: str, port: int, replica_of: int | None) -> Path:

@@ -11,14 +11,14 @@ import contextlib
 import io
 import os
 import queue
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from rocketstore.ports import port_for_later  # noqa: F401 - tests reserve ports for later servers with it
 
 
 def run_threads(targets, timeout_s: float = 120) -> None:
@@ -131,20 +131,3 @@ def run_cli(*argv: str) -> tuple[int, str]:
     finally:
         sys.stdout = saved
     return code, out.getvalue()
-
-
-def port_for_later(host: str = "127.0.0.1") -> int:
-    """A TCP port free now, for a server a test starts later: chosen below the kernel's ephemeral
-    range, so no outgoing connection can take it as its local port in the meantime (a port from
-    bind(0) comes from that range, and once closed any connect() may pick it)."""
-    low, _ = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    candidates = list(range(max(1024, low - 12000), low))
-    random.shuffle(candidates)
-    for port in candidates[:200]:
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port below the ephemeral range (which starts at {low})")

@@ -1,7 +1,8 @@
 """`EtcdServer`: a single-member etcd process on 127.0.0.1, for tests, the demo and benchmarks.
 
 It runs Debian's `etcd` (package `etcd-server`) with its data directory under a given path and
-client and peer ports chosen free at start (kept across `restart`, so clients keep working), logs
+client and peer ports chosen free at start below the ephemeral range (`rocketstore.ports`: kept
+across `restart`, so clients keep working, and no outgoing connection takes one meanwhile), logs
 to `<dir>/etcd.log`, and waits for `/v3/maintenance/status` to answer. `stop` (SIGTERM), `kill`
 (SIGKILL), `pause`/`resume` (SIGSTOP/SIGCONT) and `restart` simulate an etcd outage. A missing
 etcd binary is an error saying what to install: tests that need etcd fail without it.
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
+from ..ports import port_for_later
 from .etcd import EtcdClient, EtcdError
 
 START_TIMEOUT_S = 30.0
@@ -28,12 +29,6 @@ def etcd_binary() -> str:
     if path is None:
         raise RuntimeError("etcd is not installed: apt-get install etcd-server (the failover tests need it)")
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EtcdServer:
@@ -88,7 +83,8 @@ class EtcdServer:
         """Start etcd (on new free ports the first time) and wait until it answers."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
-            self.client_port, self.peer_port = _free_port(), _free_port()
+            self.client_port = port_for_later()
+            self.peer_port = port_for_later(avoid=(self.client_port,))
             if self._launch():
                 return self
         raise RuntimeError(f"etcd did not start:\n{self.log_tail(30)}")
