@@ -378,8 +378,8 @@ def row(r: Result, redis: Result | None) -> str:
     return (
         f"  {r.system:<28} {r.msgs_per_s:>9,.0f} msgs/s {r.msgs_per_s * r.size / 1e6:>6.2f} MB/s"
         f"  p50 {r.p50_ms:>6.2f} ms  p99 {r.p99_ms:>7.2f} ms  CPU server {r.server_cpu_pct:>4.0f}%"
-        f" (busiest {r.busiest_cpu_pct:>3.0f}%) client {r.client_cpu_pct:>3.0f}%"
-        f" ({r.server_cpu_us_per_msg:>4.0f} us, {r.switches_per_msg:>4.1f} switches /msg)"
+        f" (busiest {r.busiest_cpu_pct:>3.0f}%; {r.server_cpu_us_per_msg:>4.0f} us,"
+        f" {r.switches_per_msg:>4.1f} switches /msg) client {r.client_cpu_pct:>3.0f}%"
         f"  disk {r.disk_bytes_per_msg:>7,.0f} B/msg  other CPU {r.other_cpu_pct:>4.0f}%"
         f"  | vs Redis: {ratio} throughput, {p99} p99{errors}"
     )
