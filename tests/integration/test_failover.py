@@ -313,6 +313,9 @@ def test_without_a_live_in_sync_broker_only_an_unclean_election_proceeds_and_say
                 == sorted([cluster.brokers.index(master), cluster.brokers.index(other)])
             ),
             30,
+        ), (
+            f"paused broker {cluster.brokers.index(behind)} (pid {behind.process.pid}) is still in the set;"
+            f" master {cluster.brokers.index(master)} says {cluster.status(master)}"
         )
         for i in range(20):
             assert producer.send(TOPIC, f"only on two {i}".encode()).ok
