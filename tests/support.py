@@ -18,8 +18,6 @@ import threading
 import time
 from pathlib import Path
 
-from rocketstore.ports import port_for_later  # noqa: F401 - tests reserve ports for later servers with it
-
 
 def run_threads(targets, timeout_s: float = 120) -> None:
     """Run callables on threads at once; re-raise the first exception any of them raised."""

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from support import port_for_later, wait_until
+from support import wait_until
 
 from client import AdminClient, BrokerError, NotMasterError, Producer, PullConsumer, SendStatus
+from rocketstore.ports import port_for_later
 
 TOPIC = "HaTopic"
 
