@@ -118,6 +118,13 @@ class HaConfig:
                     f"etcdLeaseFenceMargin ({self.etcd_lease_fence_margin_ms} ms) must be at most half of "
                     f"etcdLeaseTtlSeconds ({self.etcd_lease_ttl_s} s)"
                 )
+            if self.ha_send_heartbeat_interval_ms * 2 > self.ha_max_time_slave_not_catchup_ms:
+                # A slave reports at least once a heartbeat interval; the in-sync set drops a slave
+                # silent for haMaxTimeSlaveNotCatchup, which must leave room for a late report.
+                raise ConfigError(
+                    f"haSendHeartbeatInterval ({self.ha_send_heartbeat_interval_ms} ms) must be at most half of "
+                    f"haMaxTimeSlaveNotCatchup ({self.ha_max_time_slave_not_catchup_ms} ms)"
+                )
             if bool(self.etcd_user) != bool(self.etcd_password_file):
                 raise ConfigError("etcdUser and etcdPasswordFile go together")
             if bool(self.etcd_cert_file) != bool(self.etcd_key_file):

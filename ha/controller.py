@@ -18,8 +18,9 @@ this broker does next:
 
 `isr_changes(...)` is the master's rule for its in-sync set: a slave joins once it is caught up
 (the tracker re-checks under its lock that it holds everything acknowledged before the
-transaction is sent); a member leaves when it disconnects or has not caught up for
-`haMaxTimeSlaveNotCatchup`.
+transaction is sent); a member leaves when it disconnects, or has not caught up or not reported
+for `haMaxTimeSlaveNotCatchup` (RocketMQ's rule: a slave counts as caught up when a report of
+its says so, so a silent one stops counting even when nothing new was written).
 
 `LeaseClock` is the fence: a master may acknowledge only while `valid(now)`, i.e. until the
 send time of its last successful keepalive plus the TTL etcd granted, minus a margin. etcd starts
@@ -146,6 +147,16 @@ class ReplicaProgress:
     ack_offset: int
     lag_bytes: int
     lag_ms: int
+    silent_ms: int = 0  # since the slave's last report
+
+
+def keeps_up(progress: ReplicaProgress, max_time_not_catchup_ms: int) -> bool:
+    """Whether an in-sync slave stays in the set: it caught up within the limit and reported
+    within it. Reports go out at least every haSendHeartbeatInterval, which the config keeps
+    well below the limit, so only a stopped or cut-off slave goes silent that long. Without the
+    second test a paused slave that holds everything would count as caught up for as long as
+    nothing new is written, and stay in the set until its stream is closed."""
+    return progress.lag_ms <= max_time_not_catchup_ms and progress.silent_ms <= max_time_not_catchup_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +174,14 @@ def isr_changes(
     """What should change in the master's in-sync set, given its connected slaves."""
     by_id = {p.broker_id: p for p in connected}
     leaves = frozenset(
-        i for i in isr if i != master_id and (i not in by_id or by_id[i].lag_ms > max_time_not_catchup_ms)
+        i for i in isr if i != master_id and (i not in by_id or not keeps_up(by_id[i], max_time_not_catchup_ms))
     )
     joins = frozenset(
-        p.broker_id for p in connected if p.broker_id not in isr and (p.lag_bytes == 0 or p.lag_ms <= JOIN_LAG_MS)
+        p.broker_id
+        for p in connected
+        if p.broker_id not in isr
+        and (p.lag_bytes == 0 or p.lag_ms <= JOIN_LAG_MS)
+        and p.silent_ms <= max_time_not_catchup_ms
     )
     return IsrChanges(joins, leaves)
 

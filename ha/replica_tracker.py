@@ -31,6 +31,9 @@ it never goes back. `snapshots(now_ms)` describe the slaves for the admin API.
 `lag_seconds` is the time since the slave last held everything the master had: the tracker keeps
 a few (time, master max offset) marks, taken when puts or acks see the max offset grow, and an
 ack at or above a mark's offset proves the slave caught up with the master as it was then.
+`silent_ms` is the time since the slave's last report: a caught-up slave that stopped reporting
+(paused, cut off) keeps `lag_seconds` at 0 while nothing new is written, and this says it is not
+keeping up all the same.
 
 Thread-safety: every method may be called from any thread; state is behind one lock. Futures are
 completed and listeners called outside it.
@@ -67,6 +70,9 @@ class SlaveSnapshot:
     lag_seconds: float
     fit: bool
     connected_at_ms: int
+    # How long since the slave's last report (any report: heartbeats count). A slave sends one
+    # at least every haSendHeartbeatInterval, so a longer silence means it is stopped or cut off.
+    silent_ms: int = 0
 
 
 class _Session:
@@ -78,6 +84,7 @@ class _Session:
         "ack_offset",
         "connected_at_ms",
         "caught_up_at_ms",
+        "last_report_ms",
     )
 
     def __init__(
@@ -90,6 +97,7 @@ class _Session:
         self.ack_offset = start_offset
         self.connected_at_ms = now_ms
         self.caught_up_at_ms = now_ms
+        self.last_report_ms = now_ms
 
 
 def _complete(futures: list[Future], status: Status) -> None:
@@ -180,6 +188,7 @@ class ReplicaTracker:
                 return False
             if durable_offset > session.ack_offset:
                 session.ack_offset = durable_offset
+            session.last_report_ms = max(session.last_report_ms, now_ms)
             self._mark(now_ms)
             self._caught_up(session, now_ms)
             released = self._release()
@@ -330,6 +339,7 @@ class ReplicaTracker:
                         lag_seconds=lag_s,
                         fit=behind <= self.fallbehind_max,
                         connected_at_ms=s.connected_at_ms,
+                        silent_ms=max(0, now_ms - s.last_report_ms),
                     )
                 )
         return out

@@ -43,6 +43,11 @@ down (`take_pop_events` appends it to the log); a broker that is not master refu
 Every exit path removes the session from the tracker at once, so waiting puts learn that the
 slave is gone. Sessions are logged when they open (peer, slave, start offset) and close (reason).
 
+Time: silence, heartbeats, the handshake deadline and nonce lifetimes are measured on a
+monotonic clock, so a wall clock stepped back cannot hide a stopped slave (nor one stepped forward
+close live streams); the tracker is given the wall clock that its put-path waiters' deadlines
+come from.
+
 Thread-safety: `Replicate` runs concurrently for any number of streams; `stop` from any thread.
 """
 
@@ -84,7 +89,7 @@ from ha.peer_auth import (
 from ha.replica_tracker import ReplicaTracker
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
-from store.clock import wall_clock_ms
+from store.clock import monotonic_ms, wall_clock_ms
 from store.pop_state import Event as PopEvent
 from store.pop_state import decode_events
 
@@ -157,6 +162,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         *,
         client_endpoint: str = "",
         clock_ms: Callable[[], int] = wall_clock_ms,
+        monotonic_clock_ms: Callable[[], int] = monotonic_ms,
         epochs: Callable[[], EpochHistory] | None = None,
         auth: MasterAuth | None = None,
         take_pop_events: Callable[[list[PopEvent]], tuple[bool, str]] | None = None,
@@ -168,7 +174,8 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         self._broker_name = broker_name
         self._tracker = tracker
         self.client_endpoint = client_endpoint
-        self._clock = clock_ms
+        self._wall = clock_ms  # the tracker's time: its waiters' deadlines come from the put path
+        self._clock = monotonic_clock_ms  # this servicer's own timing: silence, heartbeats, nonces
         self._epochs = epochs
         self._segment_size = store.config.mapped_file_size_commit_log
         self._batch = ha.ha_transfer_batch_size
@@ -193,9 +200,8 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         after half of `timeout_s` (stuck sending) are cancelled. New streams are refused."""
         self._stopping.set()
         self._tracker.remove_new_data_listener(self._wake_all)
-        now = self._clock()
         for stream in self._stream_list:
-            self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down", now)
+            self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
         deadline = time.monotonic() + timeout_s
         with self._lock:
             cancelled = False
@@ -214,9 +220,8 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
 
     def close_all(self, reason: str) -> None:
         """End every stream (a master stepping down); new streams are refused by role."""
-        now = self._clock()
         for stream in self._stream_list:
-            self._close(stream, grpc.StatusCode.UNAVAILABLE, reason, now)
+            self._close(stream, grpc.StatusCode.UNAVAILABLE, reason)
 
     @property
     def stream_count(self) -> int:
@@ -241,9 +246,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             self._stream_list = tuple(self._streams.values())
             self._lock.notify_all()
 
-    def _close(self, stream: _Stream, code: grpc.StatusCode | None, reason: str, now_ms: int) -> None:
-        if stream.close(code, reason, now_ms) and stream.registered:
-            self._tracker.remove(stream.session_id, now_ms)
+    def _close(self, stream: _Stream, code: grpc.StatusCode | None, reason: str) -> None:
+        if stream.close(code, reason, self._clock()) and stream.registered:
+            self._tracker.remove(stream.session_id, self._wall())
 
     # -- the stream ----------------------------------------------------------------------------
 
@@ -297,10 +302,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         try:
             yield from self._serve(stream)
         finally:
-            now = self._clock()
-            self._close(stream, None, "the stream ended", now)
+            self._close(stream, None, "the stream ended")
             if stream.registered:
-                self._tracker.remove(stream.session_id, now)
+                self._tracker.remove(stream.session_id, self._wall())
             self._untrack(stream)
             code, reason = stream.closing or (None, "")
             if stream.registered:
@@ -391,7 +395,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                         stream.auth.open(REPORT, report.mac, *report_parts(report))
                     except AuthenticationError as exc:
                         log.warning("replication stream from %s: %s", stream.peer, exc)
-                        self._close(stream, grpc.StatusCode.UNAUTHENTICATED, str(exc), now)
+                        self._close(stream, grpc.StatusCode.UNAUTHENTICATED, str(exc))
                         return
                 stream.last_report_ms = now
                 if stream.handshake is None:
@@ -407,9 +411,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     session.acknowledged(durable, now) if session is not None else "an ack before the stream started"
                 )
                 if error is not None:
-                    self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, error, now)
+                    self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, error)
                     return
-                self._tracker.ack(stream.session_id, durable, now)
+                self._tracker.ack(stream.session_id, durable, self._wall())
                 stream.wake.set()
                 if stream.closing is not None:
                     return
@@ -418,7 +422,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         except Exception:  # noqa: BLE001 - a reader must end its session, whatever went wrong
             log.exception("replication session %d: reading reports failed", stream.session_id)
             reason = "reading the slave's reports failed"
-        self._close(stream, None, reason, self._clock())
+        self._close(stream, None, reason)
 
     def _wait(self, stream: _Stream, timeout_s: float) -> None:
         stream.wake.wait(timeout_s)
@@ -447,10 +451,10 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 self._end(stream)
                 return
             if self._stopping.is_set():
-                self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down", self._clock())
+                self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
                 continue
             if not stream.context.is_active():
-                self._close(stream, None, "the stream ended", self._clock())
+                self._close(stream, None, "the stream ended")
                 continue
             now = self._clock()
             readable = master_max = store.max_offset
@@ -460,7 +464,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             step = session.next_step(now, readable, store.min_offset)
             if step.step is Step.CLOSE:
                 assert step.close is not None
-                self._close(stream, _CLOSE_CODES[step.close], step.reason, now)
+                self._close(stream, _CLOSE_CODES[step.close], step.reason)
                 continue
             if step.step is Step.SEND:
                 sent = session.sent
@@ -469,7 +473,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 except MalformedRecords as exc:
                     log.error("the CommitLog is corrupt at offset %d: %s", sent, exc)
                     self._close(
-                        stream, grpc.StatusCode.DATA_LOSS, f"the master's CommitLog is corrupt at offset {sent}", now
+                        stream, grpc.StatusCode.DATA_LOSS, f"the master's CommitLog is corrupt at offset {sent}"
                     )
                     continue
                 if data:
@@ -480,7 +484,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 step = session.next_step(now, sent, store.min_offset)
             if step.step is Step.HEARTBEAT:
                 session.sent_chunk(0, now)
-                tracker.expire(now)
+                tracker.expire(self._wall())
                 yield self._chunk(stream, session.sent, b"", master_max, epochs)
                 continue
             self._wait(stream, min(IDLE_POLL_S, max(step.wait_ms, 1) / 1000))
@@ -528,14 +532,13 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             if stream.closing is not None:
                 return None
             if self._stopping.is_set():
-                self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down", now)
+                self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
                 return None
             if now >= deadline:
                 self._close(
                     stream,
                     grpc.StatusCode.DEADLINE_EXCEEDED,
                     f"no handshake within {self._housekeeping_ms} ms (haHousekeepingInterval)",
-                    now,
                 )
                 return None
             self._wait(stream, min(0.5, (deadline - now) / 1000))
@@ -554,7 +557,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         start, refusal = decision.start_offset, decision.refusal
         if stream.auth is not None and stream.auth.peer != Identity(report.broker_name, report.broker_id):
             refusal = f"the handshake names slave {stream.slave}, the Hello named {stream.auth.peer}"
-            self._close(stream, grpc.StatusCode.PERMISSION_DENIED, refusal, now)
+            self._close(stream, grpc.StatusCode.PERMISSION_DENIED, refusal)
             log.warning("refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
             return None
         if refusal:
@@ -571,7 +574,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 stream.peer,
                 refusal,
             )
-            self._close(stream, code, refusal, now)
+            self._close(stream, code, refusal)
             return None
         stream.session = MasterSession(
             start,
@@ -586,16 +589,16 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             broker_id=report.broker_id,
             client_endpoint=report.client_endpoint,
             start_offset=start,
-            now_ms=now,
+            now_ms=self._wall(),
         )
         stream.registered = True
         with self._lock:
             older = [self._streams[i] for i in replaced if i in self._streams]
         for old in older:
-            self._close(old, grpc.StatusCode.ABORTED, f"replaced by a newer stream from {stream.slave}", now)
+            self._close(old, grpc.StatusCode.ABORTED, f"replaced by a newer stream from {stream.slave}")
         stream.acks_open.set()
         if stream.closing is not None:
-            self._tracker.remove(stream.session_id, now)
+            self._tracker.remove(stream.session_id, self._wall())
             return None
         log.info(
             "replication session %d opened: slave %s at %s (client %s), from offset %d (slave max %d, master max %d)",
@@ -612,19 +615,26 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
     # -- housekeeping --------------------------------------------------------------------------
 
     def _watch(self) -> None:
-        """Closes streams whose slave went silent, and cancels closed streams stuck sending."""
+        """Closes streams whose slave went silent, and cancels closed streams stuck sending.
+        Outlives a failing round: it is what ends the session of a slave that stopped, and so
+        what takes that slave out of the puts' waits and the in-sync set."""
         interval_s = min(1.0, self._housekeeping_ms / 4000)
         while not self._stopping.wait(interval_s):
-            now = self._clock()
-            self._tracker.expire(now)
-            for stream in self._stream_list:
-                if stream.closing is None:
-                    if now - stream.last_report_ms > self._housekeeping_ms:
-                        self._close(
-                            stream,
-                            grpc.StatusCode.DEADLINE_EXCEEDED,
-                            f"no report from the slave within {self._housekeeping_ms} ms (haHousekeepingInterval)",
-                            now,
-                        )
-                elif now - stream.closing_since_ms > CANCEL_GRACE_MS:
-                    stream.context.cancel()
+            try:
+                self._watch_once()
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.exception("replication housekeeping round failed")
+
+    def _watch_once(self) -> None:
+        self._tracker.expire(self._wall())
+        now = self._clock()
+        for stream in self._stream_list:
+            if stream.closing is None:
+                if now - stream.last_report_ms > self._housekeeping_ms:
+                    self._close(
+                        stream,
+                        grpc.StatusCode.DEADLINE_EXCEEDED,
+                        f"no report from the slave within {self._housekeeping_ms} ms (haHousekeepingInterval)",
+                    )
+            elif now - stream.closing_since_ms > CANCEL_GRACE_MS:
+                stream.context.cancel()

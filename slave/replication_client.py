@@ -17,7 +17,9 @@ runs the fdatasync (no hand-off to the flush thread and back), chunks that arriv
 in the stream and the next flush covers them; a flush already under way on the flush thread
 acknowledges them when it completes. Under ASYNC_FLUSH at once. Acks are coalesced (one report
 carries the newest durable offset) and go out at least every haSendHeartbeatInterval. A stream
-with no chunk (heartbeats count) for haHousekeepingInterval is given up.
+with no chunk (heartbeats count) for haHousekeepingInterval is given up. That silence and the
+heartbeats are timed on a monotonic clock, so a change to the system time neither hides a silent
+master nor gives up on a live one; `state` and `contact` report the last chunk in Unix ms.
 
 Shared-secret mode (a secret is given): every call to the master starts with a Hello
 (`slave.peer_login`): the master must prove it holds the secret before the slave sends its
@@ -83,7 +85,7 @@ from ha.peer_auth import (
 from slave.peer_login import REFUSALS, LoginFailed, login
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
-from store.clock import wall_clock_ms
+from store.clock import monotonic_ms, wall_clock_ms
 from store.pop_journal import PopJournal
 
 log = logging.getLogger(__name__)
@@ -147,6 +149,7 @@ class SlaveReplicator:
         secret: bytes = b"",
         channel_credentials: grpc.ChannelCredentials | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        monotonic_clock_ms: Callable[[], int] = monotonic_ms,
         master_address: str = "",
         epochs: EpochKeeper | None = None,
         pop_journal: PopJournal | None = None,
@@ -165,7 +168,8 @@ class SlaveReplicator:
         self._client_endpoint = client_endpoint
         self._auth = SlaveAuth(secret, Identity(broker_name, broker_id)) if secret else None
         self._credentials = channel_credentials
-        self._clock = clock_ms
+        self._wall = clock_ms  # what `state` and `contact` report in
+        self._clock = monotonic_clock_ms  # the stream's timing: silence, heartbeats
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._segment_size = store.config.mapped_file_size_commit_log
         self._flush_timeout_s = store.config.sync_flush_timeout_ms / 1000
@@ -244,7 +248,7 @@ class SlaveReplicator:
                 connected=connected,
                 master_max_offset=session.master_max_offset if session else 0,
                 durable_offset=session.durable_offset if session else self._store_durable(),
-                last_chunk_ms=session.last_chunk_ms if session and session.accepted else 0,
+                last_chunk_ms=self._last_chunk_wall_ms(session),
                 last_error=self._last_error,
                 master_client_endpoint=session.master_client_endpoint if session else "",
                 confirmed_offset=session.confirmed_offset if session else 0,
@@ -258,7 +262,13 @@ class SlaveReplicator:
         master, without waiting for a metadata round in flight (cheap enough for every call)."""
         with self._cond:
             session, connected = self._session_locked()
-            return connected, session.last_chunk_ms if session and session.accepted else 0
+            return connected, self._last_chunk_wall_ms(session)
+
+    def _last_chunk_wall_ms(self, session: SlaveSession | None) -> int:
+        """The session's last chunk (kept on the monotonic clock) in Unix ms, or 0."""
+        if session is None or not session.accepted:
+            return 0
+        return self._wall() - max(0, self._clock() - session.last_chunk_ms)
 
     def _session_locked(self) -> tuple[SlaveSession | None, bool]:
         """The current stream's session, else the last one's, and whether a stream is up."""

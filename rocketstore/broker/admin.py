@@ -158,6 +158,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                         lag_seconds=snap.lag_seconds,
                         fit=snap.fit,
                         connected_at_ms=snap.connected_at_ms,
+                        silent_ms=snap.silent_ms,
                     )
                 )
         controller = view.controller_status()

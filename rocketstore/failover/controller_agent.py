@@ -44,15 +44,12 @@ from ha.group_state import (
     encode,
 )
 from rocketstore.coordination import Compare, Delete, EtcdClient, EtcdError, KeyValue, LeaseNotFound, Put
+from store.clock import monotonic_ms
 
 log = logging.getLogger(__name__)
 
 # A published record is refreshed this often when its offsets moved (declarations go at once).
 PUBLISH_INTERVAL_MS = 1000
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class Roles(Protocol):

@@ -178,7 +178,7 @@ class ControllerRoles:
 
     def replica_progress(self) -> list[ReplicaProgress]:
         return [
-            ReplicaProgress(s.broker_id, s.ack_offset, s.lag_bytes, int(s.lag_seconds * 1000))
+            ReplicaProgress(s.broker_id, s.ack_offset, s.lag_bytes, int(s.lag_seconds * 1000), s.silent_ms)
             for s in self._broker.tracker.snapshots(wall_clock_ms())
         ]
 

@@ -121,6 +121,7 @@ def master_view() -> StaticView:
                 lag_seconds=1.5,
                 fit=True,
                 connected_at_ms=NOW_MS - 5000,
+                silent_ms=120,
             ),
         ],
         epoch_value=3,
@@ -153,6 +154,7 @@ def test_master_status(tmp_path):
             assert (slave.ha_peer, slave.broker_id, slave.client_endpoint) == ("127.0.0.1:50001", 1, "127.0.0.1:30911")
             assert (slave.ack_offset, slave.lag_bytes, slave.lag_seconds, slave.fit) == (10, 5, 1.5, True)
             assert slave.connected_at_ms == NOW_MS - 5000
+            assert slave.silent_ms == 120
             assert not status.master_ha_address and not status.master_connected
             assert isinstance(json.loads(status.stats_json), dict)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from ha.peer_auth import Identity, MasterAuth
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageStatus as S, StoreConfig
+from store.clock import wall_clock_ms
 
 SEGMENT = 64 * 1024
 BROKER = "broker-a"
@@ -83,15 +85,17 @@ class Master:
         in_sync: int = 2,
         ha: HaConfig | None = None,
         port: int = 0,
+        wall_clock: Callable[[], int] = wall_clock_ms,
+        tracker_class: type[ReplicaTracker] = ReplicaTracker,
     ):
         self.store = open_store(store_config(root, role))
         ha = ha or ha_config()
-        self.tracker = ReplicaTracker(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
+        self.tracker = tracker_class(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
         self.store.set_replica_gate(self.tracker)
         self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
         auth = MasterAuth(secret, Identity(BROKER, 0)) if secret else None
         self.servicer = ReplicationServicer(
-            self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth
+            self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
         )
         self.servicer.add_to_server(self.server)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
@@ -114,6 +118,7 @@ class Slave:
         broker_name: str = BROKER,
         broker_id: int = 1,
         secret: bytes | None = SECRET,
+        wall_clock: Callable[[], int] = wall_clock_ms,
         **ha,
     ):
         self.store = open_store(store_config(root, BrokerRole.SLAVE, flush))
@@ -124,6 +129,7 @@ class Slave:
             broker_id=broker_id,
             client_endpoint=f"127.0.0.1:{20000 + broker_id}",
             secret=secret or b"",
+            clock_ms=wall_clock,
         )
         self.replicator.start()
 
@@ -341,6 +347,82 @@ def test_master_closes_a_stream_whose_slave_went_silent(tmp_path, closing):
     assert "no report from the slave within 300 ms (haHousekeepingInterval)" in silent.call.details()
 
 
+class SteppedWallClock:
+    """Unix ms that an administrator or NTP can set back (`step_back`)."""
+
+    def __init__(self) -> None:
+        self.behind_ms = 0
+
+    def __call__(self) -> int:
+        return wall_clock_ms() - self.behind_ms
+
+    def step_back(self, ms: int) -> None:
+        self.behind_ms += ms
+
+
+def test_a_wall_clock_set_back_does_not_hide_a_silent_slave_from_the_master(tmp_path, closing):
+    wall = SteppedWallClock()
+    master = make_master(
+        tmp_path,
+        closing,
+        ha=ha_config(ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=300),
+        wall_clock=wall,
+    )
+    silent = SilentSlave(master.address, 0)
+    closing(silent)
+    wait_until(lambda: connected(master), 10, "the silent slave to connect")
+    wall.step_back(3_600_000)  # an hour: timed on this clock, the silence would not show for that long
+    wait_until(lambda: not connected(master), 10, "the master to give the silent slave up")
+    silent.reader.join(10)
+    assert silent.call.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "no report from the slave within 300 ms (haHousekeepingInterval)" in silent.call.details()
+
+
+class TrackerFailingOnce(ReplicaTracker):
+    """`expire` raises the first time: a bug in a round of the master's housekeeping."""
+
+    failures = 0
+
+    def expire(self, now_ms: int) -> int:
+        if not TrackerFailingOnce.failures:
+            TrackerFailingOnce.failures += 1
+            raise RuntimeError("expire failed once (test)")
+        return super().expire(now_ms)
+
+
+def test_housekeeping_outlives_a_failing_round_and_ends_a_stream_stuck_sending(tmp_path, closing, caplog):
+    caplog.set_level(logging.ERROR, logger="master.replication_server")
+    TrackerFailingOnce.failures = 0
+    master = make_master(
+        tmp_path,
+        closing,
+        role=BrokerRole.ASYNC_MASTER,
+        ha=ha_config(ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=300),
+        tracker_class=TrackerFailingOnce,
+    )
+    put_all(master.store, 0, 8_000)  # ~5 MB: more than gRPC lets out to a slave that reads nothing
+    channel = grpc.insecure_channel(master.address)
+    closing(channel)
+    done = threading.Event()
+
+    def reports():
+        yield ha_pb2.SlaveReport(durable_offset=0, broker_name=BROKER, broker_id=7)
+        done.wait(30)
+
+    # Handshakes, then neither reads a chunk nor reports: the stream's sender blocks in gRPC, and
+    # only the housekeeping thread can end the session (then cancel the stuck call).
+    call = ha_pb2_grpc.ReplicationStub(channel).Replicate(reports())
+    try:
+        wait_until(lambda: connected(master), 10, "the stuck slave to connect")
+        wait_until(lambda: not connected(master), 10, "the master to end the stuck slave's session")
+        wait_until(lambda: master.servicer.stream_count == 0, 10, "the stuck stream to be cancelled")
+    finally:
+        done.set()
+        call.cancel()
+    assert TrackerFailingOnce.failures == 1
+    assert "replication housekeeping round failed" in caplog.text
+
+
 class MuteMaster(ha_pb2_grpc.ReplicationServicer):
     """Accepts the handshake with one heartbeat, then says nothing more."""
 
@@ -385,6 +467,36 @@ def test_slave_gives_up_a_master_that_went_silent_and_reconnects(tmp_path, closi
             lambda: slave.replicator.state().last_error, 10, "the slave's error"
         )
         wait_until(lambda: mute.streams >= 2, 10, "the slave to reconnect")
+        slave.replicator.stop()
+    finally:
+        server.stop(grace=None).wait(10)
+
+
+def test_a_wall_clock_set_back_does_not_hide_a_silent_master_from_the_slave(tmp_path, closing):
+    mute = MuteMaster()
+    server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    ha_pb2_grpc.add_ReplicationServicer_to_server(mute, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    wall = SteppedWallClock()
+    try:
+        slave = make_slave(
+            tmp_path,
+            closing,
+            f"127.0.0.1:{port}",
+            secret=None,
+            wall_clock=wall,
+            ha_send_heartbeat_interval_ms=50,
+            ha_housekeeping_interval_ms=300,
+        )
+        wait_until(lambda: slave.replicator.state().connected, 10, "the slave to take the handshake chunk")
+        wall.step_back(3_600_000)
+        # The last chunk is reported on the clock the slave was given, set back with it.
+        assert 0 < slave.replicator.state().last_chunk_ms <= wall()
+        wait_until(lambda: mute.closed.is_set(), 10, "the slave to give the stream up")
+        assert "no chunk from the master within 300 ms" in wait_until(
+            lambda: slave.replicator.state().last_error, 10, "the slave's error"
+        )
         slave.replicator.stop()
     finally:
         server.stop(grace=None).wait(10)

@@ -48,6 +48,15 @@ def test_rocketmq_defaults():
         ({"tlsEnable": "true"}, "tlsServerCertPath"),
         ({"haTransferBatchSize": "0"}, "must be positive"),
         ({"haReconnectBackoffMin": "900", "haReconnectBackoffMax": "100"}, "must not exceed"),
+        (
+            {
+                "enableControllerMode": "true",
+                "etcdEndpoints": "127.0.0.1:2379",
+                "haSendHeartbeatInterval": "600",
+                "haMaxTimeSlaveNotCatchup": "1000",
+            },
+            r"haSendHeartbeatInterval \(600 ms\) must be at most half of haMaxTimeSlaveNotCatchup",
+        ),
     ],
 )
 def test_bad_configs_are_named(props, message):

@@ -492,6 +492,7 @@ def test_broker_status_dict():
             "lag_seconds": 1.5,
             "fit": True,
             "connected_at_ms": 0,
+            "silent_ms": 0,
         }
     ]
     assert broker_status_dict(admin_pb2.BrokerStatus(stats_json="{nope"))["stats"] is None

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ha.controller import Action, GroupView, LeaseClock, ReplicaProgress, decide, isr_changes
+from ha.controller import Action, GroupView, IsrChanges, LeaseClock, ReplicaProgress, decide, isr_changes
 from ha.group_state import BrokerRecord, GroupKeys, GroupState, GroupStateError, MasterRecord, decode, encode
 
 
@@ -114,6 +114,24 @@ def test_isr_changes_join_caught_up_slaves_and_drop_gone_or_lagging_members():
     assert changes.joins == {1, 3}
     assert changes.leaves == {2, 4}
     assert not isr_changes(frozenset({0, 1}), 0, connected[:1], max_time_not_catchup_ms=15_000)
+
+
+def test_a_silent_member_leaves_though_it_holds_everything_and_a_silent_slave_does_not_join():
+    # Broker 1 holds everything (nothing new was written) but has not reported for 16 s: paused or
+    # cut off. Broker 2 reported 1 s ago. Broker 3 is caught up but silent, outside the set.
+    connected = [
+        ReplicaProgress(1, 100, 0, 0, silent_ms=16_000),
+        ReplicaProgress(2, 100, 0, 0, silent_ms=1_000),
+        ReplicaProgress(3, 100, 0, 0, silent_ms=15_001),
+    ]
+    changes = isr_changes(frozenset({0, 1, 2}), 0, connected, max_time_not_catchup_ms=15_000)
+    assert changes.leaves == {1}
+    assert changes.joins == frozenset()
+    # At the limit it still counts.
+    at_limit = [ReplicaProgress(1, 100, 0, 0, silent_ms=15_000), ReplicaProgress(3, 100, 0, 0, silent_ms=15_000)]
+    assert isr_changes(frozenset({0, 1}), 0, at_limit, max_time_not_catchup_ms=15_000) == IsrChanges(
+        frozenset({3}), frozenset()
+    )
 
 
 def test_the_lease_clock_fences_before_the_lease_can_expire():

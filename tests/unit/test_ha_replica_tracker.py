@@ -259,6 +259,7 @@ def test_snapshots_describe_each_slave():
             lag_seconds=1.0,
             fit=True,
             connected_at_ms=200,
+            silent_ms=1000,
         ),
         SlaveSnapshot(
             ha_peer="ipv4:127.0.0.1:5002",
@@ -269,8 +270,23 @@ def test_snapshots_describe_each_slave():
             lag_seconds=0.0,
             fit=True,
             connected_at_ms=100,
+            silent_ms=1100,
         ),
     ]
+
+
+def test_silent_ms_counts_from_the_last_report_even_when_the_slave_holds_everything():
+    t, master = tracker()
+    master.max_offset = 500
+    register(t, "s1", 1, start=500, now=1_000)
+    [snap] = t.snapshots(4_000)
+    assert (snap.lag_bytes, snap.lag_seconds, snap.silent_ms) == (0, 0.0, 3_000)
+    assert t.ack("s1", 500, 3_500)  # a heartbeat report: nothing new, but the slave is alive
+    [snap] = t.snapshots(4_000)
+    assert snap.silent_ms == 500
+    assert t.ack("s1", 500, 3_000)  # a report stamped earlier (a clock stepped back) never rewinds it
+    assert t.snapshots(4_000)[0].silent_ms == 500
+    assert t.snapshots(3_000)[0].silent_ms == 0
 
 
 def test_lag_seconds_counts_from_when_the_slave_last_held_everything():

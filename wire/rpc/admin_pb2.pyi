@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SlaveStatus(_message.Message):
-    __slots__ = ("ha_peer", "broker_id", "client_endpoint", "ack_offset", "lag_bytes", "lag_seconds", "fit", "connected_at_ms")
+    __slots__ = ("ha_peer", "broker_id", "client_endpoint", "ack_offset", "lag_bytes", "lag_seconds", "fit", "connected_at_ms", "silent_ms")
     HA_PEER_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class SlaveStatus(_message.Message):
     LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
     FIT_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SILENT_MS_FIELD_NUMBER: _ClassVar[int]
     ha_peer: str
     broker_id: int
     client_endpoint: str
@@ -24,7 +25,8 @@ class SlaveStatus(_message.Message):
     lag_seconds: float
     fit: bool
     connected_at_ms: int
-    def __init__(self, ha_peer: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ack_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., fit: _Optional[bool] = ..., connected_at_ms: _Optional[int] = ...) -> None: ...
+    silent_ms: int
+    def __init__(self, ha_peer: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ack_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., fit: _Optional[bool] = ..., connected_at_ms: _Optional[int] = ..., silent_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerStatus(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "role", "epoch", "client_endpoint", "ha_endpoint", "flush_disk_type", "min_offset", "max_offset", "flushed_offset", "confirmed_offset", "dispatched_offset", "dispatch_lag_bytes", "slaves", "master_ha_address", "master_connected", "master_max_offset", "uptime_ms", "in_sync_replicas", "stats_json", "replication_error", "controller_mode", "master_broker_id", "in_sync_replica_ids", "lease_valid_ms", "controller_error", "unclean_lost_bytes", "master_client_endpoint", "group_max_offset", "metadata_synced_ms", "metadata_error")
