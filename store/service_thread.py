@@ -118,7 +118,9 @@ class PagedService(ServiceThread):
         """Wait for the next round; the least pages it works on (0: everything)."""
         self.wait_for_running(self._interval_s)
         now = self._clock()
-        if now - self._last_thorough_ms >= self._thorough_interval_ms:
+        # A clock set back restarts the interval; else the tail pages would wait as long as the
+        # step was before a round flushed them.
+        if now < self._last_thorough_ms or now - self._last_thorough_ms >= self._thorough_interval_ms:
             self._last_thorough_ms = now
             return 0
         return self._least_pages

@@ -39,7 +39,7 @@ from store import BrokerRole
 from store.mapped_file import fsync_dir, replace_durably
 from store.properties import ConfigError
 
-from store.clock import wall_clock_ms
+from store.clock import monotonic_ms
 
 from rocketstore.broker.config import BrokerConfigs
 from .controller_agent import HandoverError, HandoverTimeout
@@ -285,7 +285,7 @@ def _become_master(broker, role: BrokerRole) -> None:
         broker.tracker.reset(role)
         broker.store.set_replica_gate(broker.tracker)
     if role is BrokerRole.SYNC_MASTER:
-        broker.store.set_put_fence(_until_a_slave_connects(broker, wall_clock_ms() + TAKE_OVER_SLAVE_WAIT_MS))
+        broker.store.set_put_fence(_until_a_slave_connects(broker, monotonic_ms() + TAKE_OVER_SLAVE_WAIT_MS))
     broker.store.become_master(role)
 
 
@@ -296,7 +296,7 @@ def _until_a_slave_connects(broker, deadline_ms: int):
     tracker, store = broker.tracker, broker.store
 
     def fence() -> str | None:
-        if tracker.session_count >= tracker.needed or wall_clock_ms() > deadline_ms:
+        if tracker.session_count >= tracker.needed or monotonic_ms() > deadline_ms:
             store.set_put_fence(None)
             return None
         return "taking over: waiting for a replica to connect"

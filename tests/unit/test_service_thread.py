@@ -1,10 +1,10 @@
-"""ServiceThread's failure logging (store/service_thread.py): once per state change."""
+"""ServiceThread's failure logging and PagedService's rounds (store/service_thread.py)."""
 
 from __future__ import annotations
 
 import logging
 
-from store.service_thread import ServiceThread
+from store.service_thread import PagedService, ServiceThread
 
 
 class Flaky(ServiceThread):
@@ -32,3 +32,26 @@ def test_a_repeated_failure_is_logged_once_and_its_end_once(caplog):
     assert lines[1][0] == "ERROR" and lines[1][2]  # a different failure is news
     assert lines[2][0] == "INFO" and "works again after 395 failed round(s)" in lines[2][1]
     assert "Input/output error" in lines[2][1]
+
+
+class Paged(PagedService):
+    name = "paged"
+
+    def run_once(self) -> None:
+        raise AssertionError("rounds are driven by the test")
+
+
+def test_a_paged_service_works_on_every_page_once_per_thorough_interval_even_when_the_clock_goes_back():
+    now = [1_000_000]
+    service = Paged(interval_ms=0, least_pages=4, thorough_interval_ms=10_000, clock=lambda: now[0])
+    assert service._next_round_least_pages() == 4
+    now[0] += 10_000
+    assert service._next_round_least_pages() == 0  # thorough: every dirty page
+    now[0] += 5_000
+    assert service._next_round_least_pages() == 4
+    now[0] -= 3_600_000  # the clock is set back an hour: the tail must not wait an hour
+    assert service._next_round_least_pages() == 0
+    now[0] += 9_999
+    assert service._next_round_least_pages() == 4
+    now[0] += 1
+    assert service._next_round_least_pages() == 0
