@@ -22,7 +22,10 @@ context switches per message (`/proc/PID/task/*/status`: every hand-off between 
 there), disk bytes written per message (`/proc/PID/io` write_bytes of the server processes), and
 the ratio to Redis. The
 machine's other CPU load during the cell is printed beside it: the machine is shared, so ratios
-within one run are what compare.
+within one run are what compare. With `--rounds N` each cell runs N times over (every system in
+turn each round) and ends with each RocketStore system's median ratio to Redis over the rounds,
+each round's RocketStore figure against the Redis figure of the same round, with the lowest and
+highest: on a noisy machine that is the figure to quote.
 
 Requires `redis-server` on PATH (Debian's redis-server package); refuses clearly without it.
 """
@@ -291,6 +294,7 @@ class Result:
     size: int
     clients: int
     batch: int
+    round: int = 1
     messages: int = 0
     elapsed_s: float = 0.0
     p50_ms: float = 0.0
@@ -402,9 +406,37 @@ def parse_args(argv) -> argparse.Namespace:
         default="remoting,grpc",
         help="comma list of RocketStore client transports: remoting (RocketMQ's TCP protocol), grpc (default both)",
     )
+    p.add_argument(
+        "--rounds", type=int, default=1, help="run each cell this many times over, systems in turn (default 1)"
+    )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     return p.parse_args(argv)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def summary(cell: list[Result]) -> list[str]:
+    """Per RocketStore system of one cell's rounds: the median of its round-by-round ratios to
+    Redis (throughput and p99), with the lowest and highest."""
+    redis = {r.round: r for r in cell if r.system.startswith("redis")}
+    lines = []
+    for system in dict.fromkeys(r.system for r in cell if not r.system.startswith("redis")):
+        pairs = [(r, redis[r.round]) for r in cell if r.system == system and r.round in redis]
+        ratios = [r.msgs_per_s / p.msgs_per_s for r, p in pairs if p.msgs_per_s]
+        p99s = [r.p99_ms / p.p99_ms for r, p in pairs if p.p99_ms]
+        if not ratios:
+            continue
+        p99 = f", p99 {_median(p99s):.2f}x ({min(p99s):.2f}-{max(p99s):.2f})" if p99s else ""
+        lines.append(
+            f"  {system:<28} over {len(ratios)} rounds: throughput {_median(ratios):.2f}x"
+            f" ({min(ratios):.2f}-{max(ratios):.2f}) of Redis{p99}"
+        )
+    return lines
 
 
 async def _run(drivers: list, sizes: list[int], cells: list[tuple[int, int]], args) -> list[Result]:
@@ -412,17 +444,26 @@ async def _run(drivers: list, sizes: list[int], cells: list[tuple[int, int]], ar
     for size in sizes:
         for clients, batch in cells:
             print(f"\n{size_label(size)} bodies, {clients} client(s), batch {batch}:", flush=True)
-            redis = None
-            for driver in drivers:
-                r = await run_cell(driver, size, clients, batch, args.seconds, args.max_messages)
-                redis = r if driver.name.startswith("redis") else redis
-                results.append(r)
-                print(row(r, None if r is redis else redis), flush=True)
+            cell: list[Result] = []
+            for round_ in range(1, args.rounds + 1):
+                redis = None
+                for driver in drivers:
+                    r = await run_cell(driver, size, clients, batch, args.seconds, args.max_messages)
+                    r.round = round_
+                    redis = r if driver.name.startswith("redis") else redis
+                    cell.append(r)
+                    print(row(r, None if r is redis else redis), flush=True)
+            if args.rounds > 1:
+                print("\n".join(summary(cell)), flush=True)
+            results.extend(cell)
     return results
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.rounds < 1:
+        print(f"--rounds must be at least 1, got {args.rounds}", file=sys.stderr)
+        return 2
     if shutil.which("redis-server") is None:
         print("redis-server is not on PATH: install Debian's redis-server package to compare.", file=sys.stderr)
         return 2
@@ -434,7 +475,10 @@ def main(argv=None) -> int:
         print("RocketStore beside Redis primary + replica (durable, synchronously replicated produce)")
         for key, value in environment(run_dir).items():
             print(f"  {key:<12} {value}")
-        print(f"  config       {args.seconds:g} s per system and cell, at most {args.max_messages} messages")
+        print(
+            f"  config       {args.seconds:g} s per system and cell, at most {args.max_messages} messages,"
+            f" {args.rounds} round(s)"
+        )
         progress("starting Redis primary + replica")
         pair = RedisPair(run_dir / "redis").start()
         started.append(pair.stop)

@@ -1,0 +1,38 @@
+"""`bench.vs_redis.summary`: the ratio to quote from several rounds of one cell."""
+
+from __future__ import annotations
+
+from bench.vs_redis import Result, summary
+
+
+def result(system: str, round_: int, msgs_per_s: float, p99_ms: float) -> Result:
+    return Result(system, 1024, 1, 1, round=round_, messages=int(msgs_per_s), elapsed_s=1.0, p99_ms=p99_ms)
+
+
+def test_each_round_is_compared_with_redis_in_the_same_round_and_the_median_is_quoted():
+    cell = [
+        result("redis P+1R", 1, 2000, 1.0),
+        result("rocketstore SYNC/SYNC remoting", 1, 500, 4.0),
+        result("redis P+1R", 2, 1000, 2.0),  # a slow round for both: the ratio holds
+        result("rocketstore SYNC/SYNC remoting", 2, 400, 4.0),
+        result("redis P+1R", 3, 2000, 1.0),
+        result("rocketstore SYNC/SYNC remoting", 3, 600, 3.0),
+    ]
+    [line] = summary(cell)
+    assert "rocketstore SYNC/SYNC remoting" in line and "over 3 rounds" in line
+    assert "throughput 0.30x (0.25-0.40) of Redis" in line  # 0.25, 0.40, 0.30
+    assert "p99 3.00x (2.00-4.00)" in line  # 4.0, 2.0, 3.0
+
+
+def test_each_system_gets_its_own_line_and_an_even_number_of_rounds_takes_the_mean_of_the_middle_two():
+    cell = [
+        result("redis P+1R", 1, 1000, 1.0),
+        result("rocketstore SYNC/SYNC remoting", 1, 300, 2.0),
+        result("rocketstore SYNC/SYNC grpc", 1, 100, 5.0),
+        result("redis P+1R", 2, 1000, 1.0),
+        result("rocketstore SYNC/SYNC remoting", 2, 500, 2.0),
+        result("rocketstore SYNC/SYNC grpc", 2, 100, 5.0),
+    ]
+    remoting, grpc = summary(cell)
+    assert "remoting" in remoting and "throughput 0.40x (0.30-0.50)" in remoting
+    assert "grpc" in grpc and "throughput 0.10x (0.10-0.10)" in grpc
