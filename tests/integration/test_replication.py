@@ -447,59 +447,56 @@ class MuteMaster(ha_pb2_grpc.ReplicationServicer):
         ended.wait(10)
 
 
-def test_slave_gives_up_a_master_that_went_silent_and_reconnects(tmp_path, closing):
+@pytest.fixture
+def mute_master():
+    """A MuteMaster served on 127.0.0.1: (the servicer, its address)."""
     mute = MuteMaster()
     server = grpc.server(ThreadPoolExecutor(max_workers=4))
     ha_pb2_grpc.add_ReplicationServicer_to_server(mute, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        slave = make_slave(
-            tmp_path,
-            closing,
-            f"127.0.0.1:{port}",
-            secret=None,
-            ha_send_heartbeat_interval_ms=50,
-            ha_housekeeping_interval_ms=300,
-        )
-        wait_until(lambda: mute.closed.is_set(), 10, "the slave to give the stream up")
-        assert "no chunk from the master within 300 ms" in wait_until(
-            lambda: slave.replicator.state().last_error, 10, "the slave's error"
-        )
-        wait_until(lambda: mute.streams >= 2, 10, "the slave to reconnect")
-        slave.replicator.stop()
+        yield mute, f"127.0.0.1:{port}"
     finally:
         server.stop(grace=None).wait(10)
 
 
-def test_a_wall_clock_set_back_does_not_hide_a_silent_master_from_the_slave(tmp_path, closing):
-    mute = MuteMaster()
-    server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    ha_pb2_grpc.add_ReplicationServicer_to_server(mute, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+def give_up_silence(slave: Slave, mute: MuteMaster) -> None:
+    """The slave gives the silent master's stream up within its housekeeping interval, and says why."""
+    wait_until(lambda: mute.closed.is_set(), 10, "the slave to give the stream up")
+    assert "no chunk from the master within 300 ms" in wait_until(
+        lambda: slave.replicator.state().last_error, 10, "the slave's error"
+    )
+
+
+def test_slave_gives_up_a_master_that_went_silent_and_reconnects(tmp_path, closing, mute_master):
+    mute, address = mute_master
+    slave = make_slave(
+        tmp_path, closing, address, secret=None, ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=300
+    )
+    give_up_silence(slave, mute)
+    wait_until(lambda: mute.streams >= 2, 10, "the slave to reconnect")
+    slave.replicator.stop()
+
+
+def test_a_wall_clock_set_back_does_not_hide_a_silent_master_from_the_slave(tmp_path, closing, mute_master):
+    mute, address = mute_master
     wall = SteppedWallClock()
-    try:
-        slave = make_slave(
-            tmp_path,
-            closing,
-            f"127.0.0.1:{port}",
-            secret=None,
-            wall_clock=wall,
-            ha_send_heartbeat_interval_ms=50,
-            ha_housekeeping_interval_ms=300,
-        )
-        wait_until(lambda: slave.replicator.state().connected, 10, "the slave to take the handshake chunk")
-        wall.step_back(3_600_000)
-        # The last chunk is reported on the clock the slave was given, set back with it.
-        assert 0 < slave.replicator.state().last_chunk_ms <= wall()
-        wait_until(lambda: mute.closed.is_set(), 10, "the slave to give the stream up")
-        assert "no chunk from the master within 300 ms" in wait_until(
-            lambda: slave.replicator.state().last_error, 10, "the slave's error"
-        )
-        slave.replicator.stop()
-    finally:
-        server.stop(grace=None).wait(10)
+    slave = make_slave(
+        tmp_path,
+        closing,
+        address,
+        secret=None,
+        wall_clock=wall,
+        ha_send_heartbeat_interval_ms=50,
+        ha_housekeeping_interval_ms=300,
+    )
+    wait_until(lambda: slave.replicator.state().connected, 10, "the slave to take the handshake chunk")
+    wall.step_back(3_600_000)
+    # The last chunk is reported on the clock the slave was given, set back with it.
+    assert 0 < slave.replicator.state().last_chunk_ms <= wall()
+    give_up_silence(slave, mute)
+    slave.replicator.stop()
 
 
 def test_restarted_slave_resumes_from_its_own_offset(tmp_path, closing, caplog):
