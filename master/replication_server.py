@@ -175,7 +175,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         self._tracker = tracker
         self.client_endpoint = client_endpoint
         self._wall = clock_ms  # the tracker's time: its waiters' deadlines come from the put path
-        self._clock = monotonic_clock_ms  # this servicer's own timing: silence, heartbeats, nonces
+        self._monotonic = monotonic_clock_ms  # this servicer's own timing: silence, heartbeats, nonces
         self._epochs = epochs
         self._segment_size = store.config.mapped_file_size_commit_log
         self._batch = ha.ha_transfer_batch_size
@@ -247,7 +247,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             self._lock.notify_all()
 
     def _close(self, stream: _Stream, code: grpc.StatusCode | None, reason: str) -> None:
-        if stream.close(code, reason, self._clock()) and stream.registered:
+        if stream.close(code, reason, self._monotonic()) and stream.registered:
             self._tracker.remove(stream.session_id, self._wall())
 
     # -- the stream ----------------------------------------------------------------------------
@@ -261,7 +261,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 "this master has no shared secret: it authenticates by TLS",
             )
         try:
-            answer = auth.hello(request.client_nonce, Identity(request.broker_name, request.broker_id), self._clock())
+            answer = auth.hello(
+                request.client_nonce, Identity(request.broker_name, request.broker_id), self._monotonic()
+            )
         except ValueError as exc:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return ha_pb2.HelloResponse(
@@ -278,14 +280,14 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             return None
         header = next((v for k, v in context.invocation_metadata() or () if k == HEADER), None)
         try:
-            return self._auth.authenticate(header, _SERVICE + method, self._clock())
+            return self._auth.authenticate(header, _SERVICE + method, self._monotonic())
         except AuthenticationError as exc:
             log.warning("refused %s from %s: %s", method, context.peer(), exc)
             _abort(context, grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
 
     def Replicate(self, request_iterator: Iterator[ha_pb2.SlaveReport], context: grpc.ServicerContext):
         auth = self._authenticate(context, "Replicate")
-        stream = _Stream(next(self._ids), context.peer(), context, self._clock())
+        stream = _Stream(next(self._ids), context.peer(), context, self._monotonic())
         stream.auth = auth
         if self._stopping.is_set():
             context.abort(grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
@@ -389,7 +391,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         reason = "the slave closed the stream"
         try:
             for report in request_iterator:
-                now = self._clock()
+                now = self._monotonic()
                 if stream.auth is not None:
                     try:
                         stream.auth.open(REPORT, report.mac, *report_parts(report))
@@ -445,7 +447,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         read = store.commit_log_data
         # An empty chunk tells the slave the handshake is accepted.
         yield self._chunk(stream, start, b"", store.max_offset, self._epochs() if self._epochs is not None else None)
-        session.sent_chunk(0, self._clock())
+        session.sent_chunk(0, self._monotonic())
         while True:
             if stream.closing is not None:
                 self._end(stream)
@@ -456,7 +458,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             if not stream.context.is_active():
                 self._close(stream, None, "the stream ended")
                 continue
-            now = self._clock()
+            now = self._monotonic()
             readable = master_max = store.max_offset
             epochs = self._epochs() if self._epochs is not None else None
             if epochs is not None:
@@ -526,9 +528,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
     def _handshake(self, stream: _Stream) -> int | None:
         """Wait for the first report, check it, register the slave: its start offset, or None
         (the stream is closing, with the reason)."""
-        deadline = self._clock() + self._housekeeping_ms
+        deadline = self._monotonic() + self._housekeeping_ms
         while stream.handshake is None:
-            now = self._clock()
+            now = self._monotonic()
             if stream.closing is not None:
                 return None
             if self._stopping.is_set():
@@ -544,7 +546,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             self._wait(stream, min(0.5, (deadline - now) / 1000))
         report = stream.handshake
         stream.slave = f"{report.broker_name}/{report.broker_id}"
-        now = self._clock()
+        now = self._monotonic()
         decision = decide_start(
             SlaveHandshake(report.broker_name, report.durable_offset, report.epoch, report.epoch_start_offset),
             broker_name=self._broker_name,
@@ -619,15 +621,23 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         Outlives a failing round: it is what ends the session of a slave that stopped, and so
         what takes that slave out of the puts' waits and the in-sync set."""
         interval_s = min(1.0, self._housekeeping_ms / 4000)
+        failing = ""
         while not self._stopping.wait(interval_s):
             try:
                 self._watch_once()
-            except Exception:  # noqa: BLE001 - see the docstring
-                log.exception("replication housekeeping round failed")
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                # Logged in full when the failure is new, not once per round while it lasts.
+                if repr(exc) != failing:
+                    log.exception("replication housekeeping round failed")
+                failing = repr(exc)
+                continue
+            if failing:
+                log.info("replication housekeeping works again (it failed with %s)", failing)
+                failing = ""
 
     def _watch_once(self) -> None:
         self._tracker.expire(self._wall())
-        now = self._clock()
+        now = self._monotonic()
         for stream in self._stream_list:
             if stream.closing is None:
                 if now - stream.last_report_ms > self._housekeeping_ms:

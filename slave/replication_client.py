@@ -169,7 +169,7 @@ class SlaveReplicator:
         self._auth = SlaveAuth(secret, Identity(broker_name, broker_id)) if secret else None
         self._credentials = channel_credentials
         self._wall = clock_ms  # what `state` and `contact` report in
-        self._clock = monotonic_clock_ms  # the stream's timing: silence, heartbeats
+        self._monotonic = monotonic_clock_ms  # the stream's timing: silence, heartbeats
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._segment_size = store.config.mapped_file_size_commit_log
         self._flush_timeout_s = store.config.sync_flush_timeout_ms / 1000
@@ -268,7 +268,7 @@ class SlaveReplicator:
         """The session's last chunk (kept on the monotonic clock) in Unix ms, or 0."""
         if session is None or not session.accepted:
             return 0
-        return self._wall() - max(0, self._clock() - session.last_chunk_ms)
+        return self._wall() - max(0, self._monotonic() - session.last_chunk_ms)
 
     def _session_locked(self) -> tuple[SlaveSession | None, bool]:
         """The current stream's session, else the last one's, and whether a stream is up."""
@@ -440,7 +440,7 @@ class SlaveReplicator:
             log_end=end,
             log_empty=end == 0,
             durable_offset=durable,
-            now_ms=self._clock(),
+            now_ms=self._monotonic(),
             heartbeat_ms=self._ha.ha_send_heartbeat_interval_ms,
             housekeeping_ms=self._ha.ha_housekeeping_interval_ms,
         )
@@ -493,7 +493,7 @@ class SlaveReplicator:
                 stream.auth.open(CHUNK, chunk.mac, *chunk_parts(chunk))
             except AuthenticationError as exc:
                 raise _StreamFailed(str(exc), refusal=True) from None
-        now = self._clock()
+        now = self._monotonic()
         with self._cond:
             first = not session.accepted
             check = session.receive(chunk, now)
@@ -582,7 +582,7 @@ class SlaveReplicator:
                 while True:
                     if stream.ended or stream.failure is not None or self._stop.is_set():
                         return
-                    now = self._clock()
+                    now = self._monotonic()
                     if session.silent(now):
                         break
                     offset = session.report_due(now)

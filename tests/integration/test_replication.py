@@ -391,7 +391,7 @@ class TrackerFailingOnce(ReplicaTracker):
 
 
 def test_housekeeping_outlives_a_failing_round_and_ends_a_stream_stuck_sending(tmp_path, closing, caplog):
-    caplog.set_level(logging.ERROR, logger="master.replication_server")
+    caplog.set_level(logging.INFO, logger="master.replication_server")
     TrackerFailingOnce.failures = 0
     master = make_master(
         tmp_path,
@@ -421,6 +421,7 @@ def test_housekeeping_outlives_a_failing_round_and_ends_a_stream_stuck_sending(t
         call.cancel()
     assert TrackerFailingOnce.failures == 1
     assert "replication housekeeping round failed" in caplog.text
+    assert "replication housekeeping works again (it failed with RuntimeError(" in caplog.text
 
 
 class MuteMaster(ha_pb2_grpc.ReplicationServicer):
