@@ -249,6 +249,11 @@ class BrokerCollector:
                 "Seconds since a slave last held everything this master had (0 while it does)",
                 labels=["slave_id"],
             )
+            silent = GaugeMetricFamily(
+                "rocketstore_replication_silent_seconds",
+                "Seconds since a slave's last report (heartbeats count)",
+                labels=["slave_id"],
+            )
             fit = GaugeMetricFamily(
                 "rocketstore_replication_slave_fit",
                 "1 when a slave counts towards SYNC_MASTER acks",
@@ -259,9 +264,11 @@ class BrokerCollector:
                 label = [str(snap.broker_id)]
                 lag_bytes.add_metric(label, snap.lag_bytes)
                 lag_seconds.add_metric(label, snap.lag_seconds)
+                silent.add_metric(label, snap.silent_ms / 1000)
                 fit.add_metric(label, int(snap.fit))
             yield lag_bytes
             yield lag_seconds
+            yield silent
             yield fit
             yield GaugeMetricFamily(
                 "rocketstore_replication_streams", "Slaves streaming from this master", value=len(snapshots)

@@ -81,6 +81,9 @@ def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluste
     assert value(m, "rocketstore_replication_streams") == 1
     assert value(m, "rocketstore_replication_slave_fit", slave_id="1") == 1
     assert value(m, "rocketstore_replication_lag_bytes", slave_id="1") == 0
+    # The slave reports at least every haSendHeartbeatInterval; a stream silent for
+    # haHousekeepingInterval (2 s here) would have been closed.
+    assert 0 <= value(m, "rocketstore_replication_silent_seconds", slave_id="1") < 2.0
     assert value(m, "rocketstore_commitlog_offset", which="max") == value(
         m, "rocketstore_commitlog_offset", which="confirmed"
     )
