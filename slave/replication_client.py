@@ -258,11 +258,12 @@ class SlaveReplicator:
             )
 
     def contact(self) -> tuple[bool, int]:
-        """(a stream is up, Unix ms of the master's last chunk or 0): what `state` says about the
-        master, without waiting for a metadata round in flight (cheap enough for every call)."""
+        """(a stream is up, the master's last chunk on this replicator's monotonic clock, or 0):
+        what `state` says about the master, without waiting for a metadata round in flight
+        (cheap enough for every call)."""
         with self._cond:
             session, connected = self._session_locked()
-            return connected, self._last_chunk_wall_ms(session)
+            return connected, session.last_chunk_ms if session is not None and session.accepted else 0
 
     def _last_chunk_wall_ms(self, session: SlaveSession | None) -> int:
         """The session's last chunk (kept on the monotonic clock) in Unix ms, or 0."""

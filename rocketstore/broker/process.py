@@ -50,7 +50,7 @@ from wire.auth import AsyncAuthInterceptor, Verifier, channel_credentials, serve
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
-from store.clock import wall_clock_ms
+from store.clock import monotonic_ms, wall_clock_ms
 from store.pop_journal import PopJournal
 from store.properties import ConfigError
 
@@ -207,9 +207,10 @@ class BrokerState:
         # Asked on every pop call and route of a slave: `contact`, not `state`, which waits for a
         # metadata round in flight (seconds, when the master is away).
         replicator = broker.replicator
+        # Monotonic time on both sides: a clock set back must not delay acting by the step.
         connected, last_chunk_ms = replicator.contact() if replicator is not None else (False, 0)
-        last_contact = max(last_chunk_ms, broker.started_at_ms)
-        return acts_for_master(wall_clock_ms(), connected, last_contact, config.slave_acting_master_delay_ms)
+        last_contact = max(last_chunk_ms, broker.started_monotonic_ms)
+        return acts_for_master(monotonic_ms(), connected, last_contact, config.slave_acting_master_delay_ms)
 
 
 class Broker:
@@ -222,6 +223,7 @@ class Broker:
         self.client_endpoint = ""
         self.ha_endpoint = ""
         self.started_at_ms = 0
+        self.started_monotonic_ms = 0
         self._client_server: grpc.aio.Server | None = None
         self._ha_server: grpc.Server | None = None
         self._ha_servicer: ReplicationServicer | None = None
@@ -377,6 +379,7 @@ class Broker:
             self._start_metrics(view, host, broker.metrics_port)
         await self._client_server.start()
         self.started_at_ms = wall_clock_ms()
+        self.started_monotonic_ms = monotonic_ms()
         if ha.etcd_endpoints.strip():
             self._etcd = EtcdClient(
                 ha.etcd_endpoints,
