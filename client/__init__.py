@@ -19,6 +19,8 @@ with the broker's shared secret. The `rocketstore produce|consume|status|topic` 
 `client.commands`.
 """
 
+import wire.grpc_fork  # noqa: F401 - before anything imports gRPC
+
 from .admin import AdminClient
 from .consumer import AsyncPullConsumer, PullConsumer
 from .convert import (

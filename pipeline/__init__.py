@@ -12,6 +12,8 @@ Importing this package imports neither Spark nor Arrow; `register(spark)` does.
 
 from __future__ import annotations
 
+import wire.grpc_fork  # noqa: F401 - before anything imports gRPC
+
 FORMAT = "rocketstore-commitlog"
 
 
