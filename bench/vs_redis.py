@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import median
 
 from bench.common import context_switches, default_parent_dir, environment, progress, size_label
 from harness.local_cluster import LocalCluster, poll_until
@@ -414,12 +415,6 @@ def parse_args(argv) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def summary(cell: list[Result]) -> list[str]:
     """Per RocketStore system of one cell's rounds: the median of its round-by-round ratios to
     Redis (throughput and p99), with the lowest and highest."""
@@ -431,9 +426,9 @@ def summary(cell: list[Result]) -> list[str]:
         p99s = [r.p99_ms / p.p99_ms for r, p in pairs if p.p99_ms]
         if not ratios:
             continue
-        p99 = f", p99 {_median(p99s):.2f}x ({min(p99s):.2f}-{max(p99s):.2f})" if p99s else ""
+        p99 = f", p99 {median(p99s):.2f}x ({min(p99s):.2f}-{max(p99s):.2f})" if p99s else ""
         lines.append(
-            f"  {system:<28} over {len(ratios)} rounds: throughput {_median(ratios):.2f}x"
+            f"  {system:<28} over {len(ratios)} rounds: throughput {median(ratios):.2f}x"
             f" ({min(ratios):.2f}-{max(ratios):.2f}) of Redis{p99}"
         )
     return lines

@@ -92,6 +92,7 @@ from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
 from store.pop_state import Event as PopEvent
 from store.pop_state import decode_events
+from store.service_thread import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         self._streams: dict[int, _Stream] = {}
         self._stream_list: tuple[_Stream, ...] = ()  # copy-on-write, for the put path's wake-up
         self._stopping = threading.Event()
-        self._watchdog: threading.Thread | None = None
+        self._watchdog: _Housekeeping | None = None
         tracker.add_new_data_listener(self._wake_all)
 
     # -- wiring --------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 self._lock.wait(min(left, 0.05))
         watchdog = self._watchdog
         if watchdog is not None:
-            watchdog.join(timeout_s)
+            watchdog.stop(timeout_s)
 
     def close_all(self, reason: str) -> None:
         """End every stream (a master stepping down); new streams are refused by role."""
@@ -237,7 +238,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             self._streams[stream.session_id] = stream
             self._stream_list = tuple(self._streams.values())
             if self._watchdog is None:
-                self._watchdog = threading.Thread(target=self._watch, name="ha-housekeeping", daemon=True)
+                self._watchdog = _Housekeeping(self._watch_once, min(1.0, self._housekeeping_ms / 4000))
                 self._watchdog.start()
 
     def _untrack(self, stream: _Stream) -> None:
@@ -616,26 +617,8 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
 
     # -- housekeeping --------------------------------------------------------------------------
 
-    def _watch(self) -> None:
-        """Closes streams whose slave went silent, and cancels closed streams stuck sending.
-        Outlives a failing round: it is what ends the session of a slave that stopped, and so
-        what takes that slave out of the puts' waits and the in-sync set."""
-        interval_s = min(1.0, self._housekeeping_ms / 4000)
-        failing = ""
-        while not self._stopping.wait(interval_s):
-            try:
-                self._watch_once()
-            except Exception as exc:  # noqa: BLE001 - see the docstring
-                # Logged in full when the failure is new, not once per round while it lasts.
-                if repr(exc) != failing:
-                    log.exception("replication housekeeping round failed")
-                failing = repr(exc)
-                continue
-            if failing:
-                log.info("replication housekeeping works again (it failed with %s)", failing)
-                failing = ""
-
     def _watch_once(self) -> None:
+        """Closes streams whose slave went silent, and cancels closed streams stuck sending."""
         self._tracker.expire(self._wall())
         now = self._monotonic()
         for stream in self._stream_list:
@@ -648,3 +631,21 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     )
             elif now - stream.closing_since_ms > CANCEL_GRACE_MS:
                 stream.context.cancel()
+
+
+class _Housekeeping(ServiceThread):
+    """The thread that runs the servicer's housekeeping round every `interval_s`. It outlives a
+    failing round (logged as `ServiceThread` logs failures): it is what ends the session of a
+    slave that stopped, and so what takes that slave out of the puts' waits and the in-sync set."""
+
+    name = "ha-housekeeping"
+
+    def __init__(self, round_: Callable[[], None], interval_s: float) -> None:
+        super().__init__()
+        self._round = round_
+        self._interval_s = interval_s
+
+    def run_once(self) -> None:
+        self.wait_for_running(self._interval_s)
+        if not self.stopping:
+            self._round()

@@ -391,7 +391,7 @@ class TrackerFailingOnce(ReplicaTracker):
 
 
 def test_housekeeping_outlives_a_failing_round_and_ends_a_stream_stuck_sending(tmp_path, closing, caplog):
-    caplog.set_level(logging.INFO, logger="master.replication_server")
+    caplog.set_level(logging.INFO, logger="store.service_thread")
     TrackerFailingOnce.failures = 0
     master = make_master(
         tmp_path,
@@ -420,8 +420,10 @@ def test_housekeeping_outlives_a_failing_round_and_ends_a_stream_stuck_sending(t
         done.set()
         call.cancel()
     assert TrackerFailingOnce.failures == 1
-    assert "replication housekeeping round failed" in caplog.text
-    assert "replication housekeeping works again (it failed with RuntimeError(" in caplog.text
+    assert "ha-housekeeping failed a round" in caplog.text
+    assert "ha-housekeeping works again after 1 failed round(s) (last: RuntimeError: expire failed once (test))" in (
+        caplog.text
+    )
 
 
 class MuteMaster(ha_pb2_grpc.ReplicationServicer):
