@@ -286,6 +286,64 @@ class RocketStoreDriver:
         return [b.process.pid for b in self.cluster.brokers if b.process is not None]
 
 
+# -- the floor: a remoting server in Python that keeps nothing (bench/front_end_floor.py) -----------
+
+
+class FloorProcess:
+    """One `bench.front_end_floor` process in `mode`, listening on 127.0.0.1."""
+
+    def __init__(self, base: Path, mode: str, slave: FloorProcess | None = None) -> None:
+        self.base = base
+        self.mode = mode
+        self.slave = slave
+        self.proc: subprocess.Popen | None = None
+        self.endpoint = ""
+
+    def start(self) -> FloorProcess:
+        self.base.mkdir(parents=True, exist_ok=True)
+        port_file = self.base / "port"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.front_end_floor", "--mode", self.mode, "--dir", str(self.base)]
+            + ["--port-file", str(port_file)]
+            + (["--slave", self.slave.endpoint] if self.slave is not None else []),
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        if not poll_until(lambda: port_file.exists() or self.proc.poll() is not None, 30) or not port_file.exists():
+            self.stop()
+            raise RuntimeError(f"the floor server ({self.mode}) did not start listening within 30 s")
+        self.endpoint = f"127.0.0.1:{int(port_file.read_text())}"
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class FloorDriver(RocketStoreDriver):
+    """The remoting producer against a floor process: what the brokers' puts cost without the
+    store and replication behind them."""
+
+    def __init__(self, floor: FloorProcess) -> None:
+        self.floor = floor
+        self.name = f"floor: {floor.mode}"
+        self.transport = "remoting"
+
+    async def connect(self):
+        from client.remoting import AsyncRemotingProducer
+
+        return AsyncRemotingProducer(self.floor.endpoint, timeout_s=30)
+
+    @property
+    def pids(self) -> list[int]:
+        return [f.proc.pid for f in (self.floor, self.floor.slave) if f is not None and f.proc is not None]
+
+
 # -- a cell -----------------------------------------------------------------------------------------
 
 
@@ -410,6 +468,12 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument(
         "--rounds", type=int, default=1, help="run each cell this many times over, systems in turn (default 1)"
     )
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run bench.front_end_floor (a remoting server that keeps nothing) answering at once"
+        " and after an fdatasync per loop turn: the ceiling of a put path in Python here",
+    )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     return p.parse_args(argv)
@@ -491,6 +555,18 @@ def main(argv=None) -> int:
             for transport in args.transports.split(","):
                 label = f"rocketstore {role[:-7]}/{flush[:-6]} {transport}"
                 drivers.append(RocketStoreDriver(cluster, label, transport))
+        if args.floor:
+            from bench.front_end_floor import MODES
+
+            for mode in MODES:
+                progress(f"starting the floor server ({mode})")
+                slave = None
+                if mode == "replicated":
+                    slave = FloorProcess(run_dir / "floor-slave", "slave").start()
+                    started.append(slave.stop)
+                floor = FloorProcess(run_dir / f"floor-{mode}", mode, slave).start()
+                started.append(floor.stop)
+                drivers.append(FloorDriver(floor))
         results = asyncio.run(_run(drivers, sizes, cells, args))
         if args.json:
             args.json.write_text(json.dumps([asdict(r) | {"msgs_per_s": r.msgs_per_s} for r in results], indent=2))

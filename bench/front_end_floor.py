@@ -1,0 +1,331 @@
+"""A remoting server that keeps nothing: the floor under any put path written in Python here.
+
+`python -m bench.vs_redis --floor` runs it beside Redis and the brokers, driven by the same
+producers, to answer one question with a measurement instead of an estimate: how fast can a
+single Python process on this machine answer RocketMQ's SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE
+at all? Whatever a broker adds (the CommitLog, the ConsumeQueue, replication to a slave) comes on
+top of this, so where the floor is below Redis primary + replica, no put path in Python with
+this front end reaches Redis in that cell.
+
+It does what any front end must and nothing else, with the project's own codec
+(`wire.remoting`) on the event loop a broker uses (`rocketstore.broker.event_loop`):
+
+- decode each frame and its JSON header, and a send's properties (a batch: its body's messages);
+- answer GET_ROUTEINFO_BY_TOPIC with one broker and four queues, so that the producers run
+  unchanged;
+- answer each send SUCCESS with a message id per message and a queue offset.
+
+Modes:
+
+- `answer`: the answer goes out at once; nothing is written.
+- `fdatasync`: the sends' bodies are written to one file and `fdatasync`ed once per turn of the
+  loop, for every send that arrived in that turn, before their answers go out: a single thread's
+  group commit, as Redis does before it goes back to waiting for sockets. No replication.
+- `replicated`: each turn's bytes are written to the file here and go to a `slave`-mode process
+  over one gRPC bidirectional stream (`grpc.aio` on the same loop; raw bytes, no protobuf; one
+  message per turn, or everything queued while the last write was in flight). On each side one
+  `fdatasync` at a time runs on a worker thread and covers everything written before it began
+  (a group commit that never blocks the loop); the slave answers the end offset it has flushed
+  (8 bytes, big-endian). A send is answered once its bytes are flushed here and the slave's
+  answer covers them: SYNC_MASTER + SYNC_FLUSH's wait, with one loop and one flush thread on
+  each side.
+
+Run as a child process (`python -m bench.front_end_floor --mode M --dir D --port-file F`, and
+`--slave HOST:PORT` for `replicated`): it listens on 127.0.0.1, port 0, and writes the port to F
+when it listens. One thread runs the loop (gRPC adds its own); not a broker, and nothing in the
+product uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import struct
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+
+from rocketstore.broker.event_loop import new_event_loop
+from wire.remoting import (
+    SEND_V2_FIELDS,
+    FrameDecoder,
+    RemotingCommand,
+    RemotingProtocolError,
+    RequestCode,
+    ResponseCode,
+    decode_batch_body,
+    encode,
+    string_to_properties,
+)
+
+MODES = ("answer", "fdatasync", "replicated")
+REPLICA_METHOD = "/floor.Replica/Stream"
+_OFFSET = struct.Struct(">q")
+QUEUES = 4
+_ROUTE = json.dumps(
+    {
+        "queueDatas": [
+            {"brokerName": "floor", "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6, "topicSysFlag": 0}
+        ],
+        "brokerDatas": [{"cluster": "floor", "brokerName": "floor", "brokerAddrs": {"0": "127.0.0.1:0"}}],
+    }
+).encode()
+_SENDS = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+
+
+class _LoopFlusher:
+    """Group commit beside one loop: the loop writes and counts the bytes (`wrote`); one
+    `fdatasync` at a time runs on a worker thread, covering everything written before it began,
+    and `on_flushed(offset)` runs on the loop after each. The loop never blocks on the disk, so
+    the stream's messages go out while the disk works."""
+
+    def __init__(self, fd: int, on_flushed) -> None:
+        self.fd = fd
+        self.written = 0
+        self.flushed = 0
+        self._on_flushed = on_flushed
+        self._running = False
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="floor-flush")
+
+    def wrote(self, count: int) -> None:
+        self.written += count
+        if not self._running:
+            self._start()
+
+    def _start(self) -> None:
+        self._running = True
+        target = self.written
+        done = asyncio.get_running_loop().run_in_executor(self._executor, os.fdatasync, self.fd)
+        done.add_done_callback(lambda future: self._done(target, future))
+
+    def _done(self, target: int, future: asyncio.Future) -> None:
+        future.result()
+        self._running = False
+        self.flushed = target
+        self._on_flushed(target)
+        if self.written > self.flushed:
+            self._start()
+
+
+class FloorServer:
+    """The state of one floor process: the next offsets, and in `fdatasync` mode the turn's
+    pending bodies and answers."""
+
+    def __init__(self, mode: str, fd: int | None, replica: grpc.aio.StreamStreamCall | None = None) -> None:
+        self.mode = mode
+        self.fd = fd
+        self.next_offset = 0
+        self.queue_offsets = [0] * QUEUES
+        self._bodies: list[bytes] = []
+        self._answers: list[tuple[asyncio.Transport, bytes]] = []
+        self._turn_scheduled = False
+        # `replicated`: answers wait here, in offset order, until flushed and acknowledged.
+        self._replica = replica
+        self._waiting: list[tuple[int, asyncio.Transport, bytes]] = []
+        self._flushed = 0
+        self._acked = 0
+        self._outgoing: list[bytes] = []
+        self._outgoing_ready = asyncio.Event()
+        self._flusher = _LoopFlusher(fd, self.flushed) if fd is not None else None
+
+    async def send_chunks(self) -> None:
+        """`replicated`: one stream write at a time (grpc.aio's rule), of everything queued."""
+        assert self._replica is not None
+        while True:
+            await self._outgoing_ready.wait()
+            self._outgoing_ready.clear()
+            data, self._outgoing = b"".join(self._outgoing), []
+            await self._replica.write(data)
+
+    def handle(self, transport: asyncio.Transport, request: RemotingCommand) -> None:
+        if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            transport.write(encode(request.answer(ResponseCode.SUCCESS, body=_ROUTE)))
+            return
+        if request.code not in _SENDS:
+            transport.write(encode(request.answer(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "the floor only sends")))
+            return
+        fields = request.ext_fields
+        if request.code != RequestCode.SEND_MESSAGE:
+            fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
+        queue_id = int(fields.get("queueId", "0")) % QUEUES
+        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            bodies = [item.body for item in decode_batch_body(request.body)]
+        else:
+            string_to_properties(fields.get("properties", ""))
+            bodies = [request.body]
+        ids = []
+        for body in bodies:
+            ids.append(f"7F00000100000000{self.next_offset:016X}")
+            self.next_offset += len(body)
+        answer = request.answer(
+            ResponseCode.SUCCESS,
+            None,
+            {"msgId": ",".join(ids), "queueId": str(queue_id), "queueOffset": str(self.queue_offsets[queue_id])},
+        )
+        self.queue_offsets[queue_id] += len(bodies)
+        if self.mode == "answer":
+            transport.write(encode(answer))
+            return
+        self._bodies.extend(bodies)
+        self._answers.append((transport, encode(answer)))
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._end_of_turn)
+
+    def _end_of_turn(self) -> None:
+        """Runs after the turn's reads: one write and one `fdatasync` for all of them (and in
+        `replicated` mode one message to the slave, sent first so that both disks work at once)."""
+        self._turn_scheduled = False
+        bodies, answers = self._bodies, self._answers
+        self._bodies, self._answers = [], []
+        assert self.fd is not None
+        data = b"".join(bodies)
+        if self._replica is None:
+            os.write(self.fd, data)
+            os.fdatasync(self.fd)
+            _write_all(answers)
+            return
+        self._outgoing.append(data)
+        self._outgoing_ready.set()
+        os.write(self.fd, data)
+        self._waiting.extend((self.next_offset, transport, frame) for transport, frame in answers)
+        self._flusher.wrote(len(data))
+
+    def flushed(self, offset: int) -> None:
+        self._flushed = offset
+        self._release()
+
+    def acknowledged(self, offset: int) -> None:
+        self._acked = max(self._acked, offset)
+        self._release()
+
+    def _release(self) -> None:
+        durable = min(self._flushed, self._acked)
+        waiting = self._waiting
+        done = 0
+        while done < len(waiting) and waiting[done][0] <= durable:
+            done += 1
+        if done:
+            _write_all([(transport, frame) for _, transport, frame in waiting[:done]])
+            del waiting[:done]
+
+
+def _write_all(answers: list[tuple[asyncio.Transport, bytes]]) -> None:
+    for transport, frame in answers:
+        if not transport.is_closing():
+            transport.write(frame)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: FloorServer) -> None:
+        self._server = server
+        self._decoder = FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        assert self._transport is not None
+        try:
+            commands = self._decoder.feed(data)
+        except RemotingProtocolError:
+            self._transport.close()
+            return
+        for command in commands:
+            self._server.handle(self._transport, command)
+
+
+def _announce(port_file: Path, port: int) -> None:
+    partial = port_file.with_suffix(".partial")
+    partial.write_text(str(port))
+    partial.replace(port_file)
+
+
+async def _serve(mode: str, fd: int | None, port_file: Path, slave: str | None) -> None:
+    loop = asyncio.get_running_loop()
+    replica = None
+    if mode == "replicated":
+        assert slave is not None
+        channel = grpc.aio.insecure_channel(slave)
+        replica = channel.stream_stream(REPLICA_METHOD)()
+    server = FloorServer(mode, fd, replica)
+    listener = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
+    _announce(port_file, listener.sockets[0].getsockname()[1])
+    if replica is None:
+        await listener.serve_forever()
+        return
+    sender = loop.create_task(server.send_chunks())
+    sender.add_done_callback(lambda task: task.cancelled() or task.result())
+    async for ack in replica:
+        server.acknowledged(_OFFSET.unpack(ack)[0])
+
+
+async def _serve_slave(fd: int, port_file: Path) -> None:
+    """The slave's side of `replicated`: write, `fdatasync`, answer the end, message by message."""
+
+    async def stream(chunks, context):
+        acks: asyncio.Queue[int] = asyncio.Queue()
+        flusher = _LoopFlusher(fd, acks.put_nowait)
+
+        async def take() -> None:
+            async for chunk in chunks:
+                os.write(fd, chunk)
+                flusher.wrote(len(chunk))
+
+        taker = asyncio.get_running_loop().create_task(take())
+        try:
+            while True:
+                end = await acks.get()
+                while not acks.empty():
+                    end = acks.get_nowait()
+                yield _OFFSET.pack(end)
+        finally:
+            taker.cancel()
+
+    server = grpc.aio.server()
+    handler = grpc.stream_stream_rpc_method_handler(stream)
+    service, method = REPLICA_METHOD.strip("/").split("/")
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {method: handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    _announce(port_file, port)
+    await server.wait_for_termination()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.front_end_floor", description=__doc__.splitlines()[0])
+    p.add_argument("--mode", choices=MODES + ("slave",), required=True)
+    p.add_argument("--dir", type=Path, required=True, help="where the modes that write keep their file")
+    p.add_argument("--port-file", type=Path, required=True, help="written with the port once listening")
+    p.add_argument("--slave", help="`replicated`: the slave-mode process's HOST:PORT")
+    args = p.parse_args(argv)
+    if args.mode == "replicated" and not args.slave:
+        p.error("--mode replicated needs --slave HOST:PORT")
+    fd = None
+    if args.mode != "answer":
+        args.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(args.dir / "floor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        if args.mode == "slave":
+            assert fd is not None
+            loop.run_until_complete(_serve_slave(fd, args.port_file))
+        else:
+            loop.run_until_complete(_serve(args.mode, fd, args.port_file, args.slave))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        loop.close()
+        if fd is not None:
+            os.close(fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
