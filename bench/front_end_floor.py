@@ -29,6 +29,9 @@ Modes:
   (8 bytes, big-endian). A send is answered once its bytes are flushed here and the slave's
   answer covers them: SYNC_MASTER + SYNC_FLUSH's wait, with one loop and one flush thread on
   each side.
+- `replicated-tcp`: the same over one plain TCP connection (asyncio on both sides; the bytes as
+  they are, the slave's answers 8 bytes each), as RocketMQ's own HA service replicates. RocketStore
+  replicates over gRPC; this mode measures what that choice costs.
 
 Run as a child process (`python -m bench.front_end_floor --mode M --dir D --port-file F`, and
 `--slave HOST:PORT` for `replicated`): it listens on 127.0.0.1, port 0, and writes the port to F
@@ -44,6 +47,7 @@ import json
 import os
 import struct
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -62,7 +66,9 @@ from wire.remoting import (
     string_to_properties,
 )
 
-MODES = ("answer", "fdatasync", "replicated")
+MODES = ("answer", "fdatasync", "replicated", "replicated-tcp")
+REPLICATED = ("replicated", "replicated-tcp")
+SLAVE_MODES = {"replicated": "slave", "replicated-tcp": "slave-tcp"}
 REPLICA_METHOD = "/floor.Replica/Stream"
 _OFFSET = struct.Struct(">q")
 QUEUES = 4
@@ -111,11 +117,32 @@ class _LoopFlusher:
             self._start()
 
 
-class FloorServer:
-    """The state of one floor process: the next offsets, and in `fdatasync` mode the turn's
-    pending bodies and answers."""
+class _GrpcStream:
+    """`replicated`: the master's end of the gRPC stream. One write at a time (grpc.aio's rule),
+    of everything queued while the last one was in flight."""
 
-    def __init__(self, mode: str, fd: int | None, replica: grpc.aio.StreamStreamCall | None = None) -> None:
+    def __init__(self, call: grpc.aio.StreamStreamCall) -> None:
+        self.call = call
+        self._outgoing: list[bytes] = []
+        self._ready = asyncio.Event()
+
+    def send(self, data: bytes) -> None:
+        self._outgoing.append(data)
+        self._ready.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            data, self._outgoing = b"".join(self._outgoing), []
+            await self.call.write(data)
+
+
+class FloorServer:
+    """The state of one floor process: the next offsets, the turn's pending bodies and answers,
+    and with a slave the answers waiting for the flush and the slave's acknowledgement."""
+
+    def __init__(self, mode: str, fd: int | None, send_to_slave: Callable[[bytes], None] | None = None) -> None:
         self.mode = mode
         self.fd = fd
         self.next_offset = 0
@@ -123,23 +150,12 @@ class FloorServer:
         self._bodies: list[bytes] = []
         self._answers: list[tuple[asyncio.Transport, bytes]] = []
         self._turn_scheduled = False
-        # `replicated`: answers wait here, in offset order, until flushed and acknowledged.
-        self._replica = replica
+        # With a slave, answers wait here in offset order until flushed and acknowledged.
+        self._send_to_slave = send_to_slave
         self._waiting: list[tuple[int, asyncio.Transport, bytes]] = []
         self._flushed = 0
         self._acked = 0
-        self._outgoing: list[bytes] = []
-        self._outgoing_ready = asyncio.Event()
-        self._flusher = _LoopFlusher(fd, self.flushed) if fd is not None else None
-
-    async def send_chunks(self) -> None:
-        """`replicated`: one stream write at a time (grpc.aio's rule), of everything queued."""
-        assert self._replica is not None
-        while True:
-            await self._outgoing_ready.wait()
-            self._outgoing_ready.clear()
-            data, self._outgoing = b"".join(self._outgoing), []
-            await self._replica.write(data)
+        self._flusher = _LoopFlusher(fd, self.flushed) if fd is not None and send_to_slave is not None else None
 
     def handle(self, transport: asyncio.Transport, request: RemotingCommand) -> None:
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
@@ -177,20 +193,18 @@ class FloorServer:
             asyncio.get_running_loop().call_soon(self._end_of_turn)
 
     def _end_of_turn(self) -> None:
-        """Runs after the turn's reads: one write and one `fdatasync` for all of them (and in
-        `replicated` mode one message to the slave, sent first so that both disks work at once)."""
+        """Runs after the turn's reads: one write (and one message to the slave) for all of them."""
         self._turn_scheduled = False
         bodies, answers = self._bodies, self._answers
         self._bodies, self._answers = [], []
         assert self.fd is not None
         data = b"".join(bodies)
-        if self._replica is None:
+        if self._send_to_slave is None or self._flusher is None:
             os.write(self.fd, data)
             os.fdatasync(self.fd)
             _write_all(answers)
             return
-        self._outgoing.append(data)
-        self._outgoing_ready.set()
+        self._send_to_slave(data)
         os.write(self.fd, data)
         self._waiting.extend((self.next_offset, transport, frame) for transport, frame in answers)
         self._flusher.wrote(len(data))
@@ -246,27 +260,50 @@ def _announce(port_file: Path, port: int) -> None:
     partial.replace(port_file)
 
 
+def _endpoint(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host, int(port)
+
+
 async def _serve(mode: str, fd: int | None, port_file: Path, slave: str | None) -> None:
     loop = asyncio.get_running_loop()
-    replica = None
-    if mode == "replicated":
-        assert slave is not None
-        channel = grpc.aio.insecure_channel(slave)
-        replica = channel.stream_stream(REPLICA_METHOD)()
-    server = FloorServer(mode, fd, replica)
-    listener = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
-    _announce(port_file, listener.sockets[0].getsockname()[1])
-    if replica is None:
+    if mode not in REPLICATED:
+        server = FloorServer(mode, fd)
+        listener = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
+        _announce(port_file, listener.sockets[0].getsockname()[1])
         await listener.serve_forever()
         return
-    sender = loop.create_task(server.send_chunks())
-    sender.add_done_callback(lambda task: task.cancelled() or task.result())
-    async for ack in replica:
-        server.acknowledged(_OFFSET.unpack(ack)[0])
+    assert slave is not None
+    if mode == "replicated":
+        stream = _GrpcStream(grpc.aio.insecure_channel(slave).stream_stream(REPLICA_METHOD)())
+        server = FloorServer(mode, fd, stream.send)
+        sender = loop.create_task(stream.run())
+        sender.add_done_callback(lambda task: task.cancelled() or task.result())
+        acks = (_OFFSET.unpack(ack)[0] async for ack in stream.call)
+    else:
+        reader, writer = await asyncio.open_connection(*_endpoint(slave))
+        writer.transport.set_write_buffer_limits(high=64 << 20)
+        server = FloorServer(mode, fd, writer.transport.write)
+        acks = _tcp_acks(reader)
+    listener = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
+    _announce(port_file, listener.sockets[0].getsockname()[1])
+    async for offset in acks:
+        server.acknowledged(offset)
+
+
+async def _tcp_acks(reader: asyncio.StreamReader):
+    while True:
+        data = await reader.read(65536)
+        if not data:
+            return
+        while len(data) % _OFFSET.size:
+            data += await reader.readexactly(_OFFSET.size - len(data) % _OFFSET.size)
+        yield _OFFSET.unpack_from(data, len(data) - _OFFSET.size)[0]
 
 
 async def _serve_slave(fd: int, port_file: Path) -> None:
-    """The slave's side of `replicated`: write, `fdatasync`, answer the end, message by message."""
+    """The slave's side of `replicated`: write each message, flush (group commit), answer the
+    flushed end."""
 
     async def stream(chunks, context):
         acks: asyncio.Queue[int] = asyncio.Queue()
@@ -297,15 +334,41 @@ async def _serve_slave(fd: int, port_file: Path) -> None:
     await server.wait_for_termination()
 
 
+class _TcpSlave(asyncio.Protocol):
+    """The slave's side of `replicated-tcp`: the same, with bytes as they arrive."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.transport: asyncio.Transport | None = None
+        self.flusher = _LoopFlusher(fd, self._flushed)
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        os.write(self.fd, data)
+        self.flusher.wrote(len(data))
+
+    def _flushed(self, offset: int) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(_OFFSET.pack(offset))
+
+
+async def _serve_tcp_slave(fd: int, port_file: Path) -> None:
+    listener = await asyncio.get_running_loop().create_server(lambda: _TcpSlave(fd), "127.0.0.1", 0)
+    _announce(port_file, listener.sockets[0].getsockname()[1])
+    await listener.serve_forever()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.front_end_floor", description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=MODES + ("slave",), required=True)
+    p.add_argument("--mode", choices=MODES + tuple(SLAVE_MODES.values()), required=True)
     p.add_argument("--dir", type=Path, required=True, help="where the modes that write keep their file")
     p.add_argument("--port-file", type=Path, required=True, help="written with the port once listening")
-    p.add_argument("--slave", help="`replicated`: the slave-mode process's HOST:PORT")
+    p.add_argument("--slave", help="the replicated modes: the slave process's HOST:PORT")
     args = p.parse_args(argv)
-    if args.mode == "replicated" and not args.slave:
-        p.error("--mode replicated needs --slave HOST:PORT")
+    if args.mode in REPLICATED and not args.slave:
+        p.error(f"--mode {args.mode} needs --slave HOST:PORT")
     fd = None
     if args.mode != "answer":
         args.dir.mkdir(parents=True, exist_ok=True)
@@ -316,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode == "slave":
             assert fd is not None
             loop.run_until_complete(_serve_slave(fd, args.port_file))
+        elif args.mode == "slave-tcp":
+            assert fd is not None
+            loop.run_until_complete(_serve_tcp_slave(fd, args.port_file))
         else:
             loop.run_until_complete(_serve(args.mode, fd, args.port_file, args.slave))
     except KeyboardInterrupt:

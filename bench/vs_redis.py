@@ -471,8 +471,8 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument(
         "--floor",
         action="store_true",
-        help="also run bench.front_end_floor (a remoting server that keeps nothing) answering at once"
-        " and after an fdatasync per loop turn: the ceiling of a put path in Python here",
+        help="also run bench.front_end_floor (a remoting server in Python that keeps nothing): answering"
+        " at once, after an fdatasync per loop turn, and replicated to a slave over gRPC and over TCP",
     )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
@@ -556,13 +556,13 @@ def main(argv=None) -> int:
                 label = f"rocketstore {role[:-7]}/{flush[:-6]} {transport}"
                 drivers.append(RocketStoreDriver(cluster, label, transport))
         if args.floor:
-            from bench.front_end_floor import MODES
+            from bench.front_end_floor import MODES, SLAVE_MODES
 
             for mode in MODES:
                 progress(f"starting the floor server ({mode})")
                 slave = None
-                if mode == "replicated":
-                    slave = FloorProcess(run_dir / "floor-slave", "slave").start()
+                if mode in SLAVE_MODES:
+                    slave = FloorProcess(run_dir / f"floor-{SLAVE_MODES[mode]}", SLAVE_MODES[mode]).start()
                     started.append(slave.stop)
                 floor = FloorProcess(run_dir / f"floor-{mode}", mode, slave).start()
                 started.append(floor.stop)

@@ -1,5 +1,5 @@
 """`bench.front_end_floor`, the ceiling `bench.vs_redis --floor` measures, does the work it
-claims: the producers run against it unchanged, and in `replicated` mode a send is answered only
+claims: the producers run against it unchanged, and in the replicated modes (over gRPC and over TCP) a send is answered only
 once its bytes are on the master's file and on the slave's."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import signal
 
 import pytest
 
+from bench.front_end_floor import SLAVE_MODES
 from bench.vs_redis import FloorProcess
 from client import ProducerMessage
 from client.remoting import AsyncRemotingProducer
@@ -48,9 +49,10 @@ def test_the_floor_answers_each_send_with_its_offset(floors, mode):
         assert (floor.base / "floor.log").read_bytes() == b"".join(bodies)
 
 
-def test_a_replicated_send_is_answered_once_master_and_slave_hold_it(floors):
-    slave = floors("slave")
-    master = floors("replicated", slave)
+@pytest.mark.parametrize("mode", sorted(SLAVE_MODES))
+def test_a_replicated_send_is_answered_once_master_and_slave_hold_it(floors, mode):
+    slave = floors(SLAVE_MODES[mode])
+    master = floors(mode, slave)
     bodies = [bytes([65 + i % 26]) * (100 + i) for i in range(30)]
 
     async def each_answer_finds_its_bytes_on_both_sides() -> list[str]:
@@ -68,9 +70,10 @@ def test_a_replicated_send_is_answered_once_master_and_slave_hold_it(floors):
     assert asyncio.run(each_answer_finds_its_bytes_on_both_sides()) == ["SEND_OK"] * 30
 
 
-def test_a_replicated_send_waits_for_a_stopped_slave(floors):
-    slave = floors("slave")
-    master = floors("replicated", slave)
+@pytest.mark.parametrize("mode", sorted(SLAVE_MODES))
+def test_a_replicated_send_waits_for_a_stopped_slave(floors, mode):
+    slave = floors(SLAVE_MODES[mode])
+    master = floors(mode, slave)
     assert slave.proc is not None
 
     async def send_while_the_slave_is_stopped() -> str:
