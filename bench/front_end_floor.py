@@ -21,17 +21,19 @@ Modes:
 - `fdatasync`: the sends' bodies are written to one file and `fdatasync`ed once per turn of the
   loop, for every send that arrived in that turn, before their answers go out: a single thread's
   group commit, as Redis does before it goes back to waiting for sockets. No replication.
-- `replicated`: each turn's bytes are written to the file here and go to a `slave`-mode process
-  over one gRPC bidirectional stream (`grpc.aio` on the same loop; raw bytes, no protobuf; one
-  message per turn, or everything queued while the last write was in flight). On each side one
-  `fdatasync` at a time runs on a worker thread and covers everything written before it began
-  (a group commit that never blocks the loop); the slave answers the end offset it has flushed
-  (8 bytes, big-endian). A send is answered once its bytes are flushed here and the slave's
-  answer covers them: SYNC_MASTER + SYNC_FLUSH's wait, with one loop and one flush thread on
-  each side.
+- `replicated`: as `fdatasync`, and each turn's bytes also go to a `slave`-mode process over one
+  gRPC bidirectional stream (`grpc.aio` on the same loop; raw bytes, no protobuf; one message per
+  turn, or everything queued while the last write was in flight). The slave writes what comes,
+  flushes on a worker thread (everything that arrived during a flush shares the next one) and
+  answers the end offset it has flushed (8 bytes, big-endian). A send is answered once its bytes
+  are flushed here and the slave's answer covers them: SYNC_MASTER + SYNC_FLUSH's wait.
 - `replicated-tcp`: the same over one plain TCP connection (asyncio on both sides; the bytes as
-  they are, the slave's answers 8 bytes each), as RocketMQ's own HA service replicates. RocketStore
-  replicates over gRPC; this mode measures what that choice costs.
+  they are, the slave's answers 8 bytes each), as RocketMQ's own HA service replicates; the slave
+  flushes on its loop's thread. RocketStore replicates over gRPC; this mode measures what that
+  choice costs.
+
+Each shape here was the faster of the two tried (a flush on the loop's thread, or on a worker
+thread beside it), cell by cell, in alternating runs of `bench.vs_redis --floor`.
 
 Run as a child process (`python -m bench.front_end_floor --mode M --dir D --port-file F`, and
 `--slave HOST:PORT` for `replicated`): it listens on 127.0.0.1, port 0, and writes the port to F
@@ -86,8 +88,7 @@ _SENDS = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEN
 class _LoopFlusher:
     """Group commit beside one loop: the loop writes and counts the bytes (`wrote`); one
     `fdatasync` at a time runs on a worker thread, covering everything written before it began,
-    and `on_flushed(offset)` runs on the loop after each. The loop never blocks on the disk, so
-    the stream's messages go out while the disk works."""
+    and `on_flushed(offset)` runs on the loop after each."""
 
     def __init__(self, fd: int, on_flushed) -> None:
         self.fd = fd
@@ -155,7 +156,6 @@ class FloorServer:
         self._waiting: list[tuple[int, asyncio.Transport, bytes]] = []
         self._flushed = 0
         self._acked = 0
-        self._flusher = _LoopFlusher(fd, self.flushed) if fd is not None and send_to_slave is not None else None
 
     def handle(self, transport: asyncio.Transport, request: RemotingCommand) -> None:
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
@@ -193,21 +193,25 @@ class FloorServer:
             asyncio.get_running_loop().call_soon(self._end_of_turn)
 
     def _end_of_turn(self) -> None:
-        """Runs after the turn's reads: one write (and one message to the slave) for all of them."""
+        """Runs after the turn's reads: one write and one `fdatasync` on this thread for all of
+        them, as Redis does before it waits for sockets again. With a slave the bytes are handed
+        to replication first: over TCP they are in the socket before the flush starts, so both
+        disks work at once; grpc.aio sends its message only when the loop runs again, after the
+        flush (a flush on a worker thread, which lets it go out at once, measured no faster)."""
         self._turn_scheduled = False
         bodies, answers = self._bodies, self._answers
         self._bodies, self._answers = [], []
         assert self.fd is not None
         data = b"".join(bodies)
-        if self._send_to_slave is None or self._flusher is None:
-            os.write(self.fd, data)
-            os.fdatasync(self.fd)
+        if self._send_to_slave is not None:
+            self._send_to_slave(data)
+        os.write(self.fd, data)
+        os.fdatasync(self.fd)
+        if self._send_to_slave is None:
             _write_all(answers)
             return
-        self._send_to_slave(data)
-        os.write(self.fd, data)
         self._waiting.extend((self.next_offset, transport, frame) for transport, frame in answers)
-        self._flusher.wrote(len(data))
+        self.flushed(self.next_offset)
 
     def flushed(self, offset: int) -> None:
         self._flushed = offset
@@ -302,8 +306,10 @@ async def _tcp_acks(reader: asyncio.StreamReader):
 
 
 async def _serve_slave(fd: int, port_file: Path) -> None:
-    """The slave's side of `replicated`: write each message, flush (group commit), answer the
-    flushed end."""
+    """The slave's side of `replicated`: write each message as it comes, flush on a worker thread
+    (group commit), answer the flushed end. grpc.aio hands over one message at a time, so a flush
+    on the loop's thread would cost one `fdatasync` per message; here the messages that arrive
+    during a flush share the next one."""
 
     async def stream(chunks, context):
         acks: asyncio.Queue[int] = asyncio.Queue()
@@ -335,23 +341,24 @@ async def _serve_slave(fd: int, port_file: Path) -> None:
 
 
 class _TcpSlave(asyncio.Protocol):
-    """The slave's side of `replicated-tcp`: the same, with bytes as they arrive."""
+    """The slave's side of `replicated-tcp`: whatever the socket holds is written and flushed on
+    the loop's thread, then its end is answered. A read takes everything that arrived meanwhile,
+    so one `fdatasync` covers it all (a flush thread measured slower here)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.transport: asyncio.Transport | None = None
-        self.flusher = _LoopFlusher(fd, self._flushed)
+        self.flushed = 0
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         os.write(self.fd, data)
-        self.flusher.wrote(len(data))
-
-    def _flushed(self, offset: int) -> None:
+        os.fdatasync(self.fd)
+        self.flushed += len(data)
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(_OFFSET.pack(offset))
+            self.transport.write(_OFFSET.pack(self.flushed))
 
 
 async def _serve_tcp_slave(fd: int, port_file: Path) -> None:
