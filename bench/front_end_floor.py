@@ -21,22 +21,23 @@ Modes:
 - `fdatasync`: the sends' bodies are written to one file and `fdatasync`ed once per turn of the
   loop, for every send that arrived in that turn, before their answers go out: a single thread's
   group commit, as Redis does before it goes back to waiting for sockets. No replication.
-- `replicated`: as `fdatasync`, and each turn's bytes also go to a `slave`-mode process over one
-  gRPC bidirectional stream (`grpc.aio` on the same loop; raw bytes, no protobuf; one message per
-  turn, or everything queued while the last write was in flight). The slave writes what comes,
-  flushes on a worker thread (everything that arrived during a flush shares the next one) and
-  answers the end offset it has flushed (8 bytes, big-endian). A send is answered once its bytes
-  are flushed here and the slave's answer covers them: SYNC_MASTER + SYNC_FLUSH's wait.
+- `replicated`: each turn's bytes go to a `slave`-mode process over one gRPC bidirectional
+  stream (`grpc.aio` on the same loop; raw bytes, no protobuf; one message per turn, or
+  everything queued while the last write was in flight) and to the file here. On both sides one
+  `fdatasync` at a time runs on a worker thread and covers everything written before it began;
+  the slave answers the end offset it has flushed (8 bytes, big-endian). A send is answered once
+  its bytes are flushed here and the slave's answer covers them: SYNC_MASTER + SYNC_FLUSH's wait.
 - `replicated-tcp`: the same over one plain TCP connection (asyncio on both sides; the bytes as
-  they are, the slave's answers 8 bytes each), as RocketMQ's own HA service replicates; the slave
-  flushes on its loop's thread. RocketStore replicates over gRPC; this mode measures what that
-  choice costs.
+  they are, the slave's answers 8 bytes each), as RocketMQ's own HA service replicates, with
+  both sides flushing on their loop's thread. RocketStore replicates over gRPC; this mode
+  measures what that choice costs.
 
-Each shape here was the faster of the two tried (a flush on the loop's thread, or on a worker
-thread beside it), cell by cell, in alternating runs of `bench.vs_redis --floor`.
+Where each side flushes (on the loop's thread, or on a worker thread beside it) is the faster
+of the two for that transport, as measured in runs of `bench.vs_redis --floor` with each in
+turn.
 
 Run as a child process (`python -m bench.front_end_floor --mode M --dir D --port-file F`, and
-`--slave HOST:PORT` for `replicated`): it listens on 127.0.0.1, port 0, and writes the port to F
+`--slave HOST:PORT` for the replicated modes): it listens on 127.0.0.1, port 0, and writes the port to F
 when it listens. One thread runs the loop (gRPC adds its own); not a broker, and nothing in the
 product uses it.
 """
@@ -156,6 +157,7 @@ class FloorServer:
         self._waiting: list[tuple[int, asyncio.Transport, bytes]] = []
         self._flushed = 0
         self._acked = 0
+        self._flusher = _LoopFlusher(fd, self.flushed) if fd is not None and mode == "replicated" else None
 
     def handle(self, transport: asyncio.Transport, request: RemotingCommand) -> None:
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
@@ -193,11 +195,11 @@ class FloorServer:
             asyncio.get_running_loop().call_soon(self._end_of_turn)
 
     def _end_of_turn(self) -> None:
-        """Runs after the turn's reads: one write and one `fdatasync` on this thread for all of
-        them, as Redis does before it waits for sockets again. With a slave the bytes are handed
-        to replication first: over TCP they are in the socket before the flush starts, so both
-        disks work at once; grpc.aio sends its message only when the loop runs again, after the
-        flush (a flush on a worker thread, which lets it go out at once, measured no faster)."""
+        """Runs after the turn's reads: one write and one `fdatasync` for all of them, on this
+        thread as Redis does before it waits for sockets again. With a slave the bytes go to
+        replication first. Over TCP they are in the socket before the flush starts, so both disks
+        work at once. grpc.aio sends only when the loop runs again, so over gRPC the flush runs
+        on a worker thread instead, and the message goes out while it does."""
         self._turn_scheduled = False
         bodies, answers = self._bodies, self._answers
         self._bodies, self._answers = [], []
@@ -206,11 +208,15 @@ class FloorServer:
         if self._send_to_slave is not None:
             self._send_to_slave(data)
         os.write(self.fd, data)
-        os.fdatasync(self.fd)
         if self._send_to_slave is None:
+            os.fdatasync(self.fd)
             _write_all(answers)
             return
         self._waiting.extend((self.next_offset, transport, frame) for transport, frame in answers)
+        if self._flusher is not None:
+            self._flusher.wrote(len(data))
+            return
+        os.fdatasync(self.fd)
         self.flushed(self.next_offset)
 
     def flushed(self, offset: int) -> None:
