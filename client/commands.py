@@ -843,6 +843,7 @@ STATUS_COLUMNS = (
     "confirmed",
     "ack/lag bytes",
     "lag s",
+    "silent s",
     "fit",
 )
 
@@ -862,6 +863,7 @@ def status_rows(asked: dict[str, Any], slaves: dict[str, dict[str, Any] | str]) 
             "ack_offset": None,
             "lag_bytes": None,
             "lag_seconds": None,
+            "silent_seconds": None,
             "fit": None,
             "reachable": True,
             "error": None,
@@ -885,6 +887,8 @@ def status_rows(asked: dict[str, Any], slaves: dict[str, dict[str, Any] | str]) 
                 "ack_offset": snap["ack_offset"],
                 "lag_bytes": snap["lag_bytes"],
                 "lag_seconds": snap["lag_seconds"],
+                # Since the slave's last report: a stopped slave shows here before it falls behind.
+                "silent_seconds": snap.get("silent_ms", 0) / 1000,
                 "fit": snap["fit"],
                 "reachable": reachable,
                 "error": None if reachable else answer,
@@ -932,6 +936,7 @@ def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
                 r["confirmed_offset"],
                 None if r["ack_offset"] is None else f"{r['ack_offset']}/{r['lag_bytes']}",
                 r["lag_seconds"],
+                r["silent_seconds"],
                 r["fit"],
             )
             for r in rows

@@ -257,13 +257,16 @@ class SlaveReplicator:
                 metadata_error=metadata.last_error,
             )
 
-    def contact(self) -> tuple[bool, int]:
-        """(a stream is up, the master's last chunk on this replicator's monotonic clock, or 0):
+    def contact(self) -> tuple[bool, int | None]:
+        """(a stream is up, milliseconds since the master's last chunk, or None when none came):
         what `state` says about the master, without waiting for a metadata round in flight
-        (cheap enough for every call)."""
+        (cheap enough for every call). An age, not a time, so that callers need not share this
+        replicator's clock."""
         with self._cond:
             session, connected = self._session_locked()
-            return connected, session.last_chunk_ms if session is not None and session.accepted else 0
+            if session is None or not session.accepted:
+                return connected, None
+            return connected, max(0, self._monotonic() - session.last_chunk_ms)
 
     def _last_chunk_wall_ms(self, session: SlaveSession | None) -> int:
         """The session's last chunk (kept on the monotonic clock) in Unix ms, or 0."""

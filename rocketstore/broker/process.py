@@ -207,10 +207,11 @@ class BrokerState:
         # Asked on every pop call and route of a slave: `contact`, not `state`, which waits for a
         # metadata round in flight (seconds, when the master is away).
         replicator = broker.replicator
-        # Monotonic time on both sides: a clock set back must not delay acting by the step.
-        connected, last_chunk_ms = replicator.contact() if replicator is not None else (False, 0)
-        last_contact = max(last_chunk_ms, broker.started_monotonic_ms)
-        return acts_for_master(monotonic_ms(), connected, last_contact, config.slave_acting_master_delay_ms)
+        # Ages on monotonic clocks: a clock set back must not delay acting by the step.
+        connected, since_chunk_ms = replicator.contact() if replicator is not None else (False, None)
+        since_start_ms = monotonic_ms() - broker.started_monotonic_ms
+        quiet_ms = since_start_ms if since_chunk_ms is None else min(since_chunk_ms, since_start_ms)
+        return acts_for_master(connected, quiet_ms, config.slave_acting_master_delay_ms)
 
 
 class Broker:

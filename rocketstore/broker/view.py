@@ -74,11 +74,12 @@ class BrokerView(Protocol):
         stale (routes then name this group alone)."""
 
 
-def acts_for_master(now_ms: int, connected: bool, last_contact_ms: int, delay_ms: int) -> bool:
+def acts_for_master(connected: bool, quiet_ms: int, delay_ms: int) -> bool:
     """Whether a slave serves reads for its master now: its replication stream is down and it
-    has not heard from the master (its last chunk, or its own start when it never did) for
-    `delay_ms`. The delay keeps a slave from acting for a master that merely restarts its stream."""
-    return not connected and now_ms - last_contact_ms >= delay_ms
+    has not heard from the master for `delay_ms` (`quiet_ms`: since its last chunk, or since the
+    slave's own start when that is later or no chunk came). The delay keeps a slave from acting
+    for a master that merely restarts its stream."""
+    return not connected and quiet_ms >= delay_ms
 
 
 @dataclass

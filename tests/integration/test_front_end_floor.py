@@ -1,6 +1,6 @@
 """`bench.front_end_floor`, the ceiling `bench.vs_redis --floor` measures, does the work it
-claims: the producers run against it unchanged, and in the replicated modes (over gRPC and over TCP) a send is answered only
-once its bytes are on the master's file and on the slave's."""
+claims: the producers run against it unchanged, and in the replicated modes (over gRPC and over
+TCP) a send is answered only once its bytes are on the master's file and on the slave's."""
 
 from __future__ import annotations
 

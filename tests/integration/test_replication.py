@@ -488,6 +488,9 @@ def test_a_wall_clock_set_back_does_not_hide_a_silent_master_from_the_slave(tmp_
     wall.step_back(3_600_000)
     # The last chunk is reported on the clock the slave was given, set back with it.
     assert 0 < slave.replicator.state().last_chunk_ms <= wall()
+    # The age `contact` gives (acting for the master reads it) is not moved by the step.
+    since_chunk_ms = slave.replicator.contact()[1]
+    assert since_chunk_ms is not None and 0 <= since_chunk_ms < 60_000
     give_up_silence(slave, mute)
     slave.replicator.stop()
 

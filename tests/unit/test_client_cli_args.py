@@ -199,6 +199,7 @@ def _snapshot(broker_id: int, endpoint: str, fit: bool = True):
         lag_bytes=10,
         lag_seconds=0.5,
         fit=fit,
+        silent_ms=12_345 if broker_id == 2 else 200,
         connected_at_ms=1,
     )
 
@@ -215,12 +216,14 @@ def test_status_rows_table_and_problems():
         (2, "unreachable", False),
     ]
     assert rows[1]["max_offset"] == 990 and rows[2]["max_offset"] is None and rows[2]["error"] == "cannot reach it"
+    assert [r["silent_seconds"] for r in rows] == [None, 0.2, 12.345]
     assert cli.status_problems(rows, master)
     text = cli.format_status(rows, master)
     header = text.splitlines()[1]
     for column in cli.STATUS_COLUMNS:
         assert column in header
     assert "990/10" in text and "unreachable: cannot reach it" in text and "NO" in text
+    assert "12.3" in text.splitlines()[4]
     assert "slave 1 at s1:1: last replication error: reset" in text
     healthy = _status("ASYNC_MASTER", 0, "m:1", slaves=[_snapshot(1, "s1:1")])
     rows = cli.status_rows(healthy, {"s1:1": _status("SLAVE", 1, "s1:1")})
