@@ -37,8 +37,8 @@ of the two for that transport, as measured in runs of `bench.vs_redis --floor` w
 turn.
 
 Run as a child process (`python -m bench.front_end_floor --mode M --dir D --port-file F`, and
-`--slave HOST:PORT` for the replicated modes): it listens on 127.0.0.1, port 0, and writes the port to F
-when it listens. One thread runs the loop (gRPC adds its own); not a broker, and nothing in the
+`--slave HOST:PORT` for the replicated modes): it listens on 127.0.0.1, port 0, and writes the
+port to F when it listens. One thread runs the loop (gRPC adds its own); not a broker, and nothing in the
 product uses it.
 """
 
@@ -56,6 +56,7 @@ from pathlib import Path
 
 import grpc
 
+from client.endpoint import parse_endpoint
 from rocketstore.broker.event_loop import new_event_loop
 from wire.remoting import (
     SEND_V2_FIELDS,
@@ -70,7 +71,7 @@ from wire.remoting import (
 )
 
 MODES = ("answer", "fdatasync", "replicated", "replicated-tcp")
-REPLICATED = ("replicated", "replicated-tcp")
+# A replicated mode's master, and the mode of the slave it replicates to.
 SLAVE_MODES = {"replicated": "slave", "replicated-tcp": "slave-tcp"}
 REPLICA_METHOD = "/floor.Replica/Stream"
 _OFFSET = struct.Struct(">q")
@@ -270,14 +271,9 @@ def _announce(port_file: Path, port: int) -> None:
     partial.replace(port_file)
 
 
-def _endpoint(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host, int(port)
-
-
 async def _serve(mode: str, fd: int | None, port_file: Path, slave: str | None) -> None:
     loop = asyncio.get_running_loop()
-    if mode not in REPLICATED:
+    if mode not in SLAVE_MODES:
         server = FloorServer(mode, fd)
         listener = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
         _announce(port_file, listener.sockets[0].getsockname()[1])
@@ -291,7 +287,8 @@ async def _serve(mode: str, fd: int | None, port_file: Path, slave: str | None) 
         sender.add_done_callback(lambda task: task.cancelled() or task.result())
         acks = (_OFFSET.unpack(ack)[0] async for ack in stream.call)
     else:
-        reader, writer = await asyncio.open_connection(*_endpoint(slave))
+        target = parse_endpoint(slave)
+        reader, writer = await asyncio.open_connection(target.host, target.port)
         writer.transport.set_write_buffer_limits(high=64 << 20)
         server = FloorServer(mode, fd, writer.transport.write)
         acks = _tcp_acks(reader)
@@ -380,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port-file", type=Path, required=True, help="written with the port once listening")
     p.add_argument("--slave", help="the replicated modes: the slave process's HOST:PORT")
     args = p.parse_args(argv)
-    if args.mode in REPLICATED and not args.slave:
+    if args.mode in SLAVE_MODES and not args.slave:
         p.error(f"--mode {args.mode} needs --slave HOST:PORT")
     fd = None
     if args.mode != "answer":

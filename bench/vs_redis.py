@@ -166,13 +166,19 @@ class RedisPair:
         return [p.pid for p in self.procs]
 
     def stop(self) -> None:
-        for proc in self.procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _terminate(self.procs)
+
+
+def _terminate(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every process, then wait for each (killed after 20 s)."""
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _resp(*parts: bytes) -> bytes:
@@ -250,18 +256,23 @@ class RocketStoreDriver:
     """Over gRPC (`AsyncProducer`, the client API) or RocketMQ's remoting protocol
     (`AsyncRemotingProducer`); one producer, so one connection, per client."""
 
-    def __init__(self, cluster: LocalCluster, label: str, transport: str) -> None:
+    def __init__(self, cluster: LocalCluster | None, label: str, transport: str) -> None:
         self.cluster = cluster
         self.name = label
         self.transport = transport
+
+    def endpoint(self) -> str:
+        assert self.cluster is not None
+        master = self.cluster.master
+        return master.remoting_endpoint if self.transport == "remoting" else master.client_endpoint
 
     async def connect(self):
         from client import AsyncProducer
         from client.remoting import AsyncRemotingProducer
 
         if self.transport == "remoting":
-            return AsyncRemotingProducer(self.cluster.master.remoting_endpoint, timeout_s=30)
-        return AsyncProducer(self.cluster.master.client_endpoint, timeout_s=30)
+            return AsyncRemotingProducer(self.endpoint(), timeout_s=30)
+        return AsyncProducer(self.endpoint(), timeout_s=30)
 
     async def publish(self, producer, bodies: list[bytes]) -> int:
         from client import ProducerMessage
@@ -315,14 +326,7 @@ class FloorProcess:
         return self
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        _terminate([self.proc] if self.proc is not None else [])
 
 
 class FloorDriver(RocketStoreDriver):
@@ -330,14 +334,11 @@ class FloorDriver(RocketStoreDriver):
     store and replication behind them."""
 
     def __init__(self, floor: FloorProcess) -> None:
+        super().__init__(None, f"floor: {floor.mode}", "remoting")
         self.floor = floor
-        self.name = f"floor: {floor.mode}"
-        self.transport = "remoting"
 
-    async def connect(self):
-        from client.remoting import AsyncRemotingProducer
-
-        return AsyncRemotingProducer(self.floor.endpoint, timeout_s=30)
+    def endpoint(self) -> str:
+        return self.floor.endpoint
 
     @property
     def pids(self) -> list[int]:
