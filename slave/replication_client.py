@@ -264,15 +264,18 @@ class SlaveReplicator:
         replicator's clock."""
         with self._cond:
             session, connected = self._session_locked()
-            if session is None or not session.accepted:
-                return connected, None
-            return connected, max(0, self._monotonic() - session.last_chunk_ms)
+            return connected, self._last_chunk_age_ms(session)
+
+    def _last_chunk_age_ms(self, session: SlaveSession | None) -> int | None:
+        """Milliseconds since the session's last chunk (kept on the monotonic clock), or None."""
+        if session is None or not session.accepted:
+            return None
+        return max(0, self._monotonic() - session.last_chunk_ms)
 
     def _last_chunk_wall_ms(self, session: SlaveSession | None) -> int:
-        """The session's last chunk (kept on the monotonic clock) in Unix ms, or 0."""
-        if session is None or not session.accepted:
-            return 0
-        return self._wall() - max(0, self._monotonic() - session.last_chunk_ms)
+        """The session's last chunk in Unix ms, or 0."""
+        age_ms = self._last_chunk_age_ms(session)
+        return 0 if age_ms is None else self._wall() - age_ms
 
     def _session_locked(self) -> tuple[SlaveSession | None, bool]:
         """The current stream's session, else the last one's, and whether a stream is up."""
