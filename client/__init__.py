@@ -15,8 +15,8 @@
 Blocking (`Producer`, `PullConsumer`, `AdminClient`) and asyncio (`AsyncProducer`,
 `AsyncPullConsumer`) flavours share one sans-IO core (`client.convert`). The messaging calls
 speak `apache.rocketmq.v2.MessagingService`; the admin calls `rocketstore.admin.v1.Admin`, signed
-with the broker's shared secret. The `rocketstore produce|consume|status|topic` commands live in
-`client.commands`.
+with the broker's shared secret. `client.report` turns answers into text (tables, a broker group's
+status). The `rocketstore` commands that use this library live in `rocketstore/commands/`.
 """
 
 import wire.grpc_fork  # noqa: F401 - before anything imports gRPC

@@ -19,7 +19,6 @@ Single-threaded apart from the brokers (child processes) and the asyncio tasks o
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import tempfile
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client import AsyncProducer, PullConsumer, SendStatus
-from wire.cli_args import positive
 from demos.store_demo import body_for, seq_of
 
 from harness.local_cluster import LocalCluster, poll_until
@@ -36,14 +34,6 @@ from harness.local_cluster import LocalCluster, poll_until
 TOPIC = "DemoTopic"
 GROUP = "DemoConsumerGroup"
 MAX_BODY = 4 * 1024 * 1024 - 1024
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dir", help="keep the brokers' files in DIR instead of a temporary directory")
-    p.add_argument("--messages", type=positive, default=2000, metavar="N", help="messages to produce (default 2000)")
-    p.add_argument("--size", type=positive, default=1024, metavar="BYTES", help="body size (default 1024)")
-    p.add_argument("--concurrency", type=positive, default=16, metavar="N", help="concurrent producers (default 16)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 @dataclass
@@ -211,13 +201,3 @@ def format_summary(s: DemoSummary) -> str:
         lines.append(f"  MISMATCH     {line}")
     lines.append(f"  lost {s.lost}" + ("" if s.ok else f"   (files kept in {s.directory})"))
     return "\n".join(lines)
-
-
-def run(args: argparse.Namespace) -> int:
-    import json
-
-    if args.size > MAX_BODY:
-        args.parser.error(f"argument --size: at most {MAX_BODY} bytes")
-    summary = run_demo(args.dir, args.messages, args.size, args.concurrency)
-    print(json.dumps(summary.to_dict(), indent=2) if args.json else format_summary(summary))
-    return 0 if summary.ok else 1

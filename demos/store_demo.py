@@ -1,6 +1,6 @@
-"""`rocketstore demo`: crash a SYNC_FLUSH writer with SIGKILL and show that nothing it acknowledged
-is lost. Also the writer itself (`python -m demos.store_demo --writer DIR ...`), which the crash tests
-drive too.
+"""`rocketstore crash-demo`: crash a SYNC_FLUSH writer with SIGKILL and show that nothing it
+acknowledged is lost. Also the writer itself (`python -m demos.store_demo --writer DIR ...`, its
+only command line), which the crash tests drive too.
 
 The demo, in a temporary directory (or `--dir`):
 
@@ -665,10 +665,11 @@ def format_summary(s: DemoSummary) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# python -m demos.store_demo
+# python -m demos.store_demo --writer DIR: the writer subprocess
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """The demo's whole numbers above 0 (its writer's options, and `rocketstore crash-demo`'s)."""
     try:
         value = int(text)
     except ValueError:
@@ -678,47 +679,25 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", help="keep the store in DIR (reused if it holds one) instead of a temporary directory")
-    parser.add_argument(
-        "--messages",
-        type=_positive,
-        default=2000,
-        metavar="N",
-        help="messages the writer is asked to put (default 2000)",
-    )
-    parser.add_argument(
-        "--size",
-        type=_positive,
-        default=1024,
-        metavar="BYTES",
-        help=f"body size in bytes, at most {MAX_BODY} (default 1024)",
-    )
-    parser.add_argument("--threads", type=_positive, default=4, metavar="N", help="writer threads (default 4)")
-    parser.add_argument("--seed", type=int, help="seed of the kill point (default: random, printed)")
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m demos.store_demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--writer", metavar="DIR", help="(internal) run the writer subprocess on DIR")
+    parser = argparse.ArgumentParser(
+        prog="python -m demos.store_demo", description="the writer subprocess of `rocketstore crash-demo`"
+    )
+    parser.add_argument("--writer", required=True, metavar="DIR", help="the store directory to write")
+    parser.add_argument("--messages", type=positive_int, default=2000, metavar="N", help="messages to put")
+    parser.add_argument("--size", type=positive_int, default=1024, metavar="BYTES", help="body size in bytes")
+    parser.add_argument("--threads", type=positive_int, default=4, metavar="N", help="writer threads")
     parser.add_argument("--flush-disk-type", choices=[t.value for t in FlushDiskType], default="SYNC_FLUSH")
-    parser.add_argument("--segment-size", type=_positive, default=DEFAULT_SEGMENT_SIZE)
+    parser.add_argument("--segment-size", type=positive_int, default=DEFAULT_SEGMENT_SIZE)
     parser.add_argument("--first-seq", type=int, default=0)
-    parser.add_argument("--topics", type=_positive, default=1)
-    parser.add_argument("--queues", type=_positive, default=4)
+    parser.add_argument("--topics", type=positive_int, default=1)
+    parser.add_argument("--queues", type=positive_int, default=4)
     parser.add_argument("--transient-pool", action="store_true")
-    add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if args.writer:
-        return run_writer(args)
-    if args.size > MAX_BODY:
-        parser.error(f"argument --size: {args.size} is above the demo's limit of {MAX_BODY} bytes")
-    summary = run_demo(args.dir, messages=args.messages, size=args.size, threads=args.threads, seed=args.seed)
-    print(format_summary(summary))
-    return 0 if summary.ok else 1
+    return run_writer(args)
 
 
 if __name__ == "__main__":

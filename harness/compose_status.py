@@ -14,7 +14,8 @@ import sys
 import time
 
 from client import AdminClient, RocketStoreError
-from client.commands import admin_secret, format_status, status_rows
+from client.report import format_status, status_rows
+from wire.auth import load_secret
 
 PUBLISHED = ("127.0.0.1:10911", "127.0.0.1:10921", "127.0.0.1:10931")
 
@@ -43,8 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secret-file", required=True, help="the cluster's replication (and admin) secret")
     parser.add_argument("--wait-s", type=float, default=120.0, help="how long to wait for a master (default 120)")
     args = parser.parse_args(argv)
-    args.parser = parser
-    secret = admin_secret(args)
+    try:
+        secret = load_secret(secret_file=args.secret_file)
+    except (OSError, ValueError) as exc:
+        parser.error(f"argument --secret-file: {exc}")
+    if not secret:
+        parser.error(f"argument --secret-file: {args.secret_file} is empty")
     deadline = time.monotonic() + args.wait_s
     answers = ask(PUBLISHED, secret)
     while master_of(answers, len(PUBLISHED)) is None and time.monotonic() < deadline:

@@ -3,12 +3,14 @@
 A broker.conf holds RocketMQ's camelCase keys. Each component's config dataclass declares, per
 field, the RocketMQ key it reads (`field(metadata={"key": ...})`) or takes the camelCase form of
 its own name. `bind` turns a {key: text} mapping into the dataclass and returns the keys it did not
-use, so that the caller reports unknown keys instead of ignoring them. Pure functions, thread-safe.
+use, so that the caller reports unknown keys instead of ignoring them, naming the nearest known key
+(`unknown_keys_text`, `did_you_mean`). Pure functions, thread-safe.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import re
 import typing
@@ -214,3 +216,18 @@ def to_properties(config: Any) -> dict[str, str]:
             value = str(value).lower()
         out[key_of(f)] = str(value)
     return out
+
+
+def did_you_mean(word: str, known: Iterable[str], prefix: str = "") -> str:
+    """' (did you mean X?)' for the known word closest to `word` (case aside), else ''."""
+    by_lower: dict[str, str] = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(word.lower(), by_lower, n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{by_lower[close[0]]}?)" if close else ""
+
+
+def unknown_keys_text(unknown: Iterable[str], known: Iterable[str]) -> str:
+    """'unknown key(s): a (did you mean A?), b' for config keys."""
+    known = list(known)
+    names = sorted(unknown)
+    label = "unknown key" if len(names) == 1 else "unknown keys"
+    return f"{label}: " + ", ".join(name + did_you_mean(name, known) for name in names)

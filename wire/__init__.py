@@ -4,6 +4,5 @@ below all of them. It imports nothing of the project's.
 - `rpc/`: the generated gRPC code of `proto/wire/rpc/*.proto` (`make proto`; never edited)
 - `auth.py`: shared-secret call signatures and mutual TLS credentials
 - `digests.py`: message body digests of the client API
-- `cli_args.py`: exit codes, `CommandError` and argument types every command line uses
 - `grpc_fork.py`: turns gRPC's fork support off before gRPC is imported (entry packages import it)
 """

@@ -19,8 +19,7 @@ from typing import Any, NamedTuple
 from ha.config import HaConfig
 from wire.auth import load_secret
 from store.config import StoreConfig
-from store.properties import ConfigError, bind, key_of, load_properties
-from wire.cli_args import did_you_mean, unknown_keys_text
+from store.properties import ConfigError, bind, did_you_mean, key_of, load_properties, unknown_keys_text
 from store.status import BrokerRole
 
 

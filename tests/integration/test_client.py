@@ -633,7 +633,7 @@ def test_produce_command_against_a_closed_port_or_a_slave(broker, capsys, closed
 
 
 def test_produce_command_stops_at_its_timeout_and_shows_progress(broker, capsys, monkeypatch):
-    monkeypatch.setattr("client.commands.PROGRESS_EVERY_S", 0.05)
+    monkeypatch.setattr("rocketstore.commands.produce.PROGRESS_EVERY_S", 0.05)
     code, out, err = cli(
         capsys,
         "produce",

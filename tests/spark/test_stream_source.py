@@ -16,10 +16,10 @@ from support import BROKER_TEST_SETTINGS
 from stream_support import QUERY_TIMEOUT_S, stream
 
 from client import PullConsumer, Producer
-from pipeline.stream_command import add_stream_arguments, query_error_line, run_stream
+from rocketstore.commands.pipeline_stream import add_stream_arguments, query_error_line, run_stream
 from pipeline.stream_source import lag_from_progress, register
 from harness.local_cluster import LocalCluster
-from wire.cli_args import CommandError
+from rocketstore.commands.common import CommandError
 
 SETTINGS = BROKER_TEST_SETTINGS
 QUEUES = 4  # defaultTopicQueueNums

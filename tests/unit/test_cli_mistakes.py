@@ -11,7 +11,7 @@ import pytest
 from rocketstore.broker.config import load_broker_config
 from rocketstore.cli import COMMANDS, EXIT_USAGE, build_parser, main
 from store import ConfigError
-from wire.cli_args import did_you_mean
+from store.properties import did_you_mean
 
 
 def _parsers(parser: argparse.ArgumentParser, path: str):

@@ -18,9 +18,9 @@ ALLOWED = {
     "client": {"wire"},
     "pipeline": {"wire", "store", "client"},
     "ops": {"store"},
-    "harness": {"store", "client"},
+    "harness": {"wire", "store", "client"},
     "demos": {"wire", "store", "client", "ops", "harness"},
-    "rocketstore": {"wire", "store", "ha", "master", "slave", "client", "ops", "demos"},
+    "rocketstore": {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "demos"},
     "bench": {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "harness", "demos", "rocketstore"},
 }
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from client import PullResult, PullStatus, QueueInfo, ReceivedMessage, TransportError
-from pipeline.stream_command import parse_trigger
+from rocketstore.commands.pipeline_stream import parse_trigger
 from pipeline.stream_source import (
     COLUMNS,
     CorruptMessageError,

@@ -14,18 +14,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .commands import CommandError, _check_tls_file, _common, _fail, _print_json, _seconds, admin_secret
-from .errors import RocketStoreError
+from client import AdminClient, RocketStoreError
+
+from .args import seconds
+from .common import EXIT_OK, CommandError, print_json
+from .connection import add_connection_arguments, admin_secret, check_tls_file, failure
 
 
 def admin_arguments(p: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     elect = actions.add_parser("elect", help="planned switchover: make a slave the master (controller mode)")
-    _common(elect, admin=True)
+    add_connection_arguments(elect, admin=True)
     elect.add_argument("--broker", type=int, required=True, metavar="ID", help="brokerId of the slave to make master")
     elect.add_argument(
         "--timeout-s",
-        type=_seconds,
+        type=seconds,
         default=30.0,
         metavar="S",
         help="how long the slave may take to catch up (default 30)",
@@ -34,10 +37,8 @@ def admin_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_admin(args: argparse.Namespace) -> int:
-    from .admin import AdminClient
-
     secret = admin_secret(args)
-    _check_tls_file(args)
+    check_tls_file(args)
     endpoint = args.endpoint
     try:
         with AdminClient(endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as admin:
@@ -50,9 +51,9 @@ def run_admin(args: argparse.Namespace) -> int:
         with AdminClient(endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file) as admin:
             answer: dict[str, Any] = admin.elect_master(args.broker, args.timeout_s)
     except RocketStoreError as exc:
-        raise _fail(exc) from None
+        raise failure(exc) from None
     if args.json:
-        _print_json(answer)
+        print_json(answer)
     else:
         print(answer.get("message") or answer)
-    return 0
+    return EXIT_OK

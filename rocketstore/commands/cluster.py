@@ -1,11 +1,8 @@
-"""The operator's commands over a cluster of broker groups, through any one broker's admin API.
+"""The operator's commands over a cluster of broker groups, through any one broker's admin API,
+and the helpers the `topic` command's cluster-wide actions use (`topic.py`).
 
     rocketstore cluster list                                   the groups and brokers the registry shows
     rocketstore cluster drain --group G [--undo]               write permission off (on) for a group
-    rocketstore topic create --topic T ... --groups all|G1,G2  create on several groups' masters
-    rocketstore topic status --topic T                         per group: queues, offsets, last store
-    rocketstore topic list                                     (with a registry: every group's topics)
-    rocketstore topic delete --topic T --groups ... --yes      delete on several groups
 
 The broker named by `--endpoint` answers DescribeCluster from the registry in etcd; each group's
 part of the work is then asked of that group's master (the same admin secret serves the whole
@@ -20,13 +17,15 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from .admin import AdminClient
-from .commands import CommandError, _name, _print_json, admin_secret, format_table, perm_text
-from .errors import BrokerError, RocketStoreError
-from .ops_commands import _action, _run, _utc, create_topic
+from client import AdminClient, BrokerError, RocketStoreError
+from client.report import format_table, perm_text
 
-EXIT_OK = 0
-EXIT_PARTLY = 1
+from .args import non_empty
+from .common import EXIT_OK, EXIT_PROBLEMS, CommandError, print_json
+from .connection import admin_action, admin_secret, with_admin
+
+# One group or more failed; the others did their part.
+EXIT_PARTLY = EXIT_PROBLEMS
 
 
 def describe(admin: AdminClient) -> dict[str, Any]:
@@ -98,112 +97,12 @@ def each_group(
     return results
 
 
-def _exit(results: dict[str, Any]) -> int:
+def exit_status(results: dict[str, Any]) -> int:
     return EXIT_PARTLY if any(isinstance(r, RocketStoreError) for r in results.values()) else EXIT_OK
 
 
-def _errors_json(results: dict[str, Any]) -> dict[str, Any]:
+def errors_json(results: dict[str, Any]) -> dict[str, Any]:
     return {name: ({"error": str(r)} if isinstance(r, RocketStoreError) else r) for name, r in results.items()}
-
-
-# -- topic ---------------------------------------------------------------------------------------
-
-
-def create_on_groups(args: argparse.Namespace, admin: AdminClient) -> int:
-    masters = chosen_groups(args.groups, registry(admin))
-    results = each_group(args, masters, lambda a: create_topic(a, args))
-    if args.json:
-        _print_json(_errors_json(results))
-        return _exit(results)
-    rows = []
-    for name, result in results.items():
-        if isinstance(result, RocketStoreError):
-            rows.append((name, masters[name], "-", "-", f"failed: {result}"))
-        else:
-            rows.append(
-                (
-                    name,
-                    masters[name],
-                    f"{result['read_queue_nums']}/{result['write_queue_nums']}",
-                    f"{result['perm']} ({perm_text(result['perm'])})",
-                    "created",
-                )
-            )
-    print(f"topic {args.topic} on {len(masters)} group(s):")
-    print(format_table(("group", "master", "queues r/w", "perm", "result"), rows))
-    return _exit(results)
-
-
-def delete_on_groups(args: argparse.Namespace, admin: AdminClient) -> int:
-    masters = chosen_groups(args.groups, registry(admin))
-    if not args.yes:
-        print(f"Dry run: would delete topic {args.topic} on {', '.join(masters)}. To do it: add --yes")
-        return EXIT_OK
-    results = each_group(args, masters, lambda a: a.delete_topic(args.topic))
-    if args.json:
-        _print_json(_errors_json(results))
-        return _exit(results)
-    for name, result in results.items():
-        print(f"{name}: " + (f"failed: {result}" if isinstance(result, RocketStoreError) else "deleted"))
-    return _exit(results)
-
-
-def _group_row(name: str, endpoint: str, result: Any) -> tuple:
-    if isinstance(result, RocketStoreError):
-        if getattr(result, "code_name", "") == "NOT_FOUND":
-            return (name, endpoint, "-", "-", "-", "-", "-", "not served")
-        return (name, endpoint, "-", "-", "-", "-", "-", f"failed: {result}")
-    spec, queues = result["topic"], result["queues"]
-    last = max((q["last_store_timestamp_ms"] for q in queues), default=0)
-    return (
-        name,
-        endpoint,
-        f"{spec['read_queue_nums']}/{spec['write_queue_nums']}",
-        perm_text(spec["perm"]),
-        sum(q["min_offset"] for q in queues),
-        sum(q["max_offset"] for q in queues),
-        _utc(last),
-        "",
-    )
-
-
-def topic_status(args: argparse.Namespace, admin: AdminClient) -> int:
-    described = describe(admin)
-    if described["registry"]:
-        masters = group_masters(described)
-    else:
-        masters = {described["broker_name"]: admin.endpoint}
-    results = each_group(args, masters, lambda a: a.describe_topic(args.topic))
-    if args.json:
-        _print_json(_errors_json(results))
-    else:
-        rows = [_group_row(name, masters[name], result) for name, result in results.items()]
-        print(f"topic {args.topic} across {len(masters)} group(s):")
-        header = ("group", "master", "queues r/w", "perm", "min offsets", "max offsets", "last stored (UTC)", "")
-        print(format_table(header, rows))
-    found = [r for r in results.values() if not isinstance(r, RocketStoreError)]
-    if not found:
-        raise CommandError(f"no group serves topic {args.topic}")
-    failed = [
-        r for r in results.values() if isinstance(r, RocketStoreError) and getattr(r, "code_name", "") != "NOT_FOUND"
-    ]
-    return EXIT_PARTLY if failed else EXIT_OK
-
-
-def cluster_topics(args: argparse.Namespace, admin: AdminClient) -> list[dict[str, Any]] | None:
-    """Every group's topics, each with the groups serving it; None without a registry."""
-    described = describe(admin)
-    if not described["registry"]:
-        return None
-    results = each_group(args, group_masters(described), lambda a: a.list_topics())
-    merged: dict[str, dict[str, Any]] = {}
-    for name, topics in results.items():
-        if isinstance(topics, RocketStoreError):
-            raise CommandError(f"group {name} did not answer: {topics}")
-        for topic in topics:
-            entry = merged.setdefault(topic["name"], dict(topic, groups=[]))
-            entry["groups"].append(name)
-    return [merged[name] for name in sorted(merged)]
 
 
 # -- cluster -------------------------------------------------------------------------------------
@@ -211,11 +110,11 @@ def cluster_topics(args: argparse.Namespace, admin: AdminClient) -> list[dict[st
 
 def cluster_arguments(p: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="cluster_action", metavar="ACTION", required=True)
-    _action(actions, "list", "the cluster's groups and brokers as the registry in etcd shows them")
-    drain = _action(
+    admin_action(actions, "list", "the cluster's groups and brokers as the registry in etcd shows them")
+    drain = admin_action(
         actions, "drain", "turn a group's write permission off (brokerPermission=4): producers move to the others"
     )
-    drain.add_argument("--group", required=True, type=_name, help="the broker group (brokerName)")
+    drain.add_argument("--group", required=True, type=non_empty, help="the broker group (brokerName)")
     drain.add_argument("--undo", action="store_true", help="give the group its write permission back")
 
 
@@ -235,7 +134,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         described = registry(admin)
         if args.cluster_action == "list":
             if args.json:
-                _print_json(described)
+                print_json(described)
                 return EXIT_OK
             freshness = "fresh" if described["fresh"] else "STALE: routes name the answering group only"
             print(
@@ -268,8 +167,8 @@ def run_cluster(args: argparse.Namespace) -> int:
         permission = "6" if args.undo else "4"
         results = each_group(args, brokers, lambda a: a.set_broker_config({"brokerPermission": permission}))
         if args.json:
-            _print_json(_errors_json(results))
-            return _exit(results)
+            print_json(errors_json(results))
+            return exit_status(results)
         for name, result in results.items():
             print(f"{name}: " + (f"failed: {result}" if isinstance(result, RocketStoreError) else "done"))
         if args.undo:
@@ -280,6 +179,6 @@ def run_cluster(args: argparse.Namespace) -> int:
                 f"refresh. Consumers keep reading it: when `rocketstore consumer progress` on it shows lag 0 for "
                 f"every group, its brokers can stop. The setting lasts until they restart."
             )
-        return _exit(results)
+        return exit_status(results)
 
-    return _run(args, work)
+    return with_admin(args, work)

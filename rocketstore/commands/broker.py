@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rocketstore.broker.config import load_broker_config, load_secrets
 from store.properties import parse_overrides
-
-from .config import load_broker_config, load_secrets
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .process import run as run_broker
+    from rocketstore.broker.process import run as run_broker
 
     if args.config is not None and not Path(args.config).is_file():
         args.parser.error(f"argument -c/--config: {args.config}: no such file")

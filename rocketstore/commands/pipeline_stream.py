@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wire.cli_args import positive
+from .args import positive
 
 AVAILABLE_NOW = "available-now"
 PROCESSING_TIME = "processing-time"
@@ -168,7 +168,7 @@ def _progress(text: str) -> None:
 
 
 def _fail(message: str):
-    from wire.cli_args import CommandError
+    from .common import CommandError
 
     return CommandError(message)
 
@@ -195,7 +195,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
 
 def query_error_line(text: str) -> str:
     """The line of a failed query's (long, Java-wrapped) error that says why."""
-    from .stream_source import FORMAT
+    from pipeline.stream_source import FORMAT
 
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     marker = f"{FORMAT}: "
@@ -212,7 +212,7 @@ def query_error_line(text: str) -> str:
 def checkpoint_end_offsets(checkpoint_dir: str | Path) -> dict | None:
     """The source's offsets of the newest batch in a checkpoint's offset log (its last line), or
     None when there is none or it does not parse."""
-    from .stream_source import StreamSourceError, decode_offsets
+    from pipeline.stream_source import StreamSourceError, decode_offsets
 
     offsets_dir = Path(checkpoint_dir) / "offsets"
     batches = sorted((int(p.name) for p in offsets_dir.glob("*") if p.name.isdigit()), reverse=True)
@@ -233,7 +233,7 @@ class _Run:
     end: dict | None = None
 
     def absorb(self, progress_list: list[dict[str, Any]]) -> None:
-        from .stream_source import lag_from_progress
+        from pipeline.stream_source import lag_from_progress
 
         for progress in progress_list:
             batch_id = int(progress.get("batchId", -1))
@@ -271,8 +271,8 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
     """Start the query, follow its progress until it ends or is told to stop; (run, flag, error)."""
     from pyspark.errors import StreamingQueryException
 
-    from .spark import session
-    from .stream_source import register
+    from pipeline.spark import session
+    from pipeline.stream_source import register
 
     master = getattr(args, "spark_master", None) or "local[*]"
     _progress(f"pipeline stream: starting Spark ({master})")
@@ -325,7 +325,7 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
 def run_stream(args: argparse.Namespace) -> int:
     from client import RocketStoreError
 
-    from .stream_source import RocketStoreStreamReader, StreamOptions, StreamSourceError, queue_label, queue_lag
+    from pipeline.stream_source import RocketStoreStreamReader, StreamOptions, StreamSourceError, queue_label, queue_lag
 
     kind, interval_s = args.trigger
     if args.run_seconds is not None and kind != PROCESSING_TIME:

@@ -7,7 +7,7 @@
 
 `--master` before the job names the Spark master (default local[*], bound to 127.0.0.1); the
 audit's own `--master` after the job names the master broker's store directory. The project's
-CLI conventions (wire/cli_args.py): results on stdout (`--json` for JSON), progress on stderr,
+CLI conventions (rocketstore/commands/common.py): results on stdout (`--json` for JSON), progress on stderr,
 exit 0 when all is well, 1 when problems were found (corrupt records, a divergence, a gap, a rebuild stopped by a bad
 record) or the job failed, 2 for usage errors; expected failures print one line. Runs on the
 command's main thread; Spark runs the work in its own threads and processes.
@@ -21,8 +21,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from wire.cli_args import CommandError
-from wire.cli_args import offset as offset_arg
+from .common import CommandError
+from .args import offset as offset_arg
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -133,7 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     export.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    from .stream_command import add_stream_arguments
+    from .pipeline_stream import add_stream_arguments
 
     stream = jobs.add_parser(
         "stream", help="topics of a running broker into Parquet (Structured Streaming, exactly once)"
@@ -150,7 +150,7 @@ def _fail(message: str):
 
 
 def _layouts(dirs: list[str]):
-    from .layout import LayoutError, read_layout
+    from pipeline.layout import LayoutError, read_layout
 
     try:
         return [read_layout(d) for d in dirs]
@@ -159,14 +159,14 @@ def _layouts(dirs: list[str]):
 
 
 def _session(args):
-    from .spark import session
+    from pipeline.spark import session
 
     _progress(f"pipeline {args.pipeline_command}: starting Spark ({args.spark_master})")
     return session(args.spark_master, progress_bar=sys.stderr.isatty())
 
 
 def run(args: argparse.Namespace) -> int:
-    from .java_check import java_problem
+    from pipeline.java_check import java_problem
 
     problem = java_problem()
     if problem is not None:
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_stream(args: argparse.Namespace) -> int:
-    from .stream_command import run_stream as run
+    from .pipeline_stream import run_stream as run
 
     return run(args)
 
@@ -286,7 +286,7 @@ def run_scan(args: argparse.Namespace) -> int:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    from .audit import audit_replicas, format_audit
+    from pipeline.audit import audit_replicas, format_audit
 
     _layouts([args.master_dir, *args.slave_dirs])
     spark = _session(args)
@@ -301,7 +301,7 @@ def run_audit(args: argparse.Namespace) -> int:
 
 
 def run_rebuild(args: argparse.Namespace) -> int:
-    from .rebuild import RebuildError, format_rebuild, rebuild_store
+    from pipeline.rebuild import RebuildError, format_rebuild, rebuild_store
 
     _layouts([args.store_dir])
     options = {}
@@ -329,7 +329,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from .export import export_topics
+    from pipeline.export import export_topics
 
     _layouts(args.store_dirs)
     out = Path(args.out_dir)

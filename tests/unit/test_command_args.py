@@ -1,6 +1,6 @@
-"""The client subcommands' arguments and pure helpers: usage errors exit 2 before any connection
-is made (every endpoint here is unroutable or closed, and nothing may be contacted), summaries,
-tables and bodies. No sockets."""
+"""The broker commands' arguments and pure helpers (rocketstore/commands/): usage errors exit 2
+before any connection is made (every endpoint here is unroutable or closed, and nothing may be
+contacted), produce's bodies, tallies and summaries. No sockets."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import argparse
 
 import pytest
 
-from client import commands as cli
 from client.convert import SendResult, SendStatus
 from client.errors import BrokerError, NotMasterError, PartialBatchError, TransportError
 from rocketstore.cli import EXIT_PROBLEMS, EXIT_USAGE, build_parser, main
+from rocketstore.commands import produce as cli
+from rocketstore.commands.connection import SECRET_ENV
 
 
 @pytest.fixture(autouse=True)
 def _no_secret_in_env(monkeypatch):
-    monkeypatch.delenv(cli.SECRET_ENV, raising=False)
+    monkeypatch.delenv(SECRET_ENV, raising=False)
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -98,7 +99,7 @@ def test_admin_commands_need_a_secret(capsys, tmp_path):
 
 
 def test_a_short_secret_is_refused_before_connecting(capsys, monkeypatch):
-    monkeypatch.setenv(cli.SECRET_ENV, "short")
+    monkeypatch.setenv(SECRET_ENV, "short")
     assert main(["status", "--endpoint", "127.0.0.1:1"]) == EXIT_PROBLEMS
     err = capsys.readouterr().err
     assert "at least 16 bytes" in err and "short" not in err.replace("shorter", "")
@@ -169,123 +170,6 @@ def test_error_kinds():
     assert cli.error_kind(NotMasterError("h:1")) == "NOT_MASTER"
     assert cli.error_kind(TransportError("h:1", "DEADLINE_EXCEEDED")) == "TRANSPORT_DEADLINE_EXCEEDED"
     assert cli.error_kind(BrokerError("TOPIC_NOT_FOUND")) == "TOPIC_NOT_FOUND"
-
-
-def _status(role: str, broker_id: int, endpoint: str, **extra):
-    base = dict(
-        cluster_name="C",
-        broker_name="broker-a",
-        broker_id=broker_id,
-        role=role,
-        epoch=0,
-        client_endpoint=endpoint,
-        max_offset=1000,
-        flushed_offset=900,
-        confirmed_offset=800,
-        slaves=[],
-        master_ha_address="",
-        master_connected=False,
-        master_max_offset=0,
-    )
-    return base | extra
-
-
-def _snapshot(broker_id: int, endpoint: str, fit: bool = True):
-    return dict(
-        ha_peer=f"10.0.0.{broker_id}:40000",
-        broker_id=broker_id,
-        client_endpoint=endpoint,
-        ack_offset=990,
-        lag_bytes=10,
-        lag_seconds=0.5,
-        fit=fit,
-        silent_ms=12_345 if broker_id == 2 else 200,
-        connected_at_ms=1,
-    )
-
-
-def test_status_rows_table_and_problems():
-    master = _status("SYNC_MASTER", 0, "m:1", slaves=[_snapshot(1, "s1:1"), _snapshot(2, "s2:1", fit=False)])
-    rows = cli.status_rows(
-        master,
-        {"s1:1": _status("SLAVE", 1, "s1:1", max_offset=990, replication_error="reset"), "s2:1": "cannot reach it"},
-    )
-    assert [(r["id"], r["role"], r["reachable"]) for r in rows] == [
-        (0, "SYNC_MASTER", True),
-        (1, "SLAVE", True),
-        (2, "unreachable", False),
-    ]
-    assert rows[1]["max_offset"] == 990 and rows[2]["max_offset"] is None and rows[2]["error"] == "cannot reach it"
-    assert [r["silent_seconds"] for r in rows] == [None, 0.2, 12.345]
-    assert cli.status_problems(rows, master)
-    text = cli.format_status(rows, master)
-    header = text.splitlines()[1]
-    for column in cli.STATUS_COLUMNS:
-        assert column in header
-    assert "990/10" in text and "unreachable: cannot reach it" in text and "NO" in text
-    assert "12.3" in text.splitlines()[4]
-    assert "slave 1 at s1:1: last replication error: reset" in text
-    healthy = _status("ASYNC_MASTER", 0, "m:1", slaves=[_snapshot(1, "s1:1")])
-    rows = cli.status_rows(healthy, {"s1:1": _status("SLAVE", 1, "s1:1")})
-    assert not cli.status_problems(rows, healthy)
-    lonely = _status("SYNC_MASTER", 0, "m:1")
-    assert "no slave connected" in cli.format_status(cli.status_rows(lonely, {}), lonely)
-
-
-def test_status_of_a_slave():
-    slave = _status("SLAVE", 1, "s:1", master_ha_address="m:2", master_connected=True, master_max_offset=1500)
-    rows = cli.status_rows(slave, {})
-    assert len(rows) == 1 and not cli.status_problems(rows, slave)
-    assert "replicating from m:2: connected, master max offset 1500 (500 bytes behind)" in cli.format_status(
-        rows, slave
-    )
-    cut_off = slave | {"master_connected": False, "replication_error": "the master refused: log too long"}
-    assert cli.status_problems(rows, cut_off)
-    assert "last replication error: the master refused: log too long" in cli.format_status(
-        cli.status_rows(cut_off, {}), cut_off
-    )
-
-
-def test_table_alignment_and_cells():
-    text = cli.format_table(("name", "n", "ok"), [("a", 5, True), ("long-name", 12345, None)])
-    lines = text.splitlines()
-    assert lines[1].endswith("    5  yes") and lines[2].endswith("12345  -")
-
-
-def test_perm_text_and_preview():
-    assert (cli.perm_text(6), cli.perm_text(4), cli.perm_text(7), cli.perm_text(0)) == ("RW-", "R--", "RWX", "---")
-    assert cli.body_preview(b"hello\nworld") == "hello\\nworld"
-    assert cli.body_preview(b"x" * 100).endswith("...") and len(cli.body_preview(b"x" * 100)) == 43
-    assert "\\xff" in cli.body_preview(b"\xff\xfe")
-
-
-def test_status_in_controller_mode_shows_the_group():
-    master = _status(
-        "SYNC_MASTER",
-        0,
-        "m:1",
-        controller_mode=True,
-        master_broker_id=0,
-        in_sync_replica_ids=[2, 0],
-        group_max_offset=1000,
-        lease_valid_ms=1200,
-        epoch=7,
-    )
-    text = cli.format_status(cli.status_rows(master, {}), master)
-    assert "epoch 7" in text
-    assert "controller mode: master broker 0, in-sync [0, 2], group max offset 1000, lease left 1200 ms" in text
-    unclean = _status(
-        "SLAVE",
-        1,
-        "s:1",
-        controller_mode=True,
-        master_broker_id=-1,
-        unclean_lost_bytes=4096,
-        controller_error="control: no etcd endpoint answered",
-    )
-    text = cli.format_status(cli.status_rows(unclean, {}), unclean)
-    assert "master none elected" in text and "up to 4096 bytes may be lost" in text
-    assert "etcd: control: no etcd endpoint answered" in text
 
 
 def test_version_prints_the_installed_package_version(capsys):

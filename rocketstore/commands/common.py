@@ -1,0 +1,24 @@
+"""What every `rocketstore` subcommand shares: exit codes, the expected-failure exception and JSON
+output.
+
+Conventions: results on stdout, logs and progress on stderr; exit status 0 when all is well, 1 when
+problems were found or the job failed (`CommandError`: one clear line, no traceback), 2 for usage
+errors (argparse's own). Stateless; thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+class CommandError(Exception):
+    """An expected failure of a subcommand: printed as one line, exit status 1."""
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=False))

@@ -1,0 +1,71 @@
+"""`rocketstore status` and `rocketstore health`, over the admin API.
+
+status: the asked broker and, for a master, each of its slaves (each asked in turn at its client
+endpoint) as one table (`client.report`); exit 1 when a slave is unreachable or unfit, or a slave
+is cut off from its master. health: exit 0 when the broker answers its admin status call, with one
+line of its role and offsets (its peers are not asked; container health checks run it).
+
+Runs on the command's main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from client import AdminClient, RocketStoreError
+from client.report import format_status, status_problems, status_rows
+
+from .common import EXIT_OK, EXIT_PROBLEMS, print_json
+from .connection import add_connection_arguments, admin_secret, check_tls_file, failure
+
+
+def status_arguments(p: argparse.ArgumentParser) -> None:
+    add_connection_arguments(p, admin=True)
+
+
+def _asked_status(args: argparse.Namespace) -> tuple[dict[str, Any], bytes]:
+    """The admin status of the broker `--endpoint` names, and the admin secret used to ask."""
+    secret = admin_secret(args)
+    check_tls_file(args)
+    try:
+        with AdminClient(
+            args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
+        ) as admin:
+            return admin.status(), secret
+    except RocketStoreError as exc:
+        raise failure(exc) from None
+
+
+def run_status(args: argparse.Namespace) -> int:
+    asked, secret = _asked_status(args)
+    slaves: dict[str, dict[str, Any] | str] = {}
+    if asked["role"] != "SLAVE":
+        for snap in asked.get("slaves") or ():
+            endpoint = snap["client_endpoint"]
+            if not endpoint or endpoint in slaves:
+                continue
+            try:
+                with AdminClient(
+                    endpoint, secret, timeout_s=min(args.request_timeout_s, 5.0), tls_ca_file=args.tls_ca_file
+                ) as slave_admin:
+                    slaves[endpoint] = slave_admin.status()
+            except RocketStoreError as exc:
+                slaves[endpoint] = str(exc)
+    rows = status_rows(asked, slaves)
+    problems = status_problems(rows, asked)
+    if args.json:
+        print_json({"asked": asked, "brokers": rows, "problems": problems})
+    else:
+        print(format_status(rows, asked))
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def run_health(args: argparse.Namespace) -> int:
+    """The broker answers: one line with its role and offsets, exit 0 (its peers are not asked)."""
+    asked, _ = _asked_status(args)
+    if args.json:
+        print_json({"role": asked["role"], "max_offset": asked["max_offset"], "epoch": asked.get("epoch", 0)})
+    else:
+        print(f"{asked['role']} max offset {asked['max_offset']} epoch {asked.get('epoch', 0)}")
+    return EXIT_OK
