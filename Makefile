@@ -60,7 +60,7 @@ cluster-down:
 	deploy/compose.sh down --volumes --remove-orphans
 
 bench: $(STAMP)
-	$(BIN)/rocketstore bench --quick
+	$(BIN)/python -m bench.broker_bench --quick
 	$(BIN)/python -m bench.store_put_bench --quick
 	$(BIN)/python -m bench.store_read_bench --quick
 

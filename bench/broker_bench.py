@@ -1,4 +1,4 @@
-"""End-to-end broker benchmark over gRPC on 127.0.0.1 (`rocketstore bench`).
+"""End-to-end broker benchmark over gRPC on 127.0.0.1 (`python -m bench.broker_bench`, from a checkout).
 
 For each broker mode (ASYNC_MASTER / SYNC_MASTER x ASYNC_FLUSH / SYNC_FLUSH) it starts a master
 and one slave (the slave flushes like its master) as broker processes, then runs the cells of the
@@ -177,7 +177,7 @@ def measure_catch_up(run_dir: Path, size: int) -> dict:
 
 
 def bench_arguments(p: argparse.ArgumentParser) -> None:
-    """The benchmark's options, on its own parser or on `rocketstore bench`'s."""
+    """The benchmark's options."""
     p.add_argument("--quick", action="store_true", help="1 KiB only, 1 and 64 producers (the goal's cells)")
     p.add_argument(
         "--seconds", type=float, default=None, help="measured time of one cell (default 3; 1.5 with --quick)"
@@ -195,7 +195,7 @@ def bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_args(argv) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="rocketstore bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.broker_bench", description=__doc__.splitlines()[0])
     bench_arguments(p)
     return finish_args(p, p.parse_args(argv))
 
@@ -295,14 +295,6 @@ def _goal(results: list[CellResult]) -> str:
         f"goal: SYNC_MASTER+SYNC_FLUSH 64p 1KiB b1 = {sync.msgs_per_s:,.0f} msgs/s, {ratio:.0%} of"
         f" ASYNC_MASTER+ASYNC_FLUSH ({base.msgs_per_s:,.0f} msgs/s); target 60%"
     )
-
-
-def add_cli_arguments(p: argparse.ArgumentParser) -> None:
-    bench_arguments(p)
-
-
-def run(args: argparse.Namespace) -> int:
-    return run_parsed(finish_args(args.parser, args))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ class Command:
     configure: str  # "module:function" declaring the arguments on the subcommand's parser
     run: str  # "module:function" taking the parsed arguments (`args.parser` is the subparser), returning an exit status
     # Arguments the parser does not know go to the command as `args.extra` (broker.conf
-    # `--key=value` overrides, a benchmark's own options) instead of being a usage error.
+    # `--key=value` overrides) instead of being a usage error.
     passthrough: bool = False
 
 
@@ -79,12 +79,6 @@ COMMANDS: tuple[Command, ...] = (
         "Spark jobs over CommitLogs: scan, audit replicas, rebuild queues/indexes, export Parquet",
         "rocketstore.commands.pipeline:add_arguments",
         "rocketstore.commands.pipeline:run",
-    ),
-    Command(
-        "bench",
-        "end-to-end benchmark over gRPC on 127.0.0.1 (rocketstore bench --help)",
-        "bench.broker_bench:add_cli_arguments",
-        "bench.broker_bench:run",
     ),
     Command(
         "produce",

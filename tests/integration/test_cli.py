@@ -413,7 +413,7 @@ def test_a_directory_that_is_not_a_store_is_an_error_not_a_crash(tmp_path):
 def test_help_lists_the_commands():
     result = run_cli("--help")
     assert result.returncode == 0
-    for name in ("inspect", "repair", "demo", "crash-demo", "broker", "produce", "consume", "status", "topic", "bench"):
+    for name in ("inspect", "repair", "demo", "crash-demo", "broker", "produce", "consume", "status", "topic"):
         assert name in result.stdout
 
 

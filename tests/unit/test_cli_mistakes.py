@@ -47,10 +47,15 @@ def test_an_unknown_argument_shows_the_subcommands_usage(capsys):
     assert err.startswith("usage: rocketstore topic list") and "rocketstore topic list: error" in err
 
 
-def test_bench_help_lists_the_benchmarks_options(capsys):
+def test_bench_is_no_command_the_benchmarks_run_from_a_checkout(capsys):
+    assert main(["bench", "--quick"]) == EXIT_USAGE
+    assert "invalid choice: 'bench'" in capsys.readouterr().err
+    from bench import broker_bench
+
     with pytest.raises(SystemExit):
-        build_parser(["bench"]).parse_args(["bench", "--help"])
+        broker_bench.parse_args(["--help"])
     out = capsys.readouterr().out
+    assert out.startswith("usage: python -m bench.broker_bench")
     assert "--quick" in out and "--modes" in out and "--seconds" in out
 
 

@@ -1,9 +1,11 @@
 """The import layers of docs/architecture.md, checked on the source: each package imports only the
-packages below it (statically, anywhere in its modules, deferred imports included)."""
+packages below it (statically, anywhere in its modules, deferred imports included), and so do the
+"module:function" targets of the `rocketstore` command table, which are imported by name."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,19 +37,26 @@ def test_the_broker_itself_imports_no_client_tool_or_harness():
     assert not wrong, wrong
 
 
+def module_imports(path: Path) -> list[str]:
+    """The dotted names a module imports (`from x import y` gives x), relative imports resolved."""
+    package = str(path.relative_to(ROOT).with_suffix("")).replace("/", ".").split(".")[:-1]
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            names.append(".".join([*base, node.module] if node.module else base))
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
 def imports_of(package: str) -> dict[str, set[str]]:
     """Our top-level packages each module of `package` imports, by module path."""
     found: dict[str, set[str]] = {}
     for path in sorted((ROOT / package).rglob("*.py")):
         if path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
             continue
-        names: list[str] = []
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.append(node.module)
-            elif isinstance(node, ast.Import):
-                names.extend(alias.name for alias in node.names)
-        ours = {n.split(".")[0] for n in names} & (set(ALLOWED) | {"tests"})
+        ours = {n.split(".")[0] for n in module_imports(path)} & (set(ALLOWED) | {"tests"})
         ours.discard(package)
         if ours:
             found[str(path.relative_to(ROOT))] = ours
@@ -67,3 +76,40 @@ def test_every_package_imports_only_the_layers_below_it():
 def test_the_layer_table_knows_every_package():
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
     assert packages == set(ALLOWED)
+
+
+def test_the_command_tables_targets_live_in_the_commands_package_and_resolve():
+    from rocketstore.cli import COMMANDS
+
+    targets = [target for command in COMMANDS for target in (command.configure, command.run)]
+    outside = [t for t in targets if not t.startswith("rocketstore.commands.")]
+    assert not outside, f"command code outside rocketstore/commands/: {outside}"
+    for target in targets:
+        module, _, name = target.partition(":")
+        path = (ROOT / module.replace(".", "/")).with_suffix(".py")
+        wrong = {n.split(".")[0] for n in module_imports(path)} & set(ALLOWED) - ALLOWED["rocketstore"] - {
+            "rocketstore"
+        }
+        assert not wrong, f"{target} imports {sorted(wrong)}, which the application may not"
+        assert callable(getattr(importlib.import_module(module), name)), target
+
+
+def test_only_the_command_line_imports_the_commands():
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for package in ALLOWED
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not str(path.relative_to(ROOT)).startswith(("rocketstore/commands/", "rocketstore/cli.py"))
+        for name in module_imports(path)
+        if name.startswith(("rocketstore.commands", "rocketstore.cli"))
+    ]
+    assert not wrong, wrong
+
+
+def test_the_client_is_a_library_without_a_command_line():
+    wrong = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "client").rglob("*.py"))
+        if any(name.split(".")[0] == "argparse" for name in module_imports(path))
+    ]
+    assert not wrong, f"argparse in the client library: {wrong}"
