@@ -31,7 +31,7 @@ from bench.common import default_parent_dir, environment, progress
 from client import Producer, RocketStoreError, SendStatus
 from harness import verify
 from harness.local_cluster import LOCAL_DEFAULTS, ControllerCluster
-from rocketstore.coordination.local_etcd import EtcdServer
+from harness.local_etcd import EtcdServer
 
 TOPIC = "FailoverBench"
 WINDOW_S = 5.0

@@ -1,6 +1,6 @@
 """Produce throughput over 1, 2 and 3 broker groups of one cluster (`python -m bench.groups_bench`).
 
-Set-up per cell: one etcd (`rocketstore.coordination.local_etcd`) and N static groups of the same
+Set-up per cell: one etcd (`harness.local_etcd`) and N static groups of the same
 cluster on 127.0.0.1 (`harness.local_cluster`: a SYNC_MASTER + SYNC_FLUSH master and one slave
 each, registered in etcd); a topic of `--queues` queues on every group. Then `--producers`
 asyncio tasks share one `AsyncProducer` (which spreads over every group's queues from the route)
@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.common import default_parent_dir, git_revision
 from client import AdminClient, AsyncProducer
 from harness.local_cluster import LocalCluster, write_secret
-from rocketstore.coordination.local_etcd import EtcdServer
+from harness.local_etcd import EtcdServer
 
 TOPIC = "GroupsBench"
 

@@ -50,7 +50,7 @@ from statistics import median
 
 from bench.common import context_switches, default_parent_dir, environment, progress, size_label
 from harness.local_cluster import LocalCluster, poll_until
-from rocketstore.ports import port_for_later
+from harness.ports import port_for_later
 
 TOPIC = "VsRedis"
 DEFAULT_CELLS = ("1x1", "8x1", "64x1", "1x32")

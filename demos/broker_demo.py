@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client import AsyncProducer, PullConsumer, SendStatus
-from demos.store_demo import body_for, seq_of
 
-from harness.local_cluster import LocalCluster, poll_until
+from .local_brokers import LocalCluster, poll_until
+from .store_demo import body_for, seq_of
 
 TOPIC = "DemoTopic"
 GROUP = "DemoConsumerGroup"

@@ -10,7 +10,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from rocketstore.coordination.local_etcd import EtcdServer
+from harness.local_etcd import EtcdServer
 
 settings.register_profile(
     "ci",

@@ -1,5 +1,6 @@
-"""Coordination services for controller mode: etcd (`etcd.EtcdClient`) and, for tests, demos and
-benchmarks, a local etcd process (`local_etcd.EtcdServer`)."""
+"""Coordination services for controller mode and clusters of groups: the etcd client
+(`etcd.EtcdClient`), cluster routes (`cluster_routes`) and the registrar (`cluster_registrar`).
+Tests and benchmarks start a local etcd with `harness.local_etcd`."""
 
 from .etcd import (
     Compare,

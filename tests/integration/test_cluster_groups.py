@@ -26,7 +26,7 @@ from support import BROKER_TEST_SETTINGS, run_cli, wait_until
 
 from client import Producer, PullConsumer, SimpleConsumer
 from harness.local_cluster import ControllerCluster, LocalCluster, write_secret
-from rocketstore.coordination.local_etcd import EtcdServer
+from harness.local_etcd import EtcdServer
 
 TOPIC = "Spread"
 CLUSTER = "TestCluster"

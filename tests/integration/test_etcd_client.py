@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rocketstore.coordination import Compare, Delete, EtcdClient, EtcdError, EtcdUnavailable, Get, LeaseNotFound, Put
-from rocketstore.coordination.local_etcd import EtcdServer
+from harness.local_etcd import EtcdServer
 
 
 @pytest.fixture

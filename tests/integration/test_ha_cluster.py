@@ -14,7 +14,7 @@ import pytest
 from support import wait_until
 
 from client import AdminClient, BrokerError, NotMasterError, Producer, PullConsumer, SendStatus
-from rocketstore.ports import port_for_later
+from harness.ports import port_for_later
 
 TOPIC = "HaTopic"
 

@@ -1,4 +1,4 @@
-"""rocketstore.ports: ports reserved for servers started later come from below the ephemeral range,
+"""harness.ports: ports reserved for servers started later come from below the ephemeral range,
 are free when picked, and are never one that is taken or already picked."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from rocketstore import ports
+from harness import ports
 
 
 def test_a_port_for_later_is_below_the_ephemeral_range_and_free():

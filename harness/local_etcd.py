@@ -1,7 +1,7 @@
-"""`EtcdServer`: a single-member etcd process on 127.0.0.1, for tests, the demo and benchmarks.
+"""`EtcdServer`: a single-member etcd process on 127.0.0.1, for tests and benchmarks.
 
 It runs Debian's `etcd` (package `etcd-server`) with its data directory under a given path and
-client and peer ports chosen free at start below the ephemeral range (`rocketstore.ports`: kept
+client and peer ports chosen free at start below the ephemeral range (`harness.ports`: kept
 across `restart`, so clients keep working, and no outgoing connection takes one meanwhile), logs
 to `<dir>/etcd.log`, and waits for `/v3/maintenance/status` to answer. `stop` (SIGTERM), `kill`
 (SIGKILL), `pause`/`resume` (SIGSTOP/SIGCONT) and `restart` simulate an etcd outage. A missing
@@ -18,8 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..ports import port_for_later
-from .etcd import EtcdClient, EtcdError
+from harness.ports import port_for_later
+from rocketstore.coordination.etcd import EtcdClient, EtcdError
 
 START_TIMEOUT_S = 30.0
 
