@@ -140,6 +140,8 @@ PY
         echo "$want" >"$stamp"
     fi
     rm -f "$wheels"/rocketstore-*.whl
+    # setuptools packs whatever an earlier build left in build/lib, packages no longer shipped too.
+    rm -rf "$ROOT/build"
     "$PYTHON" -m pip wheel --quiet --no-deps -w "$wheels" "$ROOT"
 }
 
