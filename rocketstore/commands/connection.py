@@ -12,6 +12,7 @@ import argparse
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from client import DEFAULT_ENDPOINT, AdminClient, Endpoint, EndpointError, RocketStoreError, parse_endpoint
 from client.convert import MAX_BATCH
@@ -20,6 +21,7 @@ from .args import seconds, whole_number
 from .common import CommandError
 
 SECRET_ENV = "ROCKETSTORE_ADMIN_SECRET"
+T = TypeVar("T")
 
 
 # -- argument types ----------------------------------------------------------------------------
@@ -135,10 +137,10 @@ def failure(exc: RocketStoreError) -> CommandError:
     return CommandError(str(exc))
 
 
-def with_admin(args: argparse.Namespace, work: Callable[[AdminClient], int]) -> int:
-    """`work` on an admin client of `--endpoint`; the client's errors (and a ValueError of bad
-    input it found) become CommandErrors."""
-    secret = admin_secret(args)
+def with_admin(args: argparse.Namespace, work: Callable[[AdminClient], T], secret: bytes | None = None) -> T:
+    """`work` on an admin client of `--endpoint` (signing with `secret`, else the one the options
+    give); the client's errors (and a ValueError of bad input it found) become CommandErrors."""
+    secret = admin_secret(args) if secret is None else secret
     check_tls_file(args)
     try:
         with AdminClient(

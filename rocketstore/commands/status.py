@@ -17,7 +17,7 @@ from client import AdminClient, RocketStoreError
 from client.report import format_status, status_problems, status_rows
 
 from .common import EXIT_OK, EXIT_PROBLEMS, print_json
-from .connection import add_connection_arguments, admin_secret, check_tls_file, failure
+from .connection import add_connection_arguments, admin_secret, with_admin
 
 
 def status_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,14 +27,7 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
 def _asked_status(args: argparse.Namespace) -> tuple[dict[str, Any], bytes]:
     """The admin status of the broker `--endpoint` names, and the admin secret used to ask."""
     secret = admin_secret(args)
-    check_tls_file(args)
-    try:
-        with AdminClient(
-            args.endpoint, secret, timeout_s=args.request_timeout_s, tls_ca_file=args.tls_ca_file
-        ) as admin:
-            return admin.status(), secret
-    except RocketStoreError as exc:
-        raise failure(exc) from None
+    return with_admin(args, lambda admin: admin.status(), secret), secret
 
 
 def run_status(args: argparse.Namespace) -> int:
