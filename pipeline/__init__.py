@@ -5,7 +5,8 @@
   that agrees with the store's codec (`decode`);
 - replica audits (`audit.audit_replicas`), offline rebuilds of ConsumeQueues and IndexFiles
   (`rebuild.rebuild_store`), Parquet export by topic and date (`export.export_topics`);
-- the `rocketstore pipeline` subcommand (`cli`); sessions (`spark.session`).
+- sessions (`spark.session`); the `rocketstore pipeline` subcommand that runs these jobs is in
+  `rocketstore/commands/pipeline.py`.
 
 Importing this package imports neither Spark nor Arrow; `register(spark)` does.
 """
