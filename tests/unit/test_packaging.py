@@ -46,3 +46,12 @@ def test_the_wheel_holds_the_product_and_no_rigs(tmp_path):
     packages = {str(p.parent.relative_to(ROOT)) for name in SHIPPED for p in (ROOT / name).rglob("__init__.py")}
     assert packages <= {name.rsplit("/", 1)[0] for name in names}
     assert "rocketstore/commands/status.py" in names and "demos/local_brokers.py" in names
+
+
+def test_nothing_shipped_may_import_what_is_not():
+    """With the layer test (each package imports only what its row allows), shipped code never
+    needs a rig: `rocketstore demo` starts its brokers with demos.local_brokers, not harness."""
+    from test_layers import ALLOWED
+
+    assert set(ALLOWED) - SHIPPED == {"bench", "harness"}
+    assert {package: ALLOWED[package] - SHIPPED for package in SHIPPED} == {package: set() for package in SHIPPED}
