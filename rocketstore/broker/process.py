@@ -239,9 +239,7 @@ class Broker:
 
     async def start(self) -> None:
         if not self.controller_mode:
-            configured = self.configs
-            self.configs = switchover.apply_override(self.configs)
-            await asyncio.to_thread(switchover.refuse_a_second_master, configured, self.configs, self.secrets)
+            self.configs = await asyncio.to_thread(switchover.start_up_configs, self.configs, self.secrets)
         broker = self.configs.broker
         self._client_server = self._client_api_server()
         client_port = bind(

@@ -45,7 +45,7 @@ from store.properties import ConfigError
 
 from store.clock import monotonic_ms
 
-from rocketstore.broker.config import BrokerConfigs
+from rocketstore.broker.config import BrokerConfigs, Secrets
 from .controller_agent import HandoverError, HandoverTimeout
 from .controller_roles import wait_caught_up
 from .replication_side import ReplicationSide
@@ -101,8 +101,16 @@ def apply_override(configs: BrokerConfigs) -> BrokerConfigs:
 PEER_PROBE_TIMEOUT_S = 3.0
 
 
+def start_up_configs(configured: BrokerConfigs, secrets: Secrets) -> BrokerConfigs:
+    """Static mode, before anything opens: the roles to start with (`apply_override`), checked by
+    `refuse_a_second_master` (ConfigError). Blocks up to PEER_PROBE_TIMEOUT_S."""
+    effective = apply_override(configured)
+    refuse_a_second_master(configured, effective, secrets)
+    return effective
+
+
 def refuse_a_second_master(
-    configured: BrokerConfigs, effective: BrokerConfigs, secrets, timeout_s: float = PEER_PROBE_TIMEOUT_S
+    configured: BrokerConfigs, effective: BrokerConfigs, secrets: Secrets, timeout_s: float = PEER_PROBE_TIMEOUT_S
 ) -> None:
     """A broker that broker.conf makes a slave but a role override makes master asks the master
     broker.conf names whether it is still master; ConfigError when it is (two masters of one group
@@ -123,7 +131,7 @@ def refuse_a_second_master(
         )
 
 
-def probe_is_master(address: str, configs: BrokerConfigs, secrets, timeout_s: float) -> bool:
+def probe_is_master(address: str, configs: BrokerConfigs, secrets: Secrets, timeout_s: float) -> bool:
     """Whether the broker serving replication at `address` authenticates as this group's master
     and says it is master now. False when it cannot be reached or does not authenticate."""
     from ha.peer_auth import EPOCHS, AuthenticationError, Identity, SlaveAuth, epochs_parts
