@@ -129,12 +129,14 @@ class ReplicationRole:
     # -- start and stop ------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Static mode, before the store starts: a master serves replication from now on."""
+        """Static mode, before the store starts: a master serves replication from now on.
+        (Controller mode opens with `ControllerRoles.open` instead.)"""
         if self._role is not BrokerRole.SLAVE:
             self.serve()
 
     def start(self) -> None:
-        """Static mode, once the store runs: a slave follows its master from now on."""
+        """Once the store runs: a static slave follows its master from now on. (In controller
+        mode `role` is never SLAVE: elections decide whom to follow.)"""
         if self._role is BrokerRole.SLAVE:
             self.follow(self._master_address)
 
