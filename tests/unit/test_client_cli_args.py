@@ -4,6 +4,8 @@ tables and bodies. No sockets."""
 
 from __future__ import annotations
 
+import json
+
 import argparse
 
 import pytest
@@ -230,6 +232,35 @@ def test_status_rows_table_and_problems():
     assert not cli.status_problems(rows, healthy)
     lonely = _status("SYNC_MASTER", 0, "m:1")
     assert "no slave connected" in cli.format_status(cli.status_rows(lonely, {}), lonely)
+
+
+def test_status_names_damaged_records_and_held_replication():
+    damage = {
+        "records": [
+            {
+                "offset": 4096,
+                "reason": "body CRC mismatch",
+                "topic": "Orders",
+                "queue_id": 2,
+                "queue_offset": 7,
+                "first_seen_ms": 1,
+                "refusals": 3,
+            }
+        ],
+        "record_count": 1,
+        "refused_reads": 2,
+        "refused_shipments": 1,
+        "held_replication": {"1": 4096},
+    }
+    master = _status("SYNC_MASTER", 0, "m:1", stats_json=json.dumps({"damage": damage}))
+    rows = cli.status_rows(master, {})
+    assert cli.status_problems(rows, master)
+    text = cli.format_status(rows, master)
+    assert "DAMAGED RECORDS: 1 (body CRC mismatch: not served, not replicated" in text
+    assert "CommitLog offset 4096 (Orders:2 queue offset 7, body CRC mismatch), refused 3 time(s)" in text
+    assert "replication to slave 1 held at offset 4096: the record there is damaged" in text
+    clean = _status("ASYNC_MASTER", 0, "m:1", stats_json=json.dumps({"damage": {"record_count": 0}}))
+    assert not cli.damage_lines(clean) and not cli.status_problems(cli.status_rows(clean, {}), clean)
 
 
 def test_status_of_a_slave():
