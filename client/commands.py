@@ -984,10 +984,7 @@ def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
 
 
 def _damage(asked: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return json.loads(asked.get("stats_json") or "{}").get("damage") or {}
-    except ValueError:
-        return {}
+    return (asked.get("stats") or {}).get("damage") or {}
 
 
 def damage_lines(asked: dict[str, Any]) -> list[str]:

@@ -4,7 +4,6 @@ tables and bodies. No sockets."""
 
 from __future__ import annotations
 
-import json
 
 import argparse
 
@@ -252,14 +251,14 @@ def test_status_names_damaged_records_and_held_replication():
         "refused_shipments": 1,
         "held_replication": {"1": 4096},
     }
-    master = _status("SYNC_MASTER", 0, "m:1", stats_json=json.dumps({"damage": damage}))
+    master = _status("SYNC_MASTER", 0, "m:1", stats={"damage": damage})
     rows = cli.status_rows(master, {})
     assert cli.status_problems(rows, master)
     text = cli.format_status(rows, master)
     assert "DAMAGED RECORDS: 1 (body CRC mismatch: not served, not replicated" in text
     assert "CommitLog offset 4096 (Orders:2 queue offset 7, body CRC mismatch), refused 3 time(s)" in text
     assert "replication to slave 1 held at offset 4096: the record there is damaged" in text
-    clean = _status("ASYNC_MASTER", 0, "m:1", stats_json=json.dumps({"damage": {"record_count": 0}}))
+    clean = _status("ASYNC_MASTER", 0, "m:1", stats={"damage": {"record_count": 0}})
     assert not cli.damage_lines(clean) and not cli.status_problems(cli.status_rows(clean, {}), clean)
 
 
