@@ -5,7 +5,8 @@
     (across a cluster's groups: `topic create|delete --groups`, `topic status`, `cluster ...`:
     client/cluster_commands.py)
     rocketstore consumer progress --group G [--topic T]
-    rocketstore consumer reset --group G --topic T --to-time WHEN|--to-offset N|--to-earliest|--to-latest [--execute]
+    rocketstore consumer reset --group G --topic T --to-time WHEN|--to-offset N|--to-earliest|--to-latest
+        [--queue Q] [--execute]
     rocketstore message query (--key K --topic T | --id MSGID [--topic T] | --offset COMMITLOG_OFFSET)
     rocketstore config get [--key K ...] | set KEY=VALUE ...     (also: rocketstore broker config ...)
 
@@ -226,6 +227,7 @@ def consumer_arguments(p: argparse.ArgumentParser) -> None:
         help="the first message stored at or after WHEN (Unix ms, or ISO 8601; no zone means UTC)",
     )
     to.add_argument("--to-offset", type=_natural, metavar="N", help="queue offset N in every queue (clamped)")
+    reset.add_argument("--queue", type=_natural, metavar="Q", help="only queue Q (default: every queue of the topic)")
     to.add_argument("--to-earliest", action="store_true", help="each queue's first message still stored")
     to.add_argument("--to-latest", action="store_true", help="each queue's end: skip everything stored")
     reset.add_argument("--execute", action="store_true", help="apply the reset (without: only show it)")
@@ -264,6 +266,7 @@ def run_consumer(args: argparse.Namespace) -> int:
             earliest=args.to_earliest,
             latest=args.to_latest,
             dry_run=not args.execute,
+            queue_id=args.queue,
         )
         if args.json:
             _print_json(answer)

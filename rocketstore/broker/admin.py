@@ -390,6 +390,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 "say where to: timestamp_ms, queue_offset, earliest or latest",
             )
         config = await self._topic(context, request.topic)
+        if request.HasField("queue_id") and not 0 <= request.queue_id < config.read_queue_nums:
+            await _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"topic {config.topic_name} has queues 0..{config.read_queue_nums - 1}, not {request.queue_id}",
+            )
         if self._consumes_by_pop(request.group, config.topic_name):
             await _abort(
                 context,

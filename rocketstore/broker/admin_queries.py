@@ -102,7 +102,8 @@ def reset_plan(store: MessageStore, group: str, config: TopicConfig, request: ad
     topic = config.topic_name
     target = request.WhichOneof("to")
     changes = []
-    for queue_id in range(config.read_queue_nums):
+    queue_ids = [request.queue_id] if request.HasField("queue_id") else range(config.read_queue_nums)
+    for queue_id in queue_ids:
         low = store.min_queue_offset(topic, queue_id)
         high = store.dispatched_queue_offset(topic, queue_id)
         if target == "earliest":

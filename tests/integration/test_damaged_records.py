@@ -6,6 +6,7 @@ and nothing from it on, and the master's status, metrics and logs say why (issue
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from support import flip_body_byte, run_cli, wait_until
@@ -79,6 +80,19 @@ def test_a_damaged_old_record_is_neither_served_nor_replicated(make_cluster):
         body(i) for i in range(DAMAGED + 1, DAMAGED + 5)
     ]
 
+    # A group whose offset the broker keeps stops at it too; the operator moves that one queue on.
+    with PullConsumer(master.client_endpoint, group="damage-grpc") as consumer:
+        consumer.update_offset(TOPIC, 0, DAMAGED)
+        consumer.update_offset(TOPIC, 1, 0)
+    at = ("--endpoint", master.client_endpoint, "--secret-file", str(cluster.secret_file))
+    reset = ("consumer", "reset", *at, "--group", "damage-grpc", "--topic", TOPIC, "--to-offset", str(DAMAGED + 1))
+    code, out = run_cli(*reset, "--queue", "0", "--execute", "--json")
+    assert code == 0
+    assert json.loads(out)["queues"] == [{"queue_id": 0, "old_offset": DAMAGED, "new_offset": DAMAGED + 1}]
+    with PullConsumer(master.client_endpoint, group="damage-grpc") as consumer:
+        assert (consumer.get_offset(TOPIC, 0), consumer.get_offset(TOPIC, 1)) == (DAMAGED + 1, 0)
+    assert run_cli(*reset, "--queue", "4", "--json")[0] == 1  # Orders has queues 0..3
+
     with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
         with pytest.raises(BrokerError) as by_offset:
             admin.query_message(commit_log_offset=damaged_at)
@@ -102,7 +116,11 @@ def test_a_damaged_old_record_is_neither_served_nor_replicated(make_cluster):
         )
     assert f"CommitLog offset {damaged_at}" in slave_status["replication_error"]
     with PullConsumer(slave.client_endpoint, group="damage-slave") as consumer:
-        assert pull_bodies(consumer, 0, 32) == [body(i) for i in range(DAMAGED)]
+        # What it holds is served once its dispatcher has reached it.
+        wait_until(
+            lambda: pull_bodies(consumer, 0, 32) == [body(i) for i in range(DAMAGED)],
+            what="the slave to serve the messages before the damaged one",
+        )
 
     metrics = scrape(master.ready["metrics"])
     assert value(metrics, "rocketstore_damaged_records") == 1
