@@ -48,11 +48,13 @@ from pathlib import Path
 
 import crcmod.predefined
 
-from bench.common import MB, KiB, MiB, default_parent_dir, environment, parse_size, progress, size_label
+from bench.common import MB, KiB, MiB, default_parent_dir, environment, load_average, parse_size
+from bench.common import print_environment, progress, size_label
 from ha.chunks import crc32c, intact_prefix, next_chunk
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
 from store.codec import RecordKind, check_record
 
+TITLE = "RocketStore body CRC cost benchmark (bench/crc_cost_bench.py)"
 SEGMENT = 64 * MiB
 DEFAULT_BATCH = 32 * KiB  # HaConfig.ha_transfer_batch_size's default
 EVERYTHING = 1 << 62  # a check_below no record reaches
@@ -90,7 +92,7 @@ def best_of(trials: int, runs: dict[str, Callable[[], Timing]]) -> dict[str, Tim
 def build(root: Path, body_size: int, messages: int, seconds: float) -> MessageStore:
     config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT, message_index_enable=False)
     store = MessageStore(config)
-    store.load()
+    store.load_average()
     store.start()
     body = os.urandom(body_size)
     deadline = time.monotonic() + seconds
@@ -258,23 +260,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     parent = default_parent_dir()
     env = environment(parent)
-    print("RocketStore body CRC cost benchmark (bench/crc_cost_bench.py)")
-    for key in ("started", "git", "python", "machine", "filesystem"):
-        print(f"  {key:<10} {env[key]}")
+    print_environment(TITLE, env, ("started", "git", "python", "machine", "filesystem"), 10)
     print(
         f"  workload   {args.messages:,} messages per body size ({', '.join(size_label(s) for s in args.sizes)}),"
         f" one topic x 4 queues, TAGS + KEYS; chunks of {size_label(args.batch)}; best of {args.trials} trial(s),"
         f" each loop bounded by {args.seconds:g} s"
     )
-    print(f"  load avg   {load()} (1, 5, 15 min) at start")
+    print(f"  load avg   {load_average()} (1, 5, 15 min) at start")
     print()
     results = {}
     for size in args.sizes:
@@ -305,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"   {r['crcmod_crc32c_mb_s']:14,.0f}"
         )
     print()
-    print(f"load avg {load()} (1, 5, 15 min) at the end")
+    print(f"load avg {load_average()} (1, 5, 15 min) at the end")
     return 0
 
 

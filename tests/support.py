@@ -131,6 +131,18 @@ def run_cli(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+def small_store_config(root: Path, segment_size: int, **overrides):
+    """A StoreConfig at `root` with `segment_size` CommitLog segments and small ConsumeQueue and
+    IndexFile geometry, as small segments: tests copy and scan whole stores."""
+    from store import StoreConfig
+
+    overrides.setdefault("mapped_file_size_commit_log", segment_size)
+    overrides.setdefault("mapped_file_size_consume_queue", 1024 * 20)
+    overrides.setdefault("max_hash_slot_num", 512)
+    overrides.setdefault("max_index_num", 2048)
+    return StoreConfig(store_path_root_dir=str(root), **overrides)
+
+
 def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int) -> int:
     """Damage the message at CommitLog offset `physical_offset` as bytes changed at rest do: one
     byte of its body flipped in its segment file, in place (a running store sees it through its

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from support import flip_body_byte
+from support import flip_body_byte, small_store_config
 
 from rocketstore.broker.system_queue import read_queue
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
@@ -23,11 +23,7 @@ GROUP = "DamageGroup"
 
 
 def config(tmp_path: Path, **kw) -> StoreConfig:
-    kw.setdefault("mapped_file_size_commit_log", SEGMENT)
-    kw.setdefault("mapped_file_size_consume_queue", 1024 * 20)
-    kw.setdefault("max_hash_slot_num", 512)
-    kw.setdefault("max_index_num", 2048)
-    return StoreConfig(store_path_root_dir=str(tmp_path / "store"), **kw)
+    return small_store_config(tmp_path / "store", SEGMENT, **kw)
 
 
 def put_all(store: MessageStore, topic: str, count: int, size: int = 16) -> list[int]:
