@@ -187,8 +187,9 @@ class CommitLog:
         finally:
             view.release()
 
-    def iter_messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
-        """Every message from `start_offset` (a record boundary; default: the log's start)."""
+    def iter_messages(self, start_offset: int | None = None, *, verify_crc: bool = True) -> Iterator[MessageExt]:
+        """Every message from `start_offset` (a record boundary; default: the log's start);
+        without `verify_crc`, bodies are not checked (for readers of headers only)."""
         offset = self.min_offset if start_offset is None else start_offset
         end = self.max_offset
         while offset < end:
@@ -202,7 +203,7 @@ class CommitLog:
             except ValueError:  # retention or shutdown unmapped the segment after the lookup
                 return
             try:
-                record = check_record(view, pos, limit, offset)
+                record = check_record(view, pos, limit, offset, verify_crc=verify_crc)
                 if record.kind == RecordKind.END:
                     return
                 if record.kind == RecordKind.BLANK:

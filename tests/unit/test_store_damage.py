@@ -12,6 +12,7 @@ import pytest
 from support import flip_body_byte, small_store_config
 
 from rocketstore.broker.system_queue import read_queue
+from store.role_change import queue_offsets_through_log
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
 from store.codec import DamagedMessage
 from store.status import GetMessageStatus
@@ -113,3 +114,13 @@ def test_a_store_with_damage_below_its_start_up_scan_starts_and_refuses_it(tmp_p
 
     with MessageStore(config(tmp_path, check_crc_on_recover=False)) as store:
         assert store.crc_checked_from_offset == end
+
+
+def test_a_damaged_body_does_not_stop_a_promotion_from_counting_queue_offsets(tmp_path):
+    cfg = config(tmp_path)
+    with MessageStore(cfg) as store:
+        offsets = put_all(store, "Orders", 5)
+        flip_body_byte(cfg.commit_log_dir, SEGMENT, offsets[3])
+        # What a promotion reads: every record past the dispatch point, headers only.
+        table = queue_offsets_through_log(store.commit_log, store.consume_queues, offsets[1])
+    assert table["Orders-0"] == 5
