@@ -61,6 +61,7 @@ from bench.common import (
     default_parent_dir,
     environment,
     parse_size,
+    print_environment,
     progress,
     size_label,
 )
@@ -703,9 +704,12 @@ def find(results: list[CellResult], name: str) -> CellResult | None:
 
 def print_config(env: dict[str, str], args: argparse.Namespace, cells: list[Cell]) -> None:
     p = args.profile
-    print("RocketStore store put benchmark (bench/store_put_bench.py)")
-    for key in ("started", "git", "python", "machine", "dir", "filesystem"):
-        print(f"  {key:<12} {env[key]}")
+    print_environment(
+        "RocketStore store put benchmark (bench/store_put_bench.py)",
+        env,
+        ("started", "git", "python", "machine", "dir", "filesystem"),
+        12,
+    )
     if env["fstype"] in ("tmpfs", "ramfs"):
         print("  WARNING      the directory is in memory: fsync figures say nothing about a disk")
     print(

@@ -80,7 +80,9 @@ from bench.common import (
     REPO_ROOT,
     default_parent_dir,
     environment,
+    load_average,
     parse_size,
+    print_environment,
     progress,
     size_label,
 )
@@ -858,9 +860,12 @@ def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
 
 def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
     config = StoreConfig()
-    print("RocketStore store read-side benchmark (bench/store_read_bench.py)")
-    for key in ("started", "git", "python", "machine", "dir", "filesystem"):
-        print(f"  {key:<12} {env[key]}")
+    print_environment(
+        "RocketStore store read-side benchmark (bench/store_read_bench.py)",
+        env,
+        ("started", "git", "python", "machine", "dir", "filesystem"),
+        12,
+    )
     if env["fstype"] in ("tmpfs", "ramfs"):
         print("  WARNING      the directory is in memory: cold-cache figures say nothing about a disk")
     print(
@@ -901,8 +906,7 @@ def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
         f"  bounds       every loop stops at its count or after {args.seconds:g} s;"
         f" dispatch runs {args.trials} trial(s) per variant, interleaved"
     )
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"  load avg     {load} (1, 5, 15 min) at start: other work on the machine skews every figure")
+    print(f"  load avg     {load_average()} (1, 5, 15 min) at start: other work on the machine skews every figure")
     print(
         "  units        MB = 10^6 bytes of CommitLog records; msgs/s over the timed loop; s/GiB = (load + start) / "
         "log GiB"

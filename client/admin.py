@@ -132,9 +132,11 @@ class AdminClient:
         earliest: bool = False,
         latest: bool = False,
         dry_run: bool = True,
+        queue_id: int | None = None,
     ) -> dict[str, Any]:
-        """Move the group's offsets in the topic (exactly one target); a dry run unless
-        `dry_run=False`. {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}."""
+        """Move the group's offsets in the topic (exactly one target), in every queue or only in
+        `queue_id`; a dry run unless `dry_run=False`.
+        {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}."""
         check_name("group", group)
         check_name("topic", topic)
         chosen = _exactly_one(
@@ -145,6 +147,8 @@ class AdminClient:
             latest=latest or None,
         )
         request = admin_pb2.ResetOffsetRequest(group=group, topic=topic, dry_run=dry_run, **chosen)
+        if queue_id is not None:
+            request.queue_id = queue_id
         answer = self._call("ResetOffset", request)
         return {"queues": [proto_to_dict(q) for q in answer.queues], "applied": answer.applied}
 

@@ -91,6 +91,18 @@ class CorruptMessage(Exception):
         self.reason = reason
 
 
+class DamagedMessage(CorruptMessage):
+    """A whole message in its place (its PHYSICALOFFSET names its position, its sizes add up)
+    whose body fails its BODYCRC: bytes changed at rest, not a wrong offset nor a torn append.
+    Carries where the message belongs, so that whoever meets it can say which one it is."""
+
+    def __init__(self, offset: int, reason: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        super().__init__(offset, reason)
+        self.topic = topic
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+
+
 # ---------------------------------------------------------------------------------------------
 # Hosts and msgId
 
@@ -494,7 +506,8 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     """Check the record at `buf[pos:]` whose CommitLog offset is `physical_offset`.
 
     `limit` is the end of the segment within `buf`. Zeros at TOTALSIZE mean the end of written data.
-    Raises CorruptMessage for anything that is neither a whole valid message nor a blank end.
+    Raises CorruptMessage for anything that is neither a whole valid message nor a blank end;
+    DamagedMessage (a CorruptMessage) for a whole message whose body fails its CRC.
     """
     remaining = limit - pos
     if remaining < 8:
@@ -529,8 +542,9 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     p = pos + fixed.size
     if body_len < 0 or p + body_len + 3 > end:
         raise CorruptMessage(physical_offset, f"body length {body_len} does not fit total size {size}")
-    if verify_crc and zlib.crc32(memoryview(buf)[p : p + body_len]) & 0x7FFFFFFF != crc:
-        raise CorruptMessage(physical_offset, "body CRC mismatch")
+    # Checked now, reported after the structure: a record whose sizes do not add up is not a
+    # message at all, whatever its body holds.
+    crc_ok = not verify_crc or zlib.crc32(memoryview(buf)[p : p + body_len]) & 0x7FFFFFFF == crc
     p += body_len
     topic_len = buf[p]
     topic_raw = buf[p + 1 : p + 1 + topic_len]
@@ -545,6 +559,8 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     if props_len and buf[end - 1] != 0x02:
         raise CorruptMessage(physical_offset, "properties do not end with a separator")
     topic = _topic_name(bytes(topic_raw), physical_offset)
+    if not crc_ok:
+        raise DamagedMessage(physical_offset, "body CRC mismatch", topic, queue_id, queue_offset)
     return RecordCheck(
         RecordKind.MESSAGE, size, queue_id, queue_offset, sys_flag, store_ts, topic, p + 2, props_len, prepared
     )

@@ -37,11 +37,12 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 
 from .checkpoint import StoreCheckpoint
 from .retention import CleanPolicy, CleanService
-from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage
+from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, DamagedMessage
 from .commitlog import CommitLog, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
+from .damage import DamageLog, Reader
 from .dispatch import (
     Dispatcher,
     DispatchRequest,
@@ -140,7 +141,11 @@ class MessageStore:
             else None
         )
         self.queue = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log, pool=self._pool)
-        self.commit_log = CommitLog(self.queue, clock_ms)
+        # Damaged records met by any reader; the CommitLog reports those its reads refuse.
+        self.damage = DamageLog(wall_ms=clock_ms)
+        self.commit_log = CommitLog(self.queue, clock_ms, on_damage=self._read_refused)
+        # Set by load(): below it, no record's body CRC was checked in this run (see the property).
+        self._crc_checked_from = 0
         self.consume_queues = ConsumeQueueTable(root, config.mapped_file_size_consume_queue)
         self.index = (
             IndexService(
@@ -239,6 +244,8 @@ class MessageStore:
         self.commit_log.reset_queue_offsets(recovered.queue_offset_table)
         self.dispatcher.reput_from_offset = recovered.dispatch_from_offset
         self.recovery = recovered.report
+        report = recovered.report
+        self._crc_checked_from = report.scan_start_offset if self.config.check_crc_on_recover else report.end_offset
         self._loaded = True
         pending = read_intent(self._root)
         if pending is not None:
@@ -857,7 +864,22 @@ class MessageStore:
         return self.dispatcher.reput_from_offset
 
     def read_message(self, physical_offset: int) -> MessageExt:
+        """The message at `physical_offset`: CorruptMessage when there is none, DamagedMessage
+        (a CorruptMessage, counted in `damage`) when its body fails its CRC."""
         return self.commit_log.read_message(physical_offset)
+
+    def _read_refused(self, error: DamagedMessage) -> None:
+        self.damage.found(error, Reader.READ)
+
+    @property
+    def crc_checked_from_offset(self) -> int:
+        """The CommitLog offset from which every record had its body CRC checked in this run or
+        was written in it: the start-up scan checked from here to the log's end (from the end
+        when checkCRCOnRecover is off), and later records were encoded from their bodies by the
+        put path or received whole under the replication stream's checksum. Records below it
+        were stored before this run and never checked since: what replication checks before
+        shipping (reads check every message)."""
+        return self._crc_checked_from
 
     def iter_messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
         return self.commit_log.iter_messages(start_offset)
@@ -938,4 +960,5 @@ class MessageStore:
             commit_log_min_offset=self.min_offset,
             commit_log_max_offset=self.max_offset,
             flushed_offset=self.flushed_offset,
+            damage=self.damage.snapshot(self.min_offset),
         )

@@ -129,3 +129,38 @@ def run_cli(*argv: str) -> tuple[int, str]:
     finally:
         sys.stdout = saved
     return code, out.getvalue()
+
+
+def small_store_config(root: Path, segment_size: int, **overrides):
+    """A StoreConfig at `root` with `segment_size` CommitLog segments and small ConsumeQueue and
+    IndexFile geometry, as small segments: tests copy and scan whole stores."""
+    from store import StoreConfig
+
+    overrides.setdefault("mapped_file_size_commit_log", segment_size)
+    overrides.setdefault("mapped_file_size_consume_queue", 1024 * 20)
+    overrides.setdefault("max_hash_slot_num", 512)
+    overrides.setdefault("max_index_num", 2048)
+    return StoreConfig(store_path_root_dir=str(root), **overrides)
+
+
+def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int) -> int:
+    """Damage the message at CommitLog offset `physical_offset` as bytes changed at rest do: one
+    byte of its body flipped in its segment file, in place (a running store sees it through its
+    shared mapping). Returns the file position changed."""
+    from store.codec import check_record, decode_checked
+
+    start = physical_offset - physical_offset % segment_size
+    path = commit_log_dir / f"{start:020d}"
+    fd = os.open(path, os.O_RDWR)
+    try:
+        segment = os.pread(fd, segment_size, 0)
+        pos = physical_offset - start
+        check = check_record(segment, pos, len(segment), physical_offset)
+        message = decode_checked(segment, pos, check)
+        assert message.body, "a message with an empty body has no body byte to damage"
+        body_at = check.properties_pos - 2 - 1 - len(check.topic.encode("utf-8")) - len(message.body)
+        os.pwrite(fd, bytes([segment[body_at] ^ 0x20]), body_at)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return body_at

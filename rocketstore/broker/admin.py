@@ -55,7 +55,8 @@ from store import BrokerRole, MessageStore, TopicConfig
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
 from store.clock import wall_clock_ms
 
-from store.codec import CorruptMessage
+from store.codec import CorruptMessage, DamagedMessage
+from store.damage import describe
 from store.message import MessageExt
 from store.properties import ConfigError
 
@@ -389,6 +390,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 "say where to: timestamp_ms, queue_offset, earliest or latest",
             )
         config = await self._topic(context, request.topic)
+        if request.HasField("queue_id") and not 0 <= request.queue_id < config.read_queue_nums:
+            await _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"topic {config.topic_name} has queues 0..{config.read_queue_nums - 1}, not {request.queue_id}",
+            )
         if self._consumes_by_pop(request.group, config.topic_name):
             await _abort(
                 context,
@@ -424,12 +431,26 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                     grpc.StatusCode.FAILED_PRECONDITION,
                     "this broker keeps no index (messageIndexEnable=false)",
                 )
-            found = (await asyncio.to_thread(store.query_message, request.topic, request.key, limit)).messages
+            queried = await asyncio.to_thread(store.query_message, request.topic, request.key, limit)
+            found = queried.messages
+            if not found and queried.damaged_offsets:
+                listed = ", ".join(map(str, queried.damaged_offsets))
+                await _abort(
+                    context,
+                    grpc.StatusCode.DATA_LOSS,
+                    f"the messages the index names for key {request.key!r} are damaged (body CRC mismatch) at "
+                    f"CommitLog offsets {listed}: not served",
+                )
         elif by == "msg_id":
-            found = await asyncio.to_thread(admin_queries.find_by_id, store, request.msg_id, request.topic, limit)
+            try:
+                found = await asyncio.to_thread(admin_queries.find_by_id, store, request.msg_id, request.topic, limit)
+            except DamagedMessage as exc:
+                await _abort(context, grpc.StatusCode.DATA_LOSS, f"{describe(exc)}: not served")
         elif by == "commit_log_offset":
             try:
                 found = (await asyncio.to_thread(store.read_message, request.commit_log_offset),)
+            except DamagedMessage as exc:
+                await _abort(context, grpc.StatusCode.DATA_LOSS, f"{describe(exc)}: not served")
             except CorruptMessage as exc:
                 await _abort(
                     context, grpc.StatusCode.NOT_FOUND, f"no message at offset {request.commit_log_offset}: {exc}"

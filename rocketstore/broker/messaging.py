@@ -670,6 +670,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                         yield pb.PullMessageResponse(message=to_pb_message(ext, namespace))
                     yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
                     return
+                if action is PullAction.REFUSE:
+                    yield pb.PullMessageResponse(status=status(pb.MESSAGE_CORRUPTED, codes.corrupted_text(result)))
+                    yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
+                    return
                 if action is PullAction.RESET:
                     bounds = f"[{result.min_offset}, {result.max_offset}]"
                     text = f"offset {offset} is outside queue {topic}:{queue_id} {bounds}"

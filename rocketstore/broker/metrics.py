@@ -163,6 +163,28 @@ class BrokerCollector:
         gets.add_metric(["found"], snap.get_found)
         gets.add_metric(["miss"], snap.get_miss)
         yield gets
+        damage = snap.damage
+        yield GaugeMetricFamily(
+            "rocketstore_damaged_records",
+            "CommitLog records found damaged (body CRC mismatch) since start, still in the log: not served",
+            value=damage.record_count,
+        )
+        refused = CounterMetricFamily(
+            "rocketstore_damaged_record_refusals",
+            "Reads and replication shipments refused because the record was damaged",
+            labels=["reader"],
+        )
+        refused.add_metric(["read"], damage.refused_reads)
+        refused.add_metric(["replication"], damage.refused_shipments)
+        yield refused
+        held = GaugeMetricFamily(
+            "rocketstore_replication_held_offset",
+            "Where replication to a slave stops: the CommitLog offset of a damaged record (absent when none)",
+            labels=["slave_id"],
+        )
+        for slave_id, offset in sorted(damage.held_replication.items()):
+            held.add_metric([str(slave_id)], offset)
+        yield held
         yield CounterMetricFamily("rocketmq_messages_out", "Messages handed to consumers", value=snap.get_messages)
         yield CounterMetricFamily("rocketmq_throughput_out", "Bytes handed to consumers", value=snap.get_bytes)
         messages_in = CounterMetricFamily("rocketmq_messages_in", "Messages stored, by topic", labels=["topic"])

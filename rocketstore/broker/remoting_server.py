@@ -492,6 +492,10 @@ class RemotingServer:
                         self._store.commit_log_data(m.physical_offset, m.store_size) for m in result.messages
                     )
                     return request.answer(R.SUCCESS, None, header, body)
+                if status is GetMessageStatus.MESSAGE_CORRUPTED:
+                    # RocketMQ has no pull code for it: a client takes SYSTEM_ERROR as a failed
+                    # pull and tries the same offset later, never skipping the message.
+                    return request.answer(R.SYSTEM_ERROR, codes.corrupted_text(result), header)
                 if status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING,
                               GetMessageStatus.OFFSET_FOUND_NULL):  # fmt: skip
                     return request.answer(R.PULL_RETRY_IMMEDIATELY, status.name, header)

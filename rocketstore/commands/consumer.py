@@ -2,7 +2,8 @@
 admin API.
 
     rocketstore consumer progress --group G [--topic T]
-    rocketstore consumer reset --group G --topic T --to-time WHEN|--to-offset N|--to-earliest|--to-latest [--execute]
+    rocketstore consumer reset --group G --topic T --to-time WHEN|--to-offset N|--to-earliest|--to-latest
+        [--queue Q] [--execute]
 
 `consumer reset` is a dry run without `--execute` (Kafka's reset-offsets convention). Runs on the
 command's main thread.
@@ -36,6 +37,7 @@ def consumer_arguments(p: argparse.ArgumentParser) -> None:
         help="the first message stored at or after WHEN (Unix ms, or ISO 8601; no zone means UTC)",
     )
     to.add_argument("--to-offset", type=natural, metavar="N", help="queue offset N in every queue (clamped)")
+    reset.add_argument("--queue", type=natural, metavar="Q", help="only queue Q (default: every queue of the topic)")
     to.add_argument("--to-earliest", action="store_true", help="each queue's first message still stored")
     to.add_argument("--to-latest", action="store_true", help="each queue's end: skip everything stored")
     reset.add_argument("--execute", action="store_true", help="apply the reset (without: only show it)")
@@ -74,6 +76,7 @@ def run_consumer(args: argparse.Namespace) -> int:
             earliest=args.to_earliest,
             latest=args.to_latest,
             dry_run=not args.execute,
+            queue_id=args.queue,
         )
         if args.json:
             print_json(answer)

@@ -136,7 +136,13 @@ def test_every_get_status_has_a_pull_action():
     assert codes.pull_action(GetMessageStatus.NO_MATCHED_MESSAGE) is PullAction.SKIP
     assert codes.pull_action(GetMessageStatus.OFFSET_OVERFLOW_ONE) is PullAction.WAIT
     assert codes.pull_action(GetMessageStatus.OFFSET_TOO_SMALL) is PullAction.RESET
-    assert {codes.PULL_CODES[a] for a in PullAction} == {pb.OK, pb.MESSAGE_NOT_FOUND, pb.ILLEGAL_OFFSET}
+    assert codes.pull_action(GetMessageStatus.MESSAGE_CORRUPTED) is PullAction.REFUSE
+    assert {codes.PULL_CODES[a] for a in PullAction} == {
+        pb.OK,
+        pb.MESSAGE_NOT_FOUND,
+        pb.ILLEGAL_OFFSET,
+        pb.MESSAGE_CORRUPTED,
+    }
 
 
 # -- conversions ---------------------------------------------------------------------------------

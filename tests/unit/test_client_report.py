@@ -126,3 +126,32 @@ def test_status_in_controller_mode_shows_the_group():
     text = report.format_status(report.status_rows(unclean, {}), unclean)
     assert "master none elected" in text and "up to 4096 bytes may be lost" in text
     assert "etcd: control: no etcd endpoint answered" in text
+
+
+def test_status_names_damaged_records_and_held_replication():
+    damage = {
+        "records": [
+            {
+                "offset": 4096,
+                "reason": "body CRC mismatch",
+                "topic": "Orders",
+                "queue_id": 2,
+                "queue_offset": 7,
+                "first_seen_ms": 1,
+                "refusals": 3,
+            }
+        ],
+        "record_count": 1,
+        "refused_reads": 2,
+        "refused_shipments": 1,
+        "held_replication": {"1": 4096},
+    }
+    master = _status("SYNC_MASTER", 0, "m:1", stats={"damage": damage})
+    rows = report.status_rows(master, {})
+    assert report.status_problems(rows, master)
+    text = report.format_status(rows, master)
+    assert "DAMAGED RECORDS: 1 (body CRC mismatch: not served, not replicated" in text
+    assert "CommitLog offset 4096 (Orders:2 queue offset 7, body CRC mismatch), refused 3 time(s)" in text
+    assert "replication to slave 1 held at offset 4096: the record there is damaged" in text
+    clean = _status("ASYNC_MASTER", 0, "m:1", stats={"damage": {"record_count": 0}})
+    assert not report.damage_lines(clean) and not report.status_problems(report.status_rows(clean, {}), clean)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from store import codec
-from store.codec import CorruptMessage, MessageRejected, RecordKind
+from store.codec import CorruptMessage, DamagedMessage, MessageRejected, RecordKind
 from store.message import (
     COMPRESSED_FLAG,
     MULTI_TAGS_FLAG,
@@ -553,6 +553,43 @@ def test_flipped_body_byte_fails_crc():
     assert codec.check_record(buf, 0, len(buf), 0, verify_crc=False).kind == RecordKind.MESSAGE
     with pytest.raises(CorruptMessage):
         codec.decode_message(buf, 0)
+
+
+def test_a_damaged_body_names_where_its_message_belongs():
+    buf = stamped(Message(topic="Orders", queue_id=3, body=b"hello body"), physical_offset=4096, queue_offset=17)
+    buf[buf.index(b"hello body") + 4] ^= 0x40
+
+    with pytest.raises(DamagedMessage) as info:
+        codec.decode_message(buf, 0, 4096)
+    damaged = info.value
+    assert (damaged.offset, damaged.topic, damaged.queue_id, damaged.queue_offset) == (4096, "Orders", 3, 17)
+    assert damaged.reason == "body CRC mismatch"
+
+
+def test_broken_structure_is_not_reported_as_a_damaged_body():
+    # A record cut short (zeros at its end) whose body also changed: not a whole message at all.
+    buf = stamped(Message(topic="T", queue_id=0, body=b"hello body", properties={"k": "v"}))
+    buf[buf.index(b"hello body")] ^= 0x01
+    buf[-1] = 0
+
+    with pytest.raises(CorruptMessage) as info:
+        codec.check_record(buf, 0, len(buf), 0)
+    assert not isinstance(info.value, DamagedMessage)
+    assert "separator" in info.value.reason
+
+
+@given(msg=messages().filter(lambda m: m.body), data=st.data())
+def test_any_change_to_a_body_is_a_damaged_message(msg, data):
+    buf = stamped(msg, physical_offset=64, queue_offset=9)
+    body_at = len(buf) - len(msg.body) - 1 - len(msg.topic.encode()) - 2 - len(codec.encode_properties(msg.properties))
+    assert bytes(buf[body_at : body_at + len(msg.body)]) == msg.body
+    position = body_at + data.draw(st.integers(0, len(msg.body) - 1))
+    buf[position] ^= data.draw(st.integers(1, 255))
+
+    # CRC-32 catches every change within 32 consecutive bits, so no flipped byte gets through.
+    with pytest.raises(DamagedMessage) as info:
+        codec.check_record(buf, 0, len(buf), 64)
+    assert (info.value.offset, info.value.topic, info.value.queue_offset) == (64, msg.topic, 9)
 
 
 def test_wrong_physical_offset():

@@ -311,7 +311,7 @@ class ConsumerProgressResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueProgress, _Mapping]]] = ...) -> None: ...
 
 class ResetOffsetRequest(_message.Message):
-    __slots__ = ("group", "topic", "timestamp_ms", "queue_offset", "earliest", "latest", "dry_run")
+    __slots__ = ("group", "topic", "timestamp_ms", "queue_offset", "earliest", "latest", "dry_run", "queue_id")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
@@ -319,6 +319,7 @@ class ResetOffsetRequest(_message.Message):
     EARLIEST_FIELD_NUMBER: _ClassVar[int]
     LATEST_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     group: str
     topic: str
     timestamp_ms: int
@@ -326,7 +327,8 @@ class ResetOffsetRequest(_message.Message):
     earliest: bool
     latest: bool
     dry_run: bool
-    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., queue_offset: _Optional[int] = ..., earliest: _Optional[bool] = ..., latest: _Optional[bool] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    queue_id: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., queue_offset: _Optional[int] = ..., earliest: _Optional[bool] = ..., latest: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., queue_id: _Optional[int] = ...) -> None: ...
 
 class OffsetChange(_message.Message):
     __slots__ = ("queue_id", "old_offset", "new_offset")
