@@ -144,6 +144,20 @@ def _topic_count(cluster: LocalCluster) -> int | None:
         return None
 
 
+def _roles(groups: dict[str, LocalCluster]) -> dict[str, str]:
+    """Each broker's role as its admin API says (an authenticated call that changed roles would
+    make the rest of a run measure another setup)."""
+    roles = {}
+    for name, cluster in groups.items():
+        for broker in cluster.brokers:
+            try:
+                with AdminClient(broker.client_endpoint, cluster.admin_secret(), timeout_s=10) as admin:
+                    roles[f"{name} {broker.name}"] = admin.status()["role"]
+            except Exception as exc:  # noqa: BLE001 - a broker that does not answer says so
+                roles[f"{name} {broker.name}"] = f"? ({type(exc).__name__})"
+    return roles
+
+
 def _suspects(workers: list[Worker]):
     def suspects(target: Target) -> list[str]:
         lines = []
@@ -209,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         sampler.start()
         disk_start = {label: disk_usage(b.store_dir) for label, b in brokers.items()}
         topics_start = {name: _topic_count(c) for name, c in groups.items()}
+        roles_start = _roles(groups)
         started = time.monotonic()
         deadline = started + args.seconds
         workers: list[Worker] = []
@@ -242,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             if name == "open":
                 health += remoting_health(cluster, name)
         topics_end = {name: _topic_count(c) for name, c in groups.items()}
+        roles_end = _roles(groups)
         disk_end = {label: disk_usage(b.store_dir) for label, b in brokers.items()}
     except BaseException:
         for cluster in groups.values():
@@ -300,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             for label in brokers
         },
         "topics": {name: {"start": topics_start[name], "end": topics_end[name]} for name in groups},
+        "roles": {label: {"start": roles_start.get(label), "end": roles_end.get(label)} for label in brokers},
         "tracebacks": {label: tracebacks_text(scan) for label, scan in logs.items() if scan.tracebacks},
         "health": [dataclasses.asdict(c) for c in health],
         "errors": errors,
@@ -361,6 +378,8 @@ def print_report(report: dict, stats: Stats, findings: list[Finding], health) ->
         )
     topics = ", ".join(f"{name} {v['start']} -> {v['end']}" for name, v in report["topics"].items())
     print(f"topics (start -> end): {topics}")
+    roles = ", ".join(f"{label} {v['start']} -> {v['end']}" for label, v in report["roles"].items())
+    print(f"roles (start -> end): {roles}")
     print()
     total = sum(b["log"]["tracebacks"] for b in report["brokers"].values())
     print(f"tracebacks in the broker logs: {total}")

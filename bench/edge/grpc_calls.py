@@ -179,7 +179,8 @@ class AdminAuth:
         elif mode == "wrong-secret":
             header = self._stranger.header(path)
         elif mode == "other-method":
-            header = self._signer.header(self._rng.choice(list(METHODS)))
+            # Never this method itself: that header would authenticate the call.
+            header = self._signer.header(self._rng.choice([p for p in METHODS if p != path]))
         elif mode == "stale":
             old = auth.wall_clock_ms() - self._rng.choice((6, 60, 24 * 60)) * 60_000
             header = auth.Signer(self._secret, clock_ms=lambda: old).header(path)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import random
 
-from bench.edge.grpc_calls import METHODS
+from bench.edge.grpc_calls import METHODS, AdminAuth
 from bench.edge.grpc_inputs import FuzzContext, defang, defang_bytes, valid_request
 from bench.edge.mutation import mutate_bytes, mutate_message
 from bench.edge.observe import scan_lines
 from bench.edge.remoting_inputs import SERVED, encodable, mutate_command, raw_frame, valid_command
 from wire.remoting import FrameDecoder, RemotingProtocolError
+from wire import auth
 from wire.rpc import admin_pb2
 
 NOW_MS = 1_790_000_000_000
@@ -112,3 +113,20 @@ def test_the_log_scan_counts_tracebacks_by_first_and_last_line():
     assert scan.tracebacks == 3 and scan.warnings == 1 and scan.errors == 2
     first = "ERROR rocketstore.broker.messaging: PullMessage failed at #"
     assert scan.distinct == {(first, "KeyError: 'k'"): 2, ("Exception in thread worker:", "RuntimeError: boom"): 1}
+
+
+def test_only_the_signed_and_first_replayed_headers_authenticate_a_call():
+    secret = b"a-secret-of-sixteen-bytes"
+    verifier = auth.Verifier(secret)
+    admin_auth = AdminAuth(secret, random.Random(4))
+    path = "/rocketstore.admin.v1.Admin/ElectMaster"
+    now = auth.wall_clock_ms()
+
+    def accepted(mode: str) -> bool:
+        header = dict(admin_auth.metadata(mode, path)).get(auth.HEADER)
+        return verifier.check(header, path, now) is None
+
+    for _ in range(200):  # "other-method" draws among the other methods: never this one
+        for mode in ("none", "wrong-secret", "other-method", "stale", "malformed"):
+            assert not accepted(mode), mode
+    assert accepted("signed") and not accepted("replayed")
