@@ -111,7 +111,7 @@ def prepare(cluster: LocalCluster, acl: bool) -> FuzzContext:
                     ctx.msg_ids.append(entry.message_id)
                     ctx.commit_log_offsets.append(entry.commit_log_offset)
                     ctx.offset_msg_ids.append(_offset_msg_id(host, int(port), entry.commit_log_offset))
-                    ctx.max_queue_offset = max(ctx.max_queue_offset, entry.offset * QUEUES)
+                    ctx.max_queue_offset = max(ctx.max_queue_offset, entry.offset)
         for i in range(4):
             request = pb.SendMessageRequest(messages=[message(pb.TRANSACTION, 100 + i)])
             outcome = channel.call(send, [request.SerializeToString()], metadata(), 10)

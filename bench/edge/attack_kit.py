@@ -10,6 +10,7 @@ threads of their own start and join them).
 from __future__ import annotations
 
 import contextlib
+import socket
 import statistics
 import time
 from collections.abc import Iterator
@@ -64,6 +65,22 @@ class AttackEnv:
         finally:
             for error in stop_quietly(cluster):
                 result.notes.append(f"stopping the brokers: {error}")
+
+
+def closed_by_peer(socks: list[socket.socket], hold_s: float) -> int:
+    """How many of `socks` the broker closes within the next `hold_s` (what a client sent is left
+    unanswered: a read sees only the close)."""
+    held_until = time.monotonic() + hold_s
+    closed = 0
+    for sock in socks:
+        sock.settimeout(max(0.01, held_until - time.monotonic()))
+        try:
+            closed += sock.recv(1) == b""
+        except TimeoutError:
+            pass
+        except OSError:
+            closed += 1
+    return closed
 
 
 def rss_mib(broker: LocalBroker) -> float:

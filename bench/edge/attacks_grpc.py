@@ -375,28 +375,34 @@ def pull_after_send(env: AttackEnv) -> Result:
         "a pull at the acknowledged offset + 1 right after the send never answers an illegal offset",
     )
     tries = env.count(300)
-    with env.group(result, remoting=True) as cluster:
-        master = cluster.master
-        with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
-            admin.create_topic("AfterSendTopic", 1)
-        grpc_counts: dict[str, int] = {}
-        with (
-            Producer(master.client_endpoint, retry_timeout_s=0) as producer,
-            PullConsumer(master.client_endpoint) as consumer,
-        ):
-            for i in range(tries):
-                sent = producer.send("AfterSendTopic", f"g{i}".encode(), queue_id=0)
-                try:
-                    status = consumer.pull("AfterSendTopic", 0, sent.queue_offset + 1).status.name
-                except RocketStoreError as exc:
-                    status = str(exc).split(":")[0]
-                grpc_counts[status] = grpc_counts.get(status, 0) + 1
-        remoting_counts = asyncio.run(_remoting_pulls_after_send(master.remoting_endpoint, tries))
-    result.figure(f"gRPC: {tries} send then pull at offset + 1", grpc_counts)
-    result.figure(f"remoting: {tries} send then pull at offset + 1", remoting_counts)
-    illegal = grpc_counts.get(PullStatus.OFFSET_ILLEGAL.name, 0) + remoting_counts.get(
-        PullStatus.OFFSET_ILLEGAL.name, 0
-    )
+    illegal = 0
+    # With ASYNC_FLUSH a put is answered as soon as it is replicated (or appended): the dispatcher
+    # has the least time to put it in its queue before the pull comes.
+    for role, slaves in (("SYNC_MASTER", 1), ("ASYNC_MASTER", 0)):
+        with env.group(
+            result, remoting=True, slaves=slaves, master_role=role, flush_disk_type="ASYNC_FLUSH"
+        ) as cluster:
+            master = cluster.master
+            with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
+                admin.create_topic("AfterSendTopic", 1)
+            grpc_counts: dict[str, int] = {}
+            with (
+                Producer(master.client_endpoint, retry_timeout_s=0) as producer,
+                PullConsumer(master.client_endpoint) as consumer,
+            ):
+                for i in range(tries):
+                    sent = producer.send("AfterSendTopic", f"g{i}".encode(), queue_id=0)
+                    try:
+                        status = consumer.pull("AfterSendTopic", 0, sent.queue_offset + 1).status.name
+                    except RocketStoreError as exc:
+                        status = str(exc).split(":")[0]
+                    grpc_counts[status] = grpc_counts.get(status, 0) + 1
+            remoting_counts = asyncio.run(_remoting_pulls_after_send(master.remoting_endpoint, tries))
+        mode = f"{role}+ASYNC_FLUSH"
+        result.figure(f"{mode}, gRPC: {tries} sends, each then a pull at offset + 1", grpc_counts)
+        result.figure(f"{mode}, remoting: {tries} sends, each then a pull at offset + 1", remoting_counts)
+        illegal += grpc_counts.get(PullStatus.OFFSET_ILLEGAL.name, 0)
+        illegal += remoting_counts.get(PullStatus.OFFSET_ILLEGAL.name, 0)
     result.passed = illegal == 0
     return result
 

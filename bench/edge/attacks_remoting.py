@@ -26,7 +26,8 @@ from wire.remoting import (
     properties_to_string,
 )
 
-from .attack_kit import AttackEnv, Result, cpu_share, put_latencies_ms, rss_mib
+from .attack_kit import AttackEnv, Result, closed_by_peer, cpu_share, put_latencies_ms, rss_mib
+from .brokers import stop_timed
 from .observe import Sampler, scan_broker_stderr
 from .remoting_inputs import send_header, v2_fields
 from .remoting_io import RemotingSocket, one_request
@@ -67,12 +68,7 @@ def wedge_frame(env: AttackEnv) -> Result:
         cpu = cpu_share(master, 2.0)
         after, failed_after = put_latencies_ms(cluster, "WedgeTopic", count)
         conn.close()
-        started = time.monotonic()
-        try:
-            master.stop(timeout_s=30)
-            stop = f"{time.monotonic() - started:.1f} s"
-        except RuntimeError:
-            stop = f"more than 30 s (killed after {time.monotonic() - started:.1f} s)"
+        stop = stop_timed(master)
     result.figure("connection that sent the frame closed by the broker", _yes(closed))
     result.figure("remoting answers a new connection within 5 s", answer or "no answer")
     result.figure("broker CPU over 2 s after the frame", f"{cpu * 100:.0f}% of a core")
@@ -80,7 +76,7 @@ def wedge_frame(env: AttackEnv) -> Result:
     p50_after = "none" if after is None else f"{after:.1f}"
     result.figure(f"gRPC SYNC_MASTER put p50 before -> after ({count} puts each)", f"{p50} -> {p50_after} ms")
     result.figure("failed puts before / after", f"{failed_before} / {failed_after}")
-    result.figure("SIGTERM to exit", stop)
+    result.figure("the broker", stop)
     result.passed = answer is not None
     return result
 
@@ -152,16 +148,7 @@ def slow_senders(env: AttackEnv) -> Result:
                 refused += 1
             socks.append(sock)
         loaded = rss_mib(master)
-        held_until = time.monotonic() + hold_s
-        closed = 0
-        for sock in socks:
-            sock.settimeout(max(0.01, held_until - time.monotonic()))
-            try:
-                closed += sock.recv(1) == b""
-            except TimeoutError:
-                pass
-            except OSError:
-                closed += 1
+        closed = closed_by_peer(socks, hold_s)
         after_hold = rss_mib(master)
         for sock in socks:
             sock.close()

@@ -23,7 +23,7 @@ from client.endpoint import parse_endpoint
 from harness.local_cluster import LocalBroker, LocalCluster, poll_until
 from wire.rpc import ha_pb2
 
-from .attack_kit import AttackEnv, Result
+from .attack_kit import AttackEnv, Result, closed_by_peer
 from .grpc_calls import METHODS, RawChannel
 from .observe import log_file_bytes, thread_count
 
@@ -73,16 +73,7 @@ def metrics_idle(env: AttackEnv) -> Result:
         opening_s = time.monotonic() - started
         with_idle = thread_count(pid) or 0
         scrape = _scrape_seconds(f"http://{master.ready['metrics']}/metrics")
-        held_until = time.monotonic() + hold_s
-        closed = 0
-        for sock in socks:
-            sock.settimeout(max(0.01, held_until - time.monotonic()))
-            try:
-                closed += sock.recv(1) == b""
-            except TimeoutError:
-                pass
-            except OSError:
-                closed += 1
+        closed = closed_by_peer(socks, hold_s)
         after_hold = thread_count(pid) or 0
         for sock in socks:
             sock.close()

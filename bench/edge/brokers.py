@@ -65,6 +65,7 @@ def start_group(
     acl: bool = False,
     slaves: int = 1,
     master_role: str = "SYNC_MASTER",
+    flush_disk_type: str = "SYNC_FLUSH",
     settings: dict[str, str] | None = None,
 ) -> LocalCluster:
     """A started group in `base_dir`: remoting on with `remoting`, the client API under ACL with
@@ -75,7 +76,9 @@ def start_group(
     if acl:
         options.update(aclEnable="true", aclFile=str(write_acl(base_dir / "acl.json")))
     options.update(settings or {})
-    return LocalCluster(base_dir, master_role=master_role, slaves=slaves, settings=options).start()
+    return LocalCluster(
+        base_dir, master_role=master_role, flush_disk_type=flush_disk_type, slaves=slaves, settings=options
+    ).start()
 
 
 def stop_quietly(cluster: LocalCluster) -> list[str]:
@@ -85,6 +88,16 @@ def stop_quietly(cluster: LocalCluster) -> list[str]:
     except RuntimeError as exc:
         return [str(exc).splitlines()[0]]
     return []
+
+
+def stop_timed(broker: LocalBroker, timeout_s: float = 30.0) -> str:
+    """SIGTERM the broker and say how long it took to exit (killed past `timeout_s`)."""
+    began = time.monotonic()
+    try:
+        broker.stop(timeout_s=timeout_s)
+    except RuntimeError:
+        return f"did not exit within {timeout_s:g} s of SIGTERM: killed after {time.monotonic() - began:.1f} s"
+    return f"exited {time.monotonic() - began:.1f} s after SIGTERM"
 
 
 # -- a good send and pull -----------------------------------------------------------------------

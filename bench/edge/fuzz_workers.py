@@ -27,7 +27,7 @@ from wire.remoting import RemotingCommand, RequestCode
 from wire.rpc import messaging_pb2 as pb
 
 from .brokers import ADMIN as ADMIN_CREDENTIALS
-from .brokers import APP, OUTSIDER, TOPIC
+from .brokers import APP, OUTSIDER, TOPIC, stop_timed
 from .grpc_calls import ACL_AUTH, ADMIN, ADMIN_AUTH, MESSAGING, REPLICATION, AdminAuth, Method, RawChannel, acl_metadata
 from .grpc_inputs import FuzzContext, defang, defang_bytes, valid_request
 from .mutation import mutate_bytes, mutate_message, random_bytes
@@ -353,12 +353,7 @@ class Monitor(threading.Thread):
         broker = target.broker
         at = time.monotonic() - self.started
         target.ready.clear()
-        began = time.monotonic()
-        try:
-            broker.stop(timeout_s=30)
-            stopped = f"stopped by SIGTERM in {time.monotonic() - began:.1f} s"
-        except RuntimeError:
-            stopped = f"did not stop within 30 s of SIGTERM: killed ({time.monotonic() - began:.1f} s)"
+        stopped = stop_timed(broker)
         self.restarts[target.label] += 1
         self._failures[target.label] = 0
         if self.restarts[target.label] > self.max_restarts:

@@ -42,7 +42,7 @@ class FuzzContext:
 
     topics: tuple[str, ...] = (TOPIC, HEALTH_TOPIC)
     groups: tuple[str, ...] = (GROUP, "FuzzGroup2")
-    max_queue_offset: int = 0
+    max_queue_offset: int = 0  # the highest queue offset the setup stored in any queue
     msg_ids: list[str] = field(default_factory=list)  # client message ids (UNIQ_KEY)
     offset_msg_ids: list[str] = field(default_factory=list)  # the broker's (host, CommitLog offset) ids
     commit_log_offsets: list[int] = field(default_factory=list)
@@ -148,26 +148,27 @@ def _ack(rng: random.Random, ctx: FuzzContext) -> pb.AckMessageRequest:
     )
 
 
-def _change(rng: random.Random, ctx: FuzzContext) -> pb.ChangeInvisibleDurationRequest:
+def _named_receipt(rng: random.Random, ctx: FuzzContext) -> dict:
+    """The group, topic, message id and receipt handle fields of a ChangeInvisibleDuration or a
+    ForwardMessageToDeadLetterQueue request."""
     group, topic, msg_id, handle = _receipt(rng, ctx)
+    return {
+        "group": pb.Resource(name=group),
+        "topic": pb.Resource(name=topic),
+        "receipt_handle": handle,
+        "message_id": msg_id,
+    }
+
+
+def _change(rng: random.Random, ctx: FuzzContext) -> pb.ChangeInvisibleDurationRequest:
     return pb.ChangeInvisibleDurationRequest(
-        group=pb.Resource(name=group),
-        topic=pb.Resource(name=topic),
-        receipt_handle=handle,
-        message_id=msg_id,
-        invisible_duration=_duration(rng.choice((0, 1000, 30_000))),
+        **_named_receipt(rng, ctx), invisible_duration=_duration(rng.choice((0, 1000, 30_000)))
     )
 
 
 def _forward(rng: random.Random, ctx: FuzzContext) -> pb.ForwardMessageToDeadLetterQueueRequest:
-    group, topic, msg_id, handle = _receipt(rng, ctx)
     return pb.ForwardMessageToDeadLetterQueueRequest(
-        group=pb.Resource(name=group),
-        topic=pb.Resource(name=topic),
-        receipt_handle=handle,
-        message_id=msg_id,
-        delivery_attempt=1,
-        max_delivery_attempts=16,
+        **_named_receipt(rng, ctx), delivery_attempt=1, max_delivery_attempts=16
     )
 
 
@@ -183,7 +184,7 @@ def _end_transaction(rng: random.Random, ctx: FuzzContext) -> pb.EndTransactionR
 
 
 def _offset(rng: random.Random, ctx: FuzzContext) -> int:
-    return rng.randint(0, max(0, ctx.max_queue_offset // QUEUES + 1))
+    return rng.randint(0, ctx.max_queue_offset + 1)
 
 
 _MESSAGING: dict[str, Callable[[random.Random, FuzzContext], Message | list[Message]]] = {

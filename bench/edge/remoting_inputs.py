@@ -78,7 +78,7 @@ def _send_header(rng: random.Random, ctx: FuzzContext, batch: bool) -> dict[str,
 def _fields(code: int, rng: random.Random, ctx: FuzzContext) -> tuple[dict[str, str], bytes]:
     topic, group = rng.choice(ctx.topics), rng.choice(ctx.groups)
     queue = str(rng.randrange(QUEUES))
-    offset = str(rng.randint(0, max(0, ctx.max_queue_offset // QUEUES + 1)))
+    offset = str(rng.randint(0, ctx.max_queue_offset + 1))
     if code == RequestCode.SEND_MESSAGE:
         return _send_header(rng, ctx, False), rng.randbytes(rng.choice((1, 64, 1024)))
     if code == RequestCode.SEND_MESSAGE_V2:
