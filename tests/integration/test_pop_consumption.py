@@ -196,6 +196,11 @@ def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
         queue_id, offset, token, until, signature = handle.split(".")
         forged = ".".join((queue_id, offset, str(int(token) + 1), until, signature))
         assert pop.ack(forged).entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        # Issue 30: a non-ASCII handle was an INTERNAL_ERROR (compare_digest's TypeError).
+        for bad in (handle[:-1] + "é", handle.replace(".", "\u0661", 1)):
+            assert pop.ack(bad).entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+            assert pop.change(bad, 60).status.code == pb.INVALID_RECEIPT_HANDLE
+            assert pop.forward_to_dead_letter(bad).status.code == pb.INVALID_RECEIPT_HANDLE
         assert Pop(endpoint, "HandleTopic", "other-group").ack(handle).status.code == pb.INVALID_RECEIPT_HANDLE
         changed = pop.change(handle, 60)
         assert changed.status.code == pb.OK and changed.receipt_handle != handle

@@ -194,7 +194,22 @@ def test_a_handle_with_any_field_changed_is_refused(position, digit):
         signer.verify("g", "T", ".".join(parts))
 
 
-@pytest.mark.parametrize("handle", ["", "x", "1.2.3.abc", "a.b.c.d.ffff", "1.2.3.4." + "0" * 300])
+@pytest.mark.parametrize(
+    "handle",
+    ["", "x", "1.2.3.abc", "a.b.c.d.ffff", "1.2.3.4." + "0" * 300, "1.2.3.4.é", "\u0661.2.3.4." + "0" * 32],
+)
 def test_malformed_handles_are_refused(handle):
     with pytest.raises(InvalidReceiptHandle):
         ReceiptSigner(b"s").verify("g", "T", handle)
+
+
+@given(st.text(max_size=80))
+def test_any_text_is_a_valid_handle_or_refused_as_invalid(text):
+    """Issue 30: a non-ASCII handle raised TypeError in hmac.compare_digest (INTERNAL_ERROR)."""
+    signer = ReceiptSigner(b"s3cret")
+    handle = signer.sign("g", "T", Receipt(1, 2, 3, 4))
+    for candidate in (text, handle[:-1] + text, text + handle):
+        try:
+            signer.verify("g", "T", candidate)
+        except InvalidReceiptHandle:
+            pass
