@@ -63,6 +63,7 @@ from .batching import append_chunks
 from .codes import NOT_MASTER
 from .codes import PullAction
 from .config import BrokerConfigs
+from .guard import MalformedRequest
 from .pop_api import PopApi
 from .pop_service import PopService, PopStatus
 from .receipt_handle import ReceiptSigner
@@ -837,8 +838,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             while (command := await outbox.get()) is not None:
                 yield command
             await reader  # its exception, if the client's half failed
-        except grpc.aio.AbortError:
-            raise
+        except (grpc.aio.AbortError, MalformedRequest):
+            raise  # MalformedRequestGuard answers a command that does not decode
         except Exception as exc:
             log.exception("Telemetry failed")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
