@@ -46,7 +46,7 @@ import grpc
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult
-from store.auto_create import AutoCreateLimit, AutoCreateRefusal
+from store.auto_create import AutoCreateRefusal
 from store.clock import wall_clock_ms
 from store.codec import decode_msg_id
 from store.message import (
@@ -283,7 +283,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             # The topic table is written and fsynced: a worker thread's job.
             made = await asyncio.to_thread(self._store.auto_create_topic, topic)
         if isinstance(made, AutoCreateRefusal):
-            code = pb.TOO_MANY_REQUESTS if made.limit is AutoCreateLimit.RATE else pb.TOPIC_NOT_FOUND
+            code = pb.TOO_MANY_REQUESTS if made.limit.is_rate else pb.TOPIC_NOT_FOUND
             return Refusal(code, made.reason)
         return made
 

@@ -200,6 +200,15 @@ class BrokerCollector:
             yield GaugeMetricFamily("rocketstore_disk_free_bytes", "Free bytes on the store's disk", value=disk.free)
             yield GaugeMetricFamily("rocketstore_disk_total_bytes", "Size of the store's disk", value=disk.total)
 
+        refusals = CounterMetricFamily(
+            "rocketstore_topic_auto_create_refusals",
+            "Topic auto-creations refused, by the broker.conf key of the limit that refused them "
+            "(autoCreateRetryTopic*: consumer groups' retry and dead-letter topics, whose redeliveries wait)",
+            labels=["limit"],
+        )
+        for limit, count in sorted(store.auto_create_refusals().items()):
+            refusals.add_metric([limit], count)
+        yield refusals
         yield from self._topics_and_groups()
         yield from self._replication(role)
 
