@@ -302,11 +302,13 @@ class Broker:
             AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]),
             MalformedRequestGuard(),
         ]
+        acl_guard: AclGuard | None = None
         if broker.acl_enable:
             try:
-                interceptors.append(AclGuard(load_acl(broker.acl_file)))
+                acl_guard = AclGuard(load_acl(broker.acl_file))
             except (OSError, ValueError) as exc:
                 raise ConfigError(f"aclFile: {exc}") from None
+            interceptors.append(acl_guard)
         elif not is_loopback(host):
             log.warning(
                 "the client API on %s accepts unsigned calls from anyone who can reach it (aclEnable=false)", host
@@ -358,6 +360,7 @@ class Broker:
             view,
             receipt_secret=self.secrets.ha or self.secrets.admin,
             pop_journal=self.pop_journal,
+            telemetry_check=acl_guard.telemetry_check if acl_guard is not None else None,
         )
         admin = AdminServicer(self.store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop)
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
