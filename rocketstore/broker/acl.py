@@ -33,7 +33,7 @@ calls, as RocketMQ's proxy checks each command): a producer announcing a topic i
 to would otherwise receive that topic's transaction check-backs, message bodies included.
 
 `AclGuard` is the grpc.aio server interceptor that applies it to `apache.rocketmq.v2.MessagingService`
-(the admin API has its own signature, `wire.auth`). The model and the decisions are plain values;
+(the admin API has its own signature, `wire.admin_auth`). The model and the decisions are plain values;
 thread-safe.
 """
 

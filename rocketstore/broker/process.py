@@ -46,7 +46,8 @@ from ha.group_state import GroupKeys
 from ha.peer_auth import Identity, MasterAuth
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
-from wire.auth import AsyncAuthInterceptor, Verifier, channel_credentials, server_credentials
+from wire.admin_auth import AsyncAuthInterceptor, Verifier
+from wire.auth import channel_credentials, server_credentials
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
@@ -299,7 +300,7 @@ class Broker:
         host = broker.host
         max_message = store_config.max_message_size * 2 + 1024 * 1024
         interceptors: list[grpc.aio.ServerInterceptor] = [
-            AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]),
+            AsyncAuthInterceptor(Verifier(self.secrets.admin, broker.identity), [ADMIN_PREFIX]),
             MalformedRequestGuard(),
         ]
         acl_guard: AclGuard | None = None

@@ -286,3 +286,43 @@ def test_a_telemetry_stream_that_never_reads_is_dropped_and_the_broker_stays_sma
     assert log.count("dropped the Telemetry stream") == 1
     with Producer(master.client_endpoint) as producer:
         assert producer.send(TOPIC, b"still serving").status is SendStatus.SEND_OK
+
+
+def test_a_captured_admin_header_is_refused_by_another_broker_and_with_another_body(make_cluster):
+    """Issue 30: a SetBrokerConfig header used once on the slave was accepted by the master with
+    another body. A signature binds the broker's identity and the request's bytes now."""
+    from wire.admin_auth import AdminCaller, Signer
+    from wire.rpc import admin_pb2
+
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=1)
+    master, slave = cluster.master, cluster.slave_brokers[0]
+    method = "/rocketstore.admin.v1.Admin/SetBrokerConfig"
+    harmless = admin_pb2.SetBrokerConfigRequest(values={"autoCreateTopicPerMinute": "61"}).SerializeToString()
+    hostile = admin_pb2.SetBrokerConfigRequest(values={"autoCreateTopicEnable": "false"}).SerializeToString()
+
+    def set_config(endpoint: str, body: bytes, metadata) -> grpc.StatusCode:
+        with grpc.insecure_channel(endpoint) as channel:
+            call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+            try:
+                call(body, metadata=metadata, timeout=10)
+            except grpc.RpcError as exc:
+                return exc.code()
+            return grpc.StatusCode.OK
+
+    with grpc.insecure_channel(slave.client_endpoint) as channel:
+        slave_identity = AdminCaller(channel, cluster.admin_secret()).identity(10)
+    assert (slave_identity.broker_name, slave_identity.broker_id) == ("broker-a", 1)
+    captured = Signer(cluster.admin_secret()).metadata(method, slave_identity, harmless)
+    assert set_config(slave.client_endpoint, harmless, captured) is grpc.StatusCode.OK
+    refusals = [
+        set_config(master.client_endpoint, hostile, captured),  # another broker, another body
+        set_config(master.client_endpoint, harmless, captured),  # another broker
+        set_config(slave.client_endpoint, hostile, captured),  # another body
+        set_config(slave.client_endpoint, harmless, captured),  # the same call again
+    ]
+    assert refusals == [grpc.StatusCode.UNAUTHENTICATED] * 4
+    with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
+        config = {e["key"]: e["value"] for e in admin.broker_config()}
+        assert config["autoCreateTopicEnable"] == "true" and config["autoCreateTopicPerMinute"] == "60"
+    log = (master.directory / "logs" / "broker.log").read_text()
+    assert "refused /rocketstore.admin.v1.Admin/SetBrokerConfig" in log and "signed for another broker" in log

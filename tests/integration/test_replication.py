@@ -781,7 +781,7 @@ def _captured_header(master: Master, method: str) -> tuple[tuple[str, str], ...]
 
 
 def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path, closing):
-    from wire.auth import Signer
+    from wire.admin_auth import BrokerIdentity, Signer
 
     master = make_master(tmp_path, closing, secret=SECRET)
     put_all(master.store, 0, 5)
@@ -801,10 +801,13 @@ def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path
             stub.GetMetadata(ha_pb2.MetadataRequest(broker_name=BROKER), metadata=metadata, timeout=5)
         assert replayed.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert "already used" in replayed.value.details()
-        # The old style of header, valid under the secret, no longer opens replication at all.
-        old = Signer(SECRET).metadata("/rocketstore.ha.v1.Replication/GetEpochs")
+        # An admin header, valid under the secret, does not open replication at all.
+        request = ha_pb2.EpochsRequest(broker_name=BROKER)
+        old = Signer(SECRET).metadata(
+            "/rocketstore.ha.v1.Replication/GetEpochs", BrokerIdentity("c", BROKER, 0), request.SerializeToString()
+        )
         with pytest.raises(grpc.RpcError) as old_style:
-            stub.GetEpochs(ha_pb2.EpochsRequest(broker_name=BROKER), metadata=old, timeout=5)
+            stub.GetEpochs(request, metadata=old, timeout=5)
         assert old_style.value.code() is grpc.StatusCode.UNAUTHENTICATED
     assert not connected(master)
 
