@@ -441,3 +441,17 @@ class SetBrokerConfigRequest(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     values: _containers.ScalarMap[str, str]
     def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class IdentifyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerIdentity(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
