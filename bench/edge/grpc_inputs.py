@@ -256,6 +256,7 @@ def _reset(rng: random.Random, ctx: FuzzContext) -> apb.ResetOffsetRequest:
 
 _ADMIN: dict[str, Callable[[random.Random, FuzzContext], Message]] = {
     "GetStatus": lambda r, c: apb.GetStatusRequest(),
+    "Identify": lambda r, c: apb.IdentifyRequest(),
     "CreateTopic": lambda r, c: apb.CreateTopicRequest(
         topic=apb.TopicSpec(
             name=f"FuzzScratch{r.randrange(8)}",
