@@ -374,6 +374,13 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
             read_only = slave or self._store.write_refusal() is not None
             queues = route_queues(request.topic, config, broker.broker_name, 0, here, read_only=read_only)
+            if not slave:
+                # Its slaves, read-only, as the other groups' brokers name them: those connected.
+                for replica in self._view.slave_snapshots(wall_clock_ms()):
+                    if replica.client_endpoint:
+                        queues += route_queues(
+                            request.topic, config, broker.broker_name, replica.broker_id, replica.client_endpoint, True
+                        )
             return pb.QueryRouteResponse(status=OK, message_queues=queues), exists
         # A slave names its master as id 0 (where clients write and pop) and itself for reads.
         queues = []
