@@ -98,14 +98,22 @@ def _route_request(topic: str, endpoint: Endpoint) -> pb.QueryRouteRequest:
     )
 
 
-def master_of(topic: str, response: pb.QueryRouteResponse) -> tuple[str, str] | None:
-    """(endpoint, broker name) of the route's writable broker id 0; None when the answer names none
-    (a slave standing in for its master that is down names itself id 0, read-only)."""
+def master_of(topic: str, response: pb.QueryRouteResponse, group: str = "") -> tuple[str, str] | None:
+    """(endpoint, broker name) of the route's writable broker id 0, of `group` when given (a
+    cluster's route names every group's); None when the answer names none (a slave standing in
+    for its master that is down names itself id 0, read-only)."""
     try:
         queues = queues_from_route(topic, response)
     except RocketStoreError:
         return None
-    return next(((q.endpoint, q.broker_name) for q in queues if q.broker_id == 0 and q.endpoint and q.writable), None)
+    return next(
+        (
+            (q.endpoint, q.broker_name)
+            for q in queues
+            if q.broker_id == 0 and q.endpoint and q.writable and q.broker_name == (group or q.broker_name)
+        ),
+        None,
+    )
 
 
 class _ProducerBase:
@@ -166,7 +174,10 @@ class _ProducerBase:
         return min(ROUTE_TIMEOUT_S, self._timeout_s)
 
     def _found(self, topic: str, response: pb.QueryRouteResponse) -> str | None:
-        found = master_of(topic, response)
+        # The master of the group the producer was given, as the last route named its endpoints.
+        route = self._routes.get(topic)
+        group = next((name for name in map(route.group_of, self.endpoints) if name), "")
+        found = master_of(topic, response, group)
         if found is None:
             return None
         master, name = found
