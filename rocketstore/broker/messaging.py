@@ -70,7 +70,7 @@ from .timer_service import TimerService, timer_message
 from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings, half_message
 from .view import BrokerView
-from .cluster_route import other_groups_assignments, other_groups_queues
+from .cluster_route import other_groups_assignments, other_groups_queues, slave_route_id
 
 from .v2_messages import (
     Host,
@@ -378,8 +378,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                 # Its slaves, read-only, as the other groups' brokers name them: those connected.
                 for replica in self._view.slave_snapshots(wall_clock_ms()):
                     if replica.client_endpoint:
+                        replica_id = slave_route_id(replica.broker_id, broker.broker_id)
                         queues += route_queues(
-                            request.topic, config, broker.broker_name, replica.broker_id, replica.client_endpoint, True
+                            request.topic, config, broker.broker_name, replica_id, replica.client_endpoint, True
                         )
             return pb.QueryRouteResponse(status=OK, message_queues=queues), exists
         # A slave names its master as id 0 (where clients write and pop) and itself for reads.

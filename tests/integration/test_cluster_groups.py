@@ -103,6 +103,11 @@ def masters_in_route(endpoint: str, topic: str = TOPIC) -> set[tuple[str, int, s
         }
 
 
+def brokers_in_route(endpoint: str, topic: str = TOPIC) -> set[tuple[str, int, str]]:
+    with PullConsumer(endpoint) as consumer:
+        return {(q.broker_name, q.broker_id, q.endpoint) for q in consumer.route(topic)}
+
+
 def expected_route(cluster: Groups, names, queues: int = 4, drained=()) -> set[tuple[str, int, str, str]]:
     return {
         (name, q, cluster.master(name), "READ" if name in drained else "READ_WRITE")
@@ -203,6 +208,20 @@ def test_routes_are_the_same_from_every_broker_and_sends_and_consumers_spread_ov
     expected = expected_route(cluster, ("broker-a", "broker-b", "broker-c"))
     for broker in cluster.running():
         wait_until(lambda: masters_in_route(broker.client_endpoint) == expected, 15, f"{broker.name}'s route")
+    # Every master names every broker, its own slaves as the other groups' masters name them, and
+    # each group's brokers by distinct ids (7: 3 masters, 4 slaves).
+    everyone = {(b.settings["brokerName"], b.client_endpoint) for b in cluster.running()}
+
+    def masters_agree() -> bool:
+        seen = [brokers_in_route(cluster.master(name)) for name in ("broker-a", "broker-b", "broker-c")]
+        named = seen[0]
+        return (
+            all(route == named for route in seen)
+            and {(name, endpoint) for name, _, endpoint in named} == everyone
+            and len({(name, broker_id) for name, broker_id, _ in named}) == len(everyone) == 7
+        )
+
+    wait_until(masters_agree, 15, "every master's route naming every broker alike")
 
     code, listed = run_cli("cluster", "list", "--endpoint", seed, "--json")
     assert code == 0
