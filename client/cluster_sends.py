@@ -8,7 +8,8 @@ group the producer was given (`spread_route`): once a route has named more than 
 producer is in a cluster and takes the route's writable queues, whichever groups they belong to,
 for as long as it runs (the group it was given may lose its master, be drained, or leave; its
 sends go on to the others and return when the route names it writable again). A producer whose
-routes never named another group follows its group's master as `client.failover` decides.
+routes never named another group, or a topic whose route has no writable queue, follows the
+given group's master as `client.failover` decides.
 
 `QueueChooser` takes the writable queues round robin across all groups, as RocketMQ's producer
 does, over the groups that `FaultRecord` does not hold out, so that a held-out group's share
@@ -256,12 +257,14 @@ class TopicRoutes:
 
     def spread_route(self, topic: str) -> ClusterRoute | None:
         """The route a send without a queue id chooses its group and queue from; None while no
-        route has named more than one group (a group standing alone: sends follow its master)."""
+        route has named more than one group (a group standing alone: sends follow its master),
+        and while the topic's route has no writable queue at all (none answered, the topic
+        exists nowhere, every group drained): then the group the producer was given answers,
+        with its own refusal."""
         with self._lock:
-            if not self._cluster:
-                return None
             cached = self._routes.get(topic)
-        return cached[0] if cached is not None else EMPTY_ROUTE
+            cluster = self._cluster
+        return cached[0] if cluster and cached is not None and cached[0].queues else None
 
 
 class SpreadAction(enum.Enum):

@@ -147,9 +147,12 @@ def test_a_producer_spreads_once_a_route_names_several_groups_whichever_are_writ
     assert routes.spread_route("T").groups == ("b",)
     routes.answered("T", route("a", "b"), now=50.0)  # it is back
     assert routes.spread_route("T").groups == ("a", "b")
-    # Another topic of the cluster, not asked yet: the route to ask for again, with no queue.
-    assert routes.spread_route("U").queues == ()
-    assert routes.due("T", 59.9) is False and routes.due("T", 60.0) and routes.due("U", 0.0)
+    # A topic not asked for yet, or whose route has nothing writable (it exists nowhere, or every
+    # group is drained): the given group answers, with its own refusal.
+    assert routes.spread_route("U") is None
+    routes.answered("U", route("a", "b", read_only=("a", "b")), now=50.0)
+    assert routes.spread_route("U") is None
+    assert routes.due("T", 59.9) is False and routes.due("T", 60.0) and routes.due("V", 0.0)
 
 
 POLICY = RetryPolicy(retry_timeout_s=10, backoff_min_s=0.02, backoff_max_s=0.1)
