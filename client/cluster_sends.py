@@ -177,14 +177,14 @@ class QueueChooser:
         `avoid` (so a held-out group's share spreads evenly over the rest); when all are held
         out, the queue of the group free soonest (outside `avoid`); None when every group is in
         `avoid`."""
-        candidates = [t for t in route.queues if t.broker_name not in avoid]
+        candidates = [t for t in route.queues if t.broker_name not in avoid] if avoid else route.queues
         if not candidates:
             return None
         with self._lock:
             start = self._next
             self._next = (self._next + 1) % (1 << 30)
-        held = set(faults.held_out(now))
-        ready = [t for t in candidates if t.broker_name not in held]
+        held = faults.held_out(now)
+        ready = [t for t in candidates if t.broker_name not in held] if held else candidates
         if not ready:
             soonest = min(faults.held_until(t.broker_name) for t in candidates)
             ready = [t for t in candidates if faults.held_until(t.broker_name) == soonest]
