@@ -91,6 +91,9 @@ class StoreConfig:
     # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute.
     auto_create_topic_max_topics: int = 1024
     auto_create_topic_per_minute: int = 60
+    # Entries (topic, group, queue) in the consumer offset table a client commit may add
+    # (store/consumer_offset.py); beyond it commits for new ones are refused.
+    consumer_offset_max_entries: int = 100_000
     default_topic_queue_nums: int = 4
     max_index_num: int = 20_000_000
     max_hash_slot_num: int = 5_000_000
@@ -134,6 +137,7 @@ class StoreConfig:
             "commit_interval_commit_log_ms",
             "flush_interval_consume_queue_ms",
             "transient_store_pool_size",
+            "consumer_offset_max_entries",
         )
         for name in positive:
             if getattr(self, name) <= 0:
