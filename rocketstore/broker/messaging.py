@@ -49,9 +49,7 @@ from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, Messa
 from store.auto_create import AutoCreateLimit, AutoCreateRefusal
 from store.clock import wall_clock_ms
 from store.codec import decode_msg_id
-from store.message import (
-    COMPRESSED_FLAG,
-)
+from store.message import producer_sys_flag
 from store.pop_journal import PopJournal
 from store.pop_state import Event as PopEvent
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS, TIMER_TOPIC
@@ -503,7 +501,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             queue_id=queue_id,
             body=msg.body,
             properties=properties,
-            sys_flag=COMPRESSED_FLAG if sp.body_encoding == pb.GZIP else 0,
+            sys_flag=producer_sys_flag(sp.body_encoding == pb.GZIP),
             born_host=born_host,
             born_timestamp_ms=born_ms if born_ms > 0 else None,
         )
