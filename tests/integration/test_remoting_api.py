@@ -13,6 +13,7 @@ from client import SendStatus
 from client import PullStatus
 from client.remoting import AsyncRemotingProducer, AsyncRemotingPullConsumer, RemotingConnection
 from harness.local_cluster import poll_until
+from remoting_support import pull, pull_all
 from store.codec import decode_message
 from wire.remoting import RequestCode, ResponseCode
 
@@ -31,26 +32,6 @@ def records(body: bytes) -> list:
         out.append(msg)
         pos += msg.store_size
     return out
-
-
-async def pull(conn: RemotingConnection, topic: str, queue_id: int, offset: int, **extra: str):
-    fields = {"consumerGroup": "g", "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset)}
-    fields.update({"maxMsgNums": "32", "sysFlag": "0", "subscription": "*"})
-    fields.update(extra)
-    return await conn.request(RequestCode.PULL_MESSAGE, fields)
-
-
-async def pull_all(conn: RemotingConnection, topic: str, queue_id: int, count: int, timeout_s: float = 30):
-    """The first pull from offset 0 that returns `count` records (the dispatcher, which runs in
-    log order, may trail what was acknowledged); AssertionError at the deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        got = await pull(conn, topic, queue_id, 0)
-        if got.code == ResponseCode.SUCCESS and len(records(got.body)) == count:
-            return got
-        assert loop.time() < deadline, f"{count} records not pulled within {timeout_s} s: {got}"
-        await asyncio.sleep(0.05)
 
 
 def test_sends_are_acknowledged_after_flush_and_slave_and_read_back_from_both(group):

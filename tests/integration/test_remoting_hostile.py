@@ -14,6 +14,7 @@ from pathlib import Path
 from client import Producer, SendStatus
 from client.remoting import AsyncRemotingProducer, RemotingConnection
 from harness.local_cluster import LocalBroker, poll_until
+from remoting_support import pull_all
 from store.message import COMPRESSED_FLAG, TRANSACTION_TYPE_MASK
 from wire.remoting import (
     ONEWAY_FLAG,
@@ -113,20 +114,11 @@ async def exchange(endpoint: str, commands: list[RemotingCommand], timeout_s: fl
         writer.close()
 
 
-async def pull_records(endpoint: str, topic: str) -> list:
-    """Every record of queue 0, once the dispatcher has them all (polled with a deadline)."""
+async def pull_records(endpoint: str, topic: str, count: int) -> list:
+    """The `count` records of queue 0, once the dispatcher has them all."""
     conn = await RemotingConnection.open(endpoint)
     try:
-        fields = {"consumerGroup": "g", "topic": topic, "queueId": "0", "queueOffset": "0", "maxMsgNums": "1024"}
-        top = await conn.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"})
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while True:
-            got = await conn.request(RequestCode.PULL_MESSAGE, {**fields, "sysFlag": "0", "subscription": "*"})
-            found = decode_stored_records(got.body) if got.code == ResponseCode.SUCCESS else []
-            if len(found) >= int(top.ext_fields["offset"]) or loop.time() > deadline:
-                return found
-            await asyncio.sleep(0.05)
+        return decode_stored_records((await pull_all(conn, topic, 0, count)).body)
     finally:
         conn.close()
 
@@ -310,7 +302,7 @@ def test_a_poisoned_send_gets_its_own_error_and_every_good_send_of_its_turn_is_s
                     assert code == ResponseCode.MESSAGE_ILLEGAL, got[command.opaque]
                 else:
                     assert code == ResponseCode.SUCCESS, got[command.opaque]
-        stored = await pull_records(master.remoting_endpoint, "Poison")
+        stored = await pull_records(master.remoting_endpoint, "Poison", 25)
         bodies = sorted(r.body for r in stored)
         assert bodies == sorted([b"first"] + [b"good-%d-%d" % (c, i) for c in range(4) for i in range(6)])
 
@@ -383,7 +375,7 @@ def test_a_4x_clients_transaction_bits_never_hide_a_message(make_cluster):
         assert [answers[i].code for i in (1, 2)] == [ResponseCode.SUCCESS] * 2
         for i in (3, 4):  # this API cannot end a transaction: refused, nothing stored
             assert answers[i].code == ResponseCode.MESSAGE_ILLEGAL and "gRPC" in (answers[i].remark or "")
-        stored = {r.body: r for r in await pull_records(master.remoting_endpoint, "TxBits")}
+        stored = {r.body: r for r in await pull_records(master.remoting_endpoint, "TxBits", 3)}
         assert set(stored) == {b"plain", b"rollback-bit", b"commit-bit"}
         assert all(r.sys_flag & TRANSACTION_TYPE_MASK == 0 for r in stored.values())
         assert stored[b"commit-bit"].sys_flag & COMPRESSED_FLAG  # the one bit that is the client's
