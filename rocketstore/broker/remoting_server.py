@@ -255,10 +255,15 @@ class _Connection(asyncio.Protocol):
             self.transport.write(encode(response))
             self.clock.sent(self._server.now_ms())
 
-    def finish(self, response: RemotingCommand) -> None:
-        """Answer a request counted in `in_flight`."""
+    def reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Answer `request`, unless it is one-way (its sender wants no answer)."""
+        if not request.is_oneway:
+            self.send(response)
+
+    def finish(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Done with a request counted in `in_flight`: reply to it."""
         self.in_flight -= 1
-        self.send(response)
+        self.reply(request, response)
 
 
 class RemotingServer:
@@ -393,15 +398,17 @@ class RemotingServer:
                 return
             handler = self._HANDLERS.get(code)
             if handler is None:
-                conn.send(request.answer(R.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} is not supported"))
+                conn.reply(
+                    request, request.answer(R.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} is not supported")
+                )
                 return
             conn.in_flight += 1
             self._spawn(self._answer(conn, request, handler))
         except BadRequest as exc:
             self._refused(conn, request, exc)
-            conn.send(request.answer(exc.code, str(exc)))
+            conn.reply(request, request.answer(exc.code, str(exc)))
         except Exception as exc:
-            conn.send(request.answer(R.SYSTEM_ERROR, self._failed(conn, request, exc)))
+            conn.reply(request, request.answer(R.SYSTEM_ERROR, self._failed(conn, request, exc)))
 
     def _refused(self, conn: _Connection, request: RemotingCommand, exc: BadRequest) -> None:
         self.refusals.warning(
@@ -440,10 +447,7 @@ class RemotingServer:
             response = request.answer(exc.code, str(exc))
         except Exception as exc:
             response = request.answer(R.SYSTEM_ERROR, self._failed(conn, request, exc))
-        if request.is_oneway:
-            conn.in_flight -= 1
-        else:
-            conn.finish(response)
+        conn.finish(request, response)
 
     # -- sends ----------------------------------------------------------------------------------
 
@@ -464,7 +468,7 @@ class RemotingServer:
     def _queue_send(self, conn: _Connection, request: RemotingCommand) -> None:
         refused = self._refusal()
         if refused is not None:
-            conn.send(request.answer(R.SERVICE_NOT_AVAILABLE, refused))
+            conn.reply(request, request.answer(R.SERVICE_NOT_AVAILABLE, refused))
             return
         fields = self._send_fields(request)
         topic = _text(fields, "topic")
@@ -566,12 +570,12 @@ class RemotingServer:
             config = await self._writable_topic(topic)
             if isinstance(config, tuple):
                 for send in sends:
-                    send.connection.finish(send.request.answer(config[0], config[1]))
+                    send.connection.finish(send.request, send.request.answer(config[0], config[1]))
                 return
             if queue_id >= config.write_queue_nums:
                 text = f"queueId {queue_id} is out of range: topic {topic} has {config.write_queue_nums} write queues"
                 for send in sends:
-                    send.connection.finish(send.request.answer(R.MESSAGE_ILLEGAL, text))
+                    send.connection.finish(send.request, send.request.answer(R.MESSAGE_ILLEGAL, text))
                 return
             if len(sends) == 1 and not sends[0].batch:
                 result = await self._store.async_put_message(sends[0].messages[0])
@@ -591,9 +595,8 @@ class RemotingServer:
                 first += len(send.messages)
         except Exception as exc:
             for send in sends:
-                send.connection.finish(
-                    send.request.answer(R.SYSTEM_ERROR, self._failed(send.connection, send.request, exc))
-                )
+                text = self._failed(send.connection, send.request, exc)
+                send.connection.finish(send.request, send.request.answer(R.SYSTEM_ERROR, text))
 
     def _answer_put(self, send: _Send, result: PutMessageResult, first: int, count: int) -> None:
         code = PUT_RESPONSE[result.status]
@@ -602,10 +605,10 @@ class RemotingServer:
             late = self._view.write_refusal()
             if late is not None:
                 text = f"{codes.NOT_MASTER}: not acknowledged: {late}; the write may or may not be kept: retry it"
-                send.connection.finish(send.request.answer(R.SERVICE_NOT_AVAILABLE, text))
+                send.connection.finish(send.request, send.request.answer(R.SERVICE_NOT_AVAILABLE, text))
                 return
         if not stored and result.status is not P.IN_SYNC_REPLICAS_NOT_ENOUGH:
-            send.connection.finish(send.request.answer(code, result.reason or result.status.name))
+            send.connection.finish(send.request, send.request.answer(code, result.reason or result.status.name))
             return
         ids = result.msg_ids[first : first + count] if result.msg_ids else (result.msg_id,)
         fields = {
@@ -616,7 +619,7 @@ class RemotingServer:
             "TRACE_ON": "true",
         }
         remark = None if code is R.SUCCESS else (result.reason or result.status.name)
-        send.connection.finish(send.request.answer(code, remark, fields))
+        send.connection.finish(send.request, send.request.answer(code, remark, fields))
 
     async def _writable_topic(self, topic: str) -> TopicConfig | tuple[ResponseCode, str]:
         drained = self._store.write_refusal()
