@@ -47,8 +47,9 @@ class BrokerConfig:
     # Limits of the remoting API (rocketstore/broker/remoting_limits.py, client_table.py): a
     # consumer not heard from for channelExpiredTimeout leaves its group (RocketMQ's key and
     # default); heartbeats add clients within these counts; connections, the bytes their incomplete
-    # frames hold together, how long a connection may be silent (RocketMQ's
-    # serverChannelMaxIdleTimeSeconds) and how long one frame may take to arrive.
+    # frames (and the bodies of requests in progress) hold together, how long a connection may be
+    # silent (RocketMQ's serverChannelMaxIdleTimeSeconds), how long one frame may take to arrive,
+    # and requests in progress (puts waiting, long polls).
     channel_expired_timeout_ms: int = field(default=120_000, metadata=_key("channelExpiredTimeout"))
     remoting_max_clients_per_group: int = 1024
     remoting_max_consumer_groups: int = 4096
@@ -57,6 +58,7 @@ class BrokerConfig:
     remoting_max_buffered_bytes: int = 256 * 1024 * 1024
     server_channel_max_idle_s: int = field(default=120, metadata=_key("serverChannelMaxIdleTimeSeconds"))
     remoting_frame_timeout_ms: int = field(default=30_000, metadata=_key("remotingFrameTimeout"))
+    remoting_max_in_flight_requests: int = 65_536
     # Prometheus metrics and /healthz, /readyz over HTTP on this port (rocketstore/broker/metrics.py);
     # -1: off, 0: a port the OS chooses.
     metrics_port: int = -1
@@ -155,6 +157,7 @@ class BrokerConfig:
             self.remoting_max_buffered_bytes,
             self.server_channel_max_idle_s * 1000,
             self.remoting_frame_timeout_ms,
+            self.remoting_max_in_flight_requests,
         )
 
     @property
@@ -190,6 +193,7 @@ _REMOTING_LIMITS = (
     "remoting_max_buffered_bytes",
     "server_channel_max_idle_s",
     "remoting_frame_timeout_ms",
+    "remoting_max_in_flight_requests",
 )
 
 

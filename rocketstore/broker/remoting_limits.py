@@ -4,10 +4,15 @@ silent and how long one frame may take to arrive. The server (`remoting_server.p
 happens on its sockets and closes what these objects name, with the reason they give.
 
 - `RemotingLimits`: the values, from broker.conf (`remotingMaxConnections`,
-  `remotingMaxBufferedBytes`, `serverChannelMaxIdleTimeSeconds`, `remotingFrameTimeout`).
-- `ConnectionBudget`: the connections and buffered bytes of all connections together. A new
-  connection past the limit is refused; a connection whose bytes take the total past the cap is
-  closed (its incomplete frame is what it costs, so closing it frees that).
+  `remotingMaxBufferedBytes`, `serverChannelMaxIdleTimeSeconds`, `remotingFrameTimeout`,
+  `remotingMaxInFlightRequests`).
+- `ConnectionBudget`: the connections, buffered bytes and requests of all connections together.
+  A new connection past the limit is refused; a connection whose incomplete frame takes the bytes
+  past the cap is closed (that frame is what it costs, so closing it frees it). A whole request
+  is in progress until it is answered (a put waiting on its flush and replicas, a long poll) and
+  holds its body meanwhile: past `remotingMaxInFlightRequests` requests, or past the byte cap with
+  its body, it is answered SYSTEM_BUSY at once, as RocketMQ answers when its request queues are
+  full.
 - `ConnectionClock`: one connection's last traffic and the start of the frame it is receiving.
   A connection with no traffic and no request in progress (a long poll counts) for the idle time
   is closed, and so is one whose frame has not completed within the frame timeout (a slow or
@@ -27,6 +32,7 @@ class RemotingLimits:
     max_buffered_bytes: int = 256 * 1024 * 1024
     idle_timeout_ms: int = 120_000
     frame_timeout_ms: int = 30_000
+    max_in_flight_requests: int = 65_536
 
     @property
     def sweep_interval_ms(self) -> int:
@@ -39,7 +45,9 @@ class ConnectionBudget:
     def __init__(self, limits: RemotingLimits) -> None:
         self.limits = limits
         self.connections = 0
-        self.buffered = 0
+        self.buffered = 0  # bytes of incomplete frames
+        self.requests = 0  # requests in progress
+        self.request_bytes = 0  # their bodies
 
     def admit(self) -> str | None:
         """Count a new connection; or why it is refused (then it is not counted)."""
@@ -58,6 +66,28 @@ class ConnectionBudget:
                 f"{self.limits.max_buffered_bytes} (remotingMaxBufferedBytes)"
             )
         return None
+
+    def begin_request(self, body_bytes: int) -> str | None:
+        """Count a request in progress holding `body_bytes`; or why it is answered SYSTEM_BUSY
+        (then it is not counted)."""
+        limits = self.limits
+        if self.requests >= limits.max_in_flight_requests:
+            return (
+                f"[OVERLOAD] {self.requests} requests in progress, the limit (remotingMaxInFlightRequests); retry later"
+            )
+        held = self.buffered + self.request_bytes
+        if body_bytes and held + body_bytes > limits.max_buffered_bytes:
+            return (
+                f"[OVERLOAD] requests in progress and incomplete frames hold {held} bytes; {body_bytes} more would "
+                f"pass the limit of {limits.max_buffered_bytes} (remotingMaxBufferedBytes); retry later"
+            )
+        self.requests += 1
+        self.request_bytes += body_bytes
+        return None
+
+    def end_request(self, body_bytes: int) -> None:
+        self.requests -= 1
+        self.request_bytes -= body_bytes
 
     def release(self, buffered: int) -> None:
         """A connection closed while holding `buffered` bytes."""

@@ -261,8 +261,9 @@ class _Connection(asyncio.Protocol):
             self.send(response)
 
     def finish(self, request: RemotingCommand, response: RemotingCommand) -> None:
-        """Done with a request counted in `in_flight`: reply to it."""
+        """Done with a request `RemotingServer.handle` admitted: reply to it."""
         self.in_flight -= 1
+        self._server.budget.end_request(len(request.body))
         self.reply(request, response)
 
 
@@ -389,8 +390,18 @@ class RemotingServer:
     # -- dispatch -------------------------------------------------------------------------------
 
     def handle(self, conn: _Connection, request: RemotingCommand) -> None:
+        """Serve one request: every request admitted here is finished exactly once (answered
+        unless one-way), at once or when its task or put ends."""
         if request.is_response:
             return  # this server sends no requests; a stray answer is dropped
+        busy = self.budget.begin_request(len(request.body))
+        if busy is not None:
+            self.refusals.warning(
+                "busy", "remoting: busy, request code %d from %s:%d: %s", request.code, *conn.peer, busy
+            )
+            conn.reply(request, request.answer(R.SYSTEM_BUSY, busy))
+            return
+        conn.in_flight += 1
         code = request.code
         try:
             if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
@@ -398,17 +409,15 @@ class RemotingServer:
                 return
             handler = self._HANDLERS.get(code)
             if handler is None:
-                conn.reply(
-                    request, request.answer(R.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} is not supported")
-                )
+                text = f"request code {code} is not supported"
+                conn.finish(request, request.answer(R.REQUEST_CODE_NOT_SUPPORTED, text))
                 return
-            conn.in_flight += 1
             self._spawn(self._answer(conn, request, handler))
         except BadRequest as exc:
             self._refused(conn, request, exc)
-            conn.reply(request, request.answer(exc.code, str(exc)))
+            conn.finish(request, request.answer(exc.code, str(exc)))
         except Exception as exc:
-            conn.reply(request, request.answer(R.SYSTEM_ERROR, self._failed(conn, request, exc)))
+            conn.finish(request, request.answer(R.SYSTEM_ERROR, self._failed(conn, request, exc)))
 
     def _refused(self, conn: _Connection, request: RemotingCommand, exc: BadRequest) -> None:
         self.refusals.warning(
@@ -468,7 +477,7 @@ class RemotingServer:
     def _queue_send(self, conn: _Connection, request: RemotingCommand) -> None:
         refused = self._refusal()
         if refused is not None:
-            conn.reply(request, request.answer(R.SERVICE_NOT_AVAILABLE, refused))
+            conn.finish(request, request.answer(R.SERVICE_NOT_AVAILABLE, refused))
             return
         fields = self._send_fields(request)
         topic = _text(fields, "topic")
@@ -524,7 +533,6 @@ class RemotingServer:
             if any(_transactional(i.properties) for i in items):
                 raise BadRequest(R.MESSAGE_ILLEGAL, "a batch cannot carry transactional messages")
             messages = [message(i.body, properties | i.properties, i.flag) for i in items]
-        conn.in_flight += 1
         pending = self._pending_sends
         pending.append(_Send(request, conn, messages, batch))
         if len(pending) == 1:

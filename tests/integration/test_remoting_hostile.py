@@ -269,6 +269,28 @@ def test_connections_past_the_limit_are_refused_and_idle_ones_are_closed(make_cl
     assert "remotingMaxConnections" in tail and "serverChannelMaxIdleTimeSeconds" in tail
 
 
+def test_pipelined_long_polls_past_the_in_flight_limit_are_answered_busy_at_once(make_cluster):
+    master = start(make_cluster, remotingMaxInFlightRequests="50")
+
+    async def scenario() -> None:
+        async with AsyncRemotingProducer(master.remoting_endpoint) as producer:
+            await producer.send("Polled", b"x", queue_id=0)
+        fields = {"consumerGroup": "g", "topic": "Polled", "queueId": "0", "queueOffset": "1", "maxMsgNums": "1"}
+        polls = [
+            RemotingCommand(RequestCode.PULL_MESSAGE, i, 0, {**fields, "sysFlag": "2", "suspendTimeoutMillis": "2000"})
+            for i in range(1, 201)
+        ]
+        answers = await exchange(master.remoting_endpoint, polls)
+        codes = [answers[i].code for i in range(1, 201)]
+        # Each task of a waiting poll costs memory: 50 wait their 2 s, the rest are refused unparked.
+        assert (codes.count(ResponseCode.SYSTEM_BUSY), codes.count(ResponseCode.PULL_NOT_FOUND)) == (150, 50)
+        assert "remotingMaxInFlightRequests" in (answers[200].remark or "")
+        async with AsyncRemotingProducer(master.remoting_endpoint) as producer:
+            assert (await producer.send("Polled", b"after", queue_id=0)).status is SendStatus.SEND_OK
+
+    asyncio.run(scenario())
+
+
 # -- item 5: a poisoned send ---------------------------------------------------------------------
 
 

@@ -81,6 +81,20 @@ def test_the_budget_refuses_connections_past_the_limit_and_bytes_past_the_cap():
     assert budget.rebuffer(60, 10) is None and budget.buffered == 10
 
 
+def test_requests_in_progress_are_bounded_in_count_and_in_the_bytes_their_bodies_hold():
+    budget = ConnectionBudget(RemotingLimits(max_buffered_bytes=100, max_in_flight_requests=3))
+    assert budget.begin_request(0) is None and budget.begin_request(60) is None
+    busy = budget.begin_request(50)
+    assert busy is not None and "remotingMaxBufferedBytes" in busy and budget.requests == 2
+    assert budget.rebuffer(0, 30) is None  # incomplete frames count with the bodies for requests
+    assert budget.begin_request(20) is not None and budget.begin_request(10) is None
+    busy = budget.begin_request(0)
+    assert busy is not None and "remotingMaxInFlightRequests" in busy
+    for body in (0, 60, 10):
+        budget.end_request(body)
+    assert (budget.requests, budget.request_bytes) == (0, 0) and budget.begin_request(70) is None
+
+
 def test_a_frame_that_does_not_complete_in_time_and_an_idle_connection_are_overdue():
     clock = ConnectionClock(LIMITS, 0)
     clock.received(100, frames=0, buffered=10)  # a frame begins
