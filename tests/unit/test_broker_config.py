@@ -87,11 +87,12 @@ def test_the_remoting_limits_come_from_broker_conf_with_rocketmqs_names():
             "remotingMaxConsumerGroups": "4",
             "remotingMaxClients": "5",
             "consumerOffsetMaxEntries": "6",
+            "remotingMaxInFlightRequests": "7",
         }
     )
     limits = broker.remoting_limits
     assert (limits.max_connections, limits.max_buffered_bytes) == (10, 64 << 20)
-    assert (limits.idle_timeout_ms, limits.frame_timeout_ms) == (30_000, 2000)
+    assert (limits.idle_timeout_ms, limits.frame_timeout_ms, limits.max_in_flight_requests) == (30_000, 2000, 7)
     clients = broker.client_limits
     assert (clients.expiry_ms, clients.max_clients_per_group, clients.max_groups, clients.max_clients) == (
         5000,
