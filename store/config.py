@@ -91,9 +91,6 @@ class StoreConfig:
     # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute.
     auto_create_topic_max_topics: int = 1024
     auto_create_topic_per_minute: int = 60
-    # Entries (topic, group, queue) in the consumer offset table a client commit may add
-    # (store/consumer_offset.py); beyond it commits for new ones are refused.
-    consumer_offset_max_entries: int = 100_000
     default_topic_queue_nums: int = 4
     max_index_num: int = 20_000_000
     max_hash_slot_num: int = 5_000_000
@@ -104,6 +101,9 @@ class StoreConfig:
     max_transfer_count_on_message_in_memory: int = 32
     max_msgs_num_batch: int = 64
     default_query_max_num: int = 32
+    # Entries (topic, group, queue) in the consumer offset table a client commit may add
+    # (store/consumer_offset.py); beyond it commits for new ones are refused.
+    consumer_offset_max_entries: int = 100_000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = field(
         default=60_000, metadata=_key("flushConsumeQueueThoroughInterval")

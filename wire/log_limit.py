@@ -1,14 +1,14 @@
-"""`RateLimitedLog`: log lines a peer can provoke at will (refused requests, bad frames, refused
-calls), at most `per_interval` per key in each `interval_s`.
+"""`LogLimiter`: at most one log line per key (a peer, a topic) per interval, with a count of the
+events it held back, so a flood of refusals cannot fill the disk with log lines.
 
-The rest of a key's lines in an interval are dropped and counted; the next line let through for
-that key says how many were dropped and over how long. A key names a kind of event chosen by the
-caller's code (say "remoting refused request"), never text from the peer; at most `max_keys` are
-remembered (past that, the oldest is forgotten, so a flood of keys costs bounded memory and at
-worst lets a few more lines through).
+The first event of a key opens a window of `interval_ms` and is logged at once; further events of
+that key in the window are only counted. When the window is over, its count is written as one line
+("3021 more like this in the last 10 s: <the first line>"), at the next event of any key (windows
+close in the order they opened) or at `flush`. At most `max_keys` windows are open: a flood from
+many keys closes the oldest early.
 
-Thread-safe (one lock around a small dict); time comes from `clock` (monotonic seconds), so tests
-pass their own.
+Sans-IO in time (a clock is given; the default is monotonic). Thread-safe: one lock around the
+table; lines are written outside it.
 """
 
 from __future__ import annotations
@@ -16,78 +16,97 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+DEFAULT_INTERVAL_MS = 10_000
+DEFAULT_MAX_KEYS = 1024
+
+
+def _monotonic_ms() -> int:
+    # Not store.clock's: the client imports wire and must not load the store package.
+    return time.monotonic_ns() // 1_000_000
+
+
+def peer_host(peer: str) -> str:
+    """A gRPC peer string (`ipv4:127.0.0.1:50123`, `ipv6:[::1]:50123`) without its port: one
+    client host opening many connections is one key."""
+    head, sep, tail = peer.rpartition(":")
+    return head if sep and tail.isdigit() else peer
 
 
 @dataclass(slots=True)
 class _Window:
-    start: float
-    passed: int = 0
-    dropped: int = 0
-    # Dropped in the windows before this one, not told yet.
-    untold: int = 0
-    untold_since: float = 0.0
+    opened_ms: int
+    line: str  # the line that opened it, repeated in its summary
+    held: int = 0
 
 
-class RateLimitedLog:
+class LogLimiter:
     def __init__(
         self,
         logger: logging.Logger,
+        level: int = logging.WARNING,
         *,
-        per_interval: int = 5,
-        interval_s: float = 60.0,
-        max_keys: int = 1024,
-        clock: Callable[[], float] = time.monotonic,
+        interval_ms: int = DEFAULT_INTERVAL_MS,
+        max_keys: int = DEFAULT_MAX_KEYS,
+        clock_ms: Callable[[], int] = _monotonic_ms,
     ) -> None:
-        if per_interval < 1 or interval_s <= 0 or max_keys < 1:
-            raise ValueError("per_interval and max_keys must be at least 1, interval_s positive")
-        self.logger = logger
-        self._per_interval = per_interval
-        self._interval = interval_s
+        if interval_ms <= 0 or max_keys <= 0:
+            raise ValueError("interval_ms and max_keys must be positive")
+        self._logger = logger
+        self._level = level
+        self._interval_ms = interval_ms
         self._max_keys = max_keys
-        self._clock = clock
+        self._clock = clock_ms
+        # Ordered by when each window opened: the ones that are over are at the front.
+        self._windows: OrderedDict[str, _Window] = OrderedDict()
         self._lock = threading.Lock()
-        self._windows: dict[str, _Window] = {}
 
-    def log(self, level: int, key: str, msg: str, *args: object, exc_info: bool = False) -> bool:
-        """Log `msg % args` at `level` unless `key` used up its lines this interval; whether it
-        was logged."""
-        if not self.logger.isEnabledFor(level):
-            return False
+    def log(self, key: str, message: str, *args: object) -> bool:
+        """Log `message % args` for `key` unless a line of that key went out within the interval
+        (then it is only counted). True when the line was written."""
+        now = self._clock()
         with self._lock:
-            now = self._clock()
-            window = self._window(key, now)
-            if window.passed >= self._per_interval:
-                window.dropped += 1
-                return False
-            window.passed += 1
-            untold, since = window.untold, window.untold_since
-            window.untold = 0
-        if untold:
-            msg = f"{msg} ({untold} more like it not logged in the last {now - since:.0f} s)"
-        self.logger.log(level, msg, *args, exc_info=exc_info)
-        return True
+            owed = self._expired(now)
+            window = self._windows.get(key)
+            if window is not None:
+                window.held += 1
+                line = None
+            else:
+                line = message % args if args else message
+                self._windows[key] = _Window(now, line)
+                while len(self._windows) > self._max_keys:
+                    self._owe(owed, self._windows.popitem(last=False)[1], now)
+        self._write(owed)
+        if line is not None:
+            self._logger.log(self._level, "%s", line)
+        return line is not None
 
-    def warning(self, key: str, msg: str, *args: object) -> bool:
-        return self.log(logging.WARNING, key, msg, *args)
+    def flush(self) -> None:
+        """Write the counts owed by keys whose interval is over."""
+        with self._lock:
+            owed = self._expired(self._clock())
+        self._write(owed)
 
-    def error(self, key: str, msg: str, *args: object, exc_info: bool = False) -> bool:
-        return self.log(logging.ERROR, key, msg, *args, exc_info=exc_info)
-
-    def _window(self, key: str, now: float) -> _Window:
+    def _expired(self, now: int) -> list[str]:
+        """Close the windows that are over; the summary lines they owe."""
+        owed: list[str] = []
         windows = self._windows
-        window = windows.get(key)
-        if window is not None and now - window.start < self._interval:
-            return window
-        if window is None:
-            if len(windows) >= self._max_keys:
-                del windows[next(iter(windows))]
-            fresh = _Window(now)
-        else:
-            fresh = _Window(now, untold=window.untold + window.dropped, untold_since=window.untold_since)
-            if not window.untold:
-                fresh.untold_since = window.start
-            del windows[key]  # re-inserted last: the dict stays ordered by window start
-        windows[key] = fresh
-        return fresh
+        while windows:
+            window = next(iter(windows.values()))
+            if now - window.opened_ms < self._interval_ms:
+                break
+            self._owe(owed, windows.popitem(last=False)[1], now)
+        return owed
+
+    @staticmethod
+    def _owe(owed: list[str], window: _Window, now: int) -> None:
+        if window.held:
+            seconds = (now - window.opened_ms) / 1000
+            owed.append(f"{window.held} more like this in the last {seconds:.0f} s: {window.line}")
+
+    def _write(self, owed: list[str]) -> None:
+        for line in owed:
+            self._logger.log(self._level, "%s", line)

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ha.config import HaConfig
-from .client_table import ClientLimits
-from .remoting_limits import RemotingLimits
 from wire.auth import load_secret
 from store.config import StoreConfig
 from store.properties import ConfigError, bind, key_of, load_properties
 from wire.cli_args import did_you_mean, unknown_keys_text
 from store.status import BrokerRole
+
+from .client_table import ClientLimits
+from .remoting_limits import RemotingLimits
 
 
 def _key(name: str) -> Any:

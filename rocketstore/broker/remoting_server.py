@@ -50,6 +50,7 @@ import json
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -65,7 +66,7 @@ from store.message import (
     producer_sys_flag,
 )
 from store.topic_config import SYSTEM_TOPICS, TopicConfig
-from wire.log_limit import RateLimitedLog
+from wire.log_limit import LogLimiter
 from wire.remoting import (
     SEND_V2_FIELDS,
     FrameDecoder,
@@ -234,10 +235,8 @@ class _Connection(asyncio.Protocol):
 
     def close(self, kind: str, reason: str) -> None:
         """Drop the connection at once (unsent answers too): it broke a rule or a limit. Logged
-        at a limited rate per `kind` (each kind of cause keeps showing up in a flood of another)."""
-        self._server.refusals.warning(
-            f"closing: {kind}", "remoting: closing %s:%d: %s", self.peer[0], self.peer[1], reason
-        )
+        once per `kind` and peer host per interval (each cause shows up in a flood of another)."""
+        self._server.refused(f"closing: {kind}", self, "remoting: closing %s:%d: %s", *self.peer, reason)
         if self.transport is not None:
             self.transport.abort()
 
@@ -286,8 +285,10 @@ class RemotingServer:
         self.budget = ConnectionBudget(self.limits)
         self.connections: set[_Connection] = set()
         self.endpoint = ""
-        # Lines a peer can provoke at will (refused requests, closed connections, failures).
-        self.refusals = RateLimitedLog(log)
+        # Lines a peer can provoke at will: refused requests and closed connections, and failures
+        # (a bug a request runs into, with its traceback), one per kind and peer host per 10 s.
+        self._refusals = LogLimiter(log, logging.WARNING)
+        self._failures = LogLimiter(log, logging.ERROR)
         self._arrivals = ArrivalWatch()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -382,7 +383,7 @@ class RemotingServer:
                     conn.close("timeout", reason)
             self._clients.housekeep(self._clock())
         except Exception:
-            self.refusals.error("sweep", "remoting: the connection sweep failed", exc_info=True)
+            self._failures.log("sweep", "remoting: the connection sweep failed: %s", traceback.format_exc())
         loop = self._loop
         if loop is not None and not loop.is_closed():
             self._sweeper = loop.call_later(self.limits.sweep_interval_ms / 1000, self._sweep)
@@ -396,9 +397,7 @@ class RemotingServer:
             return  # this server sends no requests; a stray answer is dropped
         busy = self.budget.begin_request(len(request.body))
         if busy is not None:
-            self.refusals.warning(
-                "busy", "remoting: busy, request code %d from %s:%d: %s", request.code, *conn.peer, busy
-            )
+            self.refused("busy", conn, "remoting: busy, request code %d from %s:%d: %s", request.code, *conn.peer, busy)
             conn.reply(request, request.answer(R.SYSTEM_BUSY, busy))
             return
         conn.in_flight += 1
@@ -419,27 +418,24 @@ class RemotingServer:
         except Exception as exc:
             conn.finish(request, request.answer(R.SYSTEM_ERROR, self._failed(conn, request, exc)))
 
+    def refused(self, kind: str, conn: _Connection, message: str, *args: object) -> None:
+        """Log one line of a refusal, once per kind and peer host per interval."""
+        self._refusals.log(f"{kind} {conn.peer[0]}", message, *args)
+
     def _refused(self, conn: _Connection, request: RemotingCommand, exc: BadRequest) -> None:
-        self.refusals.warning(
-            "refused",
-            "remoting: refused request code %d from %s:%d: %s: %s",
-            request.code,
-            conn.peer[0],
-            conn.peer[1],
-            exc.code.name,
-            str(exc)[:200],
-        )
+        text = str(exc)[:200]
+        message = "remoting: refused request code %d from %s:%d: %s: %s"
+        self.refused("refused", conn, message, request.code, *conn.peer, exc.code.name, text)
 
     def _failed(self, conn: _Connection, request: RemotingCommand, exc: Exception) -> str:
-        """Log a failure this server did not expect (a bug), with its traceback while the rate
-        allows; the answer's remark."""
-        self.refusals.error(
-            "failed",
-            "remoting: request code %d from %s:%d failed",
+        """Log a failure this server did not expect (a bug) with its traceback, once per request
+        code and peer host per interval; the answer's remark. Called in the `except` block."""
+        self._failures.log(
+            f"failed {request.code} {conn.peer[0]}",
+            "remoting: request code %d from %s:%d failed: %s",
             request.code,
-            conn.peer[0],
-            conn.peer[1],
-            exc_info=True,
+            *conn.peer,
+            traceback.format_exc(),
         )
         return f"internal error ({type(exc).__name__}); see the broker log"
 
@@ -545,7 +541,7 @@ class RemotingServer:
             puts = self._gathered(sends)
         except Exception:
             # A bug must not cost the turn's other sends their answers: each goes alone.
-            self.refusals.error("gather", "remoting: gathering %d sends failed", len(sends), exc_info=True)
+            self._failures.log("gather", "remoting: gathering %d sends failed: %s", len(sends), traceback.format_exc())
             puts = [[send] for send in sends]
         for put in puts:
             self._spawn(self._store_sends(put))
@@ -668,12 +664,8 @@ class RemotingServer:
                 # Best effort, as in RocketMQ: a refused commit does not refuse the pull.
                 refused = commit_consumer_offset(self._store, group, topic, queue_id, commit)
                 if refused is not None:
-                    self.refusals.warning(
-                        "pull commit",
-                        "remoting: a pull's offset commit from %s:%d refused: %s",
-                        *conn.peer,
-                        refused.text,
-                    )
+                    message = "remoting: a pull's offset commit from %s:%d refused: %s"
+                    self.refused("pull commit", conn, message, *conn.peer, refused.text)
         wait_ms = _int(fields, "suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0
         wait_ms = min(wait_ms, self._configs.broker.long_polling_max_ms)
         loop = asyncio.get_running_loop()

@@ -1,66 +1,90 @@
-"""wire.log_limit.RateLimitedLog: a few lines per key and interval, the dropped ones counted and
-told with the next line let through; keys bounded."""
+"""`wire.log_limit.LogLimiter`: one line per key per interval, the rest counted and summarised."""
 
 from __future__ import annotations
 
 import logging
 
-import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from wire.log_limit import RateLimitedLog
+from wire.log_limit import LogLimiter, peer_host
 
 
-class Clock:
+class Lines(logging.Handler):
     def __init__(self) -> None:
-        self.now = 1000.0
+        super().__init__()
+        self.lines: list[str] = []
 
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def records(caplog):
-    caplog.set_level(logging.INFO, logger="test.log_limit")
-    return caplog
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
-def test_a_key_logs_a_few_lines_per_interval_and_then_tells_how_many_it_dropped(records):
-    clock = Clock()
-    limited = RateLimitedLog(logging.getLogger("test.log_limit"), per_interval=2, interval_s=10, clock=clock)
-    logged = [limited.warning("refused", "refused %s", i) for i in range(50)]
-    assert logged == [True, True] + [False] * 48
-    assert [r.getMessage() for r in records.records] == ["refused 0", "refused 1"]
-    clock.now += 10
-    assert limited.warning("refused", "refused %s", 50)
-    assert records.records[-1].getMessage() == "refused 50 (48 more like it not logged in the last 10 s)"
-    assert limited.warning("refused", "refused %s", 51)
-    assert records.records[-1].getMessage() == "refused 51"
-    assert all(r.levelno == logging.WARNING for r in records.records)
+def limiter(now: list[int], **kwargs) -> tuple[LogLimiter, Lines]:
+    logger = logging.getLogger(f"test.log_limit.{id(now)}")
+    logger.propagate = False
+    lines = Lines()
+    logger.handlers[:] = [lines]
+    return LogLimiter(logger, clock_ms=lambda: now[0], **kwargs), lines
 
 
-def test_keys_are_limited_apart_and_their_number_is_bounded(records):
-    clock = Clock()
-    limited = RateLimitedLog(logging.getLogger("test.log_limit"), per_interval=1, max_keys=3, clock=clock)
-    assert limited.warning("a", "a") and not limited.warning("a", "a")
-    assert limited.warning("b", "b")
-    for i in range(100):
-        limited.warning(f"flood-{i}", "flood")
-    assert len(limited._windows) == 3
-    # "a" was forgotten among the flood of keys: it may log again (bounded memory costs a line).
-    assert limited.warning("a", "a again")
+def test_one_line_per_key_per_interval_and_a_count_of_the_rest():
+    now = [0]
+    limit, out = limiter(now, interval_ms=10_000)
+    assert limit.log("10.0.0.1", "refused %s: %s", "Replicate", "bad tag")
+    for _ in range(500):
+        now[0] += 10
+        assert not limit.log("10.0.0.1", "refused %s: %s", "Replicate", "bad tag")
+    assert limit.log("10.0.0.2", "refused %s", "GetEpochs")  # another key has its own window
+    assert out.lines == ["refused Replicate: bad tag", "refused GetEpochs"]
+    now[0] = 10_000
+    assert limit.log("10.0.0.1", "refused %s: %s", "Replicate", "bad tag")
+    assert out.lines[2:] == [
+        "500 more like this in the last 10 s: refused Replicate: bad tag",
+        "refused Replicate: bad tag",
+    ]
 
 
-def test_tracebacks_go_with_error_lines_and_disabled_levels_cost_nothing(records):
-    limited = RateLimitedLog(logging.getLogger("test.log_limit"), per_interval=1, clock=Clock())
-    try:
-        raise RuntimeError("boom")
-    except RuntimeError:
-        assert limited.error("failed", "failed", exc_info=True)
-    assert records.records[-1].exc_info is not None and records.records[-1].exc_info[0] is RuntimeError
-    assert not limited.log(logging.DEBUG, "quiet", "not enabled")
-    assert "quiet" not in limited._windows
+def test_a_quiet_key_owes_its_count_until_any_later_event_or_flush():
+    now = [0]
+    limit, out = limiter(now, interval_ms=1000)
+    limit.log("a", "first")
+    limit.log("a", "first")
+    now[0] = 999
+    limit.flush()
+    assert out.lines == ["first"]
+    now[0] = 1000
+    limit.log("b", "other")
+    assert out.lines == ["first", "1 more like this in the last 1 s: first", "other"]
+    now[0] = 5000
+    limit.flush()  # "b" held nothing back: no summary
+    assert out.lines[-1] == "other"
 
 
-def test_limits_must_make_sense():
-    with pytest.raises(ValueError):
-        RateLimitedLog(logging.getLogger("x"), per_interval=0)
+def test_many_keys_close_the_oldest_windows_early():
+    now = [0]
+    limit, out = limiter(now, interval_ms=60_000, max_keys=2)
+    limit.log("a", "a")
+    limit.log("a", "a")
+    limit.log("b", "b")
+    limit.log("c", "c")  # "a" is evicted: its count is written now
+    assert out.lines == ["a", "b", "1 more like this in the last 0 s: a", "c"]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3000)), max_size=300))
+def test_every_event_is_either_a_line_or_counted_in_one(events):
+    now = [0]
+    limit, out = limiter(now, interval_ms=1000)
+    for key, gap in events:
+        now[0] += gap
+        limit.log(key, key)
+    now[0] += 1000
+    limit.flush()
+    summarised = sum(int(line.split(" ", 1)[0]) for line in out.lines if " more like this" in line)
+    written = sum(1 for line in out.lines if " more like this" not in line)
+    assert written + summarised == len(events)
+
+
+def test_peer_host_drops_the_port():
+    assert peer_host("ipv4:127.0.0.1:50123") == "ipv4:127.0.0.1"
+    assert peer_host("ipv6:[::1]:50123") == "ipv6:[::1]"
+    assert peer_host("unix:/tmp/sock") == "unix:/tmp/sock"
