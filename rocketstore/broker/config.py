@@ -56,7 +56,7 @@ class BrokerConfig:
     remoting_max_consumer_groups: int = 4096
     remoting_max_clients: int = 16_384
     remoting_max_connections: int = 4096
-    remoting_max_buffered_bytes: int = 256 * 1024 * 1024
+    remoting_max_buffered_bytes: int = 32 * 1024 * 1024
     server_channel_max_idle_s: int = field(default=120, metadata=_key("serverChannelMaxIdleTimeSeconds"))
     remoting_frame_timeout_ms: int = field(default=30_000, metadata=_key("remotingFrameTimeout"))
     remoting_max_in_flight_requests: int = 65_536

@@ -7,12 +7,14 @@ happens on its sockets and closes what these objects name, with the reason they 
   `remotingMaxBufferedBytes`, `serverChannelMaxIdleTimeSeconds`, `remotingFrameTimeout`,
   `remotingMaxInFlightRequests`).
 - `ConnectionBudget`: the connections, buffered bytes and requests of all connections together.
-  A new connection past the limit is refused; a connection whose incomplete frame takes the bytes
-  past the cap is closed (that frame is what it costs, so closing it frees it). A whole request
-  is in progress until it is answered (a put waiting on its flush and replicas, a long poll) and
-  holds its body meanwhile: past `remotingMaxInFlightRequests` requests, or past the byte cap with
-  its body, it is answered SYSTEM_BUSY at once, as RocketMQ answers when its request queues are
-  full.
+  A new connection past the limit is refused. When incomplete frames take the bytes past the cap,
+  the server closes the connections whose frames began longest ago until they fit (a frame is what
+  a connection costs, so closing it frees that; the slowest senders go, not whoever crossed the
+  cap). A whole request is in progress until it is answered (a put waiting on its flush and
+  replicas, a long poll) and holds its body meanwhile: past `remotingMaxInFlightRequests`
+  requests, or when the bodies in progress would pass the same byte cap, it is answered
+  SYSTEM_BUSY at once, as RocketMQ answers when its request queues are full. Frames and bodies
+  are counted apart, so slow senders cannot make whole requests busy.
 - `ConnectionClock`: one connection's last traffic and the start of the frame it is receiving.
   A connection with no traffic and no request in progress (a long poll counts) for the idle time
   is closed, and so is one whose frame has not completed within the frame timeout (a slow or
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class RemotingLimits:
     max_connections: int = 4096
-    max_buffered_bytes: int = 256 * 1024 * 1024
+    max_buffered_bytes: int = 32 * 1024 * 1024
     idle_timeout_ms: int = 120_000
     frame_timeout_ms: int = 30_000
     max_in_flight_requests: int = 65_536
@@ -75,11 +77,11 @@ class ConnectionBudget:
             return (
                 f"[OVERLOAD] {self.requests} requests in progress, the limit (remotingMaxInFlightRequests); retry later"
             )
-        held = self.buffered + self.request_bytes
+        held = self.request_bytes
         if body_bytes and held + body_bytes > limits.max_buffered_bytes:
             return (
-                f"[OVERLOAD] requests in progress and incomplete frames hold {held} bytes; {body_bytes} more would "
-                f"pass the limit of {limits.max_buffered_bytes} (remotingMaxBufferedBytes); retry later"
+                f"[OVERLOAD] requests in progress hold {held} bytes of bodies; {body_bytes} more would pass the "
+                f"limit of {limits.max_buffered_bytes} (remotingMaxBufferedBytes); retry later"
             )
         self.requests += 1
         self.request_bytes += body_bytes
@@ -113,12 +115,13 @@ class ConnectionClock:
     def sent(self, now_ms: int) -> None:
         self.last_traffic_ms = now_ms
 
-    def overdue(self, now_ms: int, busy: bool) -> str | None:
+    def overdue(self, now_ms: int, busy: bool, receiving: bool = True) -> str | None:
         """Why the connection must close now (None: it may stay); `busy` when a request of it is
-        still being served."""
+        still being served, not `receiving` while the server does not read it (its frame cannot
+        complete then, through no fault of the peer: the frame's clock does not count)."""
         limits = self._limits
         started = self.frame_started_ms
-        if started is not None and now_ms - started > limits.frame_timeout_ms:
+        if receiving and started is not None and now_ms - started > limits.frame_timeout_ms:
             return (
                 f"a frame begun {now_ms - started} ms ago is still incomplete "
                 f"(remotingFrameTimeout={limits.frame_timeout_ms} ms)"

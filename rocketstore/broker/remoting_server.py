@@ -120,6 +120,9 @@ PUT_RESPONSE: dict[PutMessageStatus, ResponseCode] = {
 FLAG_COMMIT_OFFSET = 1
 FLAG_SUSPEND = 2
 MAX_PULL_MESSAGES = 1024
+# Requests of one connection in progress at most before the server stops reading it (it reads on
+# when half of them are answered): a pipelining peer waits in its socket, not in the broker's memory.
+MAX_REQUESTS_PER_CONNECTION = 1024
 # A heartbeat body is a small JSON document (a client's groups and subscriptions); parsing one runs
 # on the loop's thread, so a larger one is refused unparsed.
 MAX_HEARTBEAT_BYTES = 1024 * 1024
@@ -185,8 +188,21 @@ class _Connection(asyncio.Protocol):
         self.clock = ConnectionClock(server.limits, server.now_ms())
         # Requests of this connection not answered yet (a long poll among them): it is not idle.
         self.in_flight = 0
+        # Set while the peer reads its answers; a pull reads the store only then.
+        self.writable = asyncio.Event()
+        self.writable.set()
         self._charged = 0  # bytes of its incomplete frame, as the server's budget counts them
         self._admitted = False
+        self._too_busy = False  # reading paused: MAX_REQUESTS_PER_CONNECTION in progress
+
+    @property
+    def charged(self) -> int:
+        return self._charged
+
+    @property
+    def reading_paused(self) -> bool:
+        """Whether this server stopped reading it (the peer cannot finish a frame meanwhile)."""
+        return self._too_busy or not self.writable.is_set()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -201,12 +217,17 @@ class _Connection(asyncio.Protocol):
         self._server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._leave()
+        self.transport = None
+        self.writable.set()  # waiting pulls go on, and find no one to answer
+
+    def _leave(self) -> None:
+        """Give back what the server's budget counts for this connection (once)."""
         if self._admitted:
             self._admitted = False
             self._server.budget.release(self._charged)
             self._charged = 0
             self._server.connections.discard(self)
-        self.transport = None
 
     def data_received(self, data: bytes) -> None:
         if not self._admitted:
@@ -219,15 +240,20 @@ class _Connection(asyncio.Protocol):
             self.close("protocol", str(exc))
             return
         over = self._recharge()
+        now = server.now_ms()
+        self.clock.received(now, len(commands), self._charged)
         if over is not None:
-            self.close("buffered", over)
-            return
-        self.clock.received(server.now_ms(), len(commands), self._charged)
+            server.evict(over, now)
+            if not self._admitted:
+                return  # its own frame was the oldest
         for command in commands:
             server.handle(self, command)
+        if self.in_flight >= MAX_REQUESTS_PER_CONNECTION and not self._too_busy:
+            self._too_busy = True
+            self._follow_flow()
 
     def _recharge(self) -> str | None:
-        """Tell the server's budget what the decoder holds now; why to close when too much."""
+        """Tell the server's budget what the decoder holds now; why the total is too much."""
         now = self._decoder.buffered
         over = self._server.budget.rebuffer(self._charged, now)
         self._charged = now
@@ -237,17 +263,27 @@ class _Connection(asyncio.Protocol):
         """Drop the connection at once (unsent answers too): it broke a rule or a limit. Logged
         once per `kind` and peer host per interval (each cause shows up in a flood of another)."""
         self._server.refused(f"closing: {kind}", self, "remoting: closing %s:%d: %s", *self.peer, reason)
+        self._leave()
         if self.transport is not None:
             self.transport.abort()
 
+    def _follow_flow(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if self.reading_paused:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
     def pause_writing(self) -> None:
         # The peer does not read its answers: read no more requests until they drain.
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self.writable.clear()
+        self._follow_flow()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+        self.writable.set()
+        self._follow_flow()
 
     def send(self, response: RemotingCommand) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -264,6 +300,9 @@ class _Connection(asyncio.Protocol):
         self.in_flight -= 1
         self._server.budget.end_request(len(request.body))
         self.reply(request, response)
+        if self._too_busy and self.in_flight <= MAX_REQUESTS_PER_CONNECTION // 2:
+            self._too_busy = False
+            self._follow_flow()
 
 
 class RemotingServer:
@@ -378,7 +417,7 @@ class RemotingServer:
         try:
             now = self.now_ms()
             for conn in list(self.connections):
-                reason = conn.clock.overdue(now, conn.in_flight > 0)
+                reason = conn.clock.overdue(now, conn.in_flight > 0, receiving=not conn.reading_paused)
                 if reason is not None:
                     conn.close("timeout", reason)
             self._clients.housekeep(self._clock())
@@ -407,16 +446,35 @@ class RemotingServer:
                 self._queue_send(conn, request)
                 return
             handler = self._HANDLERS.get(code)
-            if handler is None:
+            if handler is not None:
+                conn.finish(request, handler(self, request, conn))
+                return
+            waiting = self._ASYNC_HANDLERS.get(code)
+            if waiting is None:
                 text = f"request code {code} is not supported"
                 conn.finish(request, request.answer(R.REQUEST_CODE_NOT_SUPPORTED, text))
                 return
-            self._spawn(self._answer(conn, request, handler))
+            self._spawn(self._answer(conn, request, waiting))
         except BadRequest as exc:
             self._refused(conn, request, exc)
             conn.finish(request, request.answer(exc.code, str(exc)))
         except Exception as exc:
             conn.finish(request, request.answer(R.SYSTEM_ERROR, self._failed(conn, request, exc)))
+
+    def evict(self, over: str, now_ms: int) -> None:
+        """The incomplete frames of all connections passed the cap: close the connections whose
+        frames began longest ago (the slowest senders, not the one that happened to cross it)
+        until they are within it again."""
+
+        def began(conn: _Connection) -> int:
+            started = conn.clock.frame_started_ms
+            return now_ms if started is None else started
+
+        holding = sorted((c for c in self.connections if c.charged), key=began)
+        for conn in holding:
+            if self.budget.buffered <= self.limits.max_buffered_bytes:
+                break
+            conn.close("buffered", over)
 
     def refused(self, kind: str, conn: _Connection, message: str, *args: object) -> None:
         """Log one line of a refusal, once per kind and peer host per interval."""
@@ -676,6 +734,7 @@ class RemotingServer:
             while True:
                 if event is not None:
                     event.clear()
+                await conn.writable.wait()  # a peer that does not read its answers gets no more
                 result = await asyncio.to_thread(
                     self._store.get_message, group, topic, queue_id, offset, batch, 4 * 1024 * 1024, tag_filter
                 )
@@ -714,7 +773,7 @@ class RemotingServer:
 
     # -- offsets, clients, routes ---------------------------------------------------------------
 
-    async def _query_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _query_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
         _refuse(offset_problem(self._store, group, topic, queue_id))
@@ -723,7 +782,7 @@ class RemotingServer:
             return request.answer(R.QUERY_NOT_FOUND, f"group {group} has no offset for {topic}:{queue_id}")
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
-    async def _update_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _update_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
         offset = _int(f, "commitOffset")
@@ -738,11 +797,11 @@ class RemotingServer:
         _refuse(name_and_queue_problem(topic, queue_id))
         return topic, queue_id
 
-    async def _max_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _max_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         offset = self._store.max_queue_offset(*self._queue_fields(request))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
-    async def _min_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _min_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         offset = self._store.min_queue_offset(*self._queue_fields(request))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
@@ -752,7 +811,7 @@ class RemotingServer:
         offset = await asyncio.to_thread(self._store.get_offset_in_queue_by_time, topic, queue_id, when)
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
-    async def _heartbeat(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _heartbeat(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         if len(request.body) > MAX_HEARTBEAT_BYTES:
             raise BadRequest(R.INVALID_PARAMETER, f"a heartbeat of {len(request.body)} bytes (the limit is 1 MiB)")
         try:
@@ -781,14 +840,14 @@ class RemotingServer:
             raise BadRequest(R.SYSTEM_ERROR, refused)
         return request.answer(R.SUCCESS)
 
-    async def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, client_id = f.get("consumerGroup"), f.get("clientID", "")
         if group:
             self._clients.unregister(group, client_id)
         return request.answer(R.SUCCESS)
 
-    async def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         group = _text(dict(request.ext_fields), "consumerGroup")
         _refuse(group_problem(group))
         clients = self._clients.clients(group, self._clock())
@@ -796,7 +855,7 @@ class RemotingServer:
             return request.answer(R.SYSTEM_ERROR, f"no consumer of group {group} is online")
         return request.answer(R.SUCCESS, None, None, json.dumps({"consumerIdList": clients}).encode())
 
-    async def _route(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+    def _route(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         topic = _text(dict(request.ext_fields), "topic")
         problem = name_problem("topic", topic)
         if problem is not None:
@@ -834,17 +893,21 @@ class RemotingServer:
         }
         return request.answer(R.SUCCESS, None, None, json.dumps(route).encode())
 
+    # Served on the loop as they arrive: they wait on nothing (no task, nothing held per request).
     _HANDLERS: dict[int, Callable] = {
-        RequestCode.PULL_MESSAGE: _pull,
         RequestCode.QUERY_CONSUMER_OFFSET: _query_consumer_offset,
         RequestCode.UPDATE_CONSUMER_OFFSET: _update_consumer_offset,
         RequestCode.GET_MAX_OFFSET: _max_offset,
         RequestCode.GET_MIN_OFFSET: _min_offset,
-        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _offset_by_time,
         RequestCode.HEART_BEAT: _heartbeat,
         RequestCode.UNREGISTER_CLIENT: _unregister,
         RequestCode.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
         RequestCode.GET_ROUTEINFO_BY_TOPIC: _route,
+    }
+    # Served by a task each: they wait (a long poll, a read on a worker thread).
+    _ASYNC_HANDLERS: dict[int, Callable] = {
+        RequestCode.PULL_MESSAGE: _pull,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _offset_by_time,
     }
 
 

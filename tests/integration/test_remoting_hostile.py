@@ -251,6 +251,38 @@ def test_slow_senders_holding_nearly_complete_frames_stay_within_the_buffer_cap_
     assert "remotingMaxBufferedBytes" in tail and "remotingFrameTimeout" in tail
 
 
+def test_past_the_buffer_cap_the_slowest_sender_goes_not_the_one_that_crossed_it(make_cluster):
+    master = start(make_cluster, **{**SLOW_LIMITS, "remotingMaxBufferedBytes": str(2 * MiB)})
+    big_body = b"\0" * (1040 * 1024)  # two such frames pass the 2 MiB cap (one is within it)
+
+    async def scenario() -> None:
+        slow_reader, slow_writer = await asyncio.open_connection(*host_port(master.remoting_endpoint))
+        slow_writer.write(encode(RemotingCommand(RequestCode.GET_MAX_OFFSET, 1, 0, {}, big_body))[:-10])
+        await slow_writer.drain()
+        await asyncio.sleep(0.5)  # the slow frame is the older one
+        fields = {"topic": "Crossing", "queueId": "0"}
+        frame = encode(RemotingCommand(RequestCode.GET_MAX_OFFSET, 7, 0, fields, big_body))
+        reader, writer = await asyncio.open_connection(*host_port(master.remoting_endpoint))
+        try:
+            writer.write(frame[: len(frame) // 2])  # arriving in parts: held while incomplete
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            writer.write(frame[len(frame) // 2 :])
+            await writer.drain()
+            decoder, answers = FrameDecoder(), []
+            while not answers:
+                chunk = await asyncio.wait_for(reader.read(65536), 30)
+                assert chunk, "the broker closed the connection whose frame crossed the cap"
+                answers = decoder.feed(chunk)
+        finally:
+            writer.close()
+        assert answers[0].opaque == 7 and answers[0].code == ResponseCode.SUCCESS
+        assert await closed_by_broker(slow_reader, 10), "the slow sender was not closed to make room"
+        slow_writer.close()
+
+    asyncio.run(scenario())
+
+
 def test_connections_past_the_limit_are_refused_and_idle_ones_are_closed(make_cluster):
     master = start(make_cluster, remotingMaxConnections="5", serverChannelMaxIdleTimeSeconds="1")
 

@@ -75,10 +75,10 @@ def test_the_budget_refuses_connections_past_the_limit_and_bytes_past_the_cap():
     assert budget.rebuffer(0, 60) is None
     over = budget.rebuffer(0, 50)
     assert over is not None and "remotingMaxBufferedBytes" in over
-    budget.release(50)  # the connection over the cap is closed: its bytes are freed
-    assert budget.buffered == 60 and budget.admit() is None
-    # Shrinking never closes a connection, even above the cap (it is draining).
-    assert budget.rebuffer(60, 10) is None and budget.buffered == 10
+    budget.release(60)  # the server closes the oldest frame's connection: its bytes are freed
+    assert budget.buffered == 50 and budget.admit() is None
+    # Shrinking never reports, even above the cap (it is draining).
+    assert budget.rebuffer(50, 10) is None and budget.buffered == 10
 
 
 def test_requests_in_progress_are_bounded_in_count_and_in_the_bytes_their_bodies_hold():
@@ -86,13 +86,14 @@ def test_requests_in_progress_are_bounded_in_count_and_in_the_bytes_their_bodies
     assert budget.begin_request(0) is None and budget.begin_request(60) is None
     busy = budget.begin_request(50)
     assert busy is not None and "remotingMaxBufferedBytes" in busy and budget.requests == 2
-    assert budget.rebuffer(0, 30) is None  # incomplete frames count with the bodies for requests
-    assert budget.begin_request(20) is not None and budget.begin_request(10) is None
+    # Incomplete frames are counted apart: slow senders at the cap cannot make requests busy.
+    assert budget.rebuffer(0, 100) is None
+    assert budget.begin_request(40) is None
     busy = budget.begin_request(0)
     assert busy is not None and "remotingMaxInFlightRequests" in busy
-    for body in (0, 60, 10):
+    for body in (0, 60, 40):
         budget.end_request(body)
-    assert (budget.requests, budget.request_bytes) == (0, 0) and budget.begin_request(70) is None
+    assert (budget.requests, budget.request_bytes) == (0, 0) and budget.begin_request(100) is None
 
 
 def test_a_frame_that_does_not_complete_in_time_and_an_idle_connection_are_overdue():
@@ -109,6 +110,11 @@ def test_a_frame_that_does_not_complete_in_time_and_an_idle_connection_are_overd
     reason = clock.overdue(1711, busy=False)
     assert reason is not None and "serverChannelMaxIdleTimeSeconds" in reason
     assert clock.overdue(5000, busy=True) is None  # a long poll in progress is not idleness
+    clock.received(5000, frames=0, buffered=7)
+    # While the server does not read the connection, its frame cannot complete: not its fault.
+    assert clock.overdue(5400, busy=True, receiving=False) is None
+    assert clock.overdue(5400, busy=True) is not None
+    clock.received(5400, frames=1, buffered=0)
     clock.sent(5000)  # answers are traffic too
     assert clock.overdue(5500, busy=False) is None
 
