@@ -224,10 +224,22 @@ def _from_json(header: bytes, body: bytes) -> RemotingCommand:
         raise RemotingProtocolError(f"the JSON header does not parse: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise RemotingProtocolError("the JSON header is not an object")
-    if "code" not in doc:
-        raise RemotingProtocolError("the header lacks an integer code")
-    code, opaque, flag = _int32(doc, "code", None), _int32(doc, "opaque", 0), _int32(doc, "flag", 0)
-    version = _int32(doc, "version", 0)
+    code, opaque, flag, version = doc.get("code"), doc.get("opaque", 0), doc.get("flag", 0), doc.get("version", 0)
+    # Clients send plain JSON integers: checked inline; anything else goes the long way.
+    if not (
+        type(code) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and type(version) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+    ):
+        if "code" not in doc:
+            raise RemotingProtocolError("the header lacks an integer code")
+        code, opaque, flag = _int32(doc, "code", None), _int32(doc, "opaque", 0), _int32(doc, "flag", 0)
+        version = _int32(doc, "version", 0)
     remark, language = doc.get("remark"), doc.get("language")
     try:
         fields = _text_fields(doc.get("extFields"))
