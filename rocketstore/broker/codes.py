@@ -25,31 +25,31 @@ can act on precisely (send to the master), hence FORBIDDEN.
 The store gives MESSAGE_ILLEGAL one status for many causes and says which in its reason text;
 the finer codes are chosen from that text (tests pin the texts the store produces).
 
-Pulls (`GetMessageStatus` -> `PullAction`): FOUND delivers (OK); NO_MATCHED_MESSAGE,
-MESSAGE_WAS_REMOVING and OFFSET_FOUND_NULL skip ahead (OK, no messages, a next offset);
-NO_MESSAGE_IN_QUEUE and OFFSET_OVERFLOW_ONE wait (long poll, then MESSAGE_NOT_FOUND);
-OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY and NO_MATCHED_LOGIC_QUEUE reset (ILLEGAL_OFFSET with
-the corrected offset); MESSAGE_CORRUPTED refuses (MESSAGE_CORRUPTED, `corrupted_text`, and the
-damaged message's own offset as the next one: the broker never goes past it on its own).
+Pulls (`core.pull.PullAction` -> Code): DELIVER and SKIP answer OK (with messages, or none and a
+next offset), WAIT answers MESSAGE_NOT_FOUND once the long poll is over, RESET ILLEGAL_OFFSET with
+the corrected offset, REFUSE MESSAGE_CORRUPTED (the damaged message's own offset as the next one:
+the broker never goes past it on its own).
+
+The broker core's refusals (`core.refusals.Reason` -> Code, `REASON_CODES`): FORBIDDEN for a
+slave (NOT_MASTER), a fenced master (FENCED), a drained broker and a topic without the permission;
+the status names the master where the refusal does. Every reason has a code (a unit test checks).
 
 Pure functions and constants; thread-safe.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable
 
+from store import PutMessageResult, PutMessageStatus
 from wire.rpc import messaging_pb2 as pb
-from store import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
+
+from .core.pull import PullAction
+from .core.refusals import Reason, Refusal
+from .core.send import SendOutcome
 
 P = PutMessageStatus
-
-# The start of every FORBIDDEN that means "write elsewhere (or later)": a slave's refusal, or a
-# controller-mode master that may not acknowledge now. Clients look for it when the master's
-# endpoint is not known (the status then carries none).
-NOT_MASTER = "not master"
 
 PUT_CODES: dict[PutMessageStatus, "pb.Code"] = {
     P.PUT_OK: pb.OK,
@@ -139,32 +139,7 @@ def summarize(statuses: Iterable[pb.Status]) -> pb.Status:
     return pb.Status(code=pb.MULTIPLE_RESULTS, message=f"entries differ: {counts}")
 
 
-class PullAction(enum.Enum):
-    """What a PullMessage answer does with a store read's status."""
-
-    DELIVER = "DELIVER"  # OK with the messages
-    SKIP = "SKIP"  # OK without messages; the client goes on from next_offset
-    WAIT = "WAIT"  # nothing yet: long poll, then MESSAGE_NOT_FOUND
-    RESET = "RESET"  # ILLEGAL_OFFSET with the offset to go on from
-    REFUSE = "REFUSE"  # MESSAGE_CORRUPTED: the message there is damaged; next_offset stays on it
-
-
-G = GetMessageStatus
-
-PULL_ACTIONS: dict[GetMessageStatus, PullAction] = {
-    G.FOUND: PullAction.DELIVER,
-    G.NO_MATCHED_MESSAGE: PullAction.SKIP,
-    G.MESSAGE_WAS_REMOVING: PullAction.SKIP,
-    G.OFFSET_FOUND_NULL: PullAction.SKIP,
-    G.NO_MESSAGE_IN_QUEUE: PullAction.WAIT,
-    G.OFFSET_OVERFLOW_ONE: PullAction.WAIT,
-    G.OFFSET_TOO_SMALL: PullAction.RESET,
-    G.OFFSET_OVERFLOW_BADLY: PullAction.RESET,
-    G.NO_MATCHED_LOGIC_QUEUE: PullAction.RESET,
-    G.MESSAGE_CORRUPTED: PullAction.REFUSE,
-}
-
-PULL_CODES: dict[PullAction, int] = {
+PULL_CODES: dict[PullAction, "pb.Code"] = {
     PullAction.DELIVER: pb.OK,
     PullAction.SKIP: pb.OK,
     PullAction.WAIT: pb.MESSAGE_NOT_FOUND,
@@ -172,16 +147,54 @@ PULL_CODES: dict[PullAction, int] = {
     PullAction.REFUSE: pb.MESSAGE_CORRUPTED,
 }
 
+R = Reason
 
-def pull_action(status: GetMessageStatus) -> PullAction:
-    return PULL_ACTIONS[status]
+# The broker core's refusals (`core.refusals.Reason`) as codes of this API.
+REASON_CODES: dict[Reason, "pb.Code"] = {
+    R.NOT_MASTER: pb.FORBIDDEN,
+    R.FENCED: pb.FORBIDDEN,
+    R.NO_MASTER: pb.HA_NOT_AVAILABLE,
+    R.DRAINED: pb.FORBIDDEN,
+    R.ILLEGAL_TOPIC: pb.ILLEGAL_TOPIC,
+    R.SYSTEM_TOPIC: pb.ILLEGAL_TOPIC,
+    R.TOPIC_NOT_FOUND: pb.TOPIC_NOT_FOUND,
+    R.TOPIC_CREATION_THROTTLED: pb.TOO_MANY_REQUESTS,
+    R.TOPIC_NOT_WRITABLE: pb.FORBIDDEN,
+    R.TOPIC_NOT_READABLE: pb.FORBIDDEN,
+    R.ILLEGAL_GROUP: pb.ILLEGAL_CONSUMER_GROUP,
+    R.ILLEGAL_QUEUE_ID: pb.BAD_REQUEST,
+    R.ILLEGAL_OFFSET: pb.ILLEGAL_OFFSET,
+    R.OFFSET_NOT_FOUND: pb.OFFSET_NOT_FOUND,
+    R.TABLE_FULL: pb.TOO_MANY_REQUESTS,
+    R.ILLEGAL_FILTER: pb.ILLEGAL_FILTER_EXPRESSION,
+    R.UNSUPPORTED_FILTER: pb.UNSUPPORTED,
+    R.ILLEGAL_POLLING_TIME: pb.ILLEGAL_POLLING_TIME,
+    R.CONSUMER_NOT_ONLINE: pb.CONSUMER_GROUP_NOT_FOUND,
+    R.BODY_EMPTY: pb.MESSAGE_BODY_EMPTY,
+    R.BODY_TOO_LARGE: pb.MESSAGE_BODY_TOO_LARGE,
+    R.MESSAGE_CORRUPTED: pb.MESSAGE_CORRUPTED,
+    R.ILLEGAL_PROPERTY_KEY: pb.ILLEGAL_MESSAGE_PROPERTY_KEY,
+    R.ILLEGAL_TAG: pb.ILLEGAL_MESSAGE_TAG,
+    R.ILLEGAL_KEY: pb.ILLEGAL_MESSAGE_KEY,
+    R.ILLEGAL_MESSAGE_GROUP: pb.ILLEGAL_MESSAGE_GROUP,
+    R.ILLEGAL_MESSAGE_ID: pb.ILLEGAL_MESSAGE_ID,
+    R.ILLEGAL_DELIVERY_TIME: pb.ILLEGAL_DELIVERY_TIME,
+    R.PROPERTIES_TOO_LARGE: pb.MESSAGE_PROPERTIES_TOO_LARGE,
+    R.ILLEGAL_MESSAGE: pb.BAD_REQUEST,
+    R.BAD_REQUEST: pb.BAD_REQUEST,
+    R.INTERNAL_ERROR: pb.INTERNAL_ERROR,
+}
 
 
-def corrupted_text(result: GetMessageResult) -> str:
-    """What a pull that met a damaged message answers (gRPC and remoting alike): which message,
-    and how a consumer goes past it."""
-    offset = result.next_begin_offset
-    return (
-        f"MESSAGE_CORRUPTED: {result.reason}; this broker does not serve it. Its body is lost here: "
-        f"pull from offset {offset + 1} to go past it (see docs/store.md, 'Damaged records')"
-    )
+def refusal_status(refusal: Refusal) -> pb.Status:
+    """A refusal of the broker core as this API's status (naming the master where it has one)."""
+    code = REASON_CODES[refusal.reason]
+    return pb.Status(code=code, message=refusal.text or code_name(code), master_endpoint=refusal.master_endpoint)
+
+
+def outcome_status(outcome: SendOutcome) -> pb.Status:
+    """One message's send outcome as this API's status."""
+    if outcome.refusal is not None:
+        return refusal_status(outcome.refusal)
+    assert outcome.status is not None
+    return pb.Status(code=put_code(outcome.status, outcome.reason), message=put_text(outcome.status, outcome.reason))

@@ -22,7 +22,6 @@ Thread-safety: one event loop.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 
 from google.protobuf import timestamp_pb2
@@ -31,20 +30,13 @@ from store import MessageStore
 from store.topic_config import SYSTEM_TOPICS, TopicConfig
 from wire.rpc import messaging_pb2 as pb
 
-from .arrivals import ArrivalWatch
+from . import codes
 from .config import BrokerConfigs
+from .core.long_polling import ArrivalWatch, Read, Step, long_poll_seconds, poll
+from .core.queues import group_problem, topic_from_queues, topic_problem
+from .core.refusals import Reason, Refusal
 from .pop_service import PopAnswer, PopService, PopStatus, retry_topic
-from .v2_messages import (
-    pop_assignment,
-    OK,
-    duration_of,
-    topic_from_queues,
-    long_poll_seconds,
-    name_problem,
-    status,
-    tag_filter_of,
-    to_pb_message,
-)
+from .v2_messages import OK, duration_of, pop_assignment, status, tag_filter_of, to_pb_message
 
 MIN_INVISIBLE_MS = 1_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
@@ -68,7 +60,7 @@ class PopApi:
         configs: BrokerConfigs,
         pop: PopService,
         arrivals: ArrivalWatch,
-        refusal: Callable[[], pb.Status | None],
+        refusal: Callable[[], Refusal | None],
         clock_ms: Callable[[], int],
     ) -> None:
         self._clock = clock_ms
@@ -81,22 +73,23 @@ class PopApi:
     # -- checks ---------------------------------------------------------------------------------
 
     def _resource_problem(self, group: str, topic: str) -> pb.Status | None:
-        problem = name_problem("group", group)
-        if problem is not None:
-            return status(pb.ILLEGAL_CONSUMER_GROUP, problem)
-        problem = name_problem("topic", topic)
-        if problem is not None:
-            return status(pb.ILLEGAL_TOPIC, problem)
+        refused = self._resource_refusal(group, topic)
+        return None if refused is None else codes.refusal_status(refused)
+
+    def _resource_refusal(self, group: str, topic: str) -> Refusal | None:
+        refused = group_problem(group) or topic_problem(topic)
+        if refused is not None:
+            return refused
         if topic in SYSTEM_TOPICS:
-            return status(pb.ILLEGAL_TOPIC, f"{topic} is a system topic; consumers cannot pop it")
+            return Refusal(Reason.SYSTEM_TOPIC, f"{topic} is a system topic; consumers cannot pop it")
         refused = self._refusal()  # a slave names its master before it knows the topic
         if refused is not None:
             return refused
         config = self._topic(topic)
         if config is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+            return Refusal(Reason.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         if not config.readable:
-            return status(pb.FORBIDDEN, f"topic {topic} is not readable (perm {config.perm})")
+            return Refusal(Reason.TOPIC_NOT_READABLE, f"topic {topic} is not readable (perm {config.perm})")
         return None
 
     def _topic(self, topic: str) -> TopicConfig | None:
@@ -168,56 +161,34 @@ class PopApi:
             else DEFAULT_INVISIBLE_MS
         )
         batch = min(request.batch_size, MAX_RECEIVE_BATCH)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._wait_seconds(request, context)
+        fifo = group in self._configs.broker.fifo_groups
+
+        async def pop(waited: bool) -> Read[list]:
+            popped = await self._pop.receive(group, topic, queue_ids, tag_filter, batch, invisible_ms, fifo=fifo)
+            return Read(Step.DONE if popped else Step.WAIT, popped)
+
+        def wake_in_s() -> float | None:
+            # An in-flight message becomes visible again before the deadline: wake for it.
+            due_ms = self._pop.next_due_ms(group, topic, queue_ids)
+            return None if due_ms is None else max(0.0, (due_ms - self._clock()) / 1000) + 0.005
+
         # Redeliveries come back through the group's retry topic: its arrivals wake the poll too.
         keys = [(topic, q) for q in queue_ids] + [(retry_topic(group, topic), 0)]
-        event: asyncio.Event | None = None
-        try:
-            while True:
-                if event is not None:
-                    event.clear()
-                popped = await self._pop.receive(
-                    group,
-                    topic,
-                    queue_ids,
-                    tag_filter,
-                    batch,
-                    invisible_ms,
-                    fifo=group in self._configs.broker.fifo_groups,
-                )
-                if popped:
-                    yield pb.ReceiveMessageResponse(status=OK)
-                    for item in popped:
-                        message = to_pb_message(item.message, queue.topic.resource_namespace)
-                        sp = message.system_properties
-                        sp.delivery_attempt = item.attempt
-                        sp.receipt_handle = item.receipt_handle
-                        sp.invisible_duration.CopyFrom(duration_of(item.invisible_ms))
-                        yield pb.ReceiveMessageResponse(message=message)
-                    now = timestamp_pb2.Timestamp()
-                    now.GetCurrentTime()
-                    yield pb.ReceiveMessageResponse(delivery_timestamp=now)
-                    return
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    yield pb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
-                    return
-                if event is None:
-                    # Watch first, then pop again: an arrival between the two is not missed.
-                    event = self._arrivals.watch_all(keys)
-                    continue
-                due_ms = self._pop.next_due_ms(group, topic, queue_ids)
-                if due_ms is not None:
-                    # An in-flight message becomes visible again before the deadline: wake for it.
-                    remaining = min(remaining, max(0.0, (due_ms - self._clock()) / 1000) + 0.005)
-                try:
-                    await asyncio.wait_for(event.wait(), remaining)
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            if event is not None:
-                self._arrivals.unwatch_all(keys, event)
+        popped = await poll(self._arrivals, keys, self._wait_seconds(request, context), pop, wake_in_s)
+        if not popped:
+            yield pb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        yield pb.ReceiveMessageResponse(status=OK)
+        for item in popped:
+            message = to_pb_message(item.message, queue.topic.resource_namespace)
+            sp = message.system_properties
+            sp.delivery_attempt = item.attempt
+            sp.receipt_handle = item.receipt_handle
+            sp.invisible_duration.CopyFrom(duration_of(item.invisible_ms))
+            yield pb.ReceiveMessageResponse(message=message)
+        now = timestamp_pb2.Timestamp()
+        now.GetCurrentTime()
+        yield pb.ReceiveMessageResponse(delivery_timestamp=now)
 
     # -- AckMessage, ChangeInvisibleDuration ----------------------------------------------------
 

@@ -51,7 +51,9 @@ from wire.log_limit import LogLimiter
 
 from .system_queue import read_events
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
-from .v2_messages import MAX_PULL_BYTES, PROPERTY_SHARDING_KEY, name_problem
+from .core.pull import MAX_PULL_BYTES
+from .core.queues import name_problem
+from .core.send import PROPERTY_SHARDING_KEY
 
 log = logging.getLogger("rocketstore.broker.pop")
 

@@ -66,6 +66,7 @@ from .acl import AclGuard, load_acl
 from .guard import MalformedRequestGuard
 from .listening import bind, host_port
 from .logs import capture_native_stderr, setup_logging
+from .core.services import BrokerCore
 from .messaging import MessagingServicer
 from .metrics import BrokerCollector, Connections, MetricsServer, readiness
 from .remoting_server import RemotingServer
@@ -205,6 +206,8 @@ class Broker:
         self.started_monotonic_ms = 0
         self._client_server: grpc.aio.Server | None = None
         self._acl_guard: AclGuard | None = None
+        # The broker core both client APIs hand requests to (`core/`), and the two front ends.
+        self._core: BrokerCore | None = None
         self._messaging: MessagingServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # One journal object, shared by the pop service (acting slave) and the hand-back.
@@ -340,10 +343,9 @@ class Broker:
         """The client and admin APIs on the client server, remoting and metrics when configured."""
         assert self._client_server is not None
         broker = self.configs.broker
+        core = self._core = BrokerCore(store, self.configs, view)
         messaging = MessagingServicer(
-            store,
-            self.configs,
-            view,
+            core,
             receipt_secret=self.secrets.ha or self.secrets.admin,
             pop_journal=self.pop_journal,
             telemetry_check=self._acl_guard.telemetry_check if self._acl_guard is not None else None,
@@ -356,13 +358,13 @@ class Broker:
         messaging.bind_loop(self._loop)
         self._messaging = messaging
         if broker.remoting_listen_port >= 0:
-            self._start_remoting(store, view)
+            self._start_remoting(core)
         if broker.metrics_port >= 0:
             self._start_metrics(view, broker.host, broker.metrics_port)
 
-    def _start_remoting(self, store: MessageStore, view: BrokerState) -> None:
+    def _start_remoting(self, core: BrokerCore) -> None:
         broker = self.configs.broker
-        self._remoting = RemotingServer(store, self.configs, view)
+        self._remoting = RemotingServer(core)
         try:
             self.remoting_endpoint = self._remoting.start(broker.host, broker.remoting_listen_port, broker.broker_ip1)
         except OSError as exc:

@@ -1,4 +1,4 @@
-"""RocketMQ's remoting protocol served over the store (the TCP API of RocketMQ 4.x clients).
+"""RocketMQ's remoting protocol over the broker core (the TCP API of RocketMQ 4.x clients).
 
 Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the other servers, on
 `bindAddress` or `brokerIP1`). Frames and codes are `wire.remoting`'s. Served:
@@ -10,26 +10,24 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 | QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (QUERY_NOT_FOUND when none) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
 | HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | the consumers of each group, from their heartbeats |
-| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker group: its queues and its address |
+| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker: its queues and its address |
+
+A protocol adapter: each request is decoded, handed to a service of the broker core (`core/`:
+sends, pulls, offsets, routes, clients) and its result or refusal encoded as a response code
+(`remoting_codes.py`); the rules are the core's, shared with the gRPC API. What this module owns:
+the connections and their limits, frame decoding, the request fields, the transaction refusal
+(this API has no END_TRANSACTION and no check-backs, so a transactional send is MESSAGE_ILLEGAL,
+nothing stored; only the compression bit of a client's sysFlag is taken), a pull's best-effort
+offset commit (skipped on a slave, as 4.x clients commit to the master), and the stored records
+a pull answers as they are in the CommitLog.
 
 Anything else is answered REQUEST_CODE_NOT_SUPPORTED with the code in the remark. A request that
-is malformed (bad names, queue ids, properties, a transactional send, which this API cannot end)
-gets its own error answer and a rate-limited one-line log; nothing else is affected. A put waits on
-the same flush and replicas as a gRPC put and gets the same statuses: PUT_OK -> SUCCESS,
-FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE (stored, the guarantee missing),
-IN_SYNC_REPLICAS_NOT_ENOUGH -> SYSTEM_ERROR (as RocketMQ 5 answers it), bad input ->
-MESSAGE_ILLEGAL, a slave or a fenced master -> SERVICE_NOT_AVAILABLE (nothing stored).
-
-Puts that arrive together are stored together: sends for one topic and queue, from any
-connection, that are parsed in the same turn of the loop go to the store as one batch (one
-encode pass, one append under the CommitLog lock, one flush request, one replication wait) and
-each gets its own answer. Sends that carry a producer's retry id, delays or transactions are put
-one by one (the store deduplicates and schedules those per message).
-
-Offsets follow the gRPC API's rules (`queue_access.py`): the topic must exist, the queue id be in
-range, and the consumer offset table below consumerOffsetMaxEntries for a new entry. A message is
-stored with the sysFlag the broker derives (`store.message.producer_sys_flag`), never the
-client's transaction bits.
+is malformed gets its own error answer and a rate-limited one-line log; nothing else is affected.
+A put waits on the same flush and replicas as a gRPC put (the core's put path, `core.sender`)
+and gets the same statuses: PUT_OK -> SUCCESS, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+SLAVE_NOT_AVAILABLE (stored, the guarantee missing), IN_SYNC_REPLICAS_NOT_ENOUGH -> SYSTEM_ERROR
+(as RocketMQ 5 answers it), bad input -> MESSAGE_ILLEGAL, a slave or a fenced master ->
+SERVICE_NOT_AVAILABLE (nothing stored).
 
 Limits (`remoting_limits.py`, `client_table.py`, keys in docs/brokers.md): connections, bytes of
 incomplete frames across connections, idle connections and frames that do not complete in time
@@ -51,21 +49,16 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
-from store import BrokerRole, GetMessageStatus, Message, MessageStore, PutMessageResult, PutMessageStatus, TagFilter
-from store.auto_create import AutoCreateRefusal
+from store import Message
 from store.message import (
     COMPRESSED_FLAG,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TRANSACTION_PREPARED,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
     producer_sys_flag,
 )
-from store.topic_config import SYSTEM_TOPICS, TopicConfig
 from wire.log_limit import LogLimiter
 from wire.remoting import (
     SEND_V2_FIELDS,
@@ -79,43 +72,20 @@ from wire.remoting import (
     string_to_properties,
 )
 
-from . import codes
-from .arrivals import ArrivalWatch
-from .batching import append_chunks
-from .client_table import MAX_CLIENT_ID_LENGTH, ClientTable
+from .config import remoting_max_frame_bytes
+from .core.long_polling import ArrivalWatch
+from .core.pull import PullAction, PullRequest
+from .core.refusals import Reason, Refusal
+from .core.sender import Sender
+from .core.send import SendItem, SendOutcome
+from .core.services import BrokerCore
 from .event_loop import new_event_loop
-from .config import BrokerConfigs, remoting_max_frame_bytes
-from .queue_access import (
-    QueueRefusal,
-    Refused,
-    commit_consumer_offset,
-    group_problem,
-    name_and_queue_problem,
-    offset_problem,
-    queue_id_problem,
-)
+from .remoting_codes import PULL_RESPONSE, PUT_RESPONSE, REASON_CODES, SEND_REASON_CODES
 from .remoting_limits import ConnectionBudget, ConnectionClock
-from .v2_messages import name_problem
-from .view import BrokerView
 
 log = logging.getLogger("rocketstore.broker.remoting")
 
 R = ResponseCode
-P = PutMessageStatus
-
-PUT_RESPONSE: dict[PutMessageStatus, ResponseCode] = {
-    P.PUT_OK: R.SUCCESS,
-    P.FLUSH_DISK_TIMEOUT: R.FLUSH_DISK_TIMEOUT,
-    P.FLUSH_SLAVE_TIMEOUT: R.FLUSH_SLAVE_TIMEOUT,
-    P.SLAVE_NOT_AVAILABLE: R.SLAVE_NOT_AVAILABLE,
-    P.IN_SYNC_REPLICAS_NOT_ENOUGH: R.SYSTEM_ERROR,
-    P.MESSAGE_ILLEGAL: R.MESSAGE_ILLEGAL,
-    P.PROPERTIES_SIZE_EXCEEDED: R.MESSAGE_ILLEGAL,
-    P.SERVICE_NOT_AVAILABLE: R.SERVICE_NOT_AVAILABLE,
-    P.OS_PAGE_CACHE_BUSY: R.SYSTEM_BUSY,
-    P.CREATE_MAPPED_FILE_FAILED: R.SYSTEM_ERROR,
-    P.UNKNOWN_ERROR: R.SYSTEM_ERROR,
-}
 # PullMessageRequestHeader.sysFlag bits.
 FLAG_COMMIT_OFFSET = 1
 FLAG_SUSPEND = 2
@@ -126,15 +96,6 @@ MAX_REQUESTS_PER_CONNECTION = 1024
 # A heartbeat body is a small JSON document (a client's groups and subscriptions); parsing one runs
 # on the loop's thread, so a larger one is refused unparsed.
 MAX_HEARTBEAT_BYTES = 1024 * 1024
-
-_REFUSAL_CODES = {
-    QueueRefusal.ILLEGAL_TOPIC: R.INVALID_PARAMETER,
-    QueueRefusal.ILLEGAL_GROUP: R.INVALID_PARAMETER,
-    QueueRefusal.ILLEGAL_QUEUE_ID: R.INVALID_PARAMETER,
-    QueueRefusal.TOPIC_NOT_FOUND: R.TOPIC_NOT_EXIST,
-    QueueRefusal.ILLEGAL_OFFSET: R.INVALID_PARAMETER,
-    QueueRefusal.TABLE_FULL: R.SYSTEM_ERROR,
-}
 
 
 class BadRequest(Exception):
@@ -164,19 +125,15 @@ def _text(fields: dict[str, str], name: str) -> str:
     return value
 
 
-def _refuse(refused: Refused | None) -> None:
+def _refuse(refused: Refusal | None) -> None:
     if refused is not None:
-        raise BadRequest(_REFUSAL_CODES[refused.kind], refused.text)
+        raise BadRequest(REASON_CODES[refused.reason], refused.text)
 
 
-@dataclass(slots=True)
-class _Send:
-    """One stored-or-refused answer in the making: the request and its message(s)."""
-
-    request: RemotingCommand
-    connection: _Connection
-    messages: list[Message]
-    batch: bool
+def _value(found: int | Refusal) -> int:
+    if isinstance(found, Refusal):
+        raise BadRequest(REASON_CODES[found.reason], found.text)
+    return found
 
 
 class _Connection(asyncio.Protocol):
@@ -308,19 +265,16 @@ class _Connection(asyncio.Protocol):
 class RemotingServer:
     def __init__(
         self,
-        store: MessageStore,
-        configs: BrokerConfigs,
-        view: BrokerView,
+        core: BrokerCore,
         *,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         max_frame_bytes: int | None = None,
     ) -> None:
-        self._store = store
-        self._configs = configs
-        self._view = view
+        self._core = core
+        self._store = core.store
         self._clock = clock_ms
-        self.max_frame_bytes = max_frame_bytes or remoting_max_frame_bytes(store.config)
-        self.limits = configs.broker.remoting_limits
+        self.max_frame_bytes = max_frame_bytes or remoting_max_frame_bytes(core.store.config)
+        self.limits = core.configs.broker.remoting_limits
         self.budget = ConnectionBudget(self.limits)
         self.connections: set[_Connection] = set()
         self.endpoint = ""
@@ -329,13 +283,11 @@ class RemotingServer:
         self._refusals = LogLimiter(log, logging.WARNING)
         self._failures = LogLimiter(log, logging.ERROR)
         self._arrivals = ArrivalWatch()
+        self._sender = Sender(core.sends)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
         self._sweeper: asyncio.TimerHandle | None = None
-        self._pending_sends: list[_Send] = []
-        self._clients = ClientTable(configs.broker.client_limits)
-        self._create_lock: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task] = set()
 
     def now_ms(self) -> int:
@@ -356,7 +308,6 @@ class RemotingServer:
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
-                self._create_lock = asyncio.Lock()
                 self._arrivals.bind_loop(loop)
                 self._server = loop.run_until_complete(
                     loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
@@ -398,6 +349,7 @@ class RemotingServer:
             for conn in list(self.connections):
                 if conn.transport is not None:
                     conn.transport.close()
+            self._sender.close()
             for task in list(self._tasks):
                 task.cancel()
             if self._server is not None:
@@ -420,7 +372,7 @@ class RemotingServer:
                 reason = conn.clock.overdue(now, conn.in_flight > 0, receiving=not conn.reading_paused)
                 if reason is not None:
                     conn.close("timeout", reason)
-            self._clients.housekeep(self._clock())
+            self._core.clients.housekeep(self._clock())
         except Exception:
             self._failures.log("sweep", "remoting: the connection sweep failed: %s", traceback.format_exc())
         loop = self._loop
@@ -514,305 +466,135 @@ class RemotingServer:
 
     # -- sends ----------------------------------------------------------------------------------
 
-    def _send_fields(self, request: RemotingCommand) -> dict[str, str]:
+    def _queue_send(self, conn: _Connection, request: RemotingCommand) -> None:
+        items, batch = self._send_items(conn, request)
+
+        def done(outcomes: list[SendOutcome]) -> None:
+            conn.finish(request, _send_answer(request, outcomes))
+
+        self._sender.submit(items, done, unit=batch)
+
+    def _send_items(self, conn: _Connection, request: RemotingCommand) -> tuple[list[SendItem], bool]:
+        """The request's messages for the core (one per message of a batch), and whether it is a
+        batch. A message this API cannot take carries its refusal (the core answers it after the
+        role and topic checks)."""
         fields = dict(request.ext_fields)
         if request.code != RequestCode.SEND_MESSAGE:
             fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
-        return fields
-
-    def _refusal(self) -> str | None:
-        if self._view.role is BrokerRole.SLAVE:
-            master = self._view.master_client_endpoint()
-            where = f" (its master's client API: {master})" if master else ""
-            return f"{codes.NOT_MASTER}: {self._configs.broker.broker_name} is a SLAVE{where}"
-        reason = self._view.write_refusal()
-        return f"{codes.NOT_MASTER}: not acknowledged: {reason}; nothing was written" if reason else None
-
-    def _queue_send(self, conn: _Connection, request: RemotingCommand) -> None:
-        refused = self._refusal()
-        if refused is not None:
-            conn.finish(request, request.answer(R.SERVICE_NOT_AVAILABLE, refused))
-            return
-        fields = self._send_fields(request)
-        topic = _text(fields, "topic")
-        problem = name_problem("topic", topic)
-        if problem is not None:
-            raise BadRequest(R.MESSAGE_ILLEGAL, problem)
-        if topic in SYSTEM_TOPICS:
-            raise BadRequest(R.NO_PERMISSION, f"{topic} is a system topic; producers cannot send to it")
-        queue_id = _int(fields, "queueId")
-        bad_queue = queue_id_problem(queue_id)
-        if bad_queue is not None:
-            raise BadRequest(R.MESSAGE_ILLEGAL, bad_queue.text)
+        topic, queue_id = _text(fields, "topic"), _int(fields, "queueId")
         born_ms = _int(fields, "bornTimestamp", 0)
         sent_flag = _int(fields, "sysFlag", 0)
+        reconsume_times = _int(fields, "reconsumeTimes", 0)
+        flag = _int(fields, "flag", 0)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or fields.get("batch") == "true"
-        try:
-            properties = string_to_properties(fields.get("properties", ""))
-            if batch:
-                items = decode_batch_body(request.body)
-            else:
-                items = None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadRequest(R.MESSAGE_ILLEGAL, f"the request does not decode: {exc}") from None
-        if sent_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE or _transactional(properties):
-            raise BadRequest(
-                R.MESSAGE_ILLEGAL,
-                "transactional messages are served by the gRPC API only (this API has no END_TRANSACTION "
-                "and no check-backs); nothing was stored",
-            )
         # Of the client's sysFlag only the compression bit is taken, as over gRPC: a transaction
         # type it sets would hide the message from every consumer for good.
         sys_flag = producer_sys_flag(bool(sent_flag & COMPRESSED_FLAG))
-        born = (conn.peer, born_ms if born_ms > 0 else None, _int(fields, "reconsumeTimes", 0))
 
-        def message(body: bytes, props: dict[str, str], flag: int) -> Message:
-            return Message(
+        def item(body: bytes, properties: dict[str, str], flag: int, refused: Refusal | None = None) -> SendItem:
+            message = Message(
                 topic,
                 queue_id,
                 body,
-                props,
+                properties,
                 flag=flag,
                 sys_flag=sys_flag,
-                born_host=born[0],
-                born_timestamp_ms=born[1],
-                reconsume_times=born[2],
+                born_host=conn.peer,
+                born_timestamp_ms=born_ms if born_ms > 0 else None,
+                reconsume_times=reconsume_times,
             )
+            return SendItem(message, queue_id=queue_id, refused=refused)
 
-        if items is None:
-            messages = [message(request.body, properties, _int(fields, "flag", 0))]
-        else:
-            if not items:
-                raise BadRequest(R.MESSAGE_ILLEGAL, "a batch without messages")
-            if any(_transactional(i.properties) for i in items):
-                raise BadRequest(R.MESSAGE_ILLEGAL, "a batch cannot carry transactional messages")
-            messages = [message(i.body, properties | i.properties, i.flag) for i in items]
-        pending = self._pending_sends
-        pending.append(_Send(request, conn, messages, batch))
-        if len(pending) == 1:
-            # Sends parsed in this turn of the loop are stored together, after it.
-            asyncio.get_running_loop().call_soon(self._flush_sends)
-
-    def _flush_sends(self) -> None:
-        sends, self._pending_sends = self._pending_sends, []
         try:
-            puts = self._gathered(sends)
-        except Exception:
-            # A bug must not cost the turn's other sends their answers: each goes alone.
-            self._failures.log("gather", "remoting: gathering %d sends failed: %s", len(sends), traceback.format_exc())
-            puts = [[send] for send in sends]
-        for put in puts:
-            self._spawn(self._store_sends(put))
-
-    def _gathered(self, sends: list[_Send]) -> list[list[_Send]]:
-        """The turn's sends as puts: one append per topic and queue where they may share one."""
-        puts: list[list[_Send]] = []
-        groups: dict[tuple[str, int], list[_Send]] = {}
-        recent = self._store.recent_ids
-        keys: set[tuple[str, str]] = set()
-        for send in sends:
-            msg = send.messages[0]
-            key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            # A producer's retry goes alone: the store answers it with its original's result.
-            retry = key is not None and ((msg.topic, key) in keys or recent.get(msg.topic, key) is not None)
-            if send.batch or retry or not _batchable(msg):
-                puts.append([send])
-            else:
-                if key is not None:
-                    keys.add((msg.topic, key))
-                groups.setdefault((msg.topic, msg.queue_id), []).append(send)
-        config = self._store.config
-        for group in groups.values():
-            puts.extend(append_chunks(group, _first_message, config.max_append_size, config.max_message_size))
-        return puts
-
-    async def _store_sends(self, sends: list[_Send]) -> None:
-        try:
-            topic, queue_id = sends[0].messages[0].topic, sends[0].messages[0].queue_id
-            config = await self._writable_topic(topic)
-            if isinstance(config, tuple):
-                for send in sends:
-                    send.connection.finish(send.request, send.request.answer(config[0], config[1]))
-                return
-            if queue_id >= config.write_queue_nums:
-                text = f"queueId {queue_id} is out of range: topic {topic} has {config.write_queue_nums} write queues"
-                for send in sends:
-                    send.connection.finish(send.request, send.request.answer(R.MESSAGE_ILLEGAL, text))
-                return
-            if len(sends) == 1 and not sends[0].batch:
-                result = await self._store.async_put_message(sends[0].messages[0])
-                self._answer_put(sends[0], result, 0, 1)
-                return
-            messages = [m for send in sends for m in send.messages]
-            result = await self._store.async_put_messages(messages)
-            if len(sends) > 1 and result.status in (P.MESSAGE_ILLEGAL, P.PROPERTIES_SIZE_EXCEEDED):
-                # One bad message refused the shared append before anything was written: put
-                # each send alone, so only the bad one is refused.
-                for send in sends:
-                    self._spawn(self._store_sends([send]))
-                return
-            first = 0
-            for send in sends:
-                self._answer_put(send, result, first, len(send.messages))
-                first += len(send.messages)
-        except Exception as exc:
-            for send in sends:
-                text = self._failed(send.connection, send.request, exc)
-                send.connection.finish(send.request, send.request.answer(R.SYSTEM_ERROR, text))
-
-    def _answer_put(self, send: _Send, result: PutMessageResult, first: int, count: int) -> None:
-        code = PUT_RESPONSE[result.status]
-        stored = result.status in (P.PUT_OK, P.FLUSH_DISK_TIMEOUT, P.FLUSH_SLAVE_TIMEOUT, P.SLAVE_NOT_AVAILABLE)
-        if stored:
-            late = self._view.write_refusal()
-            if late is not None:
-                text = f"{codes.NOT_MASTER}: not acknowledged: {late}; the write may or may not be kept: retry it"
-                send.connection.finish(send.request, send.request.answer(R.SERVICE_NOT_AVAILABLE, text))
-                return
-        if not stored and result.status is not P.IN_SYNC_REPLICAS_NOT_ENOUGH:
-            send.connection.finish(send.request, send.request.answer(code, result.reason or result.status.name))
-            return
-        ids = result.msg_ids[first : first + count] if result.msg_ids else (result.msg_id,)
-        fields = {
-            "msgId": ",".join(ids),
-            "queueId": str(send.messages[0].queue_id),
-            "queueOffset": str(result.queue_offset + first),
-            "MSG_REGION": "DefaultRegion",
-            "TRACE_ON": "true",
-        }
-        remark = None if code is R.SUCCESS else (result.reason or result.status.name)
-        send.connection.finish(send.request, send.request.answer(code, remark, fields))
-
-    async def _writable_topic(self, topic: str) -> TopicConfig | tuple[ResponseCode, str]:
-        drained = self._store.write_refusal()
-        if drained is not None:
-            return R.NO_PERMISSION, f"{self._configs.broker.broker_name}: {drained}"
-        config = self._store.topics.get(topic)
-        if config is None:
-            assert self._create_lock is not None
-            async with self._create_lock:
-                made = await asyncio.to_thread(self._store.auto_create_topic, topic)
-            if isinstance(made, AutoCreateRefusal):
-                return R.TOPIC_NOT_EXIST, made.reason
-            config = made
-        if not config.writable:
-            return R.NO_PERMISSION, f"topic {topic} is not writable (perm {config.perm})"
-        return config
+            properties = string_to_properties(fields.get("properties", ""))
+            parts = decode_batch_body(request.body) if batch else None
+        except (ValueError, UnicodeDecodeError) as exc:
+            return [item(request.body, {}, flag, _illegal(f"the request does not decode: {exc}"))], batch
+        if sent_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE or _transactional(properties):
+            return [item(request.body, properties, flag, _illegal(_NO_TRANSACTIONS))], batch
+        if parts is None:
+            return [item(request.body, properties, flag)], False
+        if not parts:
+            return [item(request.body, properties, flag, _illegal("a batch without messages"))], True
+        if any(_transactional(p.properties) for p in parts):
+            return [item(request.body, properties, flag, _illegal("a batch cannot carry transactional messages"))], True
+        return [item(p.body, properties | p.properties, p.flag) for p in parts], True
 
     # -- pulls ----------------------------------------------------------------------------------
 
     async def _pull(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         fields = dict(request.ext_fields)
-        group, topic = _text(fields, "consumerGroup"), _text(fields, "topic")
-        queue_id, offset = _int(fields, "queueId"), _int(fields, "queueOffset")
-        # Reads of a topic not created yet wait for it (a long poll), so only names and ranges.
-        _refuse(group_problem(group) or name_and_queue_problem(topic, queue_id))
-        batch = max(1, min(_int(fields, "maxMsgNums", 32), MAX_PULL_MESSAGES))
         sys_flag = _int(fields, "sysFlag", 0)
-        expression = fields.get("subscription") or "*"
-        try:
-            tag_filter = TagFilter.parse(expression) if fields.get("expressionType", "TAG") == "TAG" else None
-        except ValueError as exc:
-            raise BadRequest(R.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
-        if fields.get("expressionType", "TAG") != "TAG":
-            raise BadRequest(R.SUBSCRIPTION_PARSE_FAILED, "only TAG expressions are supported")
-        if sys_flag & FLAG_COMMIT_OFFSET and self._view.role is not BrokerRole.SLAVE:
-            commit = _int(fields, "commitOffset", -1)
-            if commit >= 0:
-                # Best effort, as in RocketMQ: a refused commit does not refuse the pull.
-                refused = commit_consumer_offset(self._store, group, topic, queue_id, commit)
-                if refused is not None:
-                    message = "remoting: a pull's offset commit from %s:%d refused: %s"
-                    self.refused("pull commit", conn, message, *conn.peer, refused.text)
-        wait_ms = _int(fields, "suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0
-        wait_ms = min(wait_ms, self._configs.broker.long_polling_max_ms)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
-        key = (topic, queue_id)
-        event: asyncio.Event | None = None
-        try:
-            while True:
-                if event is not None:
-                    event.clear()
-                await conn.writable.wait()  # a peer that does not read its answers gets no more
-                result = await asyncio.to_thread(
-                    self._store.get_message, group, topic, queue_id, offset, batch, 4 * 1024 * 1024, tag_filter
-                )
-                header = {
-                    "nextBeginOffset": str(result.next_begin_offset),
-                    "minOffset": str(result.min_offset),
-                    "maxOffset": str(result.max_offset),
-                    "suggestWhichBrokerId": "0",
-                }
-                status = result.status
-                if status is GetMessageStatus.FOUND:
-                    body = b"".join(
-                        self._store.commit_log_data(m.physical_offset, m.store_size) for m in result.messages
-                    )
-                    return request.answer(R.SUCCESS, None, header, body)
-                if status is GetMessageStatus.MESSAGE_CORRUPTED:
-                    # RocketMQ has no pull code for it: a client takes SYSTEM_ERROR as a failed
-                    # pull and tries the same offset later, never skipping the message.
-                    return request.answer(R.SYSTEM_ERROR, codes.corrupted_text(result), header)
-                if status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING,
-                              GetMessageStatus.OFFSET_FOUND_NULL):  # fmt: skip
-                    return request.answer(R.PULL_RETRY_IMMEDIATELY, status.name, header)
-                waitable = status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE) or (
-                    status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE and offset == 0
-                )
-                if not waitable:
-                    return request.answer(R.PULL_OFFSET_MOVED, status.name, header)
-                if loop.time() >= deadline:
-                    return request.answer(R.PULL_NOT_FOUND, status.name, header)
-                if event is None:
-                    event = self._arrivals.watch(key)  # watch, then read again: no arrival is missed
-                    continue
-                try:
-                    await asyncio.wait_for(event.wait(), deadline - loop.time())
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            if event is not None:
-                self._arrivals.unwatch(key, event)
+        pull = PullRequest(
+            group=_text(fields, "consumerGroup"),
+            topic=_text(fields, "topic"),
+            queue_id=_int(fields, "queueId"),
+            offset=_int(fields, "queueOffset"),
+            max_messages=_int(fields, "maxMsgNums", 32),
+            wait_ms=_int(fields, "suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0,
+            filter_type=fields.get("expressionType") or "TAG",
+            filter_expression=fields.get("subscription") or "*",
+        )
+        pulls = self._core.pulls
+        _refuse(pulls.check(pull))
+        if sys_flag & FLAG_COMMIT_OFFSET:
+            self._commit_of_pull(conn, pull, _int(fields, "commitOffset", -1))
+        # A peer that does not read its answers gets no more reads.
+        result = await pulls.read(pull, self._arrivals, conn.writable.wait)
+        header = {
+            "nextBeginOffset": str(result.next_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+            "suggestWhichBrokerId": "0",
+        }
+        code = PULL_RESPONSE[result.action]
+        if result.action is PullAction.DELIVER:
+            body = b"".join(self._store.commit_log_data(m.physical_offset, m.store_size) for m in result.messages)
+            return request.answer(code, None, header, body)
+        named = result.action is not PullAction.REFUSE and result.status is not None
+        return request.answer(code, result.status.name if named else result.text, header)  # type: ignore[union-attr]
+
+    def _commit_of_pull(self, conn: _Connection, pull: PullRequest, offset: int) -> None:
+        """Best effort, as in RocketMQ: a refused commit does not refuse the pull; a slave takes
+        none (4.x clients commit to the master only)."""
+        if offset < 0 or self._core.roles.is_slave:
+            return
+        refused = self._core.offsets.commit(pull.group, pull.topic, pull.queue_id, offset)
+        if refused is not None:
+            message = "remoting: a pull's offset commit from %s:%d refused: %s"
+            self.refused("pull commit", conn, message, *conn.peer, refused.text)
 
     # -- offsets, clients, routes ---------------------------------------------------------------
 
     def _query_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
-        _refuse(offset_problem(self._store, group, topic, queue_id))
-        offset = self._store.consumer_offsets.query_offset(group, topic, queue_id)
-        if offset < 0:
-            return request.answer(R.QUERY_NOT_FOUND, f"group {group} has no offset for {topic}:{queue_id}")
+        offset = _value(self._core.offsets.consumer_offset(group, topic, queue_id))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
     def _update_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
-        offset = _int(f, "commitOffset")
-        if self._view.role is BrokerRole.SLAVE:
-            return request.answer(R.SERVICE_NOT_AVAILABLE, "offsets are committed on the master")
-        _refuse(commit_consumer_offset(self._store, group, topic, queue_id, offset))
+        _refuse(self._core.offsets.commit(group, topic, queue_id, _int(f, "commitOffset")))
         return request.answer(R.SUCCESS)
 
-    def _queue_fields(self, request: RemotingCommand) -> tuple[str, int]:
+    @staticmethod
+    def _queue_fields(request: RemotingCommand) -> tuple[str, int]:
         f = dict(request.ext_fields)
-        topic, queue_id = _text(f, "topic"), _int(f, "queueId")
-        _refuse(name_and_queue_problem(topic, queue_id))
-        return topic, queue_id
+        return _text(f, "topic"), _int(f, "queueId")
 
     def _max_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
-        offset = self._store.max_queue_offset(*self._queue_fields(request))
+        offset = _value(self._core.offsets.max_offset(*self._queue_fields(request)))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
     def _min_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
-        offset = self._store.min_queue_offset(*self._queue_fields(request))
+        offset = _value(self._core.offsets.min_offset(*self._queue_fields(request)))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
     async def _offset_by_time(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         topic, queue_id = self._queue_fields(request)
         when = _int(dict(request.ext_fields), "timestamp")
-        offset = await asyncio.to_thread(self._store.get_offset_in_queue_by_time, topic, queue_id, when)
+        offset = _value(await asyncio.to_thread(self._core.offsets.offset_by_time, topic, queue_id, when))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
     def _heartbeat(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
@@ -833,64 +615,45 @@ class RemotingServer:
             group = consumer.get("groupName") if isinstance(consumer, dict) else None
             if not isinstance(group, str):
                 raise BadRequest(R.INVALID_PARAMETER, "a consumerDataSet entry lacks a groupName string")
-            _refuse(group_problem(group))
             groups.append(group)
-        if not groups:
-            return request.answer(R.SUCCESS)  # a producer's heartbeat: producers are not tracked
-        if not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH:
-            raise BadRequest(R.INVALID_PARAMETER, f"clientID must be 1 to {MAX_CLIENT_ID_LENGTH} characters")
-        refused = self._clients.heartbeat(client_id, groups, self._clock())
-        if refused is not None:
-            raise BadRequest(R.SYSTEM_ERROR, refused)
+        _refuse(self._core.clients.heartbeat(client_id, groups, self._clock()))
         return request.answer(R.SUCCESS)
 
     def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, client_id = f.get("consumerGroup"), f.get("clientID", "")
         if group:
-            self._clients.unregister(group, client_id)
+            self._core.clients.unregister(group, client_id)
         return request.answer(R.SUCCESS)
 
     def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         group = _text(dict(request.ext_fields), "consumerGroup")
-        _refuse(group_problem(group))
-        clients = self._clients.clients(group, self._clock())
-        if not clients:
-            return request.answer(R.SYSTEM_ERROR, f"no consumer of group {group} is online")
+        clients = self._core.clients.consumers(group, self._clock())
+        if isinstance(clients, Refusal):
+            raise BadRequest(REASON_CODES[clients.reason], clients.text)
         return request.answer(R.SUCCESS, None, None, json.dumps({"consumerIdList": clients}).encode())
 
     def _route(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
-        topic = _text(dict(request.ext_fields), "topic")
-        problem = name_problem("topic", topic)
-        if problem is not None:
-            raise BadRequest(R.INVALID_PARAMETER, problem)
-        config = self._store.topics.get(topic)
-        slave = self._view.role is BrokerRole.SLAVE
-        if config is None and not slave and self._store.config.auto_create_topic_enable:
-            # A route to write to: the first send creates the topic (reads never do).
-            count = self._store.config.default_topic_queue_nums
-            config = TopicConfig(topic, count, count)
-        if config is None:
-            return request.answer(R.TOPIC_NOT_EXIST, f"no topic {topic} on this broker")
-        broker = self._configs.broker
-        # A slave's route is read-only, and so is a drained broker's.
-        perm = config.perm & ~2 if slave or self._store.write_refusal() else config.perm
+        own = self._core.routes.own(_text(dict(request.ext_fields), "topic"))
+        if isinstance(own, Refusal):
+            raise BadRequest(REASON_CODES[own.reason], own.text)
+        config = own.config
         route: dict[str, object] = {
             "orderTopicConf": None,
             "queueDatas": [
                 {
-                    "brokerName": broker.broker_name,
+                    "brokerName": own.broker_name,
                     "readQueueNums": config.read_queue_nums,
                     "writeQueueNums": config.write_queue_nums,
-                    "perm": perm,
+                    "perm": config.perm & ~2 if own.read_only else config.perm,
                     "topicSysFlag": 0,
                 }
             ],
             "brokerDatas": [
                 {
-                    "cluster": broker.broker_cluster_name,
-                    "brokerName": broker.broker_name,
-                    "brokerAddrs": {str(broker.broker_id if slave else 0): self.endpoint},
+                    "cluster": self._core.configs.broker.broker_cluster_name,
+                    "brokerName": own.broker_name,
+                    "brokerAddrs": {str(own.broker_id): self.endpoint},
                 }
             ],
             "filterServerTable": {},
@@ -915,20 +678,35 @@ class RemotingServer:
     }
 
 
-def _first_message(send: _Send) -> Message:
-    return send.messages[0]
+_NO_TRANSACTIONS = (
+    "transactional messages are served by the gRPC API only (this API has no END_TRANSACTION and no check-backs); "
+    "nothing was stored"
+)
+
+
+def _illegal(text: str) -> Refusal:
+    return Refusal(Reason.ILLEGAL_MESSAGE, text)
 
 
 def _transactional(properties: dict[str, str]) -> bool:
     return properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
 
 
-def _batchable(msg: Message) -> bool:
-    """Whether a send may share an append with others: the store schedules delays and tracks
-    transactions per message."""
-    props = msg.properties
-    return not (
-        msg.sys_flag & TRANSACTION_TYPE_MASK
-        or PROPERTY_DELAY_TIME_LEVEL in props
-        or PROPERTY_TRANSACTION_PREPARED in props
-    )
+def _send_answer(request: RemotingCommand, outcomes: Sequence[SendOutcome]) -> RemotingCommand:
+    """A send's answer: one request's outcomes (a batch's share one put and one answer)."""
+    first = outcomes[0]
+    if first.refusal is not None:
+        return request.answer(SEND_REASON_CODES[first.refusal.reason], first.refusal.text)
+    assert first.status is not None
+    code = PUT_RESPONSE[first.status]
+    remark = None if code is R.SUCCESS else (first.reason or first.status.name)
+    if not first.stored:
+        return request.answer(code, remark)
+    fields = {
+        "msgId": ",".join(o.msg_id for o in outcomes),
+        "queueId": str(first.queue_id),
+        "queueOffset": str(first.queue_offset),
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }
+    return request.answer(code, remark, fields)

@@ -19,7 +19,7 @@ from typing import TypeVar
 from store import GetMessageStatus, MessageStore
 from store.message import MessageExt
 
-from .v2_messages import MAX_PULL_BYTES
+from .core.pull import MAX_PULL_BYTES
 
 _BATCH = 256
 E = TypeVar("E")

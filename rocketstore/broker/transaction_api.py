@@ -28,6 +28,7 @@ from typing import Protocol
 from wire.rpc import messaging_pb2 as pb
 
 from . import codes
+from .core.refusals import Refusal
 from .repeating import Repeating
 from .transaction_service import EndStatus, TransactionService
 from .v2_messages import OK, status, to_pb_message
@@ -45,7 +46,7 @@ class TransactionApi:
     def __init__(
         self,
         service: TransactionService,
-        refusal: Callable[[], pb.Status | None],
+        refusal: Callable[[], Refusal | None],
         check_period_s: float,
     ) -> None:
         self._service = service
@@ -78,7 +79,7 @@ class TransactionApi:
     async def end(self, request: pb.EndTransactionRequest) -> pb.EndTransactionResponse:
         refused = self._refusal()
         if refused is not None:
-            return pb.EndTransactionResponse(status=refused)
+            return pb.EndTransactionResponse(status=codes.refusal_status(refused))
         if request.resolution not in (pb.COMMIT, pb.ROLLBACK):
             return pb.EndTransactionResponse(status=status(pb.BAD_REQUEST, "resolution must be COMMIT or ROLLBACK"))
         if not request.transaction_id or not request.message_id or not request.topic.name:

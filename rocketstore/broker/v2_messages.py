@@ -1,23 +1,22 @@
 """Conversions of the client API (`apache.rocketmq.v2`) to and from the store, pure functions.
 
-v2 message -> store message (properties TAGS, KEYS, `__SHARDINGKEY`, UNIQ_KEY, DELAY, user
-properties; the queue a send goes to), store message -> v2 message (digest, type, delivery
-attempt, RocketStore's extension fields), routes, endpoints and peers, and the Telemetry settings
-reply. No I/O; thread-safe (stateless).
+v2 message -> store message properties (TAGS, KEYS, `__SHARDINGKEY`, UNIQ_KEY, TIMER_DELIVER_MS,
+user properties) and the checks of what only this API carries (property keys, tags, message ids,
+body encodings and digests), store message -> v2 message (digest, type, delivery attempt,
+RocketStore's extension fields), the core's routes as message queues, endpoints and peers, and the
+Telemetry settings reply. Refusals are the broker core's (`core.refusals`). No I/O; thread-safe
+(stateless).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from wire.rpc import messaging_pb2 as pb
-from wire.digests import digest_matches, md5_hex
-from store import MessageExt, MessageStore, TagFilter
-from store.codec import MAX_PROPERTIES_LENGTH, encode_properties, java_string_hash
+from store import Message, MessageExt, TagFilter
+from store.codec import MAX_PROPERTIES_LENGTH, encode_properties
 from store.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -30,25 +29,25 @@ from store.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_TYPE_MASK,
+    producer_sys_flag,
 )
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS
-from store.topic_config import MAX_QUEUE_NUMS, Permission, TopicConfig, validate_group_name, validate_topic_name
+from store.topic_config import Permission, TopicConfig
+from wire.digests import digest_matches, md5_hex
+from wire.rpc import messaging_pb2 as pb
 
 from . import codes
+from .core.pull import SQL92, TAG, tag_filter
+from .core.refusals import Reason, Refusal
+from .core.routes import RouteBroker
+from .core.send import PROPERTY_SHARDING_KEY, SendItem, SendOutcome
 
 
 MAX_SEND_MESSAGES = 1024
-MAX_PULL_BATCH = 1024
-# Bytes one pull reads at most (the first message is returned whatever its size).
-MAX_PULL_BYTES = 4 * 1024 * 1024
 SUBSCRIPTION_LONG_POLLING_MS = 20_000
-# A pull answers this long before the client's deadline, so the answer beats the deadline.
-DEADLINE_MARGIN_S = 0.5
 MAX_MESSAGE_ID_LENGTH = 128
 MAX_MESSAGE_GROUP_LENGTH = 64
 MAX_TAG_LENGTH = 255
-PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
-_INT32_MAX = 2**31 - 1
 _SEPARATORS = ("\x01", "\x02")
 
 # Keys the broker maps to system properties or the store acts on: a user property using one
@@ -77,17 +76,6 @@ def status(code: "pb.Code", message: str = "", master_endpoint: str = "") -> pb.
 
 
 OK = pb.Status(code=pb.OK, message="OK")
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why one message (or request) is refused; nothing was stored for it."""
-
-    code: "pb.Code"
-    message: str
-
-    def as_status(self) -> pb.Status:
-        return status(self.code, self.message)
 
 
 # -- hosts and endpoints ----------------------------------------------------------------------
@@ -172,16 +160,6 @@ def pop_assignment(
     return pb.Assignment(message_queue=queue)
 
 
-def topic_from_queues(store: MessageStore, topic: str) -> TopicConfig | None:
-    """A read-only config covering the topic's consume queues: a slave knows topics its master
-    created from the data it replicated before the master's topic table reaches it."""
-    ids = [q.queue_id for q in store.consume_queues.queues() if q.topic == topic]
-    if not ids:
-        return None
-    queues = min(max(ids) + 1, MAX_QUEUE_NUMS)
-    return TopicConfig(topic, queues, queues, int(Permission.READ))
-
-
 def route_queues(
     topic: pb.Resource, config: TopicConfig, broker_name: str, broker_id: int, endpoint: str, read_only: bool
 ) -> list[pb.MessageQueue]:
@@ -198,15 +176,16 @@ def route_queues(
     ]
 
 
+def route_message_queues(topic: pb.Resource, brokers: Iterable[RouteBroker]) -> list[pb.MessageQueue]:
+    """A route of the broker core as this API's message queues, broker by broker."""
+    return [
+        queue
+        for b in brokers
+        for queue in route_queues(topic, b.config, b.broker_name, b.broker_id, b.client_endpoint, b.read_only)
+    ]
+
+
 # -- sends: v2 message -> store message -------------------------------------------------------
-
-
-def name_problem(kind: str, name: str) -> str | None:
-    try:
-        (validate_topic_name if kind == "topic" else validate_group_name)(name)
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 def _has_separator(text: str) -> bool:
@@ -229,32 +208,28 @@ def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[
     for key, value in msg.user_properties.items():
         if not key or _has_separator(key) or key in RESERVED_PROPERTY_KEYS:
             reason = "is reserved by the broker" if key in RESERVED_PROPERTY_KEYS else "is empty or holds \\x01/\\x02"
-            return Refusal(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property key {key[:64]!r} {reason}")
+            return Refusal(Reason.ILLEGAL_PROPERTY_KEY, f"user property key {key[:64]!r} {reason}")
         if _has_separator(value):
-            return Refusal(
-                pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of user property {key[:64]!r} holds \\x01/\\x02"
-            )
+            return Refusal(Reason.ILLEGAL_PROPERTY_KEY, f"the value of user property {key[:64]!r} holds \\x01/\\x02")
         properties[key] = value
     if sp.HasField("tag"):
         tag = sp.tag
         if not tag.strip() or "|" in tag or _has_separator(tag) or len(tag) > MAX_TAG_LENGTH:
             return Refusal(
-                pb.ILLEGAL_MESSAGE_TAG,
+                Reason.ILLEGAL_TAG,
                 f"tag {tag[:64]!r} must be non-blank, at most {MAX_TAG_LENGTH} characters, without '|', \\x01, \\x02",
             )
         properties[PROPERTY_TAGS] = tag
     if sp.keys:
         for key in sp.keys:
             if not key or any(c.isspace() for c in key) or _has_separator(key):
-                return Refusal(
-                    pb.ILLEGAL_MESSAGE_KEY, f"message key {key[:64]!r} must be non-empty, without whitespace"
-                )
+                return Refusal(Reason.ILLEGAL_KEY, f"message key {key[:64]!r} must be non-empty, without whitespace")
         properties[PROPERTY_KEYS] = " ".join(sp.keys)
     if sp.HasField("message_group"):
         group = sp.message_group
         if not group.strip() or len(group) > MAX_MESSAGE_GROUP_LENGTH or _has_separator(group):
             return Refusal(
-                pb.ILLEGAL_MESSAGE_GROUP,
+                Reason.ILLEGAL_MESSAGE_GROUP,
                 f"message group {group[:64]!r} must be non-blank and at most {MAX_MESSAGE_GROUP_LENGTH} characters",
             )
         properties[PROPERTY_SHARDING_KEY] = group
@@ -262,7 +237,7 @@ def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[
         mid = sp.message_id
         if len(mid) > MAX_MESSAGE_ID_LENGTH or any(c.isspace() for c in mid) or _has_separator(mid):
             return Refusal(
-                pb.ILLEGAL_MESSAGE_ID,
+                Reason.ILLEGAL_MESSAGE_ID,
                 f"message id {mid[:64]!r} must be at most {MAX_MESSAGE_ID_LENGTH} characters, without whitespace",
             )
         properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = mid
@@ -271,7 +246,7 @@ def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[
         delay_ms = deliver_ms - now_ms
         if delay_ms > max_delay_ms:
             return Refusal(
-                pb.ILLEGAL_DELIVERY_TIME,
+                Reason.ILLEGAL_DELIVERY_TIME,
                 f"delivery time is {delay_ms} ms away; at most {max_delay_ms} ms ahead is accepted",
             )
         if delay_ms > 0:
@@ -279,40 +254,74 @@ def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[
     size = len(encode_properties(properties))
     if size > MAX_PROPERTIES_LENGTH:
         return Refusal(
-            pb.MESSAGE_PROPERTIES_TOO_LARGE,
+            Reason.PROPERTIES_TOO_LARGE,
             f"the message's properties are {size} bytes; at most {MAX_PROPERTIES_LENGTH}",
         )
     return properties
 
 
-def body_problem(msg: pb.Message, max_body_size: int) -> Refusal | None:
-    body = msg.body
+def encoding_problem(msg: pb.Message) -> Refusal | None:
+    """What the broker cannot take in how a v2 message's body is encoded (its size and emptiness
+    are the core's checks, `core.send`)."""
     sp = msg.system_properties
-    if not body:
-        return Refusal(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
-    if len(body) > max_body_size:
-        return Refusal(pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(body)} bytes; maxMessageSize is {max_body_size}")
     if sp.body_encoding not in (pb.ENCODING_UNSPECIFIED, pb.IDENTITY, pb.GZIP):
-        return Refusal(pb.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
-    if sp.HasField("body_digest") and sp.body_digest.checksum and not digest_matches(sp.body_digest, body):
-        return Refusal(pb.MESSAGE_CORRUPTED, "the body does not match its digest")
+        return Refusal(Reason.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
+    if sp.HasField("body_digest") and sp.body_digest.checksum and not digest_matches(sp.body_digest, msg.body):
+        return Refusal(Reason.MESSAGE_CORRUPTED, "the body does not match its digest")
     return None
 
 
-def choose_queue(sp: pb.SystemProperties, config: TopicConfig, round_robin: Callable[[], int]) -> int | Refusal:
-    queues = config.write_queue_nums
-    if sp.HasField("send_queue_id"):
-        queue_id = sp.send_queue_id
-        if not 0 <= queue_id < queues:
-            return Refusal(
-                pb.BAD_REQUEST,
-                f"queue id {queue_id} is out of range: topic {config.topic_name} has {queues} write queues "
-                f"(0..{queues - 1})",
-            )
-        return queue_id
-    if sp.HasField("message_group") and sp.message_group:
-        return abs(java_string_hash(sp.message_group)) % queues
-    return round_robin() % queues
+def send_item(msg: pb.Message, born_host: Host, now_ms: int) -> SendItem:
+    """A v2 message as the broker core's send item: the store message, the queue it names, its
+    delivery time or transaction, and what is wrong with it on this API's side (checked by the core
+    after the topic, as RocketMQ checks the topic first)."""
+    sp = msg.system_properties
+    refused = encoding_problem(msg)
+    properties: dict[str, str] = {}
+    if refused is None:
+        found = message_properties(msg, MAX_DELIVERY_DELAY_MS, now_ms)
+        if isinstance(found, Refusal):
+            refused = found
+        else:
+            properties = found
+    born_ms = _timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0
+    message = Message(
+        topic=msg.topic.name,
+        queue_id=0,
+        body=msg.body,
+        properties=properties,
+        sys_flag=producer_sys_flag(sp.body_encoding == pb.GZIP),
+        born_host=born_host,
+        born_timestamp_ms=born_ms if born_ms > 0 else None,
+    )
+    deliver_at = properties.get(PROPERTY_TIMER_DELIVER_MS)
+    immunity_s = None
+    if sp.message_type == pb.TRANSACTION:
+        recovery = sp.orphaned_transaction_recovery_duration
+        immunity_s = recovery.seconds if sp.HasField("orphaned_transaction_recovery_duration") else 0
+    return SendItem(
+        message,
+        queue_id=sp.send_queue_id if sp.HasField("send_queue_id") else None,
+        client_id=sp.message_id,
+        deliver_at_ms=int(deliver_at) if deliver_at is not None else None,
+        transaction_immunity_s=immunity_s,
+        refused=refused,
+    )
+
+
+def send_entry(outcome: SendOutcome) -> pb.SendResultEntry:
+    """One message's send outcome as this API's result entry."""
+    entry_status = codes.outcome_status(outcome)
+    if not outcome.stored:
+        return pb.SendResultEntry(status=entry_status, message_id=outcome.client_id or outcome.msg_id)
+    return pb.SendResultEntry(
+        status=entry_status,
+        message_id=outcome.client_id or outcome.msg_id,
+        transaction_id=outcome.msg_id if outcome.transactional else "",
+        offset=outcome.queue_offset,
+        queue_id=outcome.queue_id,
+        commit_log_offset=outcome.commit_log_offset(),
+    )
 
 
 # -- reads: store message -> v2 message -------------------------------------------------------
@@ -375,25 +384,18 @@ def to_pb_message(ext: MessageExt, namespace: str = "") -> pb.Message:
 # -- consumption ------------------------------------------------------------------------------
 
 
+_FILTER_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: TAG, pb.TAG: TAG, pb.SQL: SQL92}
+
+
+def filter_type(expression: pb.FilterExpression) -> str:
+    """The core's name of a subscription's filter type (`core.pull.tag_filter`)."""
+    return _FILTER_TYPES.get(expression.type, str(expression.type))
+
+
 def tag_filter_of(expression: pb.FilterExpression) -> TagFilter | None | pb.Status:
     """The store's filter for a subscription expression, or the status refusing it."""
-    if expression.type == pb.SQL:
-        return status(pb.UNSUPPORTED, "SQL92 filters are not supported; use a TAG expression")
-    if expression.type not in (pb.FILTER_TYPE_UNSPECIFIED, pb.TAG):
-        return status(pb.ILLEGAL_FILTER_EXPRESSION, f"unknown filter type {expression.type}")
-    try:
-        return TagFilter.parse(expression.expression)
-    except ValueError as exc:
-        return status(pb.ILLEGAL_FILTER_EXPRESSION, str(exc))
-
-
-def long_poll_seconds(wanted_ms: int, max_ms: int, remaining_s: float | None) -> float:
-    """How long a long poll waits: what the client wants, within the broker's maximum, and ending
-    DEADLINE_MARGIN_S before the call's deadline (`remaining_s`) so the answer still arrives."""
-    wait_s = max(0.0, min(wanted_ms, max_ms) / 1000)
-    if remaining_s is not None:
-        wait_s = min(wait_s, max(0.0, remaining_s - DEADLINE_MARGIN_S))
-    return wait_s
+    found = tag_filter(filter_type(expression), expression.expression)
+    return codes.refusal_status(found) if isinstance(found, Refusal) else found
 
 
 # -- telemetry --------------------------------------------------------------------------------

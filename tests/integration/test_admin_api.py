@@ -15,6 +15,7 @@ from wire.admin_auth import AsyncAuthInterceptor, BrokerIdentity, Signer, Verifi
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.guard import MalformedRequestGuard
+from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.messaging import MessagingServicer
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.view import StaticView
@@ -79,7 +80,7 @@ async def serving(root, view: StaticView, *, broker_id: int = 0, **store_overrid
     server = grpc.aio.server(interceptors=[auth_interceptor(broker_id), MalformedRequestGuard()])
     port = server.add_insecure_port("127.0.0.1:0")
     view.client = f"127.0.0.1:{port}"
-    messaging = MessagingServicer(store, configs, view)
+    messaging = MessagingServicer(BrokerCore(store, configs, view))
     admin = AdminServicer(store, configs, view, clock_ms=lambda: NOW_MS)
     messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, server)
     admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
@@ -237,7 +238,8 @@ def test_create_and_list_topics(tmp_path):
             names = [t.name for t in listed.topics]
             assert "Orders" in names and "Defaults" in names and names == sorted(names)
             route = await h.messaging.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Orders")), timeout=10)
-            assert len(route.message_queues) == 8
+            # The master's 8 queues (its connected slave's follow, read-only, under its own id).
+            assert len([q for q in route.message_queues if q.broker.id == 0]) == 8
 
             bad_specs = [
                 admin_pb2.TopicSpec(name="bad name"),

@@ -17,6 +17,7 @@ from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.guard import MalformedRequestGuard
+from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
 from wire.rpc import messaging_pb2 as pb
@@ -71,7 +72,7 @@ async def serving(
     endpoint = f"127.0.0.1:{port}"
     if view is None:
         view = StaticView(broker_role=config.broker_role, client=endpoint)
-    servicer = MessagingServicer(store, configs, view)
+    servicer = MessagingServicer(BrokerCore(store, configs, view))
     messaging_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
     store.add_arrival_listener(servicer.on_arrival)
     servicer.bind_loop(asyncio.get_running_loop())

@@ -66,14 +66,18 @@ def test_sends_are_acknowledged_after_flush_and_slave_and_read_back_from_both(gr
 def test_a_waiting_pull_is_answered_when_a_message_arrives_and_offsets_are_kept(group):
     async def scenario():
         conn = await RemotingConnection.open(group.master.remoting_endpoint)
-        waiting = asyncio.create_task(pull(conn, "Late", 0, 0, sysFlag="2", suspendTimeoutMillis="20000"))
-        done, _ = await asyncio.wait({waiting}, timeout=0.3)
-        assert not done, "a pull of an empty queue with the suspend flag must wait"
+        # Reads never create topics: a pull of one that does not exist is refused at once.
+        unknown = await pull(conn, "Late", 0, 0, sysFlag="2", suspendTimeoutMillis="20000")
+        assert unknown.code == ResponseCode.TOPIC_NOT_EXIST
         async with AsyncRemotingProducer(group.master.remoting_endpoint) as producer:
+            await producer.send("Late", b"first", queue_id=0)
+            waiting = asyncio.create_task(pull(conn, "Late", 0, 1, sysFlag="2", suspendTimeoutMillis="20000"))
+            done, _ = await asyncio.wait({waiting}, timeout=0.3)
+            assert not done, "a pull at the end of a queue with the suspend flag must wait"
             await producer.send("Late", b"arrived", queue_id=0)
         answer = await asyncio.wait_for(waiting, 20)
         assert answer.code == ResponseCode.SUCCESS and [m.body for m in records(answer.body)] == [b"arrived"]
-        empty = await pull(conn, "Late", 0, 1)
+        empty = await pull(conn, "Late", 0, 2)
         assert empty.code == ResponseCode.PULL_NOT_FOUND
 
         fields = {"consumerGroup": "g", "topic": "Late", "queueId": "0"}
@@ -84,7 +88,7 @@ def test_a_waiting_pull_is_answered_when_a_message_arrives_and_offsets_are_kept(
         found = await conn.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
         assert (found.code, found.ext_fields["offset"]) == (ResponseCode.SUCCESS, "1")
         top = await conn.request(RequestCode.GET_MAX_OFFSET, {"topic": "Late", "queueId": "0"})
-        assert top.ext_fields["offset"] == "1"
+        assert top.ext_fields["offset"] == "2"
         conn.close()
 
     asyncio.run(scenario())

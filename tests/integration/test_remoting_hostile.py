@@ -256,6 +256,8 @@ def test_past_the_buffer_cap_the_slowest_sender_goes_not_the_one_that_crossed_it
     big_body = b"\0" * (1040 * 1024)  # two such frames pass the 2 MiB cap (one is within it)
 
     async def scenario() -> None:
+        async with AsyncRemotingProducer(master.remoting_endpoint) as producer:
+            await producer.send("Crossing", b"x", queue_id=0)  # offsets are served for topics that exist
         slow_reader, slow_writer = await asyncio.open_connection(*host_port(master.remoting_endpoint))
         slow_writer.write(encode(RemotingCommand(RequestCode.GET_MAX_OFFSET, 1, 0, {}, big_body))[:-10])
         await slow_writer.drain()
@@ -395,10 +397,17 @@ def test_offsets_of_unknown_topics_bad_queues_and_bad_names_are_refused_and_noth
         assert code == ResponseCode.INVALID_PARAMETER
         code, remark = await code_of(RequestCode.GET_CONSUMER_LIST_BY_GROUP, consumerGroup="bad@group")
         assert code == ResponseCode.INVALID_PARAMETER
-        # A pull's commit of an unknown topic is dropped; the pull itself is answered.
+        # A pull of an unknown topic is refused (reads never create topics), its commit with it;
+        # a pull's refused commit is dropped and the pull itself answered.
         pull = {"consumerGroup": "g", "topic": "Nope2", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1"}
         answer = await conn.request(RequestCode.PULL_MESSAGE, {**pull, "sysFlag": "1", "commitOffset": "7"})
-        assert answer.code == ResponseCode.PULL_NOT_FOUND
+        assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+        code, remark = await code_of(RequestCode.GET_MAX_OFFSET, topic="Nope", queueId="0")
+        assert code == ResponseCode.TOPIC_NOT_EXIST
+        answer = await conn.request(
+            RequestCode.PULL_MESSAGE, {**pull, "topic": "Known", "sysFlag": "1", "commitOffset": str(2**63)}
+        )
+        assert answer.code == ResponseCode.SUCCESS
         assert (await code_of(update, topic="Known", **fields))[0] == ResponseCode.SUCCESS
         conn.close()
 

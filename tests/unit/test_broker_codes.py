@@ -7,11 +7,10 @@ import hashlib
 
 import pytest
 
-from rocketstore.broker import codes
-from rocketstore.broker.codes import PullAction
+from rocketstore.broker import codes, remoting_codes
+from rocketstore.broker.core.pull import PullAction
+from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.v2_messages import (
-    Refusal,
-    choose_queue,
     endpoints_of,
     message_properties,
     peer_host,
@@ -19,8 +18,8 @@ from rocketstore.broker.v2_messages import (
     to_pb_message,
 )
 from wire.rpc import messaging_pb2 as pb
-from store import GetMessageStatus, Message, MessageExt, PutMessageResult, PutMessageStatus, TopicConfig
-from store.codec import MessageRejected, encode_batch, encode_message, java_string_hash
+from store import Message, MessageExt, PutMessageResult, PutMessageStatus
+from store.codec import MessageRejected, encode_batch, encode_message
 from store.schedule import to_schedule_message
 
 P = PutMessageStatus
@@ -130,19 +129,26 @@ def test_summarize():
     assert codes.summarize([]).code == pb.BAD_REQUEST
 
 
-def test_every_get_status_has_a_pull_action():
-    assert set(codes.PULL_ACTIONS) == set(GetMessageStatus)
-    assert codes.pull_action(GetMessageStatus.FOUND) is PullAction.DELIVER
-    assert codes.pull_action(GetMessageStatus.NO_MATCHED_MESSAGE) is PullAction.SKIP
-    assert codes.pull_action(GetMessageStatus.OFFSET_OVERFLOW_ONE) is PullAction.WAIT
-    assert codes.pull_action(GetMessageStatus.OFFSET_TOO_SMALL) is PullAction.RESET
-    assert codes.pull_action(GetMessageStatus.MESSAGE_CORRUPTED) is PullAction.REFUSE
+def test_every_pull_action_and_refusal_has_a_code_in_both_front_ends():
+    assert set(codes.PULL_CODES) == set(PullAction) == set(remoting_codes.PULL_RESPONSE)
     assert {codes.PULL_CODES[a] for a in PullAction} == {
         pb.OK,
         pb.MESSAGE_NOT_FOUND,
         pb.ILLEGAL_OFFSET,
         pb.MESSAGE_CORRUPTED,
     }
+    assert set(codes.REASON_CODES) == set(Reason) == set(remoting_codes.REASON_CODES)
+    assert set(remoting_codes.SEND_REASON_CODES) == set(Reason)
+    assert set(remoting_codes.PUT_RESPONSE) == set(PutMessageStatus)
+
+
+def test_a_refusal_names_the_master_in_its_status():
+    refused = codes.refusal_status(Refusal(Reason.NOT_MASTER, "not master: go there", "10.0.0.1:8081"))
+    assert (refused.code, refused.message, refused.master_endpoint) == (
+        pb.FORBIDDEN,
+        "not master: go there",
+        "10.0.0.1:8081",
+    )
 
 
 # -- conversions ---------------------------------------------------------------------------------
@@ -162,17 +168,6 @@ def test_peer_host():
     assert peer_host("ipv6:[::1]:5000") == ("::1", 5000)
     assert peer_host("unix:/tmp/sock") is None
     assert peer_host("ipv4:not-an-ip:1") is None
-
-
-def test_queue_choice():
-    config = TopicConfig("T", 8, 4)
-    explicit = pb.SystemProperties(send_queue_id=3)
-    assert choose_queue(explicit, config, lambda: 0) == 3
-    refused = choose_queue(pb.SystemProperties(send_queue_id=4), config, lambda: 0)
-    assert isinstance(refused, Refusal) and refused.code == pb.BAD_REQUEST
-    grouped = pb.SystemProperties(message_group="order-17")
-    assert choose_queue(grouped, config, lambda: 0) == abs(java_string_hash("order-17")) % 4
-    assert choose_queue(pb.SystemProperties(), config, lambda: 6) == 2
 
 
 def test_message_properties_mapping_and_refusals():
@@ -201,7 +196,7 @@ def test_message_properties_mapping_and_refusals():
         m = pb.Message(topic=pb.Resource(name="T"), body=b"x", **fields)
         outcome = message_properties(m, max_delay, now_ms=0)
         assert isinstance(outcome, Refusal)
-        return outcome.code
+        return codes.REASON_CODES[outcome.reason]
 
     assert refused(user_properties={"TAGS": "x"}) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
     assert refused(user_properties={"TIMER_DELIVER_MS": "1"}) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketstore.broker.cluster_route import other_groups_assignments, other_groups_queues
+from rocketstore.broker.cluster_route import other_groups_assignments
+from rocketstore.broker.core.routes import other_groups
+from rocketstore.broker.v2_messages import route_message_queues
 from rocketstore.coordination.cluster_registrar import ClusterRegistrar
 from rocketstore.coordination.cluster_routes import (
     MASTER,
@@ -21,6 +23,13 @@ from rocketstore.coordination.cluster_routes import (
 )
 from rocketstore.coordination.etcd import EtcdUnavailable, KeyValue, Lease, LeaseNotFound, RangeResult
 from wire.rpc import messaging_pb2 as pb
+
+
+def other_groups_queues(resource: pb.Resource, view: ClusterView) -> tuple[list[pb.MessageQueue], bool]:
+    """The core's route of the other groups, as the gRPC API encodes it."""
+    brokers, exists = other_groups(resource.name, view)
+    return route_message_queues(resource, brokers), exists
+
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_0123456789", min_size=1, max_size=12)
 routes = st.builds(

@@ -1,0 +1,218 @@
+"""`RouteService`: where a topic is served, protocol-neutral: the brokers of the route, each with
+its broker id as routes name it, its endpoints, the topic's queue counts and permission there, and
+whether it is read-only. Each front end encodes a `Route` its own way (gRPC: one MessageQueue per
+queue and broker; remoting: RocketMQ's TopicRouteData).
+
+This group's part, as this broker knows it first-hand (topic table, role, master):
+- a master names itself as broker id 0, read-only while drained, then its connected slaves
+  read-only (`slave_route_id`); a topic it does not have yet gets a route to write to when
+  autoCreateTopicEnable is on (the first send creates it; a route never does), else
+  TOPIC_NOT_FOUND;
+- a slave names its master as id 0 (where clients write and pop) and itself, read-only, under its
+  own id; it knows topics from its master's table or, before that arrives, from the queues it
+  replicated (`queues.topic_from_queues`);
+- a slave acting for its master that is down names itself as id 0, read-only;
+- in controller mode a slave routes writers to the elected master alone (NO_MASTER while there is
+  none and it does not act for one).
+
+With a cluster registry (`BrokerView.cluster_view`), the other groups serving the topic follow
+(`other_groups`): per group its master as id 0 (read-only when drained or the topic is), or a
+slave standing in for it as id 0 read-only, and each slave read-only under its own id. A topic
+this group would only create, while other groups have it, is routed to those alone.
+
+`own` is this broker's own entry alone (the remoting API's route names only the broker asked;
+its adapter fills in its own remoting endpoint, which the entries of this group do not carry).
+
+Thread-safety: reads the store's tables and the view; no state of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocketstore.coordination.cluster_routes import ClusterView, ServedTopic
+from store import MessageStore
+from store.clock import wall_clock_ms
+from store.topic_config import TopicConfig
+
+from ..config import BrokerConfigs
+from ..view import BrokerView
+from .queues import topic_from_queues, topic_problem
+from .refusals import Reason, Refusal
+from .roles import RoleGate
+
+
+@dataclass(frozen=True, slots=True)
+class RouteBroker:
+    """One broker of a route."""
+
+    broker_name: str
+    broker_id: int  # as routes name it: 0 for the master or a slave standing in for it
+    client_endpoint: str
+    config: TopicConfig  # the topic's queue counts and permission on that broker
+    read_only: bool  # no writes there (a slave, or a drained group)
+    remoting_endpoint: str = ""  # "" when this broker does not know it
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    topic: str
+    brokers: tuple[RouteBroker, ...]
+    exists: bool  # False: no broker has the topic yet; the first send creates it
+
+
+def slave_route_id(slave_id: int, master_id: int) -> int:
+    """The id a route names a slave by. Routes name the master (or a slave standing in for it)
+    id 0 whatever its brokerId; in controller mode, where any broker may be elected, a slave
+    configured as 0 takes the master's own brokerId so that id 0 stays the master's alone."""
+    return master_id if slave_id == 0 else slave_id
+
+
+def _config(topic: str, served: ServedTopic) -> TopicConfig:
+    route = served.route
+    return TopicConfig(topic, route.read_queues, route.write_queues, route.perm, order=route.order)
+
+
+def other_groups(topic: str, view: ClusterView) -> tuple[list[RouteBroker], bool]:
+    """The brokers of the groups in `view` serving `topic`, and whether any of them has the
+    topic (False: they would create it on a first send)."""
+    brokers: list[RouteBroker] = []
+    served = view.serving(topic)
+    for item in served:
+        group, config = item.group, _config(topic, item)
+        serving = group.serving
+        if serving is not None:
+            brokers.append(
+                RouteBroker(
+                    group.broker_name,
+                    0,
+                    serving.client_endpoint,
+                    config,
+                    not group.writable,
+                    serving.remoting_endpoint,
+                )
+            )
+        serving_id = serving.broker_id if serving is not None else 0
+        for slave in group.slaves:
+            if slave is not serving:
+                slave_id = slave_route_id(slave.broker_id, serving_id)
+                brokers.append(
+                    RouteBroker(
+                        group.broker_name, slave_id, slave.client_endpoint, config, True, slave.remoting_endpoint
+                    )
+                )
+    return brokers, any(item.exists for item in served)
+
+
+class RouteService:
+    def __init__(self, store: MessageStore, configs: BrokerConfigs, view: BrokerView, roles: RoleGate) -> None:
+        self._store = store
+        self._broker = configs.broker
+        self._view = view
+        self._roles = roles
+
+    def route(self, topic: str) -> Route | Refusal:
+        """The topic's whole route: this group's part, then the cluster's other groups'."""
+        refused = topic_problem(topic)
+        if refused is not None:
+            return refused
+        local = self._local(topic)
+        cluster = self._view.cluster_view()
+        if cluster is None:
+            return local
+        others, elsewhere = other_groups(topic, cluster)
+        if not others or (isinstance(local, Route) and local.exists and not elsewhere):
+            return local
+        if not isinstance(local, Route) or (elsewhere and not local.exists):
+            # Not served by this group (or only as a topic this group would create, while other
+            # groups have it): the other groups' brokers alone.
+            return Route(topic, tuple(others), elsewhere)
+        return Route(topic, local.brokers + tuple(others), local.exists)
+
+    def own(self, topic: str) -> RouteBroker | Refusal:
+        """This broker's own entry of the route."""
+        refused = topic_problem(topic)
+        if refused is not None:
+            return refused
+        found = self._config(topic)
+        return found if isinstance(found, Refusal) else self._self_entry(found[0])
+
+    # -- this group --------------------------------------------------------------------------
+
+    def _config(self, topic: str) -> tuple[TopicConfig, bool] | Refusal:
+        """The topic as this broker serves it, and whether it exists here."""
+        slave = self._roles.is_slave
+        config = self._store.topics.get(topic)
+        if config is None and slave:
+            config = topic_from_queues(self._store, topic)
+        if config is not None:
+            return config, True
+        if not slave and self._store.config.auto_create_topic_enable:
+            # A route to write to, but no topic yet: reads never create topics. The first send
+            # creates it, within the auto-creation limits, or says which one refused it.
+            count = self._store.config.default_topic_queue_nums
+            return TopicConfig(topic, count, count), False
+        why = "" if slave else " and autoCreateTopicEnable is false"
+        return Refusal(Reason.TOPIC_NOT_FOUND, f"topic {topic} does not exist{why}")
+
+    def _self_entry(self, config: TopicConfig) -> RouteBroker:
+        slave = self._roles.is_slave
+        # A slave acting for its master that is down stands in as broker id 0, read-only:
+        # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
+        stands_in = not slave or self._view.acting_master()
+        read_only = slave or self._store.write_refusal() is not None
+        broker_id = 0 if stands_in else self._broker.broker_id
+        return RouteBroker(self._broker.broker_name, broker_id, self._view.client_endpoint(), config, read_only)
+
+    def _local(self, topic: str) -> Route | Refusal:
+        slave = self._roles.is_slave
+        if slave and self._view.controller_mode():
+            elected = self._elected_master_route(topic)
+            if elected is not None:
+                return elected
+        found = self._config(topic)
+        if isinstance(found, Refusal):
+            return found
+        config, exists = found
+        own = self._self_entry(config)
+        if not slave:
+            return Route(topic, (own, *self._connected_slaves(config)), exists)
+        if self._view.acting_master():
+            return Route(topic, (own,), exists)
+        brokers: list[RouteBroker] = []
+        master = self._view.master_client_endpoint()
+        if master:
+            # The master's permissions are its topic table's; a topic known here only from the
+            # replicated queues is written there as any other.
+            writes = self._store.topics.get(topic) or TopicConfig(topic, config.read_queue_nums, config.read_queue_nums)
+            brokers.append(RouteBroker(self._broker.broker_name, 0, master, writes, False))
+        brokers.append(own)
+        return Route(topic, tuple(brokers), exists)
+
+    def _elected_master_route(self, topic: str) -> Route | Refusal | None:
+        """Controller mode, on a slave: writers go to the elected master (it creates the topic);
+        None when the slave acts for its master that is down (it routes as one)."""
+        master = self._view.master_client_endpoint()
+        if master:
+            known = self._store.topics.get(topic) or topic_from_queues(self._store, topic)
+            count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
+            entry = RouteBroker(self._broker.broker_name, 0, master, TopicConfig(topic, count, count), False)
+            return Route(topic, (entry,), known is not None)
+        if self._view.acting_master():
+            return None
+        return Refusal(Reason.NO_MASTER, f"broker {self._broker.broker_name} has no master elected now")
+
+    def _connected_slaves(self, config: TopicConfig) -> list[RouteBroker]:
+        """A master's slaves, read-only, as the other groups' brokers name them: those connected."""
+        broker = self._broker
+        return [
+            RouteBroker(
+                broker.broker_name,
+                slave_route_id(replica.broker_id, broker.broker_id),
+                replica.client_endpoint,
+                config,
+                True,
+            )
+            for replica in self._view.slave_snapshots(wall_clock_ms())
+            if replica.client_endpoint
+        ]

@@ -1,0 +1,346 @@
+"""`SendService`: what the broker decides about a producer's send, once for both front ends
+(RocketMQ's `AbstractSendMessageProcessor.msgCheck` and the put's statuses). The waiting (topic
+creation in a worker thread, gathering a loop turn's sends, the put's future) is `sender.Sender`.
+
+A send is a sequence of `SendItem`s (the front end decoded them into store messages), answered
+one `SendOutcome` each. The checks, in order; the first that fails refuses the item (a unit, a
+remoting batch, is refused whole):
+
+1. the broker's role (`RoleGate.write_refusal`): NOT_MASTER on a slave, FENCED when controller
+   mode fences this master; the whole request;
+2. the topic's name (ILLEGAL_TOPIC), not a system topic (SYSTEM_TOPIC), a queue id the producer
+   names within 0..2^31-1 (ILLEGAL_QUEUE_ID), the broker not drained (DRAINED);
+3. the topic exists or is created within the auto-creation limits (TOPIC_NOT_FOUND,
+   TOPIC_CREATION_THROTTLED), and is writable (TOPIC_NOT_WRITABLE);
+4. the body: not empty (BODY_EMPTY), within maxMessageSize (a unit: its bodies together;
+   BODY_TOO_LARGE);
+5. what the front end found decoding the message (`SendItem.refused`: properties, tags, keys,
+   digests);
+6. the queue: the one the producer names, below the topic's write queues (ILLEGAL_QUEUE_ID); else
+   the message group's Java String.hashCode (abs) modulo the write queues; else one round-robin
+   queue per topic and request (a request's messages for one queue share one append);
+7. a timed message (`deliver_at_ms`) waits in the timer topic, a transactional one
+   (`transaction_immunity_s`) is stored as a half message; both at once are refused.
+
+A new send check is a step here (and, when it has a new cause, a `Reason` with a row in each
+front end's table).
+
+Batching (`put_groups`, pure): the messages of a loop turn for one topic and queue are put as one
+append (cut where it would pass the store's append limit or its bodies maxMessageSize), each
+getting its own outcome. A unit, a delayed, timed or transactional message, and a producer's retry
+(a UNIQ_KEY stored recently, or twice in the turn) go alone: the store schedules, tracks and
+de-duplicates those per message; retries go after the others of their turn.
+
+After the put, `outcomes` turns the store's `PutMessageResult` into each message's outcome (its
+msgId, queue offset, CommitLog offset). Before an outcome of a stored message is answered, the
+fence is checked again (`RoleGate.late_refusal`): a master that lost its lease while the put
+waited answers FENCED, never a false OK.
+
+Thread-safety: the round-robin counters are the only state (a race skews the rotation, nothing
+else); the rest reads the store's tables. `create_topic` blocks (the topic table is fsynced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from store import Message, MessageStore, PutMessageResult, PutMessageStatus
+from store.auto_create import AutoCreateRefusal
+from store.codec import decode_msg_id, java_string_hash
+from store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_TYPE_MASK,
+)
+from store.timer_state import TIMER_TOPIC
+from store.topic_config import SYSTEM_TOPICS, TRANS_HALF_TOPIC, TopicConfig
+
+from ..batching import append_chunks
+from ..config import BrokerConfigs
+from ..timer_service import timer_message
+from ..transaction_service import half_message
+from .queues import name_problem, queue_id_problem
+from .refusals import Reason, Refusal
+from .roles import RoleGate
+
+# The property a FIFO message's group travels in (RocketMQ's sharding key).
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+
+
+@dataclass(frozen=True, slots=True)
+class SendItem:
+    """One message a producer sends, as its front end decoded it."""
+
+    message: Message  # its queue_id is ignored: `queue_id` says which queue
+    queue_id: int | None = None  # the queue the producer names; None: the broker chooses
+    client_id: str = ""  # the producer's message id, echoed in the outcome
+    deliver_at_ms: int | None = None  # a timed message: delivered at this wall-clock time
+    transaction_immunity_s: int | None = None  # a transactional message (None: not one)
+    refused: Refusal | None = None  # what the front end found wrong decoding it
+
+
+@dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """One message's answer: refused (nothing stored), or the put's status and where it landed."""
+
+    status: PutMessageStatus | None = None  # None: refused before the store
+    refusal: Refusal | None = None
+    reason: str = ""  # the store's reason, for a status that has one
+    client_id: str = ""
+    msg_id: str = ""  # the store's offset message id, once stored
+    queue_id: int = -1
+    queue_offset: int = -1
+    wrote_offset: int = -1  # its CommitLog offset where the put result says it (the first message)
+    transactional: bool = False
+
+    @property
+    def stored(self) -> bool:
+        return self.status is not None and self.status.is_stored
+
+    def commit_log_offset(self) -> int:
+        """Where the message starts in the CommitLog; -1 when not stored (or not known)."""
+        if self.wrote_offset >= 0:
+            return self.wrote_offset
+        try:
+            return decode_msg_id(self.msg_id)[1]
+        except ValueError:
+            return -1
+
+
+def refused(item: SendItem, refusal: Refusal) -> SendOutcome:
+    return SendOutcome(refusal=refusal, client_id=item.client_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A message ready for the store, for item `index` of its request."""
+
+    index: int
+    message: Message
+    client_id: str
+    transactional: bool = False
+
+
+def batchable(msg: Message) -> bool:
+    """Whether a message may share an append with others: the store schedules delays and the
+    broker tracks transactions and timers per message."""
+    props = msg.properties
+    return not (
+        msg.topic in (TRANS_HALF_TOPIC, TIMER_TOPIC)
+        or msg.sys_flag & TRANSACTION_TYPE_MASK
+        or PROPERTY_DELAY_TIME_LEVEL in props
+        or PROPERTY_TRANSACTION_PREPARED in props
+    )
+
+
+class SendService:
+    def __init__(self, store: MessageStore, configs: BrokerConfigs, roles: RoleGate) -> None:
+        self.store = self._store = store
+        self._configs = configs
+        self.roles = roles
+        self._round_robin: dict[str, int] = {}
+
+    # -- admission ----------------------------------------------------------------------------
+
+    def topic_refusal(self, topic: str) -> Refusal | None:
+        """The topic checks that write nothing: its name, a system topic, a drained broker."""
+        problem = name_problem("topic", topic)
+        if problem is not None:
+            return Refusal(Reason.ILLEGAL_TOPIC, problem)
+        if topic in SYSTEM_TOPICS:
+            return Refusal(Reason.SYSTEM_TOPIC, f"{topic} is a system topic; producers cannot send to it")
+        drained = self._store.write_refusal()
+        if drained is not None:
+            return Refusal(Reason.DRAINED, f"{self._configs.broker.broker_name}: {drained}")
+        return None
+
+    def known_topic(self, topic: str) -> TopicConfig | Refusal | None:
+        """The topic's config when it exists (or the refusal of a write to it); None when it has
+        to be created first (`create_topic`)."""
+        refusal = self.topic_refusal(topic)
+        if refusal is not None:
+            return refusal
+        config = self._store.topics.get(topic)
+        return None if config is None else _writable(config)
+
+    def create_topic(self, topic: str) -> TopicConfig | Refusal:
+        """Blocking (the topic table is written and fsynced): the topic, auto-created for a first
+        send when the store's limits allow."""
+        made = self._store.auto_create_topic(topic)
+        if isinstance(made, AutoCreateRefusal):
+            reason = Reason.TOPIC_CREATION_THROTTLED if made.limit.is_rate else Reason.TOPIC_NOT_FOUND
+            return Refusal(reason, made.reason)
+        return _writable(made)
+
+    def topics_of(self, items: Sequence[SendItem]) -> tuple[dict[str, TopicConfig | Refusal | None], list[str]]:
+        """The items' topics as far as they are known without a write, and the topics to create
+        before the items can be planned (those an item may still go to)."""
+        topics: dict[str, TopicConfig | Refusal | None] = {}
+        create: list[str] = []
+        for item in items:
+            topic = item.message.topic
+            if topic not in topics:
+                topics[topic] = self.known_topic(topic)
+            if topics[topic] is None and topic not in create and _queue_id_problem(item) is None:
+                create.append(topic)
+        return topics, create
+
+    def plan(
+        self, items: Sequence[SendItem], topics: Mapping[str, TopicConfig | Refusal | None], *, unit: bool = False
+    ) -> list[Planned | Refusal]:
+        """Each item's store message, or why it is refused (`topics`: every item's topic as
+        `topics_of` and `create_topic` answered). A unit is planned whole: one refusal refuses
+        all."""
+        round_robin: dict[str, int] = {}
+        max_body = self._store.config.max_message_size
+        if unit:
+            bodies = sum(len(item.message.body) for item in items)
+            if bodies > max_body:
+                refusal = Refusal(Reason.BODY_TOO_LARGE, f"the bodies are {bodies} bytes; maxMessageSize is {max_body}")
+                return [refusal] * len(items)
+        planned = [
+            self._plan_one(i, item, topics[item.message.topic], max_body, round_robin, unit)
+            for i, item in enumerate(items)
+        ]
+        if unit:
+            first = next((p for p in planned if isinstance(p, Refusal)), None)
+            if first is not None:
+                return [first] * len(items)
+        return planned
+
+    def _plan_one(
+        self,
+        index: int,
+        item: SendItem,
+        config: TopicConfig | Refusal | None,
+        max_body: int,
+        round_robin: dict[str, int],
+        unit: bool,
+    ) -> Planned | Refusal:
+        if isinstance(config, Refusal):
+            return config
+        insane = _queue_id_problem(item)
+        if insane is not None:
+            return insane
+        assert config is not None, f"topic {item.message.topic} was neither known nor created"
+        body = len(item.message.body)
+        if not body:
+            return Refusal(Reason.BODY_EMPTY, "the message body is empty")
+        if body > max_body and not unit:
+            return Refusal(Reason.BODY_TOO_LARGE, f"the body is {body} bytes; maxMessageSize is {max_body}")
+        if item.refused is not None:
+            return item.refused
+        queue_id = self._queue(item, config, round_robin)
+        if isinstance(queue_id, Refusal):
+            return queue_id
+        message = item.message if item.message.queue_id == queue_id else replace(item.message, queue_id=queue_id)
+        if item.transaction_immunity_s is not None:
+            if item.deliver_at_ms is not None:
+                return Refusal(Reason.ILLEGAL_MESSAGE, "a transactional message cannot have a delivery time")
+            return Planned(index, half_message(message, item.transaction_immunity_s), item.client_id, True)
+        if item.deliver_at_ms is not None:
+            message = timer_message(message, item.deliver_at_ms)
+        return Planned(index, message, item.client_id)
+
+    def _queue(self, item: SendItem, config: TopicConfig, round_robin: dict[str, int]) -> int | Refusal:
+        queues = config.write_queue_nums
+        if item.queue_id is not None:
+            if not 0 <= item.queue_id < queues:
+                return Refusal(
+                    Reason.ILLEGAL_QUEUE_ID,
+                    f"queue id {item.queue_id} is out of range: topic {config.topic_name} has {queues} write queues "
+                    f"(0..{queues - 1})",
+                )
+            return item.queue_id
+        group = item.message.properties.get(PROPERTY_SHARDING_KEY)
+        if group:
+            return abs(java_string_hash(group)) % queues
+        topic = config.topic_name
+        if topic not in round_robin:
+            # One queue per topic and request: the request's messages for it form one batch.
+            round_robin[topic] = self._round_robin.get(topic, -1) + 1
+            self._round_robin[topic] = round_robin[topic] % (1 << 30)
+        return round_robin[topic] % queues
+
+    # -- batching -----------------------------------------------------------------------------
+
+    def put_groups(self, entries: Sequence[PutEntry]) -> list[list[PutEntry]]:
+        """A loop turn's puts: entries for one topic and queue share an append where they may;
+        units, messages the store handles one by one and retries go alone (retries last)."""
+        if len(entries) == 1:
+            return [list(entries)]
+        puts: list[list[PutEntry]] = []
+        retries: list[list[PutEntry]] = []
+        groups: dict[tuple[str, int], list[PutEntry]] = {}
+        recent = self._store.recent_ids
+        keys: set[tuple[str, str]] = set()
+        for entry in entries:
+            msg = entry.messages[0]
+            key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if key is not None and ((msg.topic, key) in keys or recent.get(msg.topic, key) is not None):
+                retries.append([entry])  # the store answers it with its original's result
+            elif entry.unit or not batchable(msg):
+                puts.append([entry])
+            else:
+                if key is not None:
+                    keys.add((msg.topic, key))
+                groups.setdefault((msg.topic, msg.queue_id), []).append(entry)
+        config = self._store.config
+        for group in groups.values():
+            puts.extend(append_chunks(group, _first_message, config.max_append_size, config.max_message_size))
+        return puts + retries
+
+    # -- outcomes -----------------------------------------------------------------------------
+
+    @staticmethod
+    def outcomes(planned: Sequence[Planned], result: PutMessageResult, first: int = 0) -> list[SendOutcome]:
+        """The outcomes of `planned`, messages `first`.. of the put that answered `result`."""
+        status = result.status
+        if not status.is_stored:
+            return [SendOutcome(status, reason=result.reason, client_id=p.client_id) for p in planned]
+        ids = result.msg_ids
+        out = []
+        for i, item in enumerate(planned, first):
+            out.append(
+                SendOutcome(
+                    status,
+                    reason=result.reason,
+                    client_id=item.client_id,
+                    msg_id=ids[i] if i < len(ids) else result.msg_id,
+                    queue_id=item.message.queue_id,
+                    queue_offset=result.queue_offset + i,
+                    wrote_offset=result.wrote_offset if i == 0 else -1,
+                    transactional=item.transactional,
+                )
+            )
+        return out
+
+
+@dataclass(slots=True)
+class PutEntry:
+    """What one put takes from one request: a message, or a unit's messages together."""
+
+    planned: list[Planned]
+    unit: bool
+    finish: Callable[[list[SendOutcome]], None]  # called once with the planned items' outcomes
+
+    @property
+    def messages(self) -> list[Message]:
+        return [p.message for p in self.planned]
+
+
+def _queue_id_problem(item: SendItem) -> Refusal | None:
+    """A queue id the producer names, out of any topic's range (checked before a topic is made)."""
+    return None if item.queue_id is None else queue_id_problem(item.queue_id)
+
+
+def _first_message(entry: PutEntry) -> Message:
+    return entry.planned[0].message
+
+
+def _writable(config: TopicConfig) -> TopicConfig | Refusal:
+    if config.writable:
+        return config
+    return Refusal(Reason.TOPIC_NOT_WRITABLE, f"topic {config.topic_name} is not writable (perm {config.perm})")

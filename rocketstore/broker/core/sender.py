@@ -1,0 +1,204 @@
+"""`Sender`: the one put path of both front ends, the thin asynchronous layer over `SendService`'s
+decisions. Each front end has one per event loop (the gRPC server's, the remoting server's).
+
+`submit(items, done)` checks and plans a send (`SendService`), then queues its messages for the
+end of the loop's turn: everything queued in one turn, from any request and connection, is
+grouped (`SendService.put_groups`) and put, one task per append, and `done` is called once with
+one `SendOutcome` per item after the fence is checked again. `send` is the same as a coroutine.
+A topic that must be created first is created in a worker thread (one creation at a time per
+loop), and the send queued after it. A shared append that the store refuses as illegal before
+writing anything (one bad message) is put again message by message, so only the bad one is
+refused. A put that fails with an exception (a bug) answers INTERNAL_ERROR for its messages; the
+traceback is logged, at most once per 10 s.
+
+Thread-safety: one event loop (the one `submit` is first called on); puts await the store's
+futures there, creations run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from collections.abc import Callable, Sequence
+
+from store import PutMessageStatus
+from wire.log_limit import LogLimiter
+
+from .refusals import Refusal, internal_error
+from .send import Planned, PutEntry, SendItem, SendOutcome, SendService, refused
+
+log = logging.getLogger("rocketstore.broker.send")
+
+Done = Callable[[list[SendOutcome]], None]
+_REFUSED_BEFORE_WRITING = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+
+
+class _Request:
+    """One submitted send: its outcomes as its puts finish, answered when the last one does."""
+
+    __slots__ = ("_outcomes", "_left", "_done", "_sender")
+
+    def __init__(self, size: int, done: Done, sender: Sender) -> None:
+        self._outcomes: list[SendOutcome | None] = [None] * size
+        self._left = size
+        self._done = done
+        self._sender = sender
+
+    def settle(self, indices: Sequence[int], outcomes: Sequence[SendOutcome]) -> None:
+        for index, outcome in zip(indices, outcomes):
+            self._outcomes[index] = outcome
+        self._left -= len(indices)
+        if self._left == 0:
+            self._sender.answer(self._done, [o for o in self._outcomes if o is not None])
+
+
+class Sender:
+    def __init__(self, service: SendService) -> None:
+        self._service = service
+        self._store = service.store
+        self._pending: list[PutEntry] = []
+        self._create_lock: asyncio.Lock | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._failures = LogLimiter(log, logging.ERROR)
+
+    # -- the front ends' calls ------------------------------------------------------------------
+
+    def submit(self, items: Sequence[SendItem], done: Done, *, unit: bool = False) -> None:
+        """On the loop: check, plan and queue `items` (a `unit` is stored and refused whole);
+        `done` gets their outcomes, in order, once."""
+        service = self._service
+        refusal = service.roles.write_refusal()
+        if refusal is not None:
+            self.answer(done, [refused(item, refusal) for item in items])
+            return
+        topics, create = service.topics_of(items)
+        if create:
+            self._spawn(self._create_then_queue(items, topics, create, done, unit))
+        else:
+            self._queue(items, topics, done, unit)
+
+    async def send(self, items: Sequence[SendItem], *, unit: bool = False) -> list[SendOutcome]:
+        future: asyncio.Future[list[SendOutcome]] = asyncio.get_running_loop().create_future()
+
+        def done(outcomes: list[SendOutcome]) -> None:
+            if not future.done():  # the caller may have gone (a cancelled call)
+                future.set_result(outcomes)
+
+        self.submit(items, done, unit=unit)
+        return await future
+
+    def close(self) -> None:
+        """Cancel what is in progress (the server is stopping)."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    # -- planning and queueing ------------------------------------------------------------------
+
+    async def _create_then_queue(self, items, topics, create: list[str], done: Done, unit: bool) -> None:
+        try:
+            if self._create_lock is None:
+                self._create_lock = asyncio.Lock()
+            for topic in create:
+                async with self._create_lock:
+                    topics[topic] = await asyncio.to_thread(self._service.create_topic, topic)
+            self._queue(items, topics, done, unit)
+        except Exception as exc:
+            self._failed("creating a topic", exc)
+            self.answer(done, [refused(item, internal_error(exc)) for item in items])
+
+    def _queue(self, items: Sequence[SendItem], topics, done: Done, unit: bool) -> None:
+        if not items:
+            self.answer(done, [])
+            return
+        request = _Request(len(items), done, self)
+        refusals: list[int] = []
+        failed: list[SendOutcome] = []
+        entries: list[PutEntry] = []
+        ready: list[Planned] = []
+        for index, plan in enumerate(self._service.plan(items, topics, unit=unit)):
+            if isinstance(plan, Refusal):
+                refusals.append(index)
+                failed.append(refused(items[index], plan))
+            else:
+                ready.append(plan)
+        if unit and ready:
+            entries.append(self._entry(request, ready, unit=True))
+        else:
+            entries.extend(self._entry(request, [plan], unit=False) for plan in ready)
+        pending = self._pending
+        for entry in entries:
+            pending.append(entry)
+            if len(pending) == 1:
+                # Sends planned in this turn of the loop are put together, after it.
+                asyncio.get_running_loop().call_soon(self._flush)
+        if refusals:
+            request.settle(refusals, failed)
+
+    @staticmethod
+    def _entry(request: _Request, planned: list[Planned], unit: bool) -> PutEntry:
+        indices = [p.index for p in planned]
+        return PutEntry(planned, unit, lambda outcomes: request.settle(indices, outcomes))
+
+    # -- the puts -------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        entries, self._pending = self._pending, []
+        try:
+            puts = self._service.put_groups(entries)
+        except Exception as exc:
+            # A bug must not cost the turn's other sends their answers: each goes alone.
+            self._failed("grouping sends", exc)
+            puts = [[entry] for entry in entries]
+        for put in puts:
+            self._spawn(self._put(put))
+
+    async def _put(self, group: list[PutEntry]) -> None:
+        try:
+            if len(group) == 1 and not group[0].unit:
+                result = await self._store.async_put_message(group[0].planned[0].message)
+            else:
+                result = await self._store.async_put_messages([m for entry in group for m in entry.messages])
+        except Exception as exc:
+            self._failed("a put", exc)
+            for entry in group:
+                entry.finish([refused_planned(p, internal_error(exc)) for p in entry.planned])
+            return
+        if len(group) > 1 and result.status in _REFUSED_BEFORE_WRITING:
+            # One bad message refused the shared append before anything was written: each alone.
+            for entry in group:
+                self._spawn(self._put([entry]))
+            return
+        first = 0
+        for entry in group:
+            entry.finish(SendService.outcomes(entry.planned, result, first))
+            first += len(entry.planned)
+
+    def answer(self, done: Done, outcomes: list[SendOutcome]) -> None:
+        """Hand a request its outcomes, the fence checked again first: a master that lost its
+        lease (or is handing over) while the puts waited acknowledges nothing."""
+        if any(o.stored for o in outcomes):
+            late = self._service.roles.late_refusal()
+            if late is not None:
+                outcomes = [_fenced(o, late) if o.stored else o for o in outcomes]
+        try:
+            done(outcomes)
+        except Exception as exc:
+            self._failed("answering a send", exc)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self._failures.log(what, "%s failed: %s", what, "".join(traceback.format_exception(exc)))
+
+
+def _fenced(outcome: SendOutcome, late: Refusal) -> SendOutcome:
+    """A stored message the fence says not to acknowledge: refused, its ids kept."""
+    return SendOutcome(refusal=late, client_id=outcome.client_id, msg_id=outcome.msg_id)
+
+
+def refused_planned(planned: Planned, refusal: Refusal) -> SendOutcome:
+    return SendOutcome(refusal=refusal, client_id=planned.client_id)

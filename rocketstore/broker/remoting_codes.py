@@ -1,0 +1,95 @@
+"""The broker core's outcomes as RocketMQ 4.x remoting response codes (`wire.remoting.ResponseCode`),
+the remoting API's one table (the gRPC API's is `codes.py`).
+
+Puts (`PutMessageStatus`): PUT_OK -> SUCCESS; FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
+SLAVE_NOT_AVAILABLE as themselves (stored, a guarantee missing); IN_SYNC_REPLICAS_NOT_ENOUGH ->
+SYSTEM_ERROR (stored; as RocketMQ 5 answers it); MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED ->
+MESSAGE_ILLEGAL; SERVICE_NOT_AVAILABLE as itself; OS_PAGE_CACHE_BUSY -> SYSTEM_BUSY.
+
+Pulls (`PullAction`): DELIVER -> SUCCESS, SKIP -> PULL_RETRY_IMMEDIATELY, WAIT -> PULL_NOT_FOUND,
+RESET -> PULL_OFFSET_MOVED, REFUSE -> SYSTEM_ERROR (RocketMQ has no pull code for a damaged
+message: a client takes SYSTEM_ERROR as a failed pull and tries the same offset later, never
+skipping the message).
+
+Refusals (`Reason`): as RocketMQ's broker answers the same cause (`REASON_CODES`); a send's
+refusal of a bad name, queue or message is MESSAGE_ILLEGAL (`SEND_REASON_CODES`), as the
+remoting API answered it before the core. Every reason has a code (a unit test checks).
+
+Pure constants; thread-safe.
+"""
+
+from __future__ import annotations
+
+from store import PutMessageStatus
+from wire.remoting import ResponseCode
+
+from .core.pull import PullAction
+from .core.refusals import Reason
+
+C = ResponseCode
+P = PutMessageStatus
+R = Reason
+
+PUT_RESPONSE: dict[PutMessageStatus, ResponseCode] = {
+    P.PUT_OK: C.SUCCESS,
+    P.FLUSH_DISK_TIMEOUT: C.FLUSH_DISK_TIMEOUT,
+    P.FLUSH_SLAVE_TIMEOUT: C.FLUSH_SLAVE_TIMEOUT,
+    P.SLAVE_NOT_AVAILABLE: C.SLAVE_NOT_AVAILABLE,
+    P.IN_SYNC_REPLICAS_NOT_ENOUGH: C.SYSTEM_ERROR,
+    P.MESSAGE_ILLEGAL: C.MESSAGE_ILLEGAL,
+    P.PROPERTIES_SIZE_EXCEEDED: C.MESSAGE_ILLEGAL,
+    P.SERVICE_NOT_AVAILABLE: C.SERVICE_NOT_AVAILABLE,
+    P.OS_PAGE_CACHE_BUSY: C.SYSTEM_BUSY,
+    P.CREATE_MAPPED_FILE_FAILED: C.SYSTEM_ERROR,
+    P.UNKNOWN_ERROR: C.SYSTEM_ERROR,
+}
+
+PULL_RESPONSE: dict[PullAction, ResponseCode] = {
+    PullAction.DELIVER: C.SUCCESS,
+    PullAction.SKIP: C.PULL_RETRY_IMMEDIATELY,
+    PullAction.WAIT: C.PULL_NOT_FOUND,
+    PullAction.RESET: C.PULL_OFFSET_MOVED,
+    PullAction.REFUSE: C.SYSTEM_ERROR,
+}
+
+REASON_CODES: dict[Reason, ResponseCode] = {
+    R.NOT_MASTER: C.SERVICE_NOT_AVAILABLE,
+    R.FENCED: C.SERVICE_NOT_AVAILABLE,
+    R.NO_MASTER: C.SERVICE_NOT_AVAILABLE,
+    R.DRAINED: C.NO_PERMISSION,
+    R.ILLEGAL_TOPIC: C.INVALID_PARAMETER,
+    R.SYSTEM_TOPIC: C.NO_PERMISSION,
+    R.TOPIC_NOT_FOUND: C.TOPIC_NOT_EXIST,
+    R.TOPIC_CREATION_THROTTLED: C.TOPIC_NOT_EXIST,
+    R.TOPIC_NOT_WRITABLE: C.NO_PERMISSION,
+    R.TOPIC_NOT_READABLE: C.NO_PERMISSION,
+    R.ILLEGAL_GROUP: C.INVALID_PARAMETER,
+    R.ILLEGAL_QUEUE_ID: C.INVALID_PARAMETER,
+    R.ILLEGAL_OFFSET: C.INVALID_PARAMETER,
+    R.OFFSET_NOT_FOUND: C.QUERY_NOT_FOUND,
+    R.TABLE_FULL: C.SYSTEM_ERROR,
+    R.ILLEGAL_FILTER: C.SUBSCRIPTION_PARSE_FAILED,
+    R.UNSUPPORTED_FILTER: C.SUBSCRIPTION_PARSE_FAILED,
+    R.ILLEGAL_POLLING_TIME: C.INVALID_PARAMETER,
+    R.CONSUMER_NOT_ONLINE: C.SYSTEM_ERROR,
+    R.BODY_EMPTY: C.MESSAGE_ILLEGAL,
+    R.BODY_TOO_LARGE: C.MESSAGE_ILLEGAL,
+    R.MESSAGE_CORRUPTED: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_PROPERTY_KEY: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_TAG: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_KEY: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_MESSAGE_GROUP: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_MESSAGE_ID: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_DELIVERY_TIME: C.MESSAGE_ILLEGAL,
+    R.PROPERTIES_TOO_LARGE: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_MESSAGE: C.MESSAGE_ILLEGAL,
+    R.BAD_REQUEST: C.INVALID_PARAMETER,
+    R.INTERNAL_ERROR: C.SYSTEM_ERROR,
+}
+
+# A send's bad topic name or queue id is an illegal message, not a bad parameter.
+SEND_REASON_CODES: dict[Reason, ResponseCode] = {
+    **REASON_CODES,
+    R.ILLEGAL_TOPIC: C.MESSAGE_ILLEGAL,
+    R.ILLEGAL_QUEUE_ID: C.MESSAGE_ILLEGAL,
+}
