@@ -130,3 +130,70 @@ def test_the_rigs_use_of_the_application_is_the_etcd_client():
         if name.split(".")[0] == "rocketstore" and name != "rocketstore.coordination.etcd"
     ]
     assert not wrong, wrong
+
+
+# What only the front ends may import: the protocols and the modules that speak them.
+PROTOCOL_MODULES = ("grpc", "google.protobuf", "wire.rpc", "wire.remoting")
+FRONT_END_MODULES = tuple(
+    f"rocketstore.broker.{name}"
+    for name in (
+        "messaging",
+        "remoting_server",
+        "v2_messages",
+        "codes",
+        "remoting_codes",
+        "cluster_route",
+        "pop_api",
+        "transaction_api",
+        "telemetry",
+        "guard",
+        "acl",
+        "admin",
+        "process",
+    )
+)
+
+
+def _application_module(name: str) -> Path | None:
+    """The file of a module of the application (a package's __init__), or None."""
+    if not name.startswith("rocketstore."):
+        return None
+    path = ROOT / name.replace(".", "/")
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_modules(path: Path) -> list[str]:
+    """As `module_imports`, plus the submodules a `from package import name` names."""
+    names = module_imports(path)
+    package = str(path.relative_to(ROOT).with_suffix("")).replace("/", ".").split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            names.extend(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_broker_core_speaks_no_protocol():
+    """rocketstore/broker/core/ decides and the front ends decode and encode: no module of the
+    core, nor one of the application it reaches, imports a protocol (gRPC, protobuf, the
+    generated stubs, remoting frames) or a front end."""
+    start = sorted((ROOT / "rocketstore/broker/core").rglob("*.py"))
+    seen: set[Path] = set()
+    wrong: list[str] = []
+    while start:
+        path = start.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imported_modules(path):
+            if name.startswith(PROTOCOL_MODULES + FRONT_END_MODULES):
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+            found = _application_module(name)
+            if found is not None:
+                start.append(found)
+    assert not wrong, "\n".join(sorted(set(wrong)))
+    assert ROOT / "rocketstore/broker/core/send.py" in seen

@@ -279,13 +279,16 @@ class SendService:
         for entry in entries:
             msg = entry.messages[0]
             key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if key is not None and ((msg.topic, key) in keys or recent.get(msg.topic, key) is not None):
-                retries.append([entry])  # the store answers it with its original's result
+            retry = key is not None and ((msg.topic, key) in keys or recent.get(msg.topic, key) is not None)
+            for sent in entry.messages:
+                sent_key = sent.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if sent_key is not None:
+                    keys.add((sent.topic, sent_key))
+            if retry:
+                retries.append([entry])  # after its original: the store answers it with the original's result
             elif entry.unit or not batchable(msg):
                 puts.append([entry])
             else:
-                if key is not None:
-                    keys.add((msg.topic, key))
                 groups.setdefault((msg.topic, msg.queue_id), []).append(entry)
         config = self._store.config
         for group in groups.values():

@@ -1,0 +1,487 @@
+"""The broker core's services (rocketstore/broker/core/) with no sockets: the role gate, send
+admission and batching, the put path's gathering and late fence, pull checks, classification and
+long polling, offsets, routes and heartbeats, over a real store in the test's tmp dir and a
+`StaticView` the tests set."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ha.config import HaConfig
+from ha.replica_tracker import SlaveSnapshot
+from rocketstore.broker.client_table import ClientLimits
+from rocketstore.broker.config import BrokerConfig, BrokerConfigs
+from rocketstore.broker.core.clients import ClientService
+from rocketstore.broker.core.long_polling import ArrivalWatch, Read, Step, poll
+from rocketstore.broker.core.pull import PULL_ACTIONS, PullAction, PullRequest, classify, pull_action
+from rocketstore.broker.core.refusals import Reason, Refusal
+from rocketstore.broker.core.send import Planned, PutEntry, SendItem, SendOutcome, SendService, batchable
+from rocketstore.broker.core.sender import Sender
+from rocketstore.broker.core.services import BrokerCore
+from rocketstore.broker.view import StaticView
+from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, StoreConfig
+from store.codec import java_string_hash
+from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from store.status import PutMessageStatus
+from store.timer_state import TIMER_TOPIC
+from store.topic_config import TRANS_HALF_TOPIC, TopicConfig
+
+MAX_BODY = 4096
+
+
+@dataclass
+class FencedView(StaticView):
+    """A `StaticView` whose controller-mode fence the test sets."""
+
+    fence: str | None = None
+
+    def write_refusal(self) -> str | None:
+        return self.fence
+
+    def controller_mode(self) -> bool:
+        return self.fence is not None
+
+
+@pytest.fixture
+def store(tmp_path):
+    config = StoreConfig(
+        store_path_root_dir=str(tmp_path / "store"),
+        mapped_file_size_commit_log=256 * 1024,
+        mapped_file_size_consume_queue=1024 * 20,
+        max_message_size=MAX_BODY,
+        auto_create_topic_per_minute=1000,
+    )
+    with MessageStore(config) as opened:
+        opened.topics.create_or_update(TopicConfig("Orders", 4, 4))
+        yield opened
+
+
+def core_of(store: MessageStore, view: StaticView | None = None, broker_id: int = 0) -> BrokerCore:
+    configs = BrokerConfigs(BrokerConfig(broker_name="broker-a", broker_id=broker_id), store.config, HaConfig())
+    return BrokerCore(store, configs, view or FencedView(BrokerRole.ASYNC_MASTER, client="10.0.0.1:10911"))
+
+
+def item(topic: str = "Orders", body: bytes = b"x", queue_id: int | None = 0, **extra) -> SendItem:
+    properties = extra.pop("properties", {})
+    return SendItem(Message(topic, 0, body, properties), queue_id=queue_id, **extra)
+
+
+def plan(core: BrokerCore, *items: SendItem, unit: bool = False) -> list:
+    """Admission without a loop: the topics as known (creating the missing ones), then the plan."""
+    topics, create = core.sends.topics_of(items)
+    for topic in create:
+        topics[topic] = core.sends.create_topic(topic)
+    return core.sends.plan(items, topics, unit=unit)
+
+
+def reasons(plans: list) -> list:
+    return [p.reason if isinstance(p, Refusal) else "planned" for p in plans]
+
+
+# -- the role gate ----------------------------------------------------------------------------------
+
+
+def test_a_slave_is_not_master_and_names_its_master(store):
+    view = FencedView(BrokerRole.SLAVE, client="10.0.0.2:10911", master_client="10.0.0.1:10911")
+    roles = core_of(store, view, broker_id=1).roles
+    refused = roles.write_refusal()
+    assert refused is not None and refused.reason is Reason.NOT_MASTER
+    assert refused.master_endpoint == "10.0.0.1:10911"
+    assert refused.text == "not master: broker-a (id 1) is a SLAVE: send to its master at 10.0.0.1:10911"
+    assert roles.read_refusal() is not None
+    view.acting = True
+    assert roles.read_refusal() is None and roles.write_refusal() is not None
+
+
+def test_a_fenced_master_refuses_before_and_after_a_write(store):
+    view = FencedView(BrokerRole.SYNC_MASTER, client="10.0.0.1:10911", fence="no lease")
+    roles = core_of(store, view).roles
+    before, late = roles.write_refusal(), roles.late_refusal()
+    assert before is not None and late is not None
+    assert (before.reason, late.reason) == (Reason.FENCED, Reason.FENCED)
+    assert before.text.endswith("nothing was written") and "retry it" in late.text
+    view.fence = None
+    assert roles.write_refusal() is None and roles.late_refusal() is None
+
+
+# -- send admission ---------------------------------------------------------------------------------
+
+
+def test_admission_checks_the_topic_first_then_the_body_the_decoding_and_the_queue(store):
+    core = core_of(store)
+    decoded = Refusal(Reason.ILLEGAL_TAG, "bad tag")
+    plans = plan(
+        core,
+        item("SCHEDULE_TOPIC_XXXX", body=b""),
+        item("bad topic!", refused=decoded),
+        item("Orders", body=b""),
+        item("Orders", body=b"x" * (MAX_BODY + 1)),
+        item("Orders", refused=decoded),
+        item("Orders", queue_id=4),
+        item("Orders", queue_id=-1),
+        item("Orders", deliver_at_ms=10, transaction_immunity_s=0),
+        item("Orders"),
+    )
+    assert reasons(plans) == [
+        Reason.SYSTEM_TOPIC,
+        Reason.ILLEGAL_TOPIC,
+        Reason.BODY_EMPTY,
+        Reason.BODY_TOO_LARGE,
+        Reason.ILLEGAL_TAG,
+        Reason.ILLEGAL_QUEUE_ID,
+        Reason.ILLEGAL_QUEUE_ID,
+        Reason.ILLEGAL_MESSAGE,
+        "planned",
+    ]
+
+
+def test_a_queue_id_out_of_any_range_creates_no_topic(store):
+    core = core_of(store)
+    assert reasons(plan(core, item("NewTopic", queue_id=2**31))) == [Reason.ILLEGAL_QUEUE_ID]
+    assert store.topics.get("NewTopic") is None
+    assert reasons(plan(core, item("NewTopic", queue_id=1))) == ["planned"]
+    assert store.topics.get("NewTopic") is not None
+
+
+def test_topics_are_created_within_the_limits_and_must_be_writable(store):
+    core = core_of(store)
+    store.create_or_update_topic(TopicConfig("ReadOnly", 4, 4, perm=4))
+    assert reasons(plan(core, item("ReadOnly"))) == [Reason.TOPIC_NOT_WRITABLE]
+    store.update_config({"autoCreateTopicEnable": "false"})
+    (refused,) = plan(core, item("Absent"))
+    assert refused.reason is Reason.TOPIC_NOT_FOUND and "autoCreateTopicEnable" in refused.text
+    room_for_one = str(len(list(store.topics.names())) + 1)
+    store.update_config({"autoCreateTopicEnable": "true", "autoCreateTopicMaxTopics": room_for_one})
+    assert reasons(plan(core, item("First"), item("Second"))) == ["planned", Reason.TOPIC_NOT_FOUND]
+    store.update_config({"brokerPermission": "4"})
+    (drained,) = plan(core, item("Orders"))
+    assert drained.reason is Reason.DRAINED and drained.text.startswith("broker-a: ")
+
+
+def test_queue_choice_named_hashed_by_group_or_one_round_robin_queue_per_topic_and_request(store):
+    core = core_of(store)
+    assert [p.message.queue_id for p in plan(core, item(queue_id=3))] == [3]
+    grouped = item(queue_id=None, properties={"__SHARDINGKEY": "order-17"})
+    assert [p.message.queue_id for p in plan(core, grouped)] == [abs(java_string_hash("order-17")) % 4]
+    first = [p.message.queue_id for p in plan(core, *(item(queue_id=None) for _ in range(3)))]
+    second = [p.message.queue_id for p in plan(core, item(queue_id=None))]
+    assert len(set(first)) == 1 and second == [(first[0] + 1) % 4]
+
+
+def test_timed_and_transactional_messages_are_parked(store):
+    core = core_of(store)
+    timed, half = plan(core, item(deliver_at_ms=5_000), item(transaction_immunity_s=30, client_id="tx-1"))
+    assert timed.message.topic == TIMER_TOPIC and timed.message.properties["REAL_TOPIC"] == "Orders"
+    assert half.message.topic == TRANS_HALF_TOPIC and half.transactional and half.client_id == "tx-1"
+    assert not batchable(timed.message) and not batchable(half.message)
+
+
+def test_a_unit_is_refused_whole_and_its_bodies_count_together(store):
+    core = core_of(store)
+    half = b"x" * (MAX_BODY // 2 + 1)
+    assert reasons(plan(core, item(body=half), item(body=half), unit=True)) == [Reason.BODY_TOO_LARGE] * 2
+    bad = plan(core, item(), item(refused=Refusal(Reason.ILLEGAL_MESSAGE, "no")), unit=True)
+    assert reasons(bad) == [Reason.ILLEGAL_MESSAGE] * 2
+
+
+# -- batching ---------------------------------------------------------------------------------------
+
+
+def entry(topic: str, queue_id: int, *, unit: bool = False, key: str | None = None, delay: bool = False) -> PutEntry:
+    properties = {}
+    if key is not None:
+        properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = key
+    if delay:
+        properties[PROPERTY_DELAY_TIME_LEVEL] = "1"
+    planned = [Planned(0, Message(topic, queue_id, b"x", properties), "")]
+    return PutEntry(planned, unit, lambda outcomes: None)
+
+
+entries = st.lists(
+    st.builds(
+        entry,
+        st.sampled_from(["A", "B"]),
+        st.integers(0, 2),
+        unit=st.booleans(),
+        key=st.none() | st.sampled_from(["k1", "k2", "k3"]),
+        delay=st.booleans(),
+    ),
+    min_size=1,
+    max_size=24,
+)
+
+
+@given(entries)
+def test_put_groups_keep_every_entry_once_and_share_appends_only_where_they_may(tmp_path_factory, batch):
+    config = StoreConfig(store_path_root_dir=str(tmp_path_factory.mktemp("s")), mapped_file_size_commit_log=65536)
+    service = SendService(MessageStore(config), BrokerConfigs(BrokerConfig(), config, HaConfig()), None)  # type: ignore[arg-type]
+    groups = service.put_groups(batch)
+    assert sorted(map(id, (e for g in groups for e in g))) == sorted(map(id, batch))
+    where = {id(e): n for n, g in enumerate(groups) for e in g}
+    for group in groups:
+        if len(group) > 1:
+            assert len({(e.messages[0].topic, e.messages[0].queue_id) for e in group}) == 1
+            assert all(not e.unit and batchable(e.messages[0]) for e in group)
+    first_of: dict[tuple[str, str], PutEntry] = {}
+    for e in batch:
+        key = e.messages[0].properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if key is None:
+            continue
+        original = first_of.setdefault((e.messages[0].topic, key), e)
+        if original is not e:
+            # A key repeated in the turn is a retry: alone, and put after its original.
+            assert len(groups[where[id(e)]]) == 1 and where[id(e)] > where[id(original)]
+
+
+def test_outcomes_carry_each_messages_id_and_offsets():
+    planned = [Planned(i, Message("T", 2, b"x"), f"c{i}") for i in range(3)]
+    result = PutMessageResult(
+        PutMessageStatus.PUT_OK, wrote_offset=100, wrote_bytes=300, queue_offset=7, msg_ids=("a", "b", "c", "d")
+    )
+    later = SendService.outcomes(planned[1:], result, first=1)
+    assert [(o.client_id, o.msg_id, o.queue_offset, o.wrote_offset) for o in later] == [
+        ("c1", "b", 8, -1),
+        ("c2", "c", 9, -1),
+    ]
+    (first,) = SendService.outcomes(planned[:1], result)
+    assert first.commit_log_offset() == 100 and first.queue_id == 2
+    refused = SendService.outcomes(planned, PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="bad"))
+    assert all(not o.stored and o.reason == "bad" and o.msg_id == "" for o in refused)
+
+
+# -- the put path -----------------------------------------------------------------------------------
+
+
+def test_sends_of_one_loop_turn_share_one_append_and_each_gets_its_answer(store):
+    core = core_of(store)
+    appends: list[int] = []
+    batch_put = store.async_put_messages
+
+    async def counted(messages):
+        appends.append(len(messages))
+        return await batch_put(messages)
+
+    store.async_put_messages = counted  # type: ignore[method-assign]
+
+    async def scenario() -> list[list[SendOutcome]]:
+        sender = Sender(core.sends)
+        return await asyncio.gather(*(sender.send([item(body=b"m%d" % i)]) for i in range(5)))
+
+    answers = asyncio.run(scenario())
+    assert appends == [5]
+    assert [o.queue_offset for (o,) in answers] == [0, 1, 2, 3, 4]
+    assert all(o.status is PutMessageStatus.PUT_OK for (o,) in answers)
+
+
+def test_a_poisoned_append_is_put_again_message_by_message(store):
+    core = core_of(store)
+
+    async def scenario() -> list[list[SendOutcome]]:
+        sender = Sender(core.sends)
+        good = [sender.send([item(body=b"good")]) for _ in range(3)]
+        poisoned = sender.send([item(body=b"bad", properties={"big": "p" * 40_000})])
+        return await asyncio.gather(*good, poisoned)
+
+    *good, (poisoned,) = asyncio.run(scenario())
+    assert [o.status for (o,) in good] == [PutMessageStatus.PUT_OK] * 3
+    assert poisoned.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED and not poisoned.stored
+
+
+def test_a_master_fenced_while_its_put_waited_acknowledges_nothing(store):
+    view = FencedView(BrokerRole.ASYNC_MASTER, client="10.0.0.1:10911")
+    core = core_of(store, view)
+    put = store.async_put_message
+
+    async def fenced_meanwhile(message):
+        result = await put(message)
+        view.fence = "the lease ran out"
+        return result
+
+    store.async_put_message = fenced_meanwhile  # type: ignore[method-assign]
+    (late,) = asyncio.run(Sender(core.sends).send([item(client_id="c-1")]))
+    assert late.refusal is not None and late.refusal.reason is Reason.FENCED
+    assert "may or may not be kept" in late.refusal.text and late.client_id == "c-1" and late.msg_id
+    assert store.max_offset > 0  # stored, not acknowledged
+    (before,) = asyncio.run(Sender(core.sends).send([item()]))
+    assert before.refusal is not None and before.refusal.text.endswith("nothing was written")
+
+
+def test_a_put_that_raises_answers_internal_error_and_the_others_are_served(store):
+    core = core_of(store)
+
+    async def broken(message):
+        raise RuntimeError("a bug")
+
+    store.async_put_message = broken  # type: ignore[method-assign]
+    (failed,) = asyncio.run(Sender(core.sends).send([item()]))
+    assert failed.refusal is not None and failed.refusal.reason is Reason.INTERNAL_ERROR
+
+
+# -- pulls ------------------------------------------------------------------------------------------
+
+
+def test_every_store_status_has_a_pull_action_and_an_empty_queue_read_past_its_start_resets():
+    assert set(PULL_ACTIONS) == set(GetMessageStatus)
+    assert pull_action(GetMessageStatus.FOUND) is PullAction.DELIVER
+    assert pull_action(GetMessageStatus.NO_MATCHED_MESSAGE) is PullAction.SKIP
+    assert pull_action(GetMessageStatus.OFFSET_OVERFLOW_ONE) is PullAction.WAIT
+    assert pull_action(GetMessageStatus.OFFSET_TOO_SMALL) is PullAction.RESET
+    assert pull_action(GetMessageStatus.MESSAGE_CORRUPTED) is PullAction.REFUSE
+    empty = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+    assert classify(empty, 0) is PullAction.WAIT and classify(empty, 4) is PullAction.RESET
+    no_queue = GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    assert classify(no_queue, 0) is PullAction.WAIT and classify(no_queue, 1) is PullAction.RESET
+
+
+def pull_request(topic: str = "Orders", offset: int = 0, **fields) -> PullRequest:
+    return PullRequest(
+        group=fields.pop("group", "g"), topic=topic, queue_id=0, offset=offset, max_messages=32, **fields
+    )
+
+
+def test_pull_checks_in_order(store):
+    pulls = core_of(store).pulls
+    store.create_or_update_topic(TopicConfig("Hidden", 1, 1, perm=2))
+    cases = [
+        (pull_request(group="bad group"), Reason.ILLEGAL_GROUP),
+        (pull_request("Nowhere"), Reason.TOPIC_NOT_FOUND),
+        (pull_request("Hidden"), Reason.TOPIC_NOT_READABLE),
+        (replace(pull_request(), max_messages=0), Reason.BAD_REQUEST),
+        (pull_request(wait_ms=-1), Reason.ILLEGAL_POLLING_TIME),
+        (pull_request(filter_type="SQL92"), Reason.UNSUPPORTED_FILTER),
+        (pull_request(filter_expression="||"), Reason.ILLEGAL_FILTER),
+    ]
+    for request, reason in cases:
+        refused = pulls.check(request)
+        assert refused is not None and refused.reason is reason, (request, refused)
+    assert pulls.check(pull_request()) is None
+
+
+def test_a_long_poll_is_woken_by_an_arrival_and_a_negative_offset_resets(store):
+    core = core_of(store)
+    store.put_message(Message("Orders", 0, b"first"))
+
+    async def scenario():
+        watch = ArrivalWatch()
+        watch.bind_loop(asyncio.get_running_loop())
+        store.add_arrival_listener(watch.on_arrival)
+        assert await asyncio.to_thread(store.wait_dispatched)
+        negative = await core.pulls.read(pull_request(offset=-3), watch)
+        waiting = asyncio.create_task(core.pulls.read(pull_request(offset=1, wait_ms=60_000), watch))
+        await until(lambda: watch.waiting == 1)
+        await asyncio.to_thread(store.put_message, Message("Orders", 0, b"second"))
+        woken = await asyncio.wait_for(waiting, 60)
+        at_end = await core.pulls.read(pull_request(offset=2), watch)
+        return negative, woken, at_end
+
+    negative, woken, at_end = asyncio.run(scenario())
+    assert (negative.action, negative.next_offset) == (PullAction.RESET, 0) and "negative" in negative.text
+    assert woken.action is PullAction.DELIVER and [m.body for m in woken.messages] == [b"second"]
+    assert (at_end.action, at_end.next_offset, at_end.text) == (PullAction.WAIT, 2, "no new message")
+
+
+def test_after_a_wait_arrivals_the_filter_drops_keep_the_poll_waiting(store):
+    core = core_of(store)
+
+    async def scenario():
+        watch = ArrivalWatch()
+        watch.bind_loop(asyncio.get_running_loop())
+        store.add_arrival_listener(watch.on_arrival)
+        request = pull_request(wait_ms=60_000, filter_expression="keep")
+        waiting = asyncio.create_task(core.pulls.read(request, watch))
+        await until(lambda: watch.waiting == 1)
+        await asyncio.to_thread(store.put_message, Message("Orders", 0, b"dropped", {"TAGS": "other"}))
+        assert await asyncio.to_thread(store.wait_dispatched)
+        await until(lambda: watch.waiting == 1)  # woken, moved past it, waiting again
+        await asyncio.to_thread(store.put_message, Message("Orders", 0, b"kept", {"TAGS": "keep"}))
+        return await asyncio.wait_for(waiting, 60)
+
+    found = asyncio.run(scenario())
+    assert found.action is PullAction.DELIVER and [m.body for m in found.messages] == [b"kept"]
+
+
+async def until(condition, timeout_s: float = 30) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.001)
+
+
+def test_poll_answers_the_last_value_at_the_deadline_and_reads_again_at_once():
+    async def scenario():
+        watch = ArrivalWatch()
+        watch.bind_loop(asyncio.get_running_loop())
+        steps = iter([Step.AGAIN, Step.WAIT, Step.WAIT])
+        seen: list[bool] = []
+
+        async def read(waited: bool) -> Read[int]:
+            seen.append(waited)
+            return Read(next(steps), len(seen))
+
+        value = await poll(watch, [("T", 0)], 0.0, read)
+        return value, seen, watch.waiting
+
+    value, seen, waiting = asyncio.run(scenario())
+    assert (value, seen, waiting) == (2, [False, False], 0)
+
+
+# -- offsets, routes, clients -----------------------------------------------------------------------
+
+
+def test_offsets_refuse_unknown_topics_and_commits_on_a_slave(store):
+    offsets = core_of(store).offsets
+    assert offsets.max_offset("Nowhere", 0) == Refusal(Reason.TOPIC_NOT_FOUND, "topic Nowhere does not exist")
+    missing = offsets.consumer_offset("g", "Orders", 0)
+    assert isinstance(missing, Refusal) and missing.reason is Reason.OFFSET_NOT_FOUND
+    assert offsets.commit("g", "Orders", 0, 3) is None and offsets.consumer_offset("g", "Orders", 0) == 3
+    slave = core_of(store, FencedView(BrokerRole.SLAVE, master_client="10.0.0.1:10911"), broker_id=1).offsets
+    refused = slave.commit("g", "Orders", 0, 4)
+    assert refused is not None and refused.reason is Reason.NOT_MASTER and refused.master_endpoint == "10.0.0.1:10911"
+    assert offsets.consumer_offset("g", "Orders", 0) == 3
+
+
+def test_routes_of_a_master_its_slave_and_a_slave_acting_for_it(store):
+    view = FencedView(BrokerRole.SYNC_MASTER, client="10.0.0.1:10911")
+    view.slaves = [SlaveSnapshot("ha", 1, "10.0.0.2:10911", 0, 0, 0.0, True, 0)]
+    routes = core_of(store, view).routes
+    route = routes.route("Orders")
+    assert [(b.broker_id, b.client_endpoint, b.read_only) for b in route.brokers] == [
+        (0, "10.0.0.1:10911", False),
+        (1, "10.0.0.2:10911", True),
+    ]
+    fresh = routes.route("Fresh")
+    assert not fresh.exists and fresh.brokers[0].config.write_queue_nums == 4 and store.topics.get("Fresh") is None
+    assert routes.route("bad topic!").reason is Reason.ILLEGAL_TOPIC
+    slave_view = FencedView(BrokerRole.SLAVE, client="10.0.0.2:10911", master_client="10.0.0.1:10911")
+    slave_routes = core_of(store, slave_view, broker_id=1).routes
+    assert [(b.broker_id, b.read_only) for b in slave_routes.route("Orders").brokers] == [(0, False), (1, True)]
+    assert slave_routes.route("Fresh").reason is Reason.TOPIC_NOT_FOUND
+    slave_view.acting = True
+    (acting,) = slave_routes.route("Orders").brokers
+    assert (acting.broker_id, acting.client_endpoint, acting.read_only) == (0, "10.0.0.2:10911", True)
+    assert slave_routes.own("Orders") == acting
+
+
+def test_heartbeats_register_consumers_within_the_limits(store):
+    clients = ClientService(ClientLimits(expiry_ms=1000, max_clients_per_group=1))
+    assert clients.heartbeat("p-1", [], 0) is None  # a producer's: not tracked
+    assert clients.heartbeat("", ["billing"], 0).reason is Reason.BAD_REQUEST
+    assert clients.heartbeat("c-1", ["bad group!"], 0).reason is Reason.ILLEGAL_GROUP
+    assert clients.heartbeat("c-1", ["billing"], 0) is None
+    full = clients.heartbeat("c-2", ["billing"], 0)
+    assert full is not None and full.reason is Reason.TABLE_FULL and "remotingMaxClientsPerGroup" in full.text
+    assert clients.consumers("billing", 500) == ["c-1"]
+    assert clients.consumers("billing", 5000).reason is Reason.CONSUMER_NOT_ONLINE
+
+
+def test_auto_creation_faster_than_its_rate_is_throttled(tmp_path):
+    config = StoreConfig(store_path_root_dir=str(tmp_path / "store"), auto_create_topic_per_minute=1)
+    with MessageStore(config) as store:
+        core = core_of(store)
+        assert reasons(plan(core, item("First"), item("Second"))) == ["planned", Reason.TOPIC_CREATION_THROTTLED]
