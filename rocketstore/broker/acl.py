@@ -45,6 +45,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import grpc
@@ -261,50 +262,61 @@ class AclGuard(grpc.aio.ServerInterceptor):
         def refusal(context, request) -> tuple[int, str] | None:
             return decide(acl, method, dict(context.invocation_metadata() or ()), request)
 
+        response_type = _RESPONSES.get(method)
         if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):
-            inner_uu = handler.unary_unary
-            response_type = _RESPONSES.get(method)
-
-            async def unary_unary(request, context):
-                refused = refusal(context, request)
-                if refused is None:
-                    return await inner_uu(request, context)
-                if response_type is None:
-                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[1])
-                return response_type(status=_status(refused))
-
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer
-            )
+            return _guarded_unary(handler, refusal, response_type)
         if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
-            inner_us = handler.unary_stream
-            stream_response = _RESPONSES.get(method)
-
-            async def unary_stream(request, context):
-                refused = refusal(context, request)
-                if refused is not None:
-                    if stream_response is None:
-                        await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[1])
-                    yield stream_response(status=_status(refused))
-                    return
-                async for response in inner_us(request, context):
-                    yield response
-
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer
-            )
+            return _guarded_unary_stream(handler, refusal, response_type)
         if handler.stream_stream is not None and inspect.isasyncgenfunction(handler.stream_stream):
-            inner_ss = handler.stream_stream
-
-            async def stream_stream(requests, context):
-                refused = refusal(context, None)
-                if refused is not None:
-                    yield pb.TelemetryCommand(status=_status(refused))
-                    return
-                async for response in inner_ss(requests, context):
-                    yield response
-
-            return grpc.stream_stream_rpc_method_handler(
-                stream_stream, handler.request_deserializer, handler.response_serializer
-            )
+            return _guarded_stream_stream(handler, refusal)
         return handler
+
+
+# Why a call (its context and request) is refused, or None: the ACL's decision for the method.
+CallRefusal = Callable[[Any, Any], "tuple[int, str] | None"]
+
+
+def _guarded_unary(handler, refusal: CallRefusal, response_type):
+    inner = handler.unary_unary
+
+    async def unary_unary(request, context):
+        refused = refusal(context, request)
+        if refused is None:
+            return await inner(request, context)
+        if response_type is None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[1])
+        return response_type(status=_status(refused))
+
+    return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer, handler.response_serializer)
+
+
+def _guarded_unary_stream(handler, refusal: CallRefusal, response_type):
+    inner = handler.unary_stream
+
+    async def unary_stream(request, context):
+        refused = refusal(context, request)
+        if refused is not None:
+            if response_type is None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused[1])
+            yield response_type(status=_status(refused))
+            return
+        async for response in inner(request, context):
+            yield response
+
+    return grpc.unary_stream_rpc_method_handler(unary_stream, handler.request_deserializer, handler.response_serializer)
+
+
+def _guarded_stream_stream(handler, refusal: CallRefusal):
+    inner = handler.stream_stream
+
+    async def stream_stream(requests, context):
+        refused = refusal(context, None)
+        if refused is not None:
+            yield pb.TelemetryCommand(status=_status(refused))
+            return
+        async for response in inner(requests, context):
+            yield response
+
+    return grpc.stream_stream_rpc_method_handler(
+        stream_stream, handler.request_deserializer, handler.response_serializer
+    )

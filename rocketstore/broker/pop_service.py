@@ -36,7 +36,7 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from store import BrokerRole, GetMessageStatus, MessageStore, TagFilter
 from store.auto_create import AutoCreateRefusal
@@ -104,6 +104,39 @@ def _attempts(topic: str, key: Key, ext: MessageExt | None, pops: int) -> int:
 def retry_topic(group: str, topic: str) -> str:
     """Where a group's redeliveries of `topic` wait (RocketMQ 5's pop retry topic)."""
     return f"{RETRY_TOPIC_PREFIX}{group}_{topic}"
+
+
+@dataclass(slots=True)
+class _Round:
+    """One receive in progress: what goes out and the events that record it."""
+
+    state: PopState
+    group: str
+    topic: str
+    batch: int
+    invisible_ms: int
+    now: int
+    events: list[Event] = field(default_factory=list)
+    popped: list[Popped] = field(default_factory=list)
+    # Due deliveries out of attempts (or whose message is gone), and those going to the retry topic.
+    dead: list[tuple[Key, int, int, int, MessageExt | None]] = field(default_factory=list)
+    retries: list[tuple[Key, int, Inflight, int, MessageExt]] = field(default_factory=list)
+
+    @property
+    def until(self) -> int:
+        return self.now + self.invisible_ms
+
+    @property
+    def postponed_until(self) -> int:
+        return self.now + min(self.invisible_ms, POSTPONE_MAX_MS)
+
+    @property
+    def room(self) -> int:
+        return self.batch - len(self.popped)
+
+    @property
+    def full(self) -> bool:
+        return len(self.popped) >= self.batch
 
 
 class PopService:
@@ -300,83 +333,23 @@ class PopService:
         async with self._lock:
             state = await self._ready()
             now = self._clock()
-            until = now + invisible_ms
+            work = _Round(state, group, topic, batch, invisible_ms, now)
             in_place = self._redeliver_in_place(group, topic, fifo)
-            events: list[Event] = []
-            popped: list[Popped] = []
-            dead: list[tuple[Key, int, int, int, MessageExt | None]] = []
-            retries: list[tuple[Key, int, Inflight, int, MessageExt]] = []
             for key in self._sources(group, topic, queue_ids, fifo):
-                if len(popped) >= batch:
+                if work.full:
                     break
                 _, source, queue_id = key
                 # Where a new queue starts is looked up once, not on every receive.
                 progress = state.queue(key) or state.progress(key, self._start_offset(group, source, queue_id))
-                for offset, held in state.due(key, now, batch - len(popped)):
-                    ext = await self._read_one(group, source, queue_id, offset)
-                    attempts = _attempts(topic, key, ext, held.attempt)
-                    if ext is None or attempts >= self._max_attempts(group):
-                        dead.append((key, offset, held.token, attempts, ext))
-                    elif not in_place:
-                        retries.append((key, offset, held, attempts, ext))
-                    else:
-                        event = state.deliver(key, offset, held.attempt + 1, until)
-                        events.append(event)
-                        popped.append(
-                            self._popped(group, topic, key, ext, attempts + 1, event.token, until, invisible_ms)
-                        )
-                if len(popped) >= batch:
+                await self._take_due(work, key, in_place)
+                if work.full:
                     break
                 if fifo and progress.inflight:
                     continue  # its messages in flight come first
-                result = await asyncio.to_thread(
-                    self._store.get_message,
-                    group,
-                    source,
-                    queue_id,
-                    progress.next_offset,
-                    batch - len(popped),
-                    MAX_PULL_BYTES,
-                    tag_filter,
-                )
-                groups_out: set[str] = set()
-                stopped = False
-                for ext in result.messages:
-                    if ext.queue_offset < progress.next_offset:
-                        continue
-                    if fifo:
-                        message_group = ext.properties.get(PROPERTY_SHARDING_KEY, "")
-                        if message_group and message_group in groups_out:
-                            stopped = True  # the rest of the queue waits for this one's ack
-                            break
-                        groups_out.add(message_group)
-                    event = state.deliver(key, ext.queue_offset, 1, until)
-                    events.append(event)
-                    attempt = _attempts(topic, key, ext, 1)
-                    popped.append(self._popped(group, topic, key, ext, attempt, event.token, until, invisible_ms))
-                if not stopped and result.status is not GetMessageStatus.OFFSET_OVERFLOW_BADLY:
-                    passed = state.pass_over(key, result.next_begin_offset)
-                    if passed is not None:
-                        events.append(passed)
-            postponed_until = now + min(invisible_ms, POSTPONE_MAX_MS)
-            for key, offset, held, attempts, ext in retries:
-                if await self._put_copy(retry_topic(group, topic), topic, attempts, ext, "retry") is None:
-                    events.append(state.retry(key, offset, held.token))
-                elif len(popped) < batch:
-                    # No retry topic for it now: redelivered where it is, as a FIFO group's are.
-                    event = state.deliver(key, offset, held.attempt + 1, until)
-                    events.append(event)
-                    popped.append(self._popped(group, topic, key, ext, attempts + 1, event.token, until, invisible_ms))
-                else:
-                    events.append(state.postpone(key, offset, held.token, postponed_until))
-            for key, offset, token, attempts, ext in dead:
-                if ext is not None and await self._dead_letter(group, topic, attempts, ext) is not None:
-                    if not self._acting:  # an acting slave keeps it due: it waits for a master
-                        events.append(state.postpone(key, offset, token, postponed_until))
-                    continue
-                done = state.ack(key, offset, token)
-                if done is not None and not isinstance(done, Refused):
-                    events.append(done)
+                await self._take_new(work, key, progress.next_offset, tag_filter, fifo)
+            await self._settle_retries(work)
+            await self._settle_dead(work)
+            events = work.events
             durable = self._append(events) if events else None
             self._commit_offsets(state, events)
         if durable is not None:
@@ -385,7 +358,78 @@ class PopService:
             watch = asyncio.ensure_future(durable)
             self._pending.add(watch)
             watch.add_done_callback(functools.partial(self._delivery_settled, group))
-        return popped
+        return work.popped
+
+    async def _take_due(self, work: _Round, key: Key, in_place: bool) -> None:
+        """The queue's deliveries whose invisible time ran out: again in place, to the retry topic
+        (settled after the round), or to the dead letters once their attempts are spent."""
+        group, topic, state = work.group, work.topic, work.state
+        for offset, held in state.due(key, work.now, work.room):
+            ext = await self._read_one(group, key[1], key[2], offset)
+            attempts = _attempts(topic, key, ext, held.attempt)
+            if ext is None or attempts >= self._max_attempts(group):
+                work.dead.append((key, offset, held.token, attempts, ext))
+            elif not in_place:
+                work.retries.append((key, offset, held, attempts, ext))
+            else:
+                self._deliver(work, key, ext, offset, held.attempt + 1, attempts + 1)
+
+    async def _take_new(
+        self, work: _Round, key: Key, next_offset: int, tag_filter: TagFilter | None, fifo: bool
+    ) -> None:
+        """The queue's messages not delivered yet, from `next_offset`; a FIFO group's stop at the
+        second message of a message group (it waits for the first one's ack)."""
+        result = await asyncio.to_thread(
+            self._store.get_message, work.group, key[1], key[2], next_offset, work.room, MAX_PULL_BYTES, tag_filter
+        )
+        groups_out: set[str] = set()
+        stopped = False
+        for ext in result.messages:
+            if ext.queue_offset < next_offset:
+                continue
+            if fifo:
+                message_group = ext.properties.get(PROPERTY_SHARDING_KEY, "")
+                if message_group and message_group in groups_out:
+                    stopped = True  # the rest of the queue waits for this one's ack
+                    break
+                groups_out.add(message_group)
+            self._deliver(work, key, ext, ext.queue_offset, 1, _attempts(work.topic, key, ext, 1))
+        if not stopped and result.status is not GetMessageStatus.OFFSET_OVERFLOW_BADLY:
+            passed = work.state.pass_over(key, result.next_begin_offset)
+            if passed is not None:
+                work.events.append(passed)
+
+    def _deliver(self, work: _Round, key: Key, ext: MessageExt, offset: int, pops: int, attempt: int) -> None:
+        event = work.state.deliver(key, offset, pops, work.until)
+        work.events.append(event)
+        work.popped.append(
+            self._popped(work.group, work.topic, key, ext, attempt, event.token, work.until, work.invisible_ms)
+        )
+
+    async def _settle_retries(self, work: _Round) -> None:
+        """Due deliveries copied to the group's retry topic; in place when that cannot be done now
+        (or, with no room left in the batch, in flight a while longer)."""
+        state, topic = work.state, work.topic
+        for key, offset, held, attempts, ext in work.retries:
+            if await self._put_copy(retry_topic(work.group, topic), topic, attempts, ext, "retry") is None:
+                work.events.append(state.retry(key, offset, held.token))
+            elif not work.full:
+                # No retry topic for it now: redelivered where it is, as a FIFO group's are.
+                self._deliver(work, key, ext, offset, held.attempt + 1, attempts + 1)
+            else:
+                work.events.append(state.postpone(key, offset, held.token, work.postponed_until))
+
+    async def _settle_dead(self, work: _Round) -> None:
+        """Deliveries out of attempts go to the dead letters (or wait, when they cannot now)."""
+        state = work.state
+        for key, offset, token, attempts, ext in work.dead:
+            if ext is not None and await self._dead_letter(work.group, work.topic, attempts, ext) is not None:
+                if not self._acting:  # an acting slave keeps it due: it waits for a master
+                    work.events.append(state.postpone(key, offset, token, work.postponed_until))
+                continue
+            done = state.ack(key, offset, token)
+            if done is not None and not isinstance(done, Refused):
+                work.events.append(done)
 
     def _delivery_settled(self, group: str, watch: asyncio.Future) -> None:
         self._pending.discard(watch)

@@ -205,52 +205,16 @@ def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[
     becomes TIMER_DELIVER_MS (the broker's timer delivers it then, to the millisecond)."""
     sp = msg.system_properties
     properties: dict[str, str] = {}
-    for key, value in msg.user_properties.items():
-        if not key or _has_separator(key) or key in RESERVED_PROPERTY_KEYS:
-            reason = "is reserved by the broker" if key in RESERVED_PROPERTY_KEYS else "is empty or holds \\x01/\\x02"
-            return Refusal(Reason.ILLEGAL_PROPERTY_KEY, f"user property key {key[:64]!r} {reason}")
-        if _has_separator(value):
-            return Refusal(Reason.ILLEGAL_PROPERTY_KEY, f"the value of user property {key[:64]!r} holds \\x01/\\x02")
-        properties[key] = value
-    if sp.HasField("tag"):
-        tag = sp.tag
-        if not tag.strip() or "|" in tag or _has_separator(tag) or len(tag) > MAX_TAG_LENGTH:
-            return Refusal(
-                Reason.ILLEGAL_TAG,
-                f"tag {tag[:64]!r} must be non-blank, at most {MAX_TAG_LENGTH} characters, without '|', \\x01, \\x02",
-            )
-        properties[PROPERTY_TAGS] = tag
-    if sp.keys:
-        for key in sp.keys:
-            if not key or any(c.isspace() for c in key) or _has_separator(key):
-                return Refusal(Reason.ILLEGAL_KEY, f"message key {key[:64]!r} must be non-empty, without whitespace")
-        properties[PROPERTY_KEYS] = " ".join(sp.keys)
-    if sp.HasField("message_group"):
-        group = sp.message_group
-        if not group.strip() or len(group) > MAX_MESSAGE_GROUP_LENGTH or _has_separator(group):
-            return Refusal(
-                Reason.ILLEGAL_MESSAGE_GROUP,
-                f"message group {group[:64]!r} must be non-blank and at most {MAX_MESSAGE_GROUP_LENGTH} characters",
-            )
-        properties[PROPERTY_SHARDING_KEY] = group
-    if sp.message_id:
-        mid = sp.message_id
-        if len(mid) > MAX_MESSAGE_ID_LENGTH or any(c.isspace() for c in mid) or _has_separator(mid):
-            return Refusal(
-                Reason.ILLEGAL_MESSAGE_ID,
-                f"message id {mid[:64]!r} must be at most {MAX_MESSAGE_ID_LENGTH} characters, without whitespace",
-            )
-        properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = mid
-    if sp.HasField("delivery_timestamp"):
-        deliver_ms = _timestamp_ms(sp.delivery_timestamp)
-        delay_ms = deliver_ms - now_ms
-        if delay_ms > max_delay_ms:
-            return Refusal(
-                Reason.ILLEGAL_DELIVERY_TIME,
-                f"delivery time is {delay_ms} ms away; at most {max_delay_ms} ms ahead is accepted",
-            )
-        if delay_ms > 0:
-            properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
+    refused = (
+        _user_properties(msg, properties)
+        or _system_property(sp, "tag", PROPERTY_TAGS, properties)
+        or _message_keys(sp, properties)
+        or _system_property(sp, "message_group", PROPERTY_SHARDING_KEY, properties)
+        or _system_property(sp, "message_id", PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, properties)
+        or _delivery_time(sp, max_delay_ms, now_ms, properties)
+    )
+    if refused is not None:
+        return refused
     size = len(encode_properties(properties))
     if size > MAX_PROPERTIES_LENGTH:
         return Refusal(
@@ -258,6 +222,90 @@ def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[
             f"the message's properties are {size} bytes; at most {MAX_PROPERTIES_LENGTH}",
         )
     return properties
+
+
+def _user_properties(msg: pb.Message, properties: dict[str, str]) -> Refusal | None:
+    for key, value in msg.user_properties.items():
+        if not key or _has_separator(key) or key in RESERVED_PROPERTY_KEYS:
+            reason = "is reserved by the broker" if key in RESERVED_PROPERTY_KEYS else "is empty or holds \\x01/\\x02"
+            return Refusal(Reason.ILLEGAL_PROPERTY_KEY, f"user property key {key[:64]!r} {reason}")
+        if _has_separator(value):
+            return Refusal(Reason.ILLEGAL_PROPERTY_KEY, f"the value of user property {key[:64]!r} holds \\x01/\\x02")
+        properties[key] = value
+    return None
+
+
+def _bad_tag(tag: str) -> bool:
+    return not tag.strip() or "|" in tag or _has_separator(tag) or len(tag) > MAX_TAG_LENGTH
+
+
+def _bad_group(group: str) -> bool:
+    return not group.strip() or len(group) > MAX_MESSAGE_GROUP_LENGTH or _has_separator(group)
+
+
+def _bad_message_id(mid: str) -> bool:
+    return len(mid) > MAX_MESSAGE_ID_LENGTH or any(c.isspace() for c in mid) or _has_separator(mid)
+
+
+# A system property of one string: what makes it illegal, and how it is refused.
+_STRING_FIELDS = {
+    "tag": (
+        _bad_tag,
+        Reason.ILLEGAL_TAG,
+        f"must be non-blank, at most {MAX_TAG_LENGTH} characters, without '|', \\x01, \\x02",
+    ),
+    "message_group": (
+        _bad_group,
+        Reason.ILLEGAL_MESSAGE_GROUP,
+        f"must be non-blank and at most {MAX_MESSAGE_GROUP_LENGTH} characters",
+    ),
+    "message_id": (
+        _bad_message_id,
+        Reason.ILLEGAL_MESSAGE_ID,
+        f"must be at most {MAX_MESSAGE_ID_LENGTH} characters, without whitespace",
+    ),
+}
+_FIELD_NAMES = {"tag": "tag", "message_group": "message group", "message_id": "message id"}
+
+
+def _system_property(sp: pb.SystemProperties, field: str, key: str, properties: dict[str, str]) -> Refusal | None:
+    """`field` (when set; a message id when not empty) as the store property `key`."""
+    present = bool(sp.message_id) if field == "message_id" else sp.HasField(field)
+    if not present:
+        return None
+    value = getattr(sp, field)
+    bad, reason, rule = _STRING_FIELDS[field]
+    if bad(value):
+        return Refusal(reason, f"{_FIELD_NAMES[field]} {value[:64]!r} {rule}")
+    properties[key] = value
+    return None
+
+
+def _message_keys(sp: pb.SystemProperties, properties: dict[str, str]) -> Refusal | None:
+    if not sp.keys:
+        return None
+    for key in sp.keys:
+        if not key or any(c.isspace() for c in key) or _has_separator(key):
+            return Refusal(Reason.ILLEGAL_KEY, f"message key {key[:64]!r} must be non-empty, without whitespace")
+    properties[PROPERTY_KEYS] = " ".join(sp.keys)
+    return None
+
+
+def _delivery_time(
+    sp: pb.SystemProperties, max_delay_ms: int, now_ms: int, properties: dict[str, str]
+) -> Refusal | None:
+    if not sp.HasField("delivery_timestamp"):
+        return None
+    deliver_ms = _timestamp_ms(sp.delivery_timestamp)
+    delay_ms = deliver_ms - now_ms
+    if delay_ms > max_delay_ms:
+        return Refusal(
+            Reason.ILLEGAL_DELIVERY_TIME,
+            f"delivery time is {delay_ms} ms away; at most {max_delay_ms} ms ahead is accepted",
+        )
+    if delay_ms > 0:
+        properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
+    return None
 
 
 def encoding_problem(msg: pb.Message) -> Refusal | None:
