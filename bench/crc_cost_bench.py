@@ -48,8 +48,18 @@ from pathlib import Path
 
 import crcmod.predefined
 
-from bench.common import MB, KiB, MiB, default_parent_dir, environment, load_average, parse_size
-from bench.common import print_environment, progress, size_label
+from bench.common import (
+    MB,
+    KiB,
+    MiB,
+    default_parent_dir,
+    environment,
+    load_average,
+    parse_size,
+    print_environment,
+    progress,
+    size_label,
+)
 from ha.chunks import crc32c, intact_prefix, next_chunk
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
 from store.codec import RecordKind, check_record

@@ -53,11 +53,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.common import (
+    MB,
+    REPO_ROOT,
     GiB,
     KiB,
-    MB,
     MiB,
-    REPO_ROOT,
     default_parent_dir,
     environment,
     parse_size,

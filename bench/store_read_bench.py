@@ -57,8 +57,8 @@ directory on the repository's filesystem, never tmpfs) and are deleted at the en
 from __future__ import annotations
 
 import argparse
-import cProfile
 import contextlib
+import cProfile
 import dataclasses
 import json
 import logging
@@ -74,10 +74,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench.common import (
-    GiB,
     MB,
-    MiB,
     REPO_ROOT,
+    GiB,
+    MiB,
     default_parent_dir,
     environment,
     load_average,

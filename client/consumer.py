@@ -37,9 +37,9 @@ from .convert import (
     readable_queue_ids,
 )
 from .endpoint import Endpoint, open_channel, parse_endpoint
-from .signing import Credentials
 from .errors import RocketStoreError, from_rpc_error
 from .producer import check_timeout
+from .signing import Credentials
 
 
 class _ConsumerBase:

@@ -44,8 +44,8 @@ from typing import Any
 
 from google.protobuf.message import Message as _ProtoMessage
 
-from wire.rpc import messaging_pb2 as pb
 from wire.digests import crc32_hex, digest_matches
+from wire.rpc import messaging_pb2 as pb
 
 from .errors import BrokerError, NotMasterError, PartialBatchError, ProtocolError
 

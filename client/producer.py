@@ -46,9 +46,9 @@ from wire.rpc import messaging_pb2 as pb
 from .cluster_sends import ClusterRoute, FaultRecord, QueueChooser, SpreadAction, SpreadSend, SpreadStep, TopicRoutes
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
 from .endpoint import Endpoint, MessagingStubs, parse_endpoint
-from .signing import Credentials
 from .errors import RocketStoreError, from_rpc_error
 from .failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
+from .signing import Credentials
 
 log = logging.getLogger(__name__)
 

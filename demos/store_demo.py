@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ops.inspect import human_bytes, inspect_store, list_segments
 from store.codec import BLANK_MAGIC_CODE, CorruptMessage
 from store.config import StoreConfig
-from ops.inspect import human_bytes, inspect_store, list_segments
 from store.message import Message
 from store.message_store import MessageStore
 from store.status import FlushDiskType, PutMessageStatus
@@ -472,7 +472,7 @@ def _existing_segment_size(directory: Path) -> int | None:
     return size if files else None
 
 
-def run_demo(
+def run_demo(  # noqa: PLR0915 - the crash demo's steps, in the order it prints them
     directory: str | os.PathLike | None = None,
     *,
     messages: int = 2000,

@@ -92,8 +92,6 @@ from ha.peer_auth import (
     report_parts,
 )
 from ha.replica_tracker import ReplicaTracker
-from wire.log_limit import LogLimiter, peer_host
-from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
 from store.codec import CorruptMessage
@@ -101,6 +99,8 @@ from store.damage import Reader, describe
 from store.pop_state import Event as PopEvent
 from store.pop_state import decode_events
 from store.service_thread import ServiceThread
+from wire.log_limit import LogLimiter, peer_host
+from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -454,7 +454,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         if code is not None:
             stream.context.abort(code, reason)
 
-    def _serve(self, stream: _Stream) -> Iterator[ha_pb2.Chunk]:
+    def _serve(self, stream: _Stream) -> Iterator[ha_pb2.Chunk]:  # noqa: PLR0915 - one stream's life after its handshake: catch-up, chunks, acks, its end
         start = self._handshake(stream)
         if start is None or stream.session is None:
             self._end(stream)

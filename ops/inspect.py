@@ -367,7 +367,7 @@ class _Walk:
                 )
             )
 
-    def segment(self, seg: _SegmentFile, buf) -> None:
+    def segment(self, seg: _SegmentFile, buf) -> None:  # noqa: PLR0915 - one pass over a segment's records, each record state reported where it is met
         # A short last segment is read as far as its bytes go: what follows would be zeros.
         size = min(self.segment_size, len(buf))
         name = seg.path.name
@@ -445,7 +445,7 @@ def _body_length(buf, pos: int, sys_flag: int) -> int:
     return int.from_bytes(buf[p : p + 4], "big", signed=True)
 
 
-def inspect_store(
+def inspect_store(  # noqa: C901, PLR0915 - the report's sections in order, each over the same opened store
     root: str | os.PathLike,
     *,
     segment_size: int | None = None,

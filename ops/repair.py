@@ -27,9 +27,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ops.inspect import InspectReport, OnProgress, inspect_store
 from store.checkpoint import StoreCheckpoint
 from store.codec import CorruptMessage, RecordKind, check_record
-from ops.inspect import InspectReport, OnProgress, inspect_store
 from store.lifecycle import StoreLock
 from store.mapped_file import fsync_dir, reserve_blocks
 from store.mapped_file_queue import MappedFileQueue

@@ -198,7 +198,7 @@ def context_around(layout: StoreLayout, offset: int, count: int) -> tuple[Record
 # The audit
 
 
-def audit_replicas(
+def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, compare, report
     spark,
     master_dir: str,
     slave_dirs: list[str] | tuple[str, ...],

@@ -413,7 +413,7 @@ def decode_records(
     return out
 
 
-def _build_columns(
+def _build_columns(  # noqa: PLR0915 - one vectorised column per statement, in the schema's order
     a,
     buf_pa,
     seg_start,

@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.clock import wall_clock_ms
 from store.codec import CorruptMessage, RecordKind, check_record
+from store.config import DEFAULT_MESSAGE_DELAY_LEVEL
 from store.consume_queue import CONSUME_QUEUE_DIR, DEFAULT_FILE_SIZE, ConsumeQueueTable
 from store.dispatch import build_dispatch_request, index_consumer, queue_consumer
 from store.index_file import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, IndexService
 from store.schedule import delivery_time_ms, parse_delay_levels
-from store.config import DEFAULT_MESSAGE_DELAY_LEVEL
-from store.clock import wall_clock_ms
 from store.stats import StoreStats
 
 from .layout import read_layout
@@ -60,7 +60,7 @@ class RebuildReport:
         return self.stopped_at is None
 
 
-def rebuild_store(
+def rebuild_store(  # noqa: C901, PLR0915 - the rebuild's steps in order over one walk of the log
     store_dir: str | Path,
     out_dir: str | Path,
     *,

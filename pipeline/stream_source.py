@@ -438,7 +438,7 @@ class Puller(Protocol):
     ) -> PullResult: ...
 
 
-def read_queue_range(
+def read_queue_range(  # noqa: C901, PLR0915 - one pull loop with its retry, gap and end-of-range cases
     consumer: Puller,
     qrange: QueueRange,
     *,

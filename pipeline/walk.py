@@ -144,7 +144,7 @@ def blank_magic_at(buf, pos: int) -> bool:
     return len(buf) - pos >= 8 and struct.unpack_from(">i", buf, pos + 4)[0] == BLANK_MAGIC_CODE
 
 
-def walk_segment(
+def walk_segment(  # noqa: C901, PLR0915 - one walk of a segment, a branch per record state of the on-disk format
     buf,
     seg_start: int,
     seg_size: int,

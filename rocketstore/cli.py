@@ -16,8 +16,8 @@ of its own process.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import importlib
+import importlib.metadata
 import logging
 import os
 import sys

@@ -39,12 +39,12 @@ from ha.peer_auth import (
     pop_answer_parts,
     pop_events_parts,
 )
-from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.peer_login import LoginFailed, login
 from slave.rpc_failure import describe
 from store import MessageStore
 from store.clock import wall_clock_ms
 from store.pop_journal import PopJournal
+from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import grpc
 
 from ha.peer_auth import HEADER, AuthenticationError, HelloAnswer, Identity, PeerSession, SlaveAuth
-from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.rpc_failure import describe
+from wire.rpc import ha_pb2, ha_pb2_grpc
 
 SERVICE = "/rocketstore.ha.v1.Replication/"
 REFUSALS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)

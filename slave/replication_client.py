@@ -67,9 +67,6 @@ from ha.chunks import ChunkVerdict
 from ha.config import HaConfig
 from ha.epoch_keeper import EpochKeeper
 from ha.epochs import EpochEntry, EpochHistory, consistent_point
-from ha.slave_session import ReconnectPolicy, SlaveSession
-from slave.metadata_client import MetadataSync
-from slave.rpc_failure import describe
 from ha.peer_auth import (
     CHUNK,
     EPOCHS,
@@ -82,11 +79,14 @@ from ha.peer_auth import (
     epochs_parts,
     report_parts,
 )
+from ha.slave_session import ReconnectPolicy, SlaveSession
+from slave.metadata_client import MetadataSync
 from slave.peer_login import REFUSALS, LoginFailed, login
-from wire.rpc import ha_pb2, ha_pb2_grpc
+from slave.rpc_failure import describe
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
 from store.clock import monotonic_ms, wall_clock_ms
 from store.pop_journal import PopJournal
+from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)
 

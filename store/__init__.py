@@ -5,8 +5,9 @@ Public API: `MessageStore`, `StoreConfig`, `Message`, `MessageExt`, `PutMessageR
 status enums, and the errors a load, a read of one message or a replicated append can raise.
 """
 
-from .commitlog import CommitLogClosed, ReplicatedAppendError
 from .codec import CorruptMessage, DamagedMessage, decode_msg_id, make_msg_id
+from .commitlog import CommitLogClosed, ReplicatedAppendError
+from .commitlog_scan import StoreCorruptedError
 from .config import StoreConfig
 from .lifecycle import StoreLockedError
 from .mapped_file_queue import SegmentLayoutError
@@ -15,7 +16,6 @@ from .message_filter import TagFilter
 from .message_store import MessageStore
 from .properties import ConfigError
 from .reads import GetMessageResult, QueryMessageResult
-from .commitlog_scan import StoreCorruptedError
 from .results import PutMessageResult, RecoveryReport
 from .stats import StoreStatsSnapshot
 from .status import BrokerRole, FlushDiskType, GetMessageStatus, PutMessageStatus

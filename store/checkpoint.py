@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import struct
+import threading
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path

@@ -502,7 +502,7 @@ def _topic_name(raw: bytes, physical_offset: int) -> str:
     return name
 
 
-def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc: bool = True) -> RecordCheck:
+def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc: bool = True) -> RecordCheck:  # noqa: C901 - one check per header field of the on-disk record
     """Check the record at `buf[pos:]` whose CommitLog offset is `physical_offset`.
 
     `limit` is the end of the segment within `buf`. Zeros at TOTALSIZE mean the end of written data.

@@ -132,7 +132,7 @@ def first_nonzero(buf, start: int, end: int) -> int | None:
     return None
 
 
-def scan_commitlog(
+def scan_commitlog(  # noqa: C901, PLR0915 - recovery's one pass over the log, a branch per record state
     segments: Sequence[Segment],
     segment_size: int,
     start_offset: int,

@@ -52,9 +52,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .codec import java_string_hash
+from .commitlog_scan import first_nonzero
 from .mapped_file import MappedFile, fsync_dir, mkdir_durable
 from .mapped_file_queue import MappedFileQueue
-from .commitlog_scan import first_nonzero
 
 log = logging.getLogger(__name__)
 

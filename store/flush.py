@@ -21,9 +21,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 
+from .clock import wall_clock_ms
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import PagedService, ServiceThread
-from .clock import wall_clock_ms
 from .status import PutMessageStatus
 from .waiters import OffsetWaiters
 

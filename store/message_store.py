@@ -32,11 +32,11 @@ import dataclasses
 import logging
 import threading
 import time
-from concurrent.futures import Future
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 
+from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
 from .checkpoint import StoreCheckpoint
-from .retention import CleanPolicy, CleanService
 from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, DamagedMessage
 from .commitlog import CommitLog, ReplicatedAppendError
 from .config import StoreConfig
@@ -65,28 +65,28 @@ from .message import (
     MessageExt,
 )
 from .message_filter import TagFilter
+from .properties import ConfigError, replace_from_properties
 from .put_path import PutPath, PutServices
 from .reads import GetMessageResult, MessageReader, QueryMessageResult
+from .recent_ids import RecentIds
+from .recovery import recover_store
 from .replication import NoReplication, ReplicaGate
 from .results import PutMessageResult, RecoveryReport
+from .retention import CleanPolicy, CleanService
+from .role_change import demote, promote, topics_in_log
 from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
 from .service_thread import ServiceThread
-from .stats import StoreStats, StoreStatsSnapshot
-from .role_change import demote, promote, topics_in_log
 from .slave_truncation import CutParts, TruncateResult, cut_store, finish_cut, read_intent
+from .stats import StoreStats, StoreStatsSnapshot
 from .status import BrokerRole, FlushDiskType, PutMessageStatus
-from .recovery import recover_store
-from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
-from .recent_ids import RecentIds
-from .properties import ConfigError, replace_from_properties
 from .topic_config import (
     MAX_QUEUE_NUMS,
-    is_retry_or_dlq,
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
     Permission,
     TopicConfig,
     TopicConfigManager,
+    is_retry_or_dlq,
 )
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ def _retry_create_limits(config: StoreConfig) -> AutoCreateLimits:
 
 
 class MessageStore:
-    def __init__(
+    def __init__(  # noqa: PLR0915 - the store's parts wired in dependency order
         self,
         config: StoreConfig,
         *,

@@ -42,12 +42,12 @@ from .message import (
     Message,
 )
 from .recent_ids import Landed, RecentIds
-from .topic_config import RETRY_TOPIC_PREFIX
 from .replication import ReplicaGate
 from .results import PutMessageResult
 from .schedule import to_schedule_message
 from .stats import StoreStats
 from .status import PutMessageStatus
+from .topic_config import RETRY_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 

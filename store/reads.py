@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from .codec import CorruptMessage, DamagedMessage, decode_msg_id
 from .commitlog import CommitLog
-from .damage import describe
 from .consume_queue import ConsumeQueueTable
+from .damage import describe
 from .index_file import IndexService
 from .message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from .message_filter import TagFilter
@@ -69,7 +69,7 @@ class MessageReader:
         self._queues = queues
         self._index = index
 
-    def get_message(
+    def get_message(  # noqa: C901 - RocketMQ's getMessage decision table, case by case
         self,
         group: str,
         topic: str,

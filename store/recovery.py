@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 from .checkpoint import StoreCheckpoint
 from .commitlog import NO_QUEUE_OFFSET_TYPES
+from .commitlog_scan import QueueOffsets, check_recoverable, choose_scan_start, scan_commitlog
 from .config import StoreConfig
 from .consume_queue import ConsumeQueueTable
 from .index_file import IndexService
 from .mapped_file_queue import MappedFileQueue
 from .message import transaction_type
-from .commitlog_scan import QueueOffsets, check_recoverable, choose_scan_start, scan_commitlog
 from .results import RecoveryReport
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,6 @@ from typing import Any
 
 from .clock import wall_clock_ms
 from .codec import MAX_TOPIC_LENGTH, NAME_PATTERN
-
 from .json_file import read_json, write_json_atomically
 from .pop_state import POP_TOPIC
 from .timer_state import TIMER_DONE_TOPIC, TIMER_TOPIC

@@ -11,7 +11,6 @@ from pathlib import Path
 from client import Producer, RocketStoreError, SendStatus
 from harness import verify
 from store import MessageStore
-
 from support import BROKER_TEST_SETTINGS
 
 TOPIC = "FailoverTopic"

@@ -51,16 +51,15 @@ from typing import NoReturn
 
 import grpc
 
-from wire.admin_auth import identity_answer
-from wire.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole, MessageStore, TopicConfig
-from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
 from store.clock import wall_clock_ms
-
 from store.codec import CorruptMessage, DamagedMessage
 from store.damage import describe
 from store.message import MessageExt
 from store.properties import ConfigError
+from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
+from wire.admin_auth import identity_answer
+from wire.rpc import admin_pb2, admin_pb2_grpc
 
 from . import admin_queries
 from .config import BrokerConfigs

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wire.rpc import admin_pb2
 from store import MessageStore, TopicConfig
 from store.codec import CorruptMessage, DamagedMessage
 from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from store.message_store import LIVE_CONFIG_KEYS
 from store.properties import to_properties
 from store.topic_config import SYSTEM_TOPICS
+from wire.rpc import admin_pb2
 
 from .config import BrokerConfigs
 

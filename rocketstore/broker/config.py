@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ha.config import HaConfig
-from wire.admin_auth import BrokerIdentity
-from wire.auth import load_secret
 from store.config import StoreConfig
 from store.properties import ConfigError, bind, did_you_mean, key_of, load_properties, unknown_keys_text
 from store.status import BrokerRole
+from wire.admin_auth import BrokerIdentity
+from wire.auth import load_secret
 
 from .client_table import ClientLimits
 from .remoting_limits import RemotingLimits
@@ -109,7 +109,7 @@ class BrokerConfig:
     cluster_route_refresh_interval_ms: int = field(default=1000, metadata=_key("clusterRouteRefreshInterval"))
     slave_acting_master_delay_ms: int = field(default=10_000, metadata=_key("slaveActingMasterDelay"))
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901 - one independent check per broker.conf key
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort out of range: {self.listen_port}")
         if not -1 <= self.remoting_listen_port <= 65535:

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import grpc
 
-
 # -- undecodable requests ---------------------------------------------------------------------
 
 

@@ -44,16 +44,16 @@ from store.message import PROPERTY_DELAY_TIME_LEVEL, Message, MessageExt
 from store.pop_journal import PopJournal
 from store.pop_state import POP_TOPIC, STALE, Event, Inflight, Key, PopState, Refused, decode_events, encode_events
 from store.results import PutMessageResult
-from store.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store.status import PutMessageStatus
+from store.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
 from wire.log_limit import LogLimiter
 
-from .system_queue import read_events
-from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
 from .core.pull import MAX_PULL_BYTES
 from .core.queues import name_problem
 from .core.send import PROPERTY_SHARDING_KEY
+from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
+from .system_queue import read_events
 
 log = logging.getLogger("rocketstore.broker.pop")
 

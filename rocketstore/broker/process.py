@@ -42,36 +42,35 @@ import grpc
 
 from ha.epoch_keeper import EpochKeeper
 from ha.group_state import GroupKeys
-from wire.admin_auth import AsyncAuthInterceptor, Verifier
-from wire.auth import server_credentials
-from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
+from rocketstore.coordination import EtcdClient
+from rocketstore.coordination.cluster_registrar import ClusterRegistrar
+from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistration, RouteKeys, TopicRoute
+from rocketstore.failover import switchover
+from rocketstore.failover.controller_agent import ControllerAgent
+from rocketstore.failover.controller_roles import ControllerRoles
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
 from store.pop_journal import PopJournal
 from store.pop_state import Event as PopEvent
 from store.properties import ConfigError
-
-from rocketstore.coordination import EtcdClient
-from rocketstore.coordination.cluster_registrar import ClusterRegistrar
-from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistration, RouteKeys, TopicRoute
 from store.topic_config import SYSTEM_TOPICS
+from wire.admin_auth import AsyncAuthInterceptor, Verifier
+from wire.auth import server_credentials
+from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 
-from rocketstore.failover import switchover
-from .admin import AdminServicer
-from rocketstore.failover.controller_agent import ControllerAgent
-from rocketstore.failover.controller_roles import ControllerRoles
 from . import crash_seam
-from .config import BrokerConfigs, is_loopback, load_secrets
 from .acl import AclGuard, load_acl
+from .admin import AdminServicer
+from .config import BrokerConfigs, is_loopback, load_secrets
+from .core.services import BrokerCore
+from .event_loop import new_event_loop
 from .guard import MalformedRequestGuard
 from .listening import bind, host_port
 from .logs import capture_native_stderr, setup_logging
-from .core.services import BrokerCore
 from .messaging import MessagingServicer
 from .metrics import BrokerCollector, Connections, MetricsServer, readiness
 from .remoting_server import RemotingServer
 from .replication_role import ReplicationRole
-from .event_loop import new_event_loop
 from .view import acts_for_master
 
 log = logging.getLogger("rocketstore.broker")

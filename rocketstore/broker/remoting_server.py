@@ -76,8 +76,8 @@ from .config import remoting_max_frame_bytes
 from .core.long_polling import ArrivalWatch
 from .core.pull import PullAction, PullRequest
 from .core.refusals import Reason, Refusal
-from .core.sender import Sender
 from .core.send import SendItem, SendOutcome
+from .core.sender import Sender
 from .core.services import BrokerCore
 from .event_loop import new_event_loop
 from .remoting_codes import PULL_RESPONSE, PUT_RESPONSE, REASON_CODES, SEND_REASON_CODES

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 
 from store import MessageStore
 from store.codec import CorruptMessage

@@ -42,7 +42,6 @@ from .core.refusals import Reason, Refusal
 from .core.routes import RouteBroker
 from .core.send import PROPERTY_SHARDING_KEY, SendItem, SendOutcome
 
-
 MAX_SEND_MESSAGES = 1024
 SUBSCRIPTION_LONG_POLLING_MS = 20_000
 MAX_MESSAGE_ID_LENGTH = 128

@@ -98,7 +98,7 @@ class _QueueProgress:
 _MAX_ILLEGAL_IN_A_ROW = 3
 
 
-async def _consume(
+async def _consume(  # noqa: C901, PLR0915 - the consume loop with each of its stop conditions
     args: argparse.Namespace, emit: Callable[[ReceivedMessage], None]
 ) -> tuple[list[int], dict[int, _QueueProgress], bool]:
     from client.consumer import AsyncPullConsumer

@@ -27,7 +27,8 @@ def demo_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from demos.broker_demo import MAX_BODY, format_summary, run_demo as demo
+    from demos.broker_demo import MAX_BODY, format_summary
+    from demos.broker_demo import run_demo as demo
 
     if args.size > MAX_BODY:
         args.parser.error(f"argument --size: at most {MAX_BODY} bytes")
@@ -62,7 +63,8 @@ def crash_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_crash_demo(args: argparse.Namespace) -> int:
-    from demos.store_demo import MAX_BODY, format_summary, run_demo as demo
+    from demos.store_demo import MAX_BODY, format_summary
+    from demos.store_demo import run_demo as demo
 
     if args.size > MAX_BODY:
         args.parser.error(f"argument --size: {args.size} is above the demo's limit of {MAX_BODY} bytes")

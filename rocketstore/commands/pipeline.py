@@ -21,8 +21,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from .common import CommandError
 from .args import offset as offset_arg
+from .common import CommandError
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1

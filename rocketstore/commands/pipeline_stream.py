@@ -324,7 +324,6 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
 
 def run_stream(args: argparse.Namespace) -> int:
     from client import RocketStoreError
-
     from pipeline.stream_source import RocketStoreStreamReader, StreamOptions, StreamSourceError, queue_label, queue_lag
 
     kind, interval_s = args.trigger

@@ -38,7 +38,7 @@ from client import (
 )
 from client.convert import MAX_BATCH
 
-from .args import at_least_one, key_value, non_empty, non_negative_seconds, natural, seconds, single_tag
+from .args import at_least_one, key_value, natural, non_empty, non_negative_seconds, seconds, single_tag
 from .common import EXIT_OK, EXIT_PROBLEMS, CommandError, print_json
 from .connection import add_connection_arguments, batch_size, check_tls_file
 

@@ -36,16 +36,15 @@ from pathlib import Path
 
 import grpc
 
-from wire.admin_auth import AdminCaller
+from rocketstore.broker.config import BrokerConfigs, Secrets
 from slave.metadata_client import MetadataSyncFailed
-from wire.rpc import admin_pb2
 from store import BrokerRole
+from store.clock import monotonic_ms
 from store.mapped_file import fsync_dir, replace_durably
 from store.properties import ConfigError
+from wire.admin_auth import AdminCaller
+from wire.rpc import admin_pb2
 
-from store.clock import monotonic_ms
-
-from rocketstore.broker.config import BrokerConfigs, Secrets
 from .controller_agent import HandoverError, HandoverTimeout
 from .controller_roles import wait_caught_up
 from .replication_side import ReplicationSide
@@ -134,9 +133,9 @@ def probe_is_master(address: str, configs: BrokerConfigs, secrets: Secrets, time
     """Whether the broker serving replication at `address` authenticates as this group's master
     and says it is master now. False when it cannot be reached or does not authenticate."""
     from ha.peer_auth import EPOCHS, AuthenticationError, Identity, SlaveAuth, epochs_parts
+    from slave.peer_login import LoginFailed, login
     from wire.auth import channel_credentials
     from wire.rpc import ha_pb2, ha_pb2_grpc
-    from slave.peer_login import LoginFailed, login
 
     ha = configs.ha
     credentials = (

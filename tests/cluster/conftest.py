@@ -16,9 +16,9 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 os.environ.setdefault("TC_POOLING_INTERVAL", "0.1")
 
 import pytest  # noqa: E402
+from test_compose import PROJECT_PREFIX  # noqa: E402
 
 from harness.containers import ContainerGroup, remove_labelled  # noqa: E402
-from test_compose import PROJECT_PREFIX  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

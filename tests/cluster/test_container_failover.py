@@ -10,10 +10,11 @@ from __future__ import annotations
 import threading
 import time
 
-from client import PullConsumer, RocketStoreError
-from harness.containers import GROUP_SETTINGS, ContainerGroup, Node
 from failover_support import TOPIC, Load
+
+from client import PullConsumer, RocketStoreError
 from harness import verify
+from harness.containers import GROUP_SETTINGS, ContainerGroup, Node
 from harness.local_cluster import poll_until
 
 

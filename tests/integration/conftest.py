@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from support import BROKER_TEST_SETTINGS
-
 from harness.local_cluster import LocalCluster
+from support import BROKER_TEST_SETTINGS
 
 TEST_SETTINGS = BROKER_TEST_SETTINGS
 

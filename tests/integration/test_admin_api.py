@@ -11,19 +11,18 @@ from dataclasses import dataclass
 import grpc
 
 from ha.config import HaConfig
-from wire.admin_auth import AsyncAuthInterceptor, BrokerIdentity, Signer, Verifier
+from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.core.services import BrokerCore
+from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
-from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.view import StaticView
 from slave.replication_client import ReplicationState
-from wire.rpc import admin_pb2, admin_pb2_grpc
-from wire.rpc import messaging_pb2 as pb
-from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
+from wire.admin_auth import AsyncAuthInterceptor, BrokerIdentity, Signer, Verifier
+from wire.rpc import admin_pb2, admin_pb2_grpc, messaging_pb2_grpc
+from wire.rpc import messaging_pb2 as pb
 
 SECRET = b"admin-secret-for-tests-0123456789"
 ADMIN_PREFIX = "/rocketstore.admin.v1.Admin/"

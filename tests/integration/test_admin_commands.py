@@ -14,11 +14,10 @@ import time
 
 import pytest
 
-from pop_support import Pop
-from support import wait_until
-
 from client import BrokerError, Producer, PullConsumer, SendStatus
+from pop_support import Pop
 from rocketstore.cli import main
+from support import wait_until
 
 TOPIC = "AdminTopic"
 GROUP = "admin-group"

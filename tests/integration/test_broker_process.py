@@ -12,10 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus, TransportError
 from pki_support import make_ca, make_cert, tls_broker_settings
 from support import wait_until
-
-from client import AdminClient, AuthenticationError, Producer, PullConsumer, SendStatus, TransportError
 
 TOPIC = "ProcTopic"
 

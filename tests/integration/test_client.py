@@ -35,11 +35,10 @@ from client import (
     SendStatus,
     TransportError,
 )
-from wire.admin_auth import AuthInterceptor, BrokerIdentity, Verifier, identity_answer
 from rocketstore.cli import main
-from wire.rpc import admin_pb2, admin_pb2_grpc
+from wire.admin_auth import AuthInterceptor, BrokerIdentity, Verifier, identity_answer
+from wire.rpc import admin_pb2, admin_pb2_grpc, messaging_pb2_grpc
 from wire.rpc import messaging_pb2 as pb
-from wire.rpc import messaging_pb2_grpc
 
 SECRET = b"client-integration-secret-0123456789"
 HEX32 = re.compile(r"[0-9A-F]{32}")

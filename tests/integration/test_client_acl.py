@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_transactions import FAST_CHECKS
 
 from client import BrokerError, Credentials, Producer, PullConsumer
-from test_transactions import FAST_CHECKS
 from transaction_support import ProducerStream, Transactions
 from wire.rpc import messaging_pb2 as pb
 

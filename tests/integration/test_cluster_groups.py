@@ -23,11 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from support import BROKER_TEST_SETTINGS, run_cli, wait_until
-
 from client import Producer, PullConsumer, RocketStoreError, SimpleConsumer
 from harness.local_cluster import ControllerCluster, LocalCluster, write_secret
 from harness.local_etcd import EtcdServer
+from support import BROKER_TEST_SETTINGS, run_cli, wait_until
 
 TOPIC = "Spread"
 CLUSTER = "TestCluster"

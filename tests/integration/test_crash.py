@@ -29,13 +29,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import LineProcess
 
-from store import MessageStore
-from demos.store_demo import Ack, parse_ack
-from store.codec import BLANK_MAGIC_CODE, RecordKind, check_record
-from demos.store_demo import body_for, route_for, seq_of, writer_config
+from demos.store_demo import Ack, body_for, parse_ack, route_for, seq_of, writer_config
 from ops.inspect import inspect_store
+from store import MessageStore
+from store.codec import BLANK_MAGIC_CODE, RecordKind, check_record
+from support import LineProcess
 
 SEGMENT_SIZE = 32 * 1024
 BODY_SIZE = 256

@@ -9,11 +9,11 @@ import asyncio
 import json
 
 import pytest
-from support import flip_body_byte, run_cli, wait_until
 from test_metrics import scrape, value
 
 from client import AdminClient, BrokerError, Producer, PullConsumer, SendStatus
 from client.remoting import AsyncRemotingPullConsumer
+from support import flip_body_byte, run_cli, wait_until
 
 TOPIC = "Orders"
 SEGMENT = 256 * 1024  # support.BROKER_TEST_SETTINGS's mappedFileSizeCommitLog

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from rocketstore.coordination import Compare, Delete, EtcdClient, EtcdError, EtcdUnavailable, Get, LeaseNotFound, Put
 from harness.local_etcd import EtcdServer
+from rocketstore.coordination import Compare, Delete, EtcdClient, EtcdError, EtcdUnavailable, Get, LeaseNotFound, Put
 
 
 @pytest.fixture

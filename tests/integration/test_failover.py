@@ -13,16 +13,16 @@ import time
 
 import grpc
 import pytest
+from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
+from test_timers import send_at, visible
 
 from client import Producer, PullConsumer
-from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
 from harness.local_cluster import ControllerCluster, LocalBroker, poll_until
 from pop_support import Pop
-from test_timers import send_at, visible
+from support import BROKER_TEST_SETTINGS
 from transaction_support import ProducerStream, Transactions
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
-from support import BROKER_TEST_SETTINGS
 
 pytestmark = pytest.mark.timeout(600)
 

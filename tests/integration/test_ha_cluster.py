@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from support import wait_until
-
 from client import AdminClient, BrokerError, NotMasterError, Producer, PullConsumer, SendStatus
 from harness.ports import port_for_later
+from support import wait_until
 
 TOPIC = "HaTopic"
 
@@ -260,7 +259,7 @@ def test_master_killed_and_restarted_while_a_slave_is_connected(make_cluster):
 
 def test_a_planned_switchover_in_static_mode_swaps_roles_for_good_and_producers_see_no_error(make_cluster):
     from failover_support import TOPIC as LOAD_TOPIC
-    from failover_support import Load, missing_acknowledged, open_store, messages_by_offset
+    from failover_support import Load, messages_by_offset, missing_acknowledged, open_store
 
     cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
     ha_port = port_for_later()  # the slave serves replication once it is master: on a port of ours

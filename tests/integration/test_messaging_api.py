@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-import time
 import hashlib
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -16,14 +16,14 @@ from google.protobuf import duration_pb2
 from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.core.services import BrokerCore
+from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
-from wire.rpc import messaging_pb2 as pb
-from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig, TopicConfig, decode_msg_id
 from store.codec import java_string_hash
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 
 TOPIC = "ApiTopic"
 MAX_MESSAGE_SIZE = 16 * 1024

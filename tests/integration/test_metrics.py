@@ -11,9 +11,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import wait_until
-
 from client import Producer, PullConsumer, SendStatus
+from support import wait_until
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json"
 TOPIC = "MetricsTopic"

@@ -12,10 +12,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from test_client_acl import ACCOUNTS
+
 from client import PullConsumer
 from harness.local_cluster import poll_until
 from pki_support import tls_broker_settings
-from test_client_acl import ACCOUNTS
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node-client"
 

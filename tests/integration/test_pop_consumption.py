@@ -14,7 +14,6 @@ import os
 import subprocess
 from pathlib import Path
 
-
 from client import BrokerError, Producer, PullConsumer
 from harness.local_cluster import poll_until
 from pki_support import tls_broker_settings
@@ -386,8 +385,9 @@ def test_redeliveries_across_many_groups_and_topics_stay_within_the_retry_topic_
     """Issue 30: pop retry and dead-letter topics bypassed the auto-creation limits (2,642 topics
     in 60 s). They have limits of their own now; a redelivery they refuse comes back in place, a
     dead letter they refuse waits in flight, and nothing is lost."""
-    from client import AdminClient
     from test_metrics import scrape, value
+
+    from client import AdminClient
 
     settings = {
         "autoCreateRetryTopicMaxTopics": "2",

@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from client import SendStatus
-from client import PullStatus
+from client import PullStatus, SendStatus
 from client.remoting import AsyncRemotingProducer, AsyncRemotingPullConsumer, RemotingConnection
 from harness.local_cluster import poll_until
 from remoting_support import pull, pull_all

@@ -16,17 +16,17 @@ from pathlib import Path
 import grpc
 import pytest
 
-from support import run_threads, wait_until
-
 from ha.chunks import crc32c
 from ha.config import HaConfig
+from ha.peer_auth import Identity, MasterAuth
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
-from ha.peer_auth import Identity, MasterAuth
-from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.replication_client import SlaveReplicator
-from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageStatus as S, StoreConfig
+from store import BrokerRole, FlushDiskType, Message, MessageStore, StoreConfig
+from store import PutMessageStatus as S
 from store.clock import wall_clock_ms
+from support import run_threads, wait_until
+from wire.rpc import ha_pb2, ha_pb2_grpc
 
 SEGMENT = 64 * 1024
 BROKER = "broker-a"

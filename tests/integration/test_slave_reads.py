@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 import grpc
+from test_pop_consumption import run_official
 
+from client import Producer
 from harness.local_cluster import poll_until
 from pop_support import Pop
-from test_pop_consumption import run_official
-from client import Producer
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 

@@ -39,7 +39,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support import LineProcess
 
 from store import CorruptMessage, Message, MessageStore, PutMessageStatus, StoreConfig
 from store.checkpoint import StoreCheckpoint
@@ -53,6 +52,7 @@ from store.message import (
 )
 from store.schedule import SCHEDULE_TOPIC
 from store.status import GetMessageStatus
+from support import LineProcess
 
 REPO = Path(__file__).resolve().parents[2]
 SEGMENT_SIZE = 64 * 1024

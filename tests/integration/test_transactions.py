@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import queue
 
+from test_pop_consumption import run_official
+
 from client import PullConsumer
 from harness.local_cluster import poll_until
-from test_pop_consumption import run_official
 from transaction_support import ProducerStream, Transactions
 from wire.rpc import messaging_pb2 as pb
 

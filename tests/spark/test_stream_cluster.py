@@ -9,13 +9,12 @@ import json
 from collections import Counter
 
 import pytest
-
-from support import BROKER_TEST_SETTINGS, run_cli, wait_until
 from stream_support import stream
 
 from client import Producer, PullConsumer
 from harness.local_cluster import LocalCluster, write_secret
 from pipeline.stream_source import register
+from support import BROKER_TEST_SETTINGS, run_cli, wait_until
 
 TOPIC = "Clustered"
 QUEUES = 2

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-import pytest
 
 from rocketstore.broker.config import configs_from_properties, is_loopback
 from store import MessageStore, StoreConfig

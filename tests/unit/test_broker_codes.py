@@ -17,10 +17,10 @@ from rocketstore.broker.v2_messages import (
     settings_reply,
     to_pb_message,
 )
-from wire.rpc import messaging_pb2 as pb
 from store import Message, MessageExt, PutMessageResult, PutMessageStatus
 from store.codec import MessageRejected, encode_batch, encode_message
 from store.schedule import to_schedule_message
+from wire.rpc import messaging_pb2 as pb
 
 P = PutMessageStatus
 

@@ -43,9 +43,9 @@ from client.errors import (
     TransportError,
     from_rpc_error,
 )
+from support import run_threads
 from wire.rpc import admin_pb2
 from wire.rpc import messaging_pb2 as pb
-from support import run_threads
 
 HEX32 = re.compile(r"[0-9A-F]{32}")
 

@@ -11,8 +11,8 @@ from bench.edge.grpc_inputs import FuzzContext, defang, defang_bytes, valid_requ
 from bench.edge.mutation import mutate_bytes, mutate_message
 from bench.edge.observe import scan_lines
 from bench.edge.remoting_inputs import SERVED, encodable, mutate_command, raw_frame, valid_command
-from wire.remoting import FrameDecoder, RemotingProtocolError
 from wire import auth
+from wire.remoting import FrameDecoder, RemotingProtocolError
 from wire.rpc import admin_pb2
 
 NOW_MS = 1_790_000_000_000

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ha.chunks import ChunkVerdict, MalformedRecords, SlaveStreamCheck, crc32c, next_chunk, whole_records
-from ha.chunks import intact_prefix
+from ha.chunks import ChunkVerdict, MalformedRecords, SlaveStreamCheck, crc32c, intact_prefix, next_chunk, whole_records
 from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, DamagedMessage
 
 HEADER = struct.Struct(">ii")

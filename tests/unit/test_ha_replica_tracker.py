@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from ha.replica_tracker import ReplicaTracker, SlaveSnapshot
-from store.status import BrokerRole, PutMessageStatus as S
+from store.status import BrokerRole
+from store.status import PutMessageStatus as S
 
 TIMEOUT = 1000
 FALLBEHIND = 10_000

@@ -7,11 +7,11 @@ from concurrent.futures import Future
 
 from hypothesis import given
 from hypothesis import strategies as st
+from test_ha_replica_tracker import Master, register
 
 from ha.replica_tracker import ReplicaTracker
-from store.status import BrokerRole, PutMessageStatus as S
-
-from test_ha_replica_tracker import Master, register
+from store.status import BrokerRole
+from store.status import PutMessageStatus as S
 
 
 def isr_tracker(role: BrokerRole = BrokerRole.SYNC_MASTER, in_sync: int = 1) -> tuple[ReplicaTracker, Master]:

@@ -15,7 +15,6 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from support import run_threads
 
 from store import (
     CorruptMessage,
@@ -30,6 +29,7 @@ from store import (
 )
 from store import mapped_file as mapped_file_module
 from store.put_path import PutPath
+from support import run_threads
 
 OK = PutMessageStatus.PUT_OK
 SNA = PutMessageStatus.SERVICE_NOT_AVAILABLE

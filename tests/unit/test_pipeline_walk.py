@@ -8,7 +8,8 @@ import struct
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.audit import compare_chunk, compare_tasks, log_end
 from pipeline.decode import DECODED_COLUMN_NAMES, decode_records, decode_row, find_chain, rows_to_batch

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from rocketstore.broker.receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
 from store.pop_state import (
+    RETRIED,
     Acked,
     Delivered,
-    RETRIED,
     PassedOver,
     PopState,
     Refused,

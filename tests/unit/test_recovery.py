@@ -9,7 +9,6 @@ MessageStore, damaged on disk, and reopened.
 from __future__ import annotations
 
 import dataclasses
-
 import os
 import shutil
 import socket

@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from store import CorruptMessage, Message, MessageStore, StoreConfig
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import MappedFileQueue
+from store.properties import ConfigError
 from store.retention import (
     HOUR_MS,
     MANUAL_DELETE_ROUNDS,
@@ -31,9 +34,6 @@ from store.retention import (
     parse_delete_when,
     select_expired,
 )
-from store.mapped_file import MappedFile
-from store.mapped_file_queue import MappedFileQueue
-from store.properties import ConfigError
 
 SEG = 4096
 UTC = timezone.utc

@@ -14,10 +14,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from support import small_store_config
 
-from store import mapped_file as mapped_file_module
 from store import Message, MessageStore, PutMessageStatus, StoreConfig, decode_msg_id
+from store import mapped_file as mapped_file_module
+from support import small_store_config
 
 SEG = 4096
 MESSAGE_MAGIC = -626843481

@@ -9,13 +9,13 @@ import logging
 from pathlib import Path
 
 import pytest
-from support import flip_body_byte, small_store_config
 
 from rocketstore.broker.system_queue import read_queue
-from store.role_change import queue_offsets_through_log
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
 from store.codec import DamagedMessage
+from store.role_change import queue_offsets_through_log
 from store.status import GetMessageStatus
+from support import flip_body_byte, small_store_config
 
 FOUND = GetMessageStatus.FOUND
 CORRUPTED = GetMessageStatus.MESSAGE_CORRUPTED

@@ -17,10 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support import run_threads
 
 from store import CorruptMessage, Message, MessageStore, PutMessageStatus, StoreConfig, make_msg_id
-from store.retention import CleanPolicy, CleanService
 from store.codec import java_string_hash
 from store.message import (
     TRANSACTION_COMMIT_TYPE,
@@ -29,8 +27,10 @@ from store.message import (
     TRANSACTION_TYPE_MASK,
 )
 from store.message_filter import TagFilter
+from store.retention import CleanPolicy, CleanService
 from store.status import GetMessageStatus
 from store.topic_config import Permission, TopicConfig
+from support import run_threads
 
 OK = PutMessageStatus.PUT_OK
 ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL

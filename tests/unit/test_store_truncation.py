@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_replicated_append import SEGMENT, config, copy_log
 
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.slave_truncation import STEPS, intent_path, read_intent
-
-from test_replicated_append import SEGMENT, config, copy_log
 
 
 class Crash(Exception):

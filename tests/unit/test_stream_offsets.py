@@ -12,11 +12,10 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from client import PullResult, PullStatus, QueueInfo, ReceivedMessage, TransportError
-from rocketstore.commands.pipeline_stream import parse_trigger
 from pipeline.stream_source import (
     COLUMNS,
-    CorruptMessageError,
     HOME,
+    CorruptMessageError,
     DataLossError,
     GroupQueues,
     QueueRange,
@@ -39,6 +38,7 @@ from pipeline.stream_source import (
     route_groups,
     split_budget,
 )
+from rocketstore.commands.pipeline_stream import parse_trigger
 
 # -- the offsets document ----------------------------------------------------------------------
 

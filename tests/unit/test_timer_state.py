@@ -4,7 +4,8 @@ delivery records' codec."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from store.timer_state import TimerState, decode_done, encode_done
 

@@ -4,7 +4,8 @@ any order and any number of times to the same state, and the op records' codec."
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from store.transaction_state import (
     Checked,
