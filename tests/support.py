@@ -103,6 +103,19 @@ def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
     return value
 
 
+async def wait_for(condition, timeout_s: float = 30.0, what: str = "condition") -> None:
+    """`wait_until` on an event loop: yields to it between checks; AssertionError naming `what`
+    at the deadline."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        if loop.time() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
 def proc_status(pid: int, field: str) -> int:
     """A number from /proc/<pid>/status (`VmRSS` in bytes, `Threads` as a count)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -22,6 +22,7 @@ from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
 from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig, TopicConfig, decode_msg_id
 from store.codec import java_string_hash
+from support import wait_for
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
@@ -149,14 +150,6 @@ async def pull(h: Harness, request: pb.PullMessageRequest, timeout: float = 30) 
     )
 
 
-async def wait_for_condition(condition, timeout_s: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
-
-
 # -- sends -----------------------------------------------------------------------------------------
 
 
@@ -265,13 +258,13 @@ def test_long_poll_is_woken_by_a_send(tmp_path):
         async with serving(tmp_path, long_polling_max_ms=120_000) as h:
             await send(h, message(b"first", send_queue_id=0))
             waiting = asyncio.create_task(pull(h, pull_request(offset=1, long_poll_ms=120_000), timeout=150))
-            await wait_for_condition(lambda: h.servicer.waiting_pulls or waiting.done())
+            await wait_for(lambda: h.servicer.waiting_pulls or waiting.done())
             await send(h, message(b"second", send_queue_id=0))
             # Well inside the 120 s long poll: only the arrival can have ended it.
             got = await asyncio.wait_for(waiting, 60)
             assert got.status.code == pb.OK
             assert [m.body for m in got.messages] == [b"second"] and got.next_offset == 2
-            await wait_for_condition(lambda: not h.servicer.waiting_pulls)
+            await wait_for(lambda: not h.servicer.waiting_pulls)
 
     run(body())
 
@@ -356,7 +349,7 @@ def test_pulls_work_on_a_slave(tmp_path):
                 # The slave knows its master's topics from the metadata copy.
                 slave.store.create_or_update_topic(master.store.topics.get(TOPIC))
                 waiting = asyncio.create_task(pull(slave, pull_request(long_poll_ms=60_000), timeout=90))
-                await wait_for_condition(lambda: slave.servicer.waiting_pulls or waiting.done())
+                await wait_for(lambda: slave.servicer.waiting_pulls or waiting.done())
                 slave.store.append_replicated(0, data)
                 got = await asyncio.wait_for(waiting, 45)
                 assert got.status.code == pb.OK
@@ -653,9 +646,9 @@ def test_long_poll_answers_before_the_client_deadline_and_cancels_cleanly(tmp_pa
             assert got.status.code == pb.MESSAGE_NOT_FOUND
             # A client that gives up leaves nothing registered behind.
             waiting = asyncio.create_task(pull(h, pull_request(long_poll_ms=60_000), timeout=90))
-            await wait_for_condition(lambda: h.servicer.waiting_pulls or waiting.done())
+            await wait_for(lambda: h.servicer.waiting_pulls or waiting.done())
             waiting.cancel()
-            await wait_for_condition(lambda: not h.servicer.waiting_pulls)
+            await wait_for(lambda: not h.servicer.waiting_pulls)
             await send(h, message(b"after", send_queue_id=0))
             assert [m.body for m in (await pull(h, pull_request())).messages] == [b"after"]
 

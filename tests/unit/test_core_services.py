@@ -30,6 +30,7 @@ from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAG
 from store.status import PutMessageStatus
 from store.timer_state import TIMER_TOPIC
 from store.topic_config import TRANS_HALF_TOPIC, TopicConfig
+from support import small_store_config, wait_for
 
 MAX_BODY = 4096
 
@@ -49,12 +50,8 @@ class FencedView(StaticView):
 
 @pytest.fixture
 def store(tmp_path):
-    config = StoreConfig(
-        store_path_root_dir=str(tmp_path / "store"),
-        mapped_file_size_commit_log=256 * 1024,
-        mapped_file_size_consume_queue=1024 * 20,
-        max_message_size=MAX_BODY,
-        auto_create_topic_per_minute=1000,
+    config = small_store_config(
+        tmp_path / "store", 256 * 1024, max_message_size=MAX_BODY, auto_create_topic_per_minute=1000
     )
     with MessageStore(config) as opened:
         opened.topics.create_or_update(TopicConfig("Orders", 4, 4))
@@ -373,7 +370,7 @@ def test_a_long_poll_is_woken_by_an_arrival_and_a_negative_offset_resets(store):
         assert await asyncio.to_thread(store.wait_dispatched)
         negative = await core.pulls.read(pull_request(offset=-3), watch)
         waiting = asyncio.create_task(core.pulls.read(pull_request(offset=1, wait_ms=60_000), watch))
-        await until(lambda: watch.waiting == 1)
+        await wait_for(lambda: watch.waiting == 1)
         await asyncio.to_thread(store.put_message, Message("Orders", 0, b"second"))
         woken = await asyncio.wait_for(waiting, 60)
         at_end = await core.pulls.read(pull_request(offset=2), watch)
@@ -394,23 +391,15 @@ def test_after_a_wait_arrivals_the_filter_drops_keep_the_poll_waiting(store):
         store.add_arrival_listener(watch.on_arrival)
         request = pull_request(wait_ms=60_000, filter_expression="keep")
         waiting = asyncio.create_task(core.pulls.read(request, watch))
-        await until(lambda: watch.waiting == 1)
+        await wait_for(lambda: watch.waiting == 1)
         await asyncio.to_thread(store.put_message, Message("Orders", 0, b"dropped", {"TAGS": "other"}))
         assert await asyncio.to_thread(store.wait_dispatched)
-        await until(lambda: watch.waiting == 1)  # woken, moved past it, waiting again
+        await wait_for(lambda: watch.waiting == 1)  # woken, moved past it, waiting again
         await asyncio.to_thread(store.put_message, Message("Orders", 0, b"kept", {"TAGS": "keep"}))
         return await asyncio.wait_for(waiting, 60)
 
     found = asyncio.run(scenario())
     assert found.action is PullAction.DELIVER and [m.body for m in found.messages] == [b"kept"]
-
-
-async def until(condition, timeout_s: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.001)
 
 
 def test_poll_answers_the_last_value_at_the_deadline_and_reads_again_at_once():
