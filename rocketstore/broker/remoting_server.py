@@ -551,8 +551,10 @@ class RemotingServer:
         if result.action is PullAction.DELIVER:
             body = b"".join(self._store.commit_log_data(m.physical_offset, m.store_size) for m in result.messages)
             return request.answer(code, None, header, body)
-        named = result.action is not PullAction.REFUSE and result.status is not None
-        return request.answer(code, result.status.name if named else result.text, header)  # type: ignore[union-attr]
+        # RocketMQ's remarks name the store's status; a damaged message's says which and how to go on.
+        status = result.status
+        remark = status.name if status is not None and result.action is not PullAction.REFUSE else result.text
+        return request.answer(code, remark, header)
 
     def _commit_of_pull(self, conn: _Connection, pull: PullRequest, offset: int) -> None:
         """Best effort, as in RocketMQ: a refused commit does not refuse the pull; a slave takes

@@ -22,7 +22,7 @@ import logging
 import traceback
 from collections.abc import Callable, Sequence
 
-from store import PutMessageStatus
+from store import PutMessageStatus, TopicConfig
 from wire.log_limit import LogLimiter
 
 from .refusals import Refusal, internal_error
@@ -31,6 +31,7 @@ from .send import Planned, PutEntry, SendItem, SendOutcome, SendService, refused
 log = logging.getLogger("rocketstore.broker.send")
 
 Done = Callable[[list[SendOutcome]], None]
+Topics = dict[str, TopicConfig | Refusal | None]
 _REFUSED_BEFORE_WRITING = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 
 
@@ -95,7 +96,9 @@ class Sender:
 
     # -- planning and queueing ------------------------------------------------------------------
 
-    async def _create_then_queue(self, items, topics, create: list[str], done: Done, unit: bool) -> None:
+    async def _create_then_queue(
+        self, items: Sequence[SendItem], topics: Topics, create: list[str], done: Done, unit: bool
+    ) -> None:
         try:
             if self._create_lock is None:
                 self._create_lock = asyncio.Lock()
@@ -107,7 +110,7 @@ class Sender:
             self._failed("creating a topic", exc)
             self.answer(done, [refused(item, internal_error(exc)) for item in items])
 
-    def _queue(self, items: Sequence[SendItem], topics, done: Done, unit: bool) -> None:
+    def _queue(self, items: Sequence[SendItem], topics: Topics, done: Done, unit: bool) -> None:
         if not items:
             self.answer(done, [])
             return
