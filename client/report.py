@@ -227,3 +227,31 @@ def status_problems(rows: list[dict[str, Any]], asked: dict[str, Any]) -> bool:
     if asked["role"] == "SLAVE":
         return not asked.get("master_connected")
     return any(not r["reachable"] or r["fit"] is False for r in rows[1:])
+
+
+# -- paging through a topic by time ------------------------------------------------------------
+
+
+def cursor_text(cursor: dict[int, int]) -> str:
+    """A `list_messages` cursor as one word, QUEUE:OFFSET pairs by queue: "0:12,3:7" ("" for none)."""
+    return ",".join(f"{queue_id}:{offset}" for queue_id, offset in sorted(cursor.items()))
+
+
+def parse_cursor(text: str) -> dict[int, int]:
+    """The cursor `cursor_text` wrote; ValueError saying what is wrong."""
+    cursor: dict[int, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        queue, sep, offset = part.partition(":")
+        if not sep or not queue.isdigit() or not offset.isdigit():
+            raise ValueError(f"a cursor is QUEUE:OFFSET pairs separated by commas (0:12,3:7), not {text!r}")
+        if int(queue) in cursor:
+            raise ValueError(f"queue {queue} appears twice in the cursor {text!r}")
+        cursor[int(queue)] = int(offset)
+    return cursor
+
+
+def consumed_text(consumed_by: Sequence[dict[str, Any]]) -> str:
+    """Which groups committed past a message: "billing (yes), audit (no)"; "no group" for none."""
+    if not consumed_by:
+        return "no group has offsets in its queue"
+    return ", ".join(f"{c['group']} ({'yes' if c['consumed'] else 'no'})" for c in consumed_by)

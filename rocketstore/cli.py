@@ -124,7 +124,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "message",
-        "look messages up by key, message id or CommitLog offset (admin API)",
+        "look messages up (key, id, offset), page through a topic by time, resend dead letters (admin API)",
         "rocketstore.commands.message:message_arguments",
         "rocketstore.commands.message:run_message",
     ),

@@ -26,7 +26,12 @@ the cluster as this broker sees it.
   consumes the topic by pop (its progress is the pop state's). Consumers that keep their own
   offsets (or are running) may write theirs over it: stop them first, as with mqadmin
   resetOffsetByTime.
-- QueryMessage: by key (the index), by either form of message id, or by CommitLog offset.
+- QueryMessage: by key (the index), by either form of message id, or by CommitLog offset; each
+  message with the consumer groups that committed past it (`admin_messages`).
+- ListMessages: a topic's messages stored within a time range, oldest first, a page at a time
+  (`admin_messages`).
+- ResendDeadLetter (a master only, unless a dry run): a message of a `%DLQ%<group>` topic put again
+  into the topic it came from, under the caller's new client id (`admin_messages`).
 - DescribeCluster: the cluster's brokers as this broker last read them from the registry in
   etcd (`coordination.cluster_registrar`), and whether that read is fresh enough for routes.
 - GetBrokerConfig / SetBrokerConfig: the effective config (secrets hidden) and the keys a running
@@ -60,7 +65,7 @@ from store.damage import describe
 from store.message import MessageExt
 from store.properties import ConfigError
 
-from . import admin_queries
+from . import admin_messages, admin_queries
 from .config import BrokerConfigs
 from .view import BrokerView
 
@@ -146,7 +151,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             in_sync_replicas=self._configs.ha.in_sync_replicas,
             master_client_endpoint=view.master_client_endpoint(),
             stats_json=json.dumps(store.stats_snapshot().as_dict(), sort_keys=True),
+            write_refusal=view.write_refusal() or "",
         )
+        status.disk_total_bytes, status.disk_free_bytes, status.commit_log_file_bytes = admin_queries.storage_use(store)
         if role is not BrokerRole.SLAVE:
             for snap in view.slave_snapshots(now):
                 status.slaves.append(
@@ -459,7 +466,92 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             await _abort(
                 context, grpc.StatusCode.INVALID_ARGUMENT, "say what to look for: key, msg_id or commit_log_offset"
             )
-        return admin_pb2.QueryMessageResponse(messages=[admin_queries.message_view(m) for m in list(found)[:limit]])
+        shown = list(found)[:limit]
+        return admin_pb2.QueryMessageResponse(messages=await asyncio.to_thread(admin_messages.views, store, shown))
+
+    @_guarded
+    async def ListMessages(self, request: admin_pb2.ListMessagesRequest, context) -> admin_pb2.ListMessagesResponse:
+        config = await self._topic(context, request.topic)
+        cursor = {c.queue_id: c.queue_offset for c in request.cursor}
+        try:
+            limit = admin_messages.page_size(request.max_messages)
+            page = await asyncio.to_thread(
+                admin_messages.list_messages,
+                self._store,
+                config,
+                request.begin_timestamp_ms,
+                request.end_timestamp_ms,
+                limit,
+                cursor,
+            )
+        except ValueError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return admin_pb2.ListMessagesResponse(
+            messages=await asyncio.to_thread(admin_messages.views, self._store, page.messages),
+            next_cursor=[
+                admin_pb2.QueueCursor(queue_id=q, queue_offset=o) for q, o in sorted(page.next_cursor.items())
+            ],
+            more=page.more,
+            damaged_offsets=page.damaged_offsets,
+        )
+
+    @_guarded
+    async def ResendDeadLetter(
+        self, request: admin_pb2.ResendDeadLetterRequest, context
+    ) -> admin_pb2.ResendDeadLetterResponse:
+        if not request.dry_run:
+            await self._master_only(context, "resend dead letters")
+        which = request.WhichOneof("dead_letter")
+        if which is None:
+            await _abort(
+                context, grpc.StatusCode.INVALID_ARGUMENT, "say which dead letter: commit_log_offset or msg_id"
+            )
+        offset = request.commit_log_offset if which == "commit_log_offset" else None
+        try:
+            if not request.dry_run:
+                admin_messages.check_client_id(request.new_client_msg_id)
+            dead = await asyncio.to_thread(admin_messages.find_dead_letter, self._store, offset, request.msg_id)
+            origin = admin_messages.origin_topic(dead)
+        except DamagedMessage as exc:
+            await _abort(context, grpc.StatusCode.DATA_LOSS, f"{describe(exc)}: not served")
+        except ValueError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        config = self._store.topics.get(origin)
+        if config is None:
+            await _abort(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"the dead letter came from topic {origin}, which does not exist on {self._configs.broker.broker_name}",
+            )
+        answer = admin_pb2.ResendDeadLetterResponse(
+            dead_letter=admin_queries.message_view(dead),
+            origin_topic=origin,
+            queue_id=admin_messages.resend_queue(config, request.new_client_msg_id or dead.msg_id),
+        )
+        if request.dry_run:
+            return answer
+        copy = admin_messages.resent_copy(dead, config, request.new_client_msg_id)
+        result = await self._store.async_put_message(copy)
+        if not result.status.is_stored:
+            await _abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"the copy was not stored ({result.status.name}{': ' + result.reason if result.reason else ''})",
+            )
+        log.info(
+            "admin: dead letter at CommitLog offset %d resent to %s queue %d as %s (%s)",
+            dead.physical_offset,
+            origin,
+            copy.queue_id,
+            request.new_client_msg_id,
+            result.status.name,
+        )
+        answer.resent = True
+        answer.put_status = result.status.name
+        answer.offset_msg_id = result.msg_id or ""
+        answer.client_msg_id = request.new_client_msg_id
+        answer.queue_offset = result.queue_offset
+        return answer
 
     @_guarded
     async def GetBrokerConfig(

@@ -17,6 +17,7 @@ consumer offset table, which takes its own lock.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 
 from wire.rpc import admin_pb2
@@ -45,6 +46,17 @@ def store_time_at(store: MessageStore, topic: str, queue_id: int, queue_offset: 
         return store.read_message(unit.commit_log_offset).store_timestamp_ms
     except CorruptMessage:
         return 0  # deleted by retention since
+
+
+def storage_use(store: MessageStore) -> tuple[int, int, int]:
+    """(bytes of the store's file system, free bytes there, bytes of CommitLog segment files);
+    the first two are 0 when the file system cannot be asked."""
+    files = len(store.queue.files) * store.queue.file_size
+    try:
+        disk = shutil.disk_usage(store.config.root)
+    except OSError:
+        return 0, 0, files
+    return disk.total, disk.free, files
 
 
 def queue_statuses(store: MessageStore, config: TopicConfig) -> list[admin_pb2.QueueStatus]:
@@ -130,7 +142,7 @@ def _host(host) -> str:
     return f"{host[0]}:{host[1]}" if host else ""
 
 
-def message_view(message: MessageExt) -> admin_pb2.MessageView:
+def message_view(message: MessageExt, consumed_by: Iterable[admin_pb2.GroupConsumption] = ()) -> admin_pb2.MessageView:
     return admin_pb2.MessageView(
         topic=message.topic,
         queue_id=message.queue_id,
@@ -147,6 +159,7 @@ def message_view(message: MessageExt) -> admin_pb2.MessageView:
         reconsume_times=message.reconsume_times,
         properties=dict(message.properties),
         body=message.body,
+        consumed_by=consumed_by,
     )
 
 

@@ -29,7 +29,7 @@ class SlaveStatus(_message.Message):
     def __init__(self, ha_peer: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ack_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., fit: _Optional[bool] = ..., connected_at_ms: _Optional[int] = ..., silent_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerStatus(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "role", "epoch", "client_endpoint", "ha_endpoint", "flush_disk_type", "min_offset", "max_offset", "flushed_offset", "confirmed_offset", "dispatched_offset", "dispatch_lag_bytes", "slaves", "master_ha_address", "master_connected", "master_max_offset", "uptime_ms", "in_sync_replicas", "stats_json", "replication_error", "controller_mode", "master_broker_id", "in_sync_replica_ids", "lease_valid_ms", "controller_error", "unclean_lost_bytes", "master_client_endpoint", "group_max_offset", "metadata_synced_ms", "metadata_error")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "role", "epoch", "client_endpoint", "ha_endpoint", "flush_disk_type", "min_offset", "max_offset", "flushed_offset", "confirmed_offset", "dispatched_offset", "dispatch_lag_bytes", "slaves", "master_ha_address", "master_connected", "master_max_offset", "uptime_ms", "in_sync_replicas", "stats_json", "replication_error", "controller_mode", "master_broker_id", "in_sync_replica_ids", "lease_valid_ms", "controller_error", "unclean_lost_bytes", "master_client_endpoint", "group_max_offset", "metadata_synced_ms", "metadata_error", "disk_total_bytes", "disk_free_bytes", "commit_log_file_bytes", "write_refusal")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,10 @@ class BrokerStatus(_message.Message):
     GROUP_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     METADATA_SYNCED_MS_FIELD_NUMBER: _ClassVar[int]
     METADATA_ERROR_FIELD_NUMBER: _ClassVar[int]
+    DISK_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_FILE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_REFUSAL_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -94,7 +98,11 @@ class BrokerStatus(_message.Message):
     group_max_offset: int
     metadata_synced_ms: int
     metadata_error: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ha_endpoint: _Optional[str] = ..., flush_disk_type: _Optional[str] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., dispatched_offset: _Optional[int] = ..., dispatch_lag_bytes: _Optional[int] = ..., slaves: _Optional[_Iterable[_Union[SlaveStatus, _Mapping]]] = ..., master_ha_address: _Optional[str] = ..., master_connected: _Optional[bool] = ..., master_max_offset: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., in_sync_replicas: _Optional[int] = ..., stats_json: _Optional[str] = ..., replication_error: _Optional[str] = ..., controller_mode: _Optional[bool] = ..., master_broker_id: _Optional[int] = ..., in_sync_replica_ids: _Optional[_Iterable[int]] = ..., lease_valid_ms: _Optional[int] = ..., controller_error: _Optional[str] = ..., unclean_lost_bytes: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ..., group_max_offset: _Optional[int] = ..., metadata_synced_ms: _Optional[int] = ..., metadata_error: _Optional[str] = ...) -> None: ...
+    disk_total_bytes: int
+    disk_free_bytes: int
+    commit_log_file_bytes: int
+    write_refusal: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ha_endpoint: _Optional[str] = ..., flush_disk_type: _Optional[str] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., dispatched_offset: _Optional[int] = ..., dispatch_lag_bytes: _Optional[int] = ..., slaves: _Optional[_Iterable[_Union[SlaveStatus, _Mapping]]] = ..., master_ha_address: _Optional[str] = ..., master_connected: _Optional[bool] = ..., master_max_offset: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., in_sync_replicas: _Optional[int] = ..., stats_json: _Optional[str] = ..., replication_error: _Optional[str] = ..., controller_mode: _Optional[bool] = ..., master_broker_id: _Optional[int] = ..., in_sync_replica_ids: _Optional[_Iterable[int]] = ..., lease_valid_ms: _Optional[int] = ..., controller_error: _Optional[str] = ..., unclean_lost_bytes: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ..., group_max_offset: _Optional[int] = ..., metadata_synced_ms: _Optional[int] = ..., metadata_error: _Optional[str] = ..., disk_total_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., commit_log_file_bytes: _Optional[int] = ..., write_refusal: _Optional[str] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
@@ -363,7 +371,7 @@ class QueryMessageRequest(_message.Message):
     def __init__(self, key: _Optional[str] = ..., msg_id: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ...) -> None: ...
 
 class MessageView(_message.Message):
-    __slots__ = ("topic", "queue_id", "queue_offset", "commit_log_offset", "offset_msg_id", "client_msg_id", "tags", "keys", "born_timestamp_ms", "store_timestamp_ms", "born_host", "store_host", "reconsume_times", "properties", "body")
+    __slots__ = ("topic", "queue_id", "queue_offset", "commit_log_offset", "offset_msg_id", "client_msg_id", "tags", "keys", "born_timestamp_ms", "store_timestamp_ms", "born_host", "store_host", "reconsume_times", "properties", "body", "consumed_by")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -386,6 +394,7 @@ class MessageView(_message.Message):
     RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_BY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     queue_offset: int
@@ -401,7 +410,18 @@ class MessageView(_message.Message):
     reconsume_times: int
     properties: _containers.ScalarMap[str, str]
     body: bytes
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commit_log_offset: _Optional[int] = ..., offset_msg_id: _Optional[str] = ..., client_msg_id: _Optional[str] = ..., tags: _Optional[str] = ..., keys: _Optional[str] = ..., born_timestamp_ms: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ..., born_host: _Optional[str] = ..., store_host: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ...) -> None: ...
+    consumed_by: _containers.RepeatedCompositeFieldContainer[GroupConsumption]
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commit_log_offset: _Optional[int] = ..., offset_msg_id: _Optional[str] = ..., client_msg_id: _Optional[str] = ..., tags: _Optional[str] = ..., keys: _Optional[str] = ..., born_timestamp_ms: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ..., born_host: _Optional[str] = ..., store_host: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., consumed_by: _Optional[_Iterable[_Union[GroupConsumption, _Mapping]]] = ...) -> None: ...
+
+class GroupConsumption(_message.Message):
+    __slots__ = ("group", "consumer_offset", "consumed")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    consumer_offset: int
+    consumed: bool
+    def __init__(self, group: _Optional[str] = ..., consumer_offset: _Optional[int] = ..., consumed: _Optional[bool] = ...) -> None: ...
 
 class QueryMessageResponse(_message.Message):
     __slots__ = ("messages",)
@@ -441,3 +461,69 @@ class SetBrokerConfigRequest(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     values: _containers.ScalarMap[str, str]
     def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class QueueCursor(_message.Message):
+    __slots__ = ("queue_id", "queue_offset")
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    queue_id: int
+    queue_offset: int
+    def __init__(self, queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class ListMessagesRequest(_message.Message):
+    __slots__ = ("topic", "begin_timestamp_ms", "end_timestamp_ms", "max_messages", "cursor")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    begin_timestamp_ms: int
+    end_timestamp_ms: int
+    max_messages: int
+    cursor: _containers.RepeatedCompositeFieldContainer[QueueCursor]
+    def __init__(self, topic: _Optional[str] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., max_messages: _Optional[int] = ..., cursor: _Optional[_Iterable[_Union[QueueCursor, _Mapping]]] = ...) -> None: ...
+
+class ListMessagesResponse(_message.Message):
+    __slots__ = ("messages", "next_cursor", "more", "damaged_offsets")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[MessageView]
+    next_cursor: _containers.RepeatedCompositeFieldContainer[QueueCursor]
+    more: bool
+    damaged_offsets: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, messages: _Optional[_Iterable[_Union[MessageView, _Mapping]]] = ..., next_cursor: _Optional[_Iterable[_Union[QueueCursor, _Mapping]]] = ..., more: _Optional[bool] = ..., damaged_offsets: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ResendDeadLetterRequest(_message.Message):
+    __slots__ = ("commit_log_offset", "msg_id", "dry_run", "new_client_msg_id")
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    NEW_CLIENT_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    commit_log_offset: int
+    msg_id: str
+    dry_run: bool
+    new_client_msg_id: str
+    def __init__(self, commit_log_offset: _Optional[int] = ..., msg_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., new_client_msg_id: _Optional[str] = ...) -> None: ...
+
+class ResendDeadLetterResponse(_message.Message):
+    __slots__ = ("dead_letter", "origin_topic", "queue_id", "resent", "put_status", "offset_msg_id", "client_msg_id", "queue_offset")
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    RESENT_FIELD_NUMBER: _ClassVar[int]
+    PUT_STATUS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    dead_letter: MessageView
+    origin_topic: str
+    queue_id: int
+    resent: bool
+    put_status: str
+    offset_msg_id: str
+    client_msg_id: str
+    queue_offset: int
+    def __init__(self, dead_letter: _Optional[_Union[MessageView, _Mapping]] = ..., origin_topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., resent: _Optional[bool] = ..., put_status: _Optional[str] = ..., offset_msg_id: _Optional[str] = ..., client_msg_id: _Optional[str] = ..., queue_offset: _Optional[int] = ...) -> None: ...

@@ -104,6 +104,16 @@ class AdminStub:
                 request_serializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.ListMessages = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ListMessages',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ListMessagesRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ListMessagesResponse.FromString,
+                _registered_method=True)
+        self.ResendDeadLetter = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ResendDeadLetter',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -193,6 +203,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMessages(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResendDeadLetter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -265,6 +287,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.FromString,
                     response_serializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'ListMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMessages,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ListMessagesRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ListMessagesResponse.SerializeToString,
+            ),
+            'ResendDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResendDeadLetter,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -645,6 +677,60 @@ class Admin:
             '/rocketstore.admin.v1.Admin/DescribeCluster',
             wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
             wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ListMessages',
+            wire_dot_rpc_dot_admin__pb2.ListMessagesRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ListMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResendDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ResendDeadLetter',
+            wire_dot_rpc_dot_admin__pb2.ResendDeadLetterRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ResendDeadLetterResponse.FromString,
             options,
             channel_credentials,
             insecure,
