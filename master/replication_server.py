@@ -92,6 +92,7 @@ from ha.peer_auth import (
     report_parts,
 )
 from ha.replica_tracker import ReplicaTracker
+from wire.log_limit import LogLimiter, peer_host
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
@@ -197,6 +198,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         self._stream_list: tuple[_Stream, ...] = ()  # copy-on-write, for the put path's wake-up
         self._stopping = threading.Event()
         self._watchdog: _Housekeeping | None = None
+        # Refusals come before authentication: a peer without the secret may send thousands a
+        # second, and each must not cost a log line.
+        self._refusals = LogLimiter(log, clock_ms=monotonic_clock_ms)
         tracker.add_new_data_listener(self._wake_all)
 
     # -- wiring --------------------------------------------------------------------------------
@@ -292,8 +296,12 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         try:
             return self._auth.authenticate(header, _SERVICE + method, self._monotonic())
         except AuthenticationError as exc:
-            log.warning("refused %s from %s: %s", method, context.peer(), exc)
+            self._refuse_log(context, method, exc)
             _abort(context, grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
+
+    def _refuse_log(self, context: grpc.ServicerContext, method: str, exc: Exception) -> None:
+        peer = context.peer()
+        self._refusals.log(peer_host(peer), "refused %s from %s: %s", method, peer, exc)
 
     def Replicate(self, request_iterator: Iterator[ha_pb2.SlaveReport], context: grpc.ServicerContext):
         auth = self._authenticate(context, "Replicate")
@@ -379,7 +387,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             try:
                 auth.open(POP_EVENTS, request.mac, *pop_events_parts(request))
             except AuthenticationError as exc:
-                log.warning("refused HandBackPopEvents from %s: %s", context.peer(), exc)
+                self._refuse_log(context, "HandBackPopEvents", exc)
                 _abort(context, grpc.StatusCode.UNAUTHENTICATED, str(exc))
         self._refuse_another_group(request.broker_name, context)
         try:

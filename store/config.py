@@ -88,9 +88,12 @@ class StoreConfig:
     # How many recent producer message ids (UNIQ_KEY) a put is checked against, so a retry of a
     # stored message is answered, not stored again (store/recent_ids.py); 0 turns the check off.
     recent_message_ids_max: int = 100_000
-    # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute.
+    # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute;
+    # consumer groups' retry and dead-letter topics have limits of their own.
     auto_create_topic_max_topics: int = 1024
     auto_create_topic_per_minute: int = 60
+    auto_create_retry_topic_max_topics: int = 4096
+    auto_create_retry_topic_per_minute: int = 60
     default_topic_queue_nums: int = 4
     max_index_num: int = 20_000_000
     max_hash_slot_num: int = 5_000_000
@@ -138,6 +141,17 @@ class StoreConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{_label(name)} must be positive, got {getattr(self, name)}")
+        limits = (
+            "auto_create_topic_max_topics",
+            "auto_create_topic_per_minute",
+            "auto_create_retry_topic_max_topics",
+            "auto_create_retry_topic_per_minute",
+        )
+        for name in limits:
+            if getattr(self, name) < 0:
+                raise ConfigError(
+                    f"{_label(name)} must not be negative (0 stops auto-creation), got {getattr(self, name)}"
+                )
         if self.mapped_file_size_commit_log < 4096:
             raise ConfigError(
                 f"{_label('mapped_file_size_commit_log')} must be at least 4096, got {self.mapped_file_size_commit_log}"

@@ -81,6 +81,7 @@ from .recent_ids import RecentIds
 from .properties import ConfigError, replace_from_properties
 from .topic_config import (
     MAX_QUEUE_NUMS,
+    is_retry_or_dlq,
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
     Permission,
@@ -97,6 +98,8 @@ LIVE_CONFIG_KEYS = frozenset(
         "brokerPermission",
         "autoCreateTopicMaxTopics",
         "autoCreateTopicPerMinute",
+        "autoCreateRetryTopicMaxTopics",
+        "autoCreateRetryTopicPerMinute",
         "fileReservedTime",
         "deleteWhen",
         "diskMaxUsedSpaceRatio",
@@ -114,6 +117,10 @@ def _auto_create_limits(config: StoreConfig) -> AutoCreateLimits:
     return AutoCreateLimits(
         config.auto_create_topic_enable, config.auto_create_topic_max_topics, config.auto_create_topic_per_minute
     )
+
+
+def _retry_create_limits(config: StoreConfig) -> AutoCreateLimits:
+    return AutoCreateLimits(True, config.auto_create_retry_topic_max_topics, config.auto_create_retry_topic_per_minute)
 
 
 class MessageStore:
@@ -190,6 +197,7 @@ class MessageStore:
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
         self._topic_lock = threading.Lock()
         self._auto_create = AutoCreateGate(_auto_create_limits(config))
+        self._retry_create = AutoCreateGate(_retry_create_limits(config), retry=True)
         self._allocator: SegmentAllocator | None = None
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
@@ -757,7 +765,12 @@ class MessageStore:
         config = self.topics.get(topic)
         if config is not None:
             return config
-        refusal = self._auto_create.refusal(topic, len(self.topics.topics()), self._clock())
+        if is_retry_or_dlq(topic):
+            # A client's send to a retry or dead-letter name: the switch, then their own limits.
+            refusal = self._auto_create.switched_off(topic) or self._retry_refusal(topic)
+        else:
+            users = sum(1 for name in self.topics.names() if not is_retry_or_dlq(name))
+            refusal = self._auto_create.refusal(topic, users, self._clock())
         if refusal is not None:
             log.debug("auto-creation refused: %s", refusal.reason)
             return refusal
@@ -765,6 +778,33 @@ class MessageStore:
         config = self.topics.create_or_update(TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues))
         log.info("auto-created topic %s with %d queues", topic, queues)
         return config
+
+    def _retry_refusal(self, topic: str) -> AutoCreateRefusal | None:
+        retries = sum(1 for name in self.topics.names() if is_retry_or_dlq(name))
+        return self._retry_create.refusal(topic, retries, self._clock())
+
+    def create_retry_topic(self, topic: str) -> TopicConfig | AutoCreateRefusal:
+        """A consumer group's retry or dead-letter topic (one queue), created by the broker on
+        first use whether or not autoCreateTopicEnable is on, within the retry topics' own limits
+        (autoCreateRetryTopicMaxTopics, autoCreateRetryTopicPerMinute); the refusal otherwise."""
+        if not is_retry_or_dlq(topic):
+            raise ValueError(f"{topic} is not a retry or dead-letter topic")
+        with self._topic_lock:
+            config = self.topics.get(topic)
+            if config is not None:
+                return config
+            refusal = self._retry_refusal(topic)
+            if refusal is not None:
+                return refusal
+            config = self.topics.create_or_update(TopicConfig(topic, 1, 1))
+        log.info("created %s for a consumer group's redeliveries", topic)
+        return config
+
+    def auto_create_refusals(self) -> dict[str, int]:
+        """Auto-creations refused since the start, by the key of the limit that refused them."""
+        with self._topic_lock:
+            gates = (self._auto_create, self._retry_create)
+            return {limit.value: count for gate in gates for limit, count in gate.refused.items()}
 
     def create_or_update_topic(self, config: TopicConfig) -> TopicConfig:
         with self._topic_lock:
@@ -795,6 +835,7 @@ class MessageStore:
             self.config = config
             self.topics.auto_create_topic_enable = config.auto_create_topic_enable
             self._auto_create.limits = _auto_create_limits(config)
+            self._retry_create.limits = _retry_create_limits(config)
         if self._cleaner is not None:
             self._cleaner.policy = policy
         log.info("config changed: %s", ", ".join(f"{k}={v}" for k, v in sorted(changes.items())))

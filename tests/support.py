@@ -103,6 +103,16 @@ def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
     return value
 
 
+def proc_status(pid: int, field: str) -> int:
+    """A number from /proc/<pid>/status (`VmRSS` in bytes, `Threads` as a count)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == field:
+            number, _, unit = value.strip().partition(" ")
+            return int(number) * (1024 if unit == "kB" else 1)
+    raise AssertionError(f"/proc/{pid}/status has no {field}")
+
+
 # Broker settings for tests that run broker processes: small segments and indexes (tests write
 # little, and segment ends get crossed), short replication intervals.
 BROKER_TEST_SETTINGS = {

@@ -39,7 +39,8 @@ the cluster as this broker sees it.
 
 Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
 logged and answered INTERNAL. Authentication is not this module's: the broker installs
-`wire.auth.AuthInterceptor` in front of every method. Thread-safety: runs on the broker's
+`wire.admin_auth.AsyncAuthInterceptor` in front of every method but Identify, which answers who
+this broker is (what a client binds its signatures to). Thread-safety: runs on the broker's
 event loop; the topic table is written from a worker thread.
 """
 
@@ -55,6 +56,7 @@ from typing import NoReturn
 
 import grpc
 
+from wire.admin_auth import identity_answer
 from wire.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole, MessageStore, TopicConfig
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
@@ -188,6 +190,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             status.metadata_synced_ms = state.metadata_synced_ms
             status.metadata_error = state.metadata_error
         return status
+
+    @_guarded
+    async def Identify(self, request: admin_pb2.IdentifyRequest, context) -> admin_pb2.BrokerIdentity:
+        return identity_answer(self._configs.broker.identity)
 
     @_guarded
     async def GetStatus(self, request: admin_pb2.GetStatusRequest, context) -> admin_pb2.BrokerStatus:

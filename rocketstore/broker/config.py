@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ha.config import HaConfig
+from wire.admin_auth import BrokerIdentity
 from wire.auth import load_secret
 from store.config import StoreConfig
 from store.properties import ConfigError, bind, did_you_mean, key_of, load_properties, unknown_keys_text
@@ -132,6 +133,11 @@ class BrokerConfig:
     @property
     def fifo_groups(self) -> frozenset[str]:
         return frozenset(g.strip() for g in self.fifo_consumer_groups.split(",") if g.strip())
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        """Who this broker is to the admin API's signatures."""
+        return BrokerIdentity(self.broker_cluster_name, self.broker_name, self.broker_id)
 
     @property
     def host(self) -> str:

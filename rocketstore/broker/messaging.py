@@ -46,7 +46,7 @@ import grpc
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult
-from store.auto_create import AutoCreateLimit, AutoCreateRefusal
+from store.auto_create import AutoCreateRefusal
 from store.clock import wall_clock_ms
 from store.codec import decode_msg_id
 from store.message import (
@@ -66,6 +66,7 @@ from .config import BrokerConfigs
 from .pop_api import PopApi
 from .pop_service import PopService, PopStatus
 from .receipt_handle import ReceiptSigner
+from .telemetry import TelemetryCheck, TelemetryStreams
 from .timer_service import TimerService, timer_message
 from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings, half_message
@@ -177,14 +178,13 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         clock_ms: Callable[[], int] = wall_clock_ms,
         receipt_secret: bytes = b"",
         pop_journal: PopJournal | None = None,
+        telemetry_check: TelemetryCheck | None = None,
     ) -> None:
         self._store = store
         self._configs = configs
         self._view = view
         self._clock = clock_ms
         self._round_robin: dict[str, int] = {}
-        # Open Telemetry streams: one per connected official RocketMQ 5 client (metrics).
-        self.telemetry_streams = 0
         self._create_lock = asyncio.Lock()
         self._arrivals = ArrivalWatch()
         broker = configs.broker
@@ -205,6 +205,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         # Checks are due at multiples of the two times: look twice as often as the shorter.
         period_s = min(max(min(settings.timeout_ms, settings.check_interval_ms) / 2000, 0.1), 5.0)
         self._transactions = TransactionApi(TransactionService(store, clock_ms, settings), self._pop_refusal, period_s)
+        self._telemetry = TelemetryStreams(self._settings_answer, self._transactions, telemetry_check)
         self._timers = TimerService(store, clock_ms, self._pop_refusal)
 
     # -- long-poll wakes ------------------------------------------------------------------------
@@ -282,7 +283,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             # The topic table is written and fsynced: a worker thread's job.
             made = await asyncio.to_thread(self._store.auto_create_topic, topic)
         if isinstance(made, AutoCreateRefusal):
-            code = pb.TOO_MANY_REQUESTS if made.limit is AutoCreateLimit.RATE else pb.TOPIC_NOT_FOUND
+            code = pb.TOO_MANY_REQUESTS if made.limit.is_rate else pb.TOPIC_NOT_FOUND
             return Refusal(code, made.reason)
         return made
 
@@ -820,33 +821,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
         return pb.TelemetryCommand(status=OK, settings=settings)
 
-    async def _read_telemetry(self, request_iterator, outbox: asyncio.Queue) -> None:
-        """The client's half of a Telemetry stream: settings are answered, and a producer's
-        stream is where check-backs of its topics go."""
-        try:
-            async for command in request_iterator:
-                if command.WhichOneof("command") != "settings":
-                    continue  # commands this broker does not serve carry nothing to answer
-                outbox.put_nowait(self._settings_answer(command))
-                if command.settings.client_type == pb.PRODUCER:
-                    self._transactions.register([t.name for t in command.settings.publishing.topics], outbox)
-        finally:
-            outbox.put_nowait(None)
+    @property
+    def telemetry_streams(self) -> int:
+        """Open Telemetry streams: one per connected official RocketMQ 5 client (metrics)."""
+        return self._telemetry.count
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
-        outbox: asyncio.Queue[pb.TelemetryCommand | None] = asyncio.Queue()
-        reader = asyncio.ensure_future(self._read_telemetry(request_iterator, outbox))
-        self.telemetry_streams += 1
-        try:
-            while (command := await outbox.get()) is not None:
-                yield command
-            await reader  # its exception, if the client's half failed
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            log.exception("Telemetry failed")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
-        finally:
-            self.telemetry_streams -= 1
-            self._transactions.unregister(outbox)
-            reader.cancel()
+        async for command in self._telemetry.serve(request_iterator, context):
+            yield command

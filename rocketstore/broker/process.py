@@ -42,7 +42,8 @@ import grpc
 
 from ha.epoch_keeper import EpochKeeper
 from ha.group_state import GroupKeys
-from wire.auth import AsyncAuthInterceptor, Verifier, server_credentials
+from wire.admin_auth import AsyncAuthInterceptor, Verifier
+from wire.auth import server_credentials
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
@@ -203,6 +204,7 @@ class Broker:
         self.started_at_ms = 0
         self.started_monotonic_ms = 0
         self._client_server: grpc.aio.Server | None = None
+        self._acl_guard: AclGuard | None = None
         self._messaging: MessagingServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # One journal object, shared by the pop service (acting slave) and the hand-back.
@@ -266,14 +268,16 @@ class Broker:
         broker, store_config = self.configs.broker, self.configs.store
         max_message = store_config.max_message_size * 2 + 1024 * 1024
         interceptors: list[grpc.aio.ServerInterceptor] = [
-            AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]),
+            AsyncAuthInterceptor(Verifier(self.secrets.admin, broker.identity), [ADMIN_PREFIX]),
             MalformedRequestGuard(),
         ]
+        acl_guard: AclGuard | None = None
         if broker.acl_enable:
             try:
-                interceptors.append(AclGuard(load_acl(broker.acl_file)))
+                acl_guard = self._acl_guard = AclGuard(load_acl(broker.acl_file))
             except (OSError, ValueError) as exc:
                 raise ConfigError(f"aclFile: {exc}") from None
+            interceptors.append(acl_guard)
         elif not is_loopback(broker.host):
             log.warning(
                 "the client API on %s accepts unsigned calls from anyone who can reach it (aclEnable=false)",
@@ -342,6 +346,7 @@ class Broker:
             view,
             receipt_secret=self.secrets.ha or self.secrets.admin,
             pop_journal=self.pop_journal,
+            telemetry_check=self._acl_guard.telemetry_check if self._acl_guard is not None else None,
         )
         admin = AdminServicer(store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop)
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import grpc
 
-from wire.auth import Signer
+from wire.admin_auth import AdminCaller
 from slave.metadata_client import MetadataSyncFailed
-from wire.rpc import admin_pb2, admin_pb2_grpc
+from wire.rpc import admin_pb2
 from store import BrokerRole
 from store.mapped_file import fsync_dir, replace_durably
 from store.properties import ConfigError
@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 OVERRIDE_NAME = "role.override"
 # How long a slave that took over as SYNC_MASTER refuses puts while no slave has connected to it.
 TAKE_OVER_SLAVE_WAIT_MS = 10_000
-TAKE_OVER_METHOD = "/rocketstore.admin.v1.Admin/TakeOver"
 
 
 def override_path(root: str | Path) -> Path:
@@ -202,12 +201,8 @@ def _take_over(
     endpoint: str, secret: bytes, offset: int, role: BrokerRole, timeout_s: float
 ) -> admin_pb2.TakeOverResponse:
     with grpc.insecure_channel(endpoint) as channel:
-        stub = admin_pb2_grpc.AdminStub(channel)
-        return stub.TakeOver(
-            admin_pb2.TakeOverRequest(expected_offset=offset, role=role.name),
-            timeout=timeout_s,
-            metadata=Signer(secret).metadata(TAKE_OVER_METHOD),
-        )
+        request = admin_pb2.TakeOverRequest(expected_offset=offset, role=role.name)
+        return AdminCaller(channel, secret).call("TakeOver", request, timeout_s)
 
 
 def take_over(side: ReplicationSide, expected_offset: int, role_name: str) -> None:

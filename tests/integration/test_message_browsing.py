@@ -134,7 +134,7 @@ def test_a_dead_letter_is_resent_to_its_topic_once(cluster, capsys):
         again = admin.resend_dead_letter(commit_log_offset=int(offset), dry_run=False, new_client_msg_id="RESEND01")
         assert answer["resent"] and answer["origin_topic"] == TOPIC and answer["client_msg_id"] == "RESEND01"
         assert (again["queue_id"], again["queue_offset"]) == (answer["queue_id"], answer["queue_offset"])
-        copies = admin.query_message(msg_id="RESEND01", topic=TOPIC)
+        copies = wait_until(lambda: admin.query_message(msg_id="RESEND01", topic=TOPIC), what="the copy indexed")
         assert len(copies) == 1 and copies[0]["body"] == b"poison"
         assert copies[0]["properties"]["ORIGIN_MESSAGE_ID"] == original.msg_id
         assert "RETRY_TOPIC" not in copies[0]["properties"] and copies[0]["reconsume_times"] == 0

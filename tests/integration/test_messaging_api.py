@@ -583,6 +583,37 @@ def test_hostile_requests_get_errors_and_serving_goes_on(tmp_path):
     run(body())
 
 
+def test_a_malformed_telemetry_command_ends_its_stream_with_a_status(tmp_path):
+    """Issue 30: a command that did not decode, right behind one the broker was answering, left
+    the stream without a status (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS): the call ran to its
+    deadline. Every such stream now ends INVALID_ARGUMENT at once."""
+
+    async def body():
+        async with serving(tmp_path) as h:
+            settings = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name=TOPIC)]))
+            good = pb.TelemetryCommand(settings=settings).SerializeToString()
+            telemetry = h.channel.stream_stream("/apache.rocketmq.v2.MessagingService/Telemetry")
+            codes = []
+            for i in range(60):
+                call = telemetry(timeout=10)
+                for _ in range(i % 4):
+                    await call.write(good)
+                await call.write(b"\xff\xff\xff")  # wire type 7: never a message
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    while await call.read() is not grpc.aio.EOF:
+                        pass
+                codes.append((await call.code(), await call.details()))
+            assert all(code == grpc.StatusCode.INVALID_ARGUMENT for code, _ in codes), codes
+            assert all("malformed request" in details for _, details in codes)
+            # The broker goes on answering.
+            call = h.stub.Telemetry(timeout=30)
+            await call.write(pb.TelemetryCommand(settings=settings))
+            assert (await call.read()).status.code == pb.OK
+            await call.done_writing()
+
+    run(body())
+
+
 def test_delivery_time_delays_and_gzip_bodies_keep_their_encoding(tmp_path):
     async def body():
         async with serving(tmp_path) as h:

@@ -508,9 +508,10 @@ def test_restarted_slave_resumes_from_its_own_offset(tmp_path, closing, caplog):
     assert {r.status for r in missed} == {S.SLAVE_NOT_AVAILABLE}
 
     slave = make_slave(tmp_path, closing, master.address, secret=None)
-    assert slave.store.max_offset == held
     wait_until(lambda: slave.store.max_offset == master.store.max_offset, 10, "the restarted slave to catch up")
-    assert f"from offset {held} " in caplog.text
+    # The master's session log names where the reopened slave stood when it asked: its own end,
+    # not 0 (the store's offset read here would race the catch-up that starts with the replicator).
+    assert f"from offset {held} (slave max {held}," in caplog.text
     assert {r.status for r in put_all(master.store, 100, 20)} == {S.PUT_OK}
     assert_logs_identical(master.store, slave.store)
     assert queue_contents(slave.store) == queue_contents(master.store)
@@ -781,7 +782,7 @@ def _captured_header(master: Master, method: str) -> tuple[tuple[str, str], ...]
 
 
 def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path, closing):
-    from wire.auth import Signer
+    from wire.admin_auth import BrokerIdentity, Signer
 
     master = make_master(tmp_path, closing, secret=SECRET)
     put_all(master.store, 0, 5)
@@ -801,9 +802,33 @@ def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path
             stub.GetMetadata(ha_pb2.MetadataRequest(broker_name=BROKER), metadata=metadata, timeout=5)
         assert replayed.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert "already used" in replayed.value.details()
-        # The old style of header, valid under the secret, no longer opens replication at all.
-        old = Signer(SECRET).metadata("/rocketstore.ha.v1.Replication/GetEpochs")
+        # An admin header, valid under the secret, does not open replication at all.
+        request = ha_pb2.EpochsRequest(broker_name=BROKER)
+        old = Signer(SECRET).metadata(
+            "/rocketstore.ha.v1.Replication/GetEpochs", BrokerIdentity("c", BROKER, 0), request.SerializeToString()
+        )
         with pytest.raises(grpc.RpcError) as old_style:
-            stub.GetEpochs(ha_pb2.EpochsRequest(broker_name=BROKER), metadata=old, timeout=5)
+            stub.GetEpochs(request, metadata=old, timeout=5)
         assert old_style.value.code() is grpc.StatusCode.UNAUTHENTICATED
     assert not connected(master)
+
+
+def test_a_flood_of_refused_calls_costs_one_log_line_per_peer(tmp_path, closing, caplog):
+    """Issue 30: every refused call logged a WARNING (3.1 MB of log in 10 s from a peer without
+    the secret). Now the first refusal of a peer is logged, and the rest are counted into one line
+    per peer per interval."""
+    master = make_master(tmp_path, closing, secret=SECRET)
+    caplog.set_level(logging.WARNING, logger="master.replication_server")
+    refused = 0
+    with grpc.insecure_channel(master.address) as channel:
+        stub = ha_pb2_grpc.ReplicationStub(channel)
+        for i in range(500):
+            bogus = (("x-rs-auth", f"v2 {i:064x} {'0' * 64}"),)
+            with pytest.raises(grpc.RpcError) as call:
+                stub.GetEpochs(ha_pb2.EpochsRequest(broker_name=BROKER), metadata=bogus, timeout=10)
+            refused += call.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    assert refused == 500
+    lines = [r.getMessage() for r in caplog.records if r.name == "master.replication_server"]
+    # One window of 10 s per peer: on a machine so slow that 500 calls took longer, one more.
+    assert 1 <= len(lines) <= 1 + 500 // 50, lines
+    assert "refused GetEpochs from ipv4:127.0.0.1:" in lines[0]

@@ -527,3 +527,17 @@ class ResendDeadLetterResponse(_message.Message):
     client_msg_id: str
     queue_offset: int
     def __init__(self, dead_letter: _Optional[_Union[MessageView, _Mapping]] = ..., origin_topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., resent: _Optional[bool] = ..., put_status: _Optional[str] = ..., offset_msg_id: _Optional[str] = ..., client_msg_id: _Optional[str] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class IdentifyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerIdentity(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
