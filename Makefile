@@ -21,7 +21,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==26.3
-	$(BIN)/pip install --quiet -e '.[test,pipeline]'
+	$(BIN)/pip install --quiet -e '.[test,pipeline,console]'
 	touch $(STAMP)
 
 $(OFFICIAL_STAMP): tests/official-client-requirements.txt

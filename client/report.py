@@ -54,6 +54,23 @@ def utc_text(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def parse_moment_ms(text: str) -> int:
+    """A time as Unix milliseconds: digits are ms; otherwise ISO 8601 (no zone: UTC). ValueError
+    saying what is expected."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"expected Unix milliseconds or an ISO 8601 time such as 2026-11-24T10:00:00+01:00, got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
 def body_preview(body: bytes, limit: int = _PREVIEW_CHARS) -> str:
     """The start of a body as one printable line (undecodable bytes and controls escaped)."""
     text = body[: limit * 4].decode("utf-8", errors="backslashreplace")

@@ -135,6 +135,18 @@ COMMANDS: tuple[Command, ...] = (
         "rocketstore.commands.config:run_config",
     ),
     Command(
+        "console",
+        "the operators' web console on 127.0.0.1: cluster, topics, groups, messages, connections, charts",
+        "rocketstore.commands.console:console_arguments",
+        "rocketstore.commands.console:run_console",
+    ),
+    Command(
+        "console-account",
+        "add a web console account or change its role and password (hashed, in the accounts file)",
+        "rocketstore.commands.console:account_arguments",
+        "rocketstore.commands.console:run_account",
+    ),
+    Command(
         "cluster",
         "a cluster of broker groups: list what the registry in etcd shows; drain a group (admin API)",
         "rocketstore.commands.cluster:cluster_arguments",

@@ -65,7 +65,9 @@ def batch_size(text: str) -> int:
 # -- the options -------------------------------------------------------------------------------
 
 
-def add_connection_arguments(p: argparse.ArgumentParser, *, admin: bool = False, several: bool = False) -> None:
+def add_connection_arguments(
+    p: argparse.ArgumentParser, *, admin: bool = False, several: bool = False, json: bool = True
+) -> None:
     if several:
         p.add_argument(
             "--endpoint",
@@ -83,7 +85,8 @@ def add_connection_arguments(p: argparse.ArgumentParser, *, admin: bool = False,
             metavar="HOST:PORT",
             help=f"the broker's client endpoint (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)",
         )
-    p.add_argument("--json", action="store_true", help="print results as JSON")
+    if json:
+        p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--tls-ca-file", metavar="FILE", help="use TLS, trusting this CA certificate")
     p.add_argument(
         "--request-timeout-s", type=seconds, default=10.0, metavar="S", help="deadline of each call (default 10)"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SHIPPED = {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "demos", "rocketstore"}
+SHIPPED = {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "demos", "console", "rocketstore"}
 # Never copied: environments, caches, build output and the Node.js client's modules.
 NOT_SOURCE = (
     ".git",
@@ -46,6 +46,8 @@ def test_the_wheel_holds_the_product_and_no_rigs(tmp_path):
     packages = {str(p.parent.relative_to(ROOT)) for name in SHIPPED for p in (ROOT / name).rglob("__init__.py")}
     assert packages <= {name.rsplit("/", 1)[0] for name in names}
     assert "rocketstore/commands/status.py" in names and "demos/local_brokers.py" in names
+    # The console's pages and static files ship beside its code.
+    assert {"console/templates/base.html", "console/static/console.js", "console/static/console.css"} <= set(names)
 
 
 def test_nothing_shipped_may_import_what_is_not():
