@@ -14,7 +14,7 @@ OFFICIAL_STAMP := $(OFFICIAL)/.installed
 NODE_CLIENT := tests/node-client
 NODE_STAMP := $(NODE_CLIENT)/node_modules/.installed
 
-.PHONY: setup demo lint format test bench proto clean cluster cluster-down
+.PHONY: setup demo console lint format test bench proto clean cluster cluster-down
 
 setup: $(STAMP)
 
@@ -35,6 +35,18 @@ $(NODE_STAMP): $(NODE_CLIENT)/package-lock.json
 
 demo: $(STAMP)
 	$(BIN)/rocketstore demo
+
+# The web console on http://127.0.0.1:8080/: on the compose cluster when it runs (log in as admin
+# with .cluster/replication_secret), else on a SYNC_MASTER and its slave started for it (the
+# console prints where their admin secret is). Ctrl-C stops it (and the pair).
+COMPOSE_ENDPOINTS := 127.0.0.1:10911;127.0.0.1:10921;127.0.0.1:10931
+console: $(STAMP)
+	@if [ -f .cluster/replication_secret ] && $(BIN)/rocketstore health --endpoint 127.0.0.1:10911 \
+		--secret-file .cluster/replication_secret >/dev/null 2>&1; then \
+		$(BIN)/rocketstore console --endpoint "$(COMPOSE_ENDPOINTS)" --secret-file .cluster/replication_secret; \
+	else \
+		$(BIN)/rocketstore console --local-pair; \
+	fi
 
 # The formatter's check, the linter and the type checker (configured in pyproject.toml) run
 # before every test run; `make format` applies the formatter.

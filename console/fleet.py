@@ -102,7 +102,9 @@ class Fleet:
         timeout_s: float = 5.0,
         tls_ca_file: str | None = None,
         clock_ms: Callable[[], int] = wall_ms,
+        client_factory: Callable[..., AdminClient] = AdminClient,
     ) -> None:
+        self._new_client = client_factory
         self._secret = secret
         self._timeout_s = timeout_s
         self._tls_ca_file = tls_ca_file
@@ -122,7 +124,9 @@ class Fleet:
                 raise RocketStoreError("the console is shutting down")
             client = self._clients.get(endpoint)
             if client is None:
-                client = AdminClient(endpoint, self._secret, timeout_s=self._timeout_s, tls_ca_file=self._tls_ca_file)
+                client = self._new_client(
+                    endpoint, self._secret, timeout_s=self._timeout_s, tls_ca_file=self._tls_ca_file
+                )
                 self._clients[endpoint] = client
             return client
 

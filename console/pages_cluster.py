@@ -32,7 +32,7 @@ def broker_row(now: Snapshot, history: History, broker: BrokerState) -> dict[str
     link = now.slave_link(broker.group, broker.broker_id) if status.get("role") == "SLAVE" else None
     master = now.master(broker.group)
     in_sync = (master.status or {}).get("in_sync_replica_ids") if master is not None else None
-    rates = history.last_rates((broker.group, broker.broker_id))
+    rates = history.last_rates((broker.group, broker.broker_id)) if broker.reachable else None
     return {
         "broker": broker,
         "role": broker.role if broker.reachable else f"UNREACHABLE (was {broker.last_role})",
@@ -45,7 +45,9 @@ def broker_row(now: Snapshot, history: History, broker: BrokerState) -> dict[str
         "in_per_s": rates.messages_in_per_s if rates else None,
         "out_per_s": rates.messages_out_per_s if rates else None,
         "lease_ms": status.get("lease_valid_ms"),
-        "fence": status.get("write_refusal") or "",
+        # A slave never takes writes: only a master's refusal is a fence worth showing.
+        "fence": (status.get("write_refusal") or "") if status.get("role") != "SLAVE" else "",
+        "error": broker.error.split("): ", 1)[0] + ")" if "): " in broker.error else broker.error,
     }
 
 

@@ -19,6 +19,8 @@ from .fleet import Fleet, Snapshot
 from .history import History
 
 log = logging.getLogger("rocketstore.console.events")
+# Events that need nobody's attention.
+CALM = frozenset({"start", "back"})
 T = TypeVar("T")
 
 
@@ -44,7 +46,7 @@ class Sampler:
         snapshot = self.fleet.poll()
         with self._lock:
             for event in self._history.record(snapshot):
-                log.warning("%s: %s", event.group, event.text)
+                log.log(logging.INFO if event.kind in CALM else logging.WARNING, "%s: %s", event.group, event.text)
         return snapshot
 
     def latest(self) -> Snapshot:

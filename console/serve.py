@@ -62,12 +62,13 @@ def serve(config: ConsoleConfig, accounts: Accounts, *, ready: Callable[[str], N
             f"log-in: {'the accounts file' if not accounts.uses_secret else 'admin with the admin secret'})"
         )
         try:
-            server.run()
+            server.run()  # waitress ends its loop on KeyboardInterrupt (SIGINT, or SIGTERM here)
         except KeyboardInterrupt:
-            log.info("console stopping")
+            pass
         finally:
             signal.signal(signal.SIGTERM, previous)
             server.close()
+            log.info("console stopped")
     finally:
         sampler.stop()
         fleet.close()

@@ -186,7 +186,9 @@ def _guard() -> Response | None:
     role = state.accounts.role_of(name) if name else None
     now = state.clock_ms()
     if role is None or not session_fresh(session.get("seen_ms"), now, state.config.session_idle_ms):
-        session.clear()
+        # The CSRF token stays: a log-in page open in another tab must still work.
+        session.pop("account", None)
+        session.pop("seen_ms", None)
         if request.path.startswith("/api/"):
             abort(401, "log in first")
         return redirect(url_for("auth.login_page", next=request.full_path if request.method == "GET" else None))

@@ -3,6 +3,7 @@
 
     rocketstore console --endpoint HOST:PORT[;HOST:PORT...] [--secret-file F] [--accounts FILE]
         [--bind ADDRESS] [--port N] [--sample-interval-s S] [--history-minutes M] [--audit-log FILE]
+    rocketstore console --local-pair [DIR]          # a SYNC_MASTER and its slave started for it
     rocketstore console-account --accounts FILE --name NAME [--role admin|read-only] [--password-stdin]
 
 `console` serves until Ctrl-C or SIGTERM; its log (and the audit log of every change, with the
@@ -60,16 +61,53 @@ def console_arguments(p: argparse.ArgumentParser) -> None:
         "--session-idle-minutes", type=seconds, default=60.0, metavar="M", help="log out after M unused minutes"
     )
     p.add_argument("--audit-log", type=Path, metavar="FILE", help="append the audit log to FILE too")
+    p.add_argument(
+        "--local-pair",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="start a SYNC_MASTER and its slave on 127.0.0.1 first (files in DIR, else a temporary directory) "
+        "and serve the console on them, instead of --endpoint and --secret-file; both stop with the console",
+    )
 
 
 def run_console(args: argparse.Namespace) -> int:
     _require_extra()
+    check_tls_file(args)
+    if args.local_pair is not None:
+        return _on_a_local_pair(args)
+    return _serve(args, admin_secret(args))
+
+
+def _on_a_local_pair(args: argparse.Namespace) -> int:
+    """The console on a master and a slave of its own (`demos.local_brokers`), like `demo`'s."""
+    import tempfile
+
+    from client import parse_endpoint
+    from demos.local_brokers import BrokerStartError, LocalCluster
+
+    base = Path(args.local_pair) if args.local_pair else Path(tempfile.mkdtemp(prefix="rocketstore-console-"))
+    cluster = LocalCluster(base, master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    try:
+        cluster.start()
+        args.endpoint = [parse_endpoint(b.client_endpoint) for b in cluster.brokers]
+        print(
+            f"local pair in {base}: master {cluster.master.client_endpoint}, slave "
+            f"{cluster.slave_brokers[0].client_endpoint}; the admin secret is in {cluster.secret_file}",
+            flush=True,
+        )
+        return _serve(args, cluster.admin_secret())
+    except BrokerStartError as exc:
+        raise CommandError(f"the local pair did not start: {exc}") from None
+    finally:
+        cluster.stop()
+
+
+def _serve(args: argparse.Namespace, secret: bytes) -> int:
     from console.accounts import Accounts, AccountsError
     from console.config import ConsoleConfig
     from console.serve import serve
 
-    check_tls_file(args)
-    secret = admin_secret(args)
     try:
         accounts = Accounts.from_file(args.accounts) if args.accounts else Accounts.from_secret(secret)
         config = ConsoleConfig(

@@ -1,0 +1,160 @@
+"""Rigs for the web console's browser tests: `rocketstore console` as a process on 127.0.0.1 (port
+chosen by the OS, read from its ready line), Debian's headless Chromium driven through its own
+chromedriver (selenium is given both paths, so it downloads nothing), and the screenshots each
+test saves as artifacts.
+
+Screenshots go to $ROCKETSTORE_CONSOLE_SCREENSHOTS, else build/console-screenshots/ in the
+checkout (ignored by git); the test prints the directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from support import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1440,1000",
+)
+
+
+def screenshot_dir() -> Path:
+    where = Path(os.environ.get("ROCKETSTORE_CONSOLE_SCREENSHOTS") or ROOT / "build" / "console-screenshots")
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+class ConsoleProcess:
+    """`rocketstore console` with its log in `log_path`; `url` once it said it is ready."""
+
+    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "rocketstore.cli", "console", "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        ready = wait_until(
+            lambda: (
+                next((line for line in self.lines if "console ready" in line), None) or self.process.poll() is not None
+            ),
+            timeout_s=60,
+            what="the console's ready line",
+        )
+        if ready is True:
+            raise AssertionError(f"the console exited {self.process.returncode}:\n{self.log()}")
+        self.url = ready.split("ready: ", 1)[1].split()[0].rstrip("/")
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+        self._reader.join(10)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        self._log.close()
+        return self.process.returncode
+
+
+def chromium(profile_dir: Path) -> WebDriver:
+    """Headless Chromium with a fresh profile; an AssertionError saying what is missing when the
+    browser or its driver is not installed (the tests fail then, they never skip)."""
+    for path in (CHROMIUM, CHROMEDRIVER):
+        assert Path(path).exists(), f"{path} is missing: apt-get install chromium chromium-driver (.ci/run does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (*CHROMIUM_ARGS, f"--user-data-dir={profile_dir}"):
+        options.add_argument(arg)
+    try:
+        return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    except WebDriverException as exc:
+        raise AssertionError(f"headless Chromium did not start: {exc.msg}") from None
+
+
+class Browser:
+    """A driver on one console: pages by path, the text of elements, screenshots by name."""
+
+    def __init__(self, driver: WebDriver, url: str, shots: Path, prefix: str) -> None:
+        self.driver = driver
+        self.url = url
+        self.shots = shots
+        self.prefix = prefix
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.url + path)
+
+    def text(self, css: str = "body") -> str:
+        return self.driver.find_element(By.CSS_SELECTOR, css).text
+
+    def texts(self, css: str) -> list[str]:
+        return [e.text for e in self.driver.find_elements(By.CSS_SELECTOR, css)]
+
+    def fill(self, css: str, value: str) -> None:
+        field = self.driver.find_element(By.CSS_SELECTOR, css)
+        field.clear()
+        field.send_keys(value)
+
+    def click(self, css: str) -> None:
+        self.driver.find_element(By.CSS_SELECTOR, css).click()
+
+    def log_in(self, account: str, password: str) -> None:
+        self.open("/")
+        self.fill("#login-account", account)
+        self.fill("#login-password", password)
+        self.click("#login-submit")
+        wait_until(lambda: self.driver.find_elements(By.ID, "account"), timeout_s=30, what="the log-in")
+
+    def shows(self, path: str, condition, timeout_s: float = 60, what: str = "the page") -> object:
+        """Open `path` until `condition(self)` is truthy (the page reloaded each try)."""
+
+        def look():
+            self.open(path)
+            return condition(self)
+
+        return wait_until(look, timeout_s=timeout_s, what=what)
+
+    def screenshot(self, name: str) -> Path:
+        path = self.shots / f"{self.prefix}{name}.png"
+        self.driver.save_screenshot(str(path))
+        return path
