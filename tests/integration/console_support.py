@@ -20,6 +20,8 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.wait import WebDriverWait
 
 from support import wait_until
 
@@ -136,14 +138,21 @@ class Browser:
         field.send_keys(value)
 
     def click(self, css: str) -> None:
+        """Click what does not leave the page (a checkbox)."""
         self.driver.find_element(By.CSS_SELECTOR, css).click()
+
+    def follow(self, css: str, by: str = By.CSS_SELECTOR) -> None:
+        """Click a link or a submit button and wait until the next page has replaced this one."""
+        old = self.driver.find_element(By.TAG_NAME, "html")
+        self.driver.find_element(by, css).click()
+        WebDriverWait(self.driver, 60).until(staleness_of(old))
 
     def log_in(self, account: str, password: str) -> None:
         self.open("/")
         self.fill("#login-account", account)
         self.fill("#login-password", password)
-        self.click("#login-submit")
-        wait_until(lambda: self.driver.find_elements(By.ID, "account"), timeout_s=30, what="the log-in")
+        self.follow("#login-submit")
+        assert self.driver.find_elements(By.ID, "account"), self.text()
 
     def shows(self, path: str, condition, timeout_s: float = 60, what: str = "the page") -> object:
         """Open `path` until `condition(self)` is truthy (the page reloaded each try)."""

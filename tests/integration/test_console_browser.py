@@ -14,7 +14,7 @@ import time
 import pytest
 
 from console_support import Browser, ConsoleProcess, chromium, screenshot_dir
-from pop_support import Pop
+from pop_support import Pop, heartbeat
 from support import BROKER_TEST_SETTINGS, wait_until
 
 from client import AdminClient, Producer, PullConsumer
@@ -93,8 +93,8 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
     # Topics: create one from the form; the broker has it.
     browser.open("/topics")
     browser.fill("#new-topic", TOPIC)
-    browser.click("#create-topic-submit")
-    wait_until(lambda: f"Topic {TOPIC} created on broker-a" in browser.text(), what="the topic created")
+    browser.follow("#create-topic-submit")
+    assert f"Topic {TOPIC} created on broker-a" in browser.text()
     with AdminClient(master.client_endpoint, secret) as admin:
         described = admin.describe_topic(TOPIC)
     assert (described["topic"]["read_queue_nums"], described["topic"]["write_queue_nums"]) == (4, 4)
@@ -115,6 +115,7 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
         lambda b: b.texts("tr.message td:nth-child(8)") == [sent[7].msg_id],
         what="the message by key",
     )
+    assert browser.texts("tr.message td.keys") == ["order-7"]
     browser.screenshot("messages-by-key")
     found = browser.shows(
         f"/messages?mode=time&topic={TOPIC}&since={since}&until={until}&size=50",
@@ -125,9 +126,10 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
     browser.screenshot("messages-by-time")
     browser.open(f"/messages?mode=time&topic={TOPIC}&since={since}&until={until}&size=10")
     assert len(browser.texts("tr.message")) == 10
-    browser.click("#next-page")
+    browser.follow("#next-page")
     assert len(browser.texts("tr.message")) == 2
-    browser.driver.find_element("link text", sent[3].msg_id).click()
+    browser.open(f"/messages?mode=key&topic={TOPIC}&key=order-3")
+    browser.follow(sent[3].msg_id, by="link text")
     assert '"total": 30' in browser.text("#body") and browser.text("#client-msg-id") == sent[3].msg_id
     browser.screenshot("message")
 
@@ -141,17 +143,18 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
             consumer.update_offset(TOPIC, queue_id, page.next_offset)
     browser.shows(f"/groups/view?group={GROUP}", lambda b: b.text("#total-lag") == "0", what="the lag fall to 0")
     browser.screenshot("group")
-    browser.shows("/groups", lambda b: GROUP in b.texts("#groups tr td:first-child"), what="the group listed")
+    listed = browser.shows("/groups", lambda b: b.text(f'#groups tr[data-group="{GROUP}"]'), what="the group listed")
+    assert listed.split() == [GROUP, "broker-a", TOPIC, "0", "-", "0", "-"]  # no member online, not a pop group
     browser.screenshot("groups")
     browser.open(f"/groups/view?group={GROUP}")
     browser.click("input[name=force]")
-    browser.click("#reset-preview")
-    assert browser.texts("#reset-plan td.new-offset") == ["0", "0", "0", "0"]
+    browser.follow("#reset-preview")
+    assert browser.texts("#reset-plan td.new-offset") == ["0", "0", "0", "0"], browser.text()
     with AdminClient(master.client_endpoint, secret) as admin:
         assert sum(q["lag"] for q in admin.consumer_progress(GROUP, TOPIC)) == 0  # a preview changes nothing
     browser.screenshot("group-reset-preview")
-    browser.click("#reset-apply")
-    wait_until(lambda: "reset: queue 0 -> 0" in browser.text(), what="the reset applied")
+    browser.follow("#reset-apply")
+    assert "reset: queue 0 -> 0" in browser.text()
     assert browser.text("#total-lag") == "12"
 
     # A dead letter: listed, opened, resent to its topic once.
@@ -163,29 +166,32 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
         pop.close()
     browser.shows("/dlq", lambda b: b.texts('tr[data-topic="%DLQ%pop-group"] td.num') == ["1"], what="the DLQ")
     browser.screenshot("dead-letters")
-    browser.click('tr[data-topic="%DLQ%pop-group"] a.browse')
-    browser.driver.find_element("css selector", "tr.message td:nth-child(8) a").click()
+    browser.follow('tr[data-topic="%DLQ%pop-group"] a.browse')
+    browser.follow("tr.message td:nth-child(8) a")
     assert f"It came from {TOPIC}" in browser.text("section.dlq")
     browser.screenshot("dead-letter")
-    browser.click("#resend")
-    wait_until(lambda: f"Resent to {TOPIC}" in browser.text(), what="the resend")
+    browser.follow("#resend")
+    assert f"Resent to {TOPIC}" in browser.text()
     (copy_id,) = browser.texts("tr.message td:nth-child(8)")
     with AdminClient(master.client_endpoint, secret) as admin:
         copies = wait_until(lambda: admin.query_message(msg_id=copy_id, topic=TOPIC), what="the copy on the broker")
         assert copies[0]["properties"]["ORIGIN_MESSAGE_ID"] == popped[0].system_properties.message_id
         assert sum(q["max_offset"] for q in admin.describe_topic(TOPIC)["queues"]) == 13
 
-    # Connections by protocol, and the charts drawn from the brokers' counters.
-    with Producer(master.client_endpoint) as producer:
-        producer.send(TOPIC, b"one more")
-        browser.shows(
+    # Connections by protocol: a producer as the official clients announce one, a pull consumer
+    # (one that closed said goodbye), the pop consumer above; then the charts drawn from the
+    # brokers' counters.
+    assert heartbeat(master.client_endpoint, "producer-client-1") == 20000
+    with PullConsumer(master.client_endpoint, group=GROUP) as consumer:
+        consumer.pull(TOPIC, 0, 0, max_messages=1)
+        connections = browser.shows(
             "/connections",
-            lambda b: (
-                any("PRODUCER" in t for t in b.texts(f'section[data-broker="broker-a/0"] tr.producer'))
-                and any("GRPC_PULL" in t for t in b.texts('section[data-broker="broker-a/0"] tr.consumer'))
-            ),
+            lambda b: (rows := b.texts('section[data-broker="broker-a/0"] tr.client')) and len(rows) >= 3 and rows,
             what="producers and consumers by protocol",
         )
+    assert any(r.startswith("PRODUCER GRPC producer-client-1") for r in connections)
+    assert any(r.startswith("CONSUMER GRPC_PULL") and GROUP in r for r in connections)
+    assert any(r.startswith("CONSUMER GRPC_POP") and "pop-group" in r for r in connections)
     browser.screenshot("connections")
     browser.open("/charts")
     wait_until(
@@ -194,7 +200,7 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
     browser.screenshot("charts")
 
     # A read-only account sees the pages and none of the forms.
-    browser.click("header form.who button")
+    browser.follow("header form.who button")
     browser.log_in("viewer", VIEWER_PASSWORD)
     browser.open("/topics")
     assert TOPIC in browser.text("#topics") and not browser.driver.find_elements("css selector", "#create-topic")
