@@ -17,6 +17,7 @@ from .web import console, snapshot
 pages = Blueprint("cluster", __name__)
 
 TIMELINE_WIDTH = 1000
+MARGIN = 10  # a mark at either end stays whole
 
 
 def _disk(status: dict[str, Any]) -> dict[str, Any] | None:
@@ -55,7 +56,7 @@ def timeline(history: History, group: str, now_ms: int) -> list[dict[str, Any]]:
     """The group's events of the history window, placed along a line TIMELINE_WIDTH wide."""
     start = now_ms - history.window_ms
     return [
-        {"event": e, "x": round(TIMELINE_WIDTH * (e.at_ms - start) / history.window_ms, 1)}
+        {"event": e, "x": round(MARGIN + (TIMELINE_WIDTH - 2 * MARGIN) * (e.at_ms - start) / history.window_ms, 1)}
         for e in history.recent_events(start, [group])
     ]
 

@@ -6,23 +6,23 @@ when they were last seen.
 from __future__ import annotations
 
 from collections import Counter
+from operator import methodcaller
 
 from flask import Blueprint, render_template
 
-from .web import broker_call, console, snapshot
+from .web import ask_broker, snapshot
 
 pages = Blueprint("connections", __name__)
 
 
 @pages.get("/connections")
 def connections() -> str:
-    fleet = console().sampler.fleet
     brokers = []
     for group, members in snapshot().groups().items():
         for broker in members:
             if not group or not broker.reachable:
                 continue
-            clients, error = broker_call(fleet.admin(broker.endpoint).list_clients)
+            clients, error = ask_broker(broker, methodcaller("list_clients"))
             clients = sorted(clients or [], key=lambda c: (c["kind"], c["protocol"], c["group"], c["client_id"]))
             brokers.append(
                 {

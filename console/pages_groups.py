@@ -6,6 +6,7 @@ reset applied from the preview's form.
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import Any
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
@@ -13,7 +14,7 @@ from werkzeug.wrappers import Response
 
 from client.report import parse_moment_ms
 
-from .web import audit, broker_call, change, console, group_broker, say, snapshot
+from .web import ask, ask_broker, ask_every_group, audit, broker_groups, change, say, snapshot
 
 pages = Blueprint("groups", __name__)
 
@@ -22,13 +23,8 @@ TARGETS = ("time", "earliest", "latest", "offset")
 
 @pages.get("/groups")
 def groups() -> str:
-    fleet = console().sampler.fleet
     rows, errors = [], []
-    for group in snapshot().groups():
-        if not group:
-            continue
-        broker = group_broker(group, write=False)
-        listed, error = broker_call(fleet.admin(broker.endpoint).list_consumer_groups)
+    for group, listed, error in ask_every_group(methodcaller("list_consumer_groups")):
         if error:
             errors.append(f"{group}: {error}")
         rows += [{**entry, "broker_group": group} for entry in listed or ()]
@@ -39,10 +35,10 @@ def groups() -> str:
 def _members(group: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The group's clients as every reachable broker heard them (a pull consumer may read from a
     slave), one row per client and broker."""
-    fleet = console().sampler.fleet
     members, errors = [], []
+    consumers = methodcaller("list_clients", group, "CONSUMER")
     for broker in (b for brokers in snapshot().groups().values() for b in brokers if b.reachable and b.group):
-        seen, error = broker_call(fleet.admin(broker.endpoint).list_clients, group, "CONSUMER")
+        seen, error = ask_broker(broker, consumers)
         if error:
             errors.append(f"{broker.group}/{broker.broker_id}: {error}")
         members += [{**client, "broker": f"{broker.group}/{broker.broker_id}"} for client in seen or ()]
@@ -54,13 +50,8 @@ def describe() -> str:
     name = (request.args.get("group") or "").strip()
     if not name:
         abort(400, "say which consumer group")
-    fleet = console().sampler.fleet
     progress, errors = [], []
-    for group in snapshot().groups():
-        if not group:
-            continue
-        broker = group_broker(group, write=False)
-        rows, error = broker_call(fleet.admin(broker.endpoint).consumer_progress, name)
+    for group, rows, error in ask_every_group(methodcaller("consumer_progress", name)):
         if error and "has no offsets" not in error:
             errors.append(f"{group}: {error}")
         if rows:
@@ -75,7 +66,7 @@ def describe() -> str:
         members=members,
         errors=errors + member_errors,
         topics=topics,
-        broker_groups=[g for g in snapshot().groups() if g],
+        broker_groups=broker_groups(),
     )
 
 
@@ -110,10 +101,8 @@ def _reset(asked: dict[str, Any], *, dry_run: bool) -> tuple[dict[str, Any] | No
         queue_id = int(asked["queue"]) if asked["queue"] else None
     except ValueError as exc:
         return None, str(exc)
-    broker = group_broker(asked["broker_group"], write=not dry_run)
-    admin = console().sampler.fleet.admin(broker.endpoint)
-    return broker_call(
-        admin.reset_offset,
+    reset = methodcaller(
+        "reset_offset",
         asked["group"],
         asked["topic"],
         dry_run=dry_run,
@@ -121,6 +110,7 @@ def _reset(asked: dict[str, Any], *, dry_run: bool) -> tuple[dict[str, Any] | No
         force=asked["force"],
         **where,
     )
+    return ask(asked["broker_group"], reset, write=not dry_run)
 
 
 @pages.post("/groups/reset/preview")

@@ -10,6 +10,7 @@ twice stores one copy (the broker answers a repeated id with the first copy's re
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import Any
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
@@ -20,7 +21,7 @@ from client.report import body_preview, cursor_text, parse_cursor, parse_moment_
 
 from . import render
 from .pages_topics import all_topics
-from .web import audit, broker_call, change, console, group_broker, say, snapshot
+from .web import ask, ask_every_group, audit, broker_groups, change, say
 
 pages = Blueprint("messages", __name__)
 
@@ -40,14 +41,9 @@ def _by_lookup(mode: str, args: Any) -> tuple[list[dict[str, Any]], list[str]]:
         return [], ["say what to look for"]
     if mode == "key" and not topic:
         return [], ["a look-up by key needs its topic (keys are indexed per topic)"]
-    fleet = console().sampler.fleet
+    query = {"msg_id": wanted.strip()} if mode == "id" else {"key": wanted.strip()}
     found, errors = [], []
-    for group in snapshot().groups():
-        if not group:
-            continue
-        broker = group_broker(group, write=False)
-        query = {"msg_id": wanted.strip()} if mode == "id" else {"key": wanted.strip()}
-        answer, error = broker_call(fleet.admin(broker.endpoint).query_message, topic=topic, **query)
+    for group, answer, error in ask_every_group(methodcaller("query_message", topic=topic, **query)):
         if error and "does not exist" not in error:
             errors.append(f"{group}: {error}")
         found += [_row(m, group) for m in answer or ()]
@@ -70,21 +66,13 @@ def _by_time(args: Any) -> dict[str, Any]:
     except ValueError as exc:
         out["errors"].append(str(exc))
         return out
-    groups = [g for g in snapshot().groups() if g]
+    groups = broker_groups()
     group = args.get("broker_group") or (groups[0] if groups else "")
     if group not in groups:
         out["errors"].append(f"no broker group {group!r} is known")
         return out
-    broker = group_broker(group, write=False)
-    fleet = console().sampler.fleet
-    page, error = broker_call(
-        fleet.admin(broker.endpoint).list_messages,
-        topic,
-        since,
-        until,
-        max_messages=max(1, min(size, 256)),
-        cursor=cursor,
-    )
+    listing = methodcaller("list_messages", topic, since, until, max_messages=max(1, min(size, 256)), cursor=cursor)
+    page, error = ask(group, listing)
     if error and "does not exist" not in error:
         out["errors"].append(f"{group}: {error}")
     page = page or {"messages": [], "next_cursor": {}, "more": False, "damaged_offsets": []}
@@ -121,8 +109,7 @@ def view() -> str:
         offset = int(request.args.get("offset", ""))
     except ValueError:
         abort(400, "say which message: its CommitLog offset")
-    broker = group_broker(group, write=False)
-    found, error = broker_call(console().sampler.fleet.admin(broker.endpoint).query_message, commit_log_offset=offset)
+    found, error = ask(group, methodcaller("query_message", commit_log_offset=offset))
     if not found:
         abort(404, error or f"no message at CommitLog offset {offset} on {group}")
     message = found[0]
@@ -146,14 +133,12 @@ def view() -> str:
 @pages.get("/dlq")
 def dead_letters() -> str:
     listed, errors = all_topics()
-    fleet = console().sampler.fleet
     rows = []
     for name, topic in listed.items():
         if topic["kind"] != "dlq":
             continue
         for group in topic["groups"]:
-            broker = group_broker(group, write=False)
-            described, error = broker_call(fleet.admin(broker.endpoint).describe_topic, name)
+            described, error = ask(group, methodcaller("describe_topic", name))
             queues = (described or {}).get("queues", [])
             rows.append(
                 {
@@ -177,13 +162,8 @@ def resend() -> Response:
         offset = int(request.form.get("offset", ""))
     except ValueError:
         abort(400, "say which dead letter: its CommitLog offset")
-    broker = group_broker(group, write=True)
-    answer, error = broker_call(
-        console().sampler.fleet.admin(broker.endpoint).resend_dead_letter,
-        commit_log_offset=offset,
-        dry_run=False,
-        new_client_msg_id=new_id,
-    )
+    resend = methodcaller("resend_dead_letter", commit_log_offset=offset, dry_run=False, new_client_msg_id=new_id)
+    answer, error = ask(group, resend, write=True)
     audit("dlq.resend", "failed" if error else "ok", broker_group=group, offset=offset, new_id=new_id)
     if answer is None:
         say(f"Resend failed: {error}", "error")

@@ -6,6 +6,7 @@ consumer groups whose offsets are removed.
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import Any
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
@@ -13,7 +14,7 @@ from werkzeug.wrappers import Response
 
 from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SYSTEM_TOPICS
 
-from .web import audit, broker_call, change, console, group_broker, say, snapshot
+from .web import ask, ask_every_group, audit, broker_groups, change, say
 
 pages = Blueprint("topics", __name__)
 
@@ -35,12 +36,7 @@ def all_topics() -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Topics by name over every group ({spec..., groups: {group: spec}, kind}), and errors."""
     topics: dict[str, dict[str, Any]] = {}
     errors = []
-    fleet = console().sampler.fleet
-    for group in snapshot().groups():
-        if not group:
-            continue
-        broker = group_broker(group, write=False)
-        listed, error = broker_call(fleet.admin(broker.endpoint).list_topics)
+    for group, listed, error in ask_every_group(methodcaller("list_topics")):
         if error:
             errors.append(f"{group}: {error}")
         for spec in listed or ():
@@ -72,8 +68,7 @@ def topics() -> str:
     listed, errors = all_topics()
     rows = [t for t in listed.values() if t["kind"] in shown]
     hidden = sum(1 for t in listed.values() if t["kind"] not in shown)
-    groups = [g for g in snapshot().groups() if g]
-    return render_template("topics.html", rows=rows, hidden=hidden, shown=shown, errors=errors, groups=groups)
+    return render_template("topics.html", rows=rows, hidden=hidden, shown=shown, errors=errors, groups=broker_groups())
 
 
 @pages.post("/topics")
@@ -88,17 +83,9 @@ def create() -> Response:
     groups = form.getlist("groups")
     if not groups:
         abort(400, "choose at least one broker group to place the topic on")
-    fleet = console().sampler.fleet
+    create = methodcaller("create_topic", name, read_queues=read, write_queues=write, perm=perm, order=order)
     for group in groups:
-        broker = group_broker(group, write=True)
-        _, error = broker_call(
-            fleet.admin(broker.endpoint).create_topic,
-            name,
-            read_queues=read,
-            write_queues=write,
-            perm=perm,
-            order=order,
-        )
+        _, error = ask(group, create, write=True)
         details = {"topic": name, "group": group, "read": read, "write": write, "perm": perm, "order": order}
         audit("topic.create", "failed" if error else "ok", **details)
         if error:
@@ -111,33 +98,23 @@ def create() -> Response:
 @pages.get("/topics/view")
 def describe() -> str:
     name = _required_topic(request.args)
-    fleet = console().sampler.fleet
-    described = []
-    for group in snapshot().groups():
-        if not group:
-            continue
-        broker = group_broker(group, write=False)
-        answer, error = broker_call(fleet.admin(broker.endpoint).describe_topic, name)
-        if answer is not None or "does not exist" not in error:
-            described.append({"group": group, "answer": answer, "error": error})
+    described = [
+        {"group": group, "answer": answer, "error": error}
+        for group, answer, error in ask_every_group(methodcaller("describe_topic", name))
+        if answer is not None or "does not exist" not in error
+    ]
     return render_template("topic.html", topic=name, described=described)
 
 
 def _loss(name: str) -> list[dict[str, Any]]:
     """Per group holding the topic: its queues' messages and the consumer groups with offsets."""
-    fleet = console().sampler.fleet
     out = []
-    for group in snapshot().groups():
-        if not group:
-            continue
-        broker = group_broker(group, write=False)
-        admin = fleet.admin(broker.endpoint)
-        answer, error = broker_call(admin.describe_topic, name)
+    for group, answer, error in ask_every_group(methodcaller("describe_topic", name)):
         if answer is None:
             if "does not exist" not in error:
                 out.append({"group": group, "error": error, "queues": [], "messages": 0, "consumers": []})
             continue
-        consumers, error = broker_call(admin.list_consumer_groups)
+        consumers, error = ask(group, methodcaller("list_consumer_groups"))
         queues = answer["queues"]
         out.append(
             {
@@ -164,10 +141,8 @@ def delete() -> Response:
     if request.form.get("confirm", "") != name:
         say(f"Type the topic's name ({name}) to delete it.", "error")
         return redirect(url_for("topics.delete_page", topic=name))
-    fleet = console().sampler.fleet
     for group in request.form.getlist("groups"):
-        broker = group_broker(group, write=True)
-        removed, error = broker_call(fleet.admin(broker.endpoint).delete_topic, name)
+        removed, error = ask(group, methodcaller("delete_topic", name), write=True)
         audit("topic.delete", "failed" if error else "ok", topic=name, group=group, offsets_removed=removed)
         if error:
             say(f"{group}: {error}", "error")

@@ -27,7 +27,7 @@ from flask import Blueprint, Flask, abort, current_app, flash, g, redirect, rend
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
-from client import RocketStoreError
+from client import AdminClient, RocketStoreError
 
 from . import render
 from .accounts import Accounts, Role
@@ -91,14 +91,27 @@ def say(text: str, category: str = "info") -> None:
     flash(text if len(text) <= MAX_FLASH_CHARS else text[:MAX_FLASH_CHARS] + "...", category)
 
 
-def broker_call(call: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T | None, str]:
-    """(its answer, "") or (None, why it failed) for a call to a broker."""
+def ask_broker(broker: BrokerState, call: Callable[[AdminClient], T]) -> tuple[T | None, str]:
+    """(`call`'s answer on the broker's admin client, "") or (None, why it failed)."""
     try:
-        return call(*args, **kwargs), ""
-    except RocketStoreError as exc:
+        return call(console().sampler.fleet.admin(broker.endpoint)), ""
+    except (RocketStoreError, ValueError) as exc:
         return None, str(exc)
-    except ValueError as exc:
-        return None, str(exc)
+
+
+def ask(group: str, call: Callable[[AdminClient], T], *, write: bool = False) -> tuple[T | None, str]:
+    """`ask_broker` of the group's broker `group_broker` chooses."""
+    return ask_broker(group_broker(group, write=write), call)
+
+
+def broker_groups() -> list[str]:
+    """The groups known by name (brokers that never answered have none)."""
+    return [group for group in snapshot().groups() if group]
+
+
+def ask_every_group(call: Callable[[AdminClient], T]) -> list[tuple[str, T | None, str]]:
+    """(group, answer, error) of `call` asked of each group (reads: its master, else any broker)."""
+    return [(group, *ask(group, call)) for group in broker_groups()]
 
 
 def group_broker(group: str, *, write: bool) -> BrokerState:

@@ -78,10 +78,10 @@ class LineProcess:
                 self._take(self._lines.get(timeout=remaining))
         return condition()
 
-    def kill(self) -> None:
-        """SIGKILL the child and take every line it wrote before dying."""
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the child (SIGKILL unless told) and take every line it wrote before it ended."""
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            os.kill(self.proc.pid, sig)
         self.proc.wait(timeout=30)
         self._reader.join(timeout=30)
         while not self.eof:
@@ -91,6 +91,16 @@ class LineProcess:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+
+class ManualClock:
+    """A clock in Unix ms that moves only when the test sets `now`."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now = now_ms
+
+    def __call__(self) -> int:
+        return self.now
 
 
 def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):

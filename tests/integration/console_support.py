@@ -10,9 +10,8 @@ checkout (ignored by git); the test prints the directory.
 from __future__ import annotations
 
 import os
-import subprocess
+import signal
 import sys
-import threading
 from pathlib import Path
 
 from selenium import webdriver
@@ -23,7 +22,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
-from support import wait_until
+from support import LineProcess, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -47,56 +46,27 @@ def screenshot_dir() -> Path:
     return where
 
 
-class ConsoleProcess:
+class ConsoleProcess(LineProcess):
     """`rocketstore console` with its log in `log_path`; `url` once it said it is ready."""
 
-    def __init__(self, args: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
-        self.log_path = log_path
-        self._log = log_path.open("w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "console", "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            env={**os.environ, **(env or {})},
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        ready = wait_until(
-            lambda: (
-                next((line for line in self.lines if "console ready" in line), None) or self.process.poll() is not None
-            ),
-            timeout_s=60,
-            what="the console's ready line",
-        )
-        if ready is True:
-            raise AssertionError(f"the console exited {self.process.returncode}:\n{self.log()}")
-        self.url = ready.split("ready: ", 1)[1].split()[0].rstrip("/")
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.url = ""
+        super().__init__([sys.executable, "-m", "rocketstore.cli", "console", "--port", "0", *args], log_path)
+        if not self.wait_for(lambda: bool(self.url), timeout_s=60):
+            self.kill()
+            raise AssertionError(f"the console did not say it is ready (exit {self.proc.returncode}):\n{self.log()}")
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
+    def on_line(self, line: str) -> None:
+        if "console ready: " in line:
+            self.url = line.split("ready: ", 1)[1].split()[0].rstrip("/")
 
     def log(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text()
+        return self.stderr()
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
-        self._reader.join(10)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        self._log.close()
-        return self.process.returncode
+        """SIGTERM, as a service manager stops it; its exit status."""
+        self.kill(signal.SIGTERM)
+        return self.proc.returncode
 
 
 def chromium(profile_dir: Path) -> WebDriver:

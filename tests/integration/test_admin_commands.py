@@ -25,10 +25,8 @@ GROUP = "admin-group"
 
 
 @pytest.fixture
-def cluster(make_cluster, monkeypatch):
-    started = make_cluster()
-    monkeypatch.setenv("ROCKETSTORE_ADMIN_SECRET", started.admin_secret().decode())
-    return started
+def cluster(admin_cluster):
+    return admin_cluster
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -138,11 +138,14 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
         for queue_id in range(4):
             consumer.update_offset(TOPIC, queue_id, 0)
         browser.shows(f"/groups/view?group={GROUP}", lambda b: b.text("#total-lag") == "12", what="the lag of 12")
+        members = browser.texts("#members tbody tr")
+        assert len(members) == 1 and "GRPC_PULL" in members[0] and "broker-a/0" in members[0]
+        browser.screenshot("group")
         for queue_id in range(4):
             page = consumer.pull(TOPIC, queue_id, 0, max_messages=32)
             consumer.update_offset(TOPIC, queue_id, page.next_offset)
     browser.shows(f"/groups/view?group={GROUP}", lambda b: b.text("#total-lag") == "0", what="the lag fall to 0")
-    browser.screenshot("group")
+    browser.screenshot("group-consumed")
     listed = browser.shows("/groups", lambda b: b.text(f'#groups tr[data-group="{GROUP}"]'), what="the group listed")
     assert listed.split() == [GROUP, "broker-a", TOPIC, "0", "-", "0", "-"]  # no member online, not a pop group
     browser.screenshot("groups")

@@ -21,10 +21,8 @@ TOPIC = "BrowseTopic"
 
 
 @pytest.fixture
-def cluster(make_cluster, monkeypatch):
-    started = make_cluster()
-    monkeypatch.setenv("ROCKETSTORE_ADMIN_SECRET", started.admin_secret().decode())
-    return started
+def cluster(admin_cluster):
+    return admin_cluster
 
 
 def _send(endpoint: str, bodies: list[str], queues: int) -> list:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import small_store_config
+from support import ManualClock, small_store_config
 
 from rocketstore.broker import admin_messages
 from store import Message, MessageStore, PutMessageStatus
@@ -21,19 +21,11 @@ TOPIC = "Browse"
 T0 = 1_700_000_000_000
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def _store(tmp_path: Path, clock: Clock) -> MessageStore:
+def _store(tmp_path: Path, clock: ManualClock) -> MessageStore:
     return MessageStore(small_store_config(tmp_path / "store", 64 * 1024), clock_ms=clock)
 
 
-def _put(store: MessageStore, clock: Clock, at_ms: int, queue_id: int, body: bytes, **properties: str):
+def _put(store: MessageStore, clock: ManualClock, at_ms: int, queue_id: int, body: bytes, **properties: str):
     clock.now = at_ms
     result = store.put_message(Message(TOPIC, queue_id, body, properties=properties))
     assert result.status is PutMessageStatus.PUT_OK
@@ -60,7 +52,7 @@ def _all_pages(store: MessageStore, config: TopicConfig, begin: int, end: int, l
     open_end=st.booleans(),
 )
 def test_pages_hold_the_range_once_oldest_first(tmp_path_factory, puts, window, limit, open_end):
-    clock = Clock()
+    clock = ManualClock(T0)
     begin, end = T0 + min(window), T0 + max(window)
     with _store(tmp_path_factory.mktemp("pages"), clock) as store:
         config = store.create_or_update_topic(TopicConfig(TOPIC, 4, 4))
@@ -79,7 +71,7 @@ def test_pages_hold_the_range_once_oldest_first(tmp_path_factory, puts, window, 
 
 
 def test_a_group_consumed_what_lies_below_its_committed_offset(tmp_path):
-    clock = Clock()
+    clock = ManualClock(T0)
     with _store(tmp_path, clock) as store:
         store.create_or_update_topic(TopicConfig(TOPIC, 1, 1))
         for i in range(3):
@@ -96,7 +88,7 @@ def test_a_group_consumed_what_lies_below_its_committed_offset(tmp_path):
 
 
 def test_a_dead_letter_copy_goes_back_under_a_new_id(tmp_path):
-    clock = Clock()
+    clock = ManualClock(T0)
     with _store(tmp_path, clock) as store:
         topic = store.create_or_update_topic(TopicConfig(TOPIC, 4, 4))
         store.create_or_update_topic(TopicConfig("%DLQ%g", 1, 1))

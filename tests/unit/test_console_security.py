@@ -11,6 +11,7 @@ import re
 import stat
 
 import pytest
+from support import ManualClock
 
 from console.accounts import Accounts, AccountsError, Role, set_account
 from console.config import ConsoleConfig
@@ -23,14 +24,6 @@ from console.web import create_app, safe_next
 SECRET = b"an-admin-secret-of-32-bytes-here"
 PASSWORD = "correct horse battery"
 T0 = 1_800_000_000_000
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
 
 
 class FakeAdmin:
@@ -52,7 +45,7 @@ class FakeAdmin:
 
 
 class FakeFleet:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
         self.admin_client = FakeAdmin()
 
@@ -73,7 +66,7 @@ def accounts_file(tmp_path):
     return path
 
 
-def _console(accounts: Accounts, clock: Clock, throttle: LoginThrottle | None = None):
+def _console(accounts: Accounts, clock: ManualClock, throttle: LoginThrottle | None = None):
     config = ConsoleConfig(endpoints=("127.0.0.1:10911",), admin_secret=SECRET, session_idle_ms=60_000)
     fleet = FakeFleet(clock)
     sampler = Sampler(fleet, History(config.history_ms), config.sample_interval_ms)  # never started
@@ -168,7 +161,7 @@ def test_the_throttle_refuses_a_source_until_its_failures_age_out():
 
 
 def test_every_page_needs_a_session(accounts_file):
-    client, _ = _console(Accounts.from_file(accounts_file), Clock())
+    client, _ = _console(Accounts.from_file(accounts_file), ManualClock(T0))
     answer = client.get("/topics?show=dlq")
     assert answer.status_code == 302 and answer.headers["Location"].startswith("/login?next=/topics")
     assert client.get("/api/series").status_code == 401
@@ -177,7 +170,7 @@ def test_every_page_needs_a_session(accounts_file):
 
 
 def test_a_request_without_a_session_keeps_the_log_in_forms_token(accounts_file):
-    client, _ = _console(Accounts.from_file(accounts_file), Clock())
+    client, _ = _console(Accounts.from_file(accounts_file), ManualClock(T0))
     token = _csrf(client.get("/login").text)
     assert client.get("/favicon.ico").status_code == 302  # a browser asks for it on its own
     answer = client.post("/login", data={"account": "alice", "password": PASSWORD, "csrf_token": token})
@@ -187,7 +180,7 @@ def test_a_request_without_a_session_keeps_the_log_in_forms_token(accounts_file)
 def test_log_in_refuses_a_wrong_password_and_throttles_the_address(accounts_file, caplog):
     caplog.set_level(logging.INFO, logger="rocketstore.console")
     throttle = LoginThrottle(max_failures=2, window_ms=60_000)
-    client, _ = _console(Accounts.from_file(accounts_file), Clock(), throttle)
+    client, _ = _console(Accounts.from_file(accounts_file), ManualClock(T0), throttle)
     assert _log_in(client, "alice", "wrong password!").status_code == 401
     assert _log_in(client, "alice", "wrong again!!").status_code == 401
     held = _log_in(client, "alice", PASSWORD)  # right, but the address is held up
@@ -200,7 +193,7 @@ def test_log_in_refuses_a_wrong_password_and_throttles_the_address(accounts_file
 
 def test_a_change_needs_the_csrf_token_and_the_admin_role(accounts_file, caplog):
     caplog.set_level(logging.INFO, logger="rocketstore.console")
-    clock = Clock()
+    clock = ManualClock(T0)
     client, fleet = _console(Accounts.from_file(accounts_file), clock)
     form = {"topic": "Payments", "read_queues": "2", "write_queues": "2", "perm": "6", "groups": "broker-a"}
 
@@ -237,7 +230,7 @@ def test_a_change_needs_the_csrf_token_and_the_admin_role(accounts_file, caplog)
 
 
 def test_a_session_ends_when_unused(accounts_file):
-    clock = Clock()
+    clock = ManualClock(T0)
     client, _ = _console(Accounts.from_file(accounts_file), clock)
     _log_in(client, "alice", PASSWORD)
     assert client.get("/dlq").status_code == 200
@@ -250,7 +243,7 @@ def test_a_session_ends_when_unused(accounts_file):
 
 def test_pages_carry_security_headers_and_a_strict_cookie_and_no_secret(caplog):
     caplog.set_level(logging.DEBUG)
-    client, _ = _console(Accounts.from_secret(SECRET), Clock())
+    client, _ = _console(Accounts.from_secret(SECRET), ManualClock(T0))
     answer = _log_in(client, "admin", SECRET.decode())
     cookie = answer.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
@@ -271,6 +264,6 @@ def test_after_log_in_it_goes_only_to_a_path_of_its_own(app_context):
 
 @pytest.fixture
 def app_context():
-    client, _ = _console(Accounts.from_secret(SECRET), Clock())
+    client, _ = _console(Accounts.from_secret(SECRET), ManualClock(T0))
     with client.application.test_request_context():
         yield
