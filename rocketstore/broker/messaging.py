@@ -71,7 +71,7 @@ from .timer_service import TimerService, timer_message
 from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings, half_message
 from .view import BrokerView
-from .cluster_route import other_groups_assignments, other_groups_queues
+from .cluster_route import other_groups_assignments, other_groups_queues, slave_route_id
 
 from .v2_messages import (
     Host,
@@ -375,6 +375,14 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
             read_only = slave or self._store.write_refusal() is not None
             queues = route_queues(request.topic, config, broker.broker_name, 0, here, read_only=read_only)
+            if not slave:
+                # Its slaves, read-only, as the other groups' brokers name them: those connected.
+                for replica in self._view.slave_snapshots(wall_clock_ms()):
+                    if replica.client_endpoint:
+                        replica_id = slave_route_id(replica.broker_id, broker.broker_id)
+                        queues += route_queues(
+                            request.topic, config, broker.broker_name, replica_id, replica.client_endpoint, True
+                        )
             return pb.QueryRouteResponse(status=OK, message_queues=queues), exists
         # A slave names its master as id 0 (where clients write and pop) and itself for reads.
         queues = []

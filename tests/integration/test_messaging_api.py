@@ -14,6 +14,7 @@ import grpc
 from google.protobuf import duration_pb2
 
 from ha.config import HaConfig
+from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
@@ -372,6 +373,12 @@ def test_pulls_work_on_a_slave(tmp_path):
                     (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in route.message_queues
                 }
                 assert by_id == {(0, pb.READ_WRITE, port_of(master)), (1, pb.READ, port_of(slave))}
+                # The master names its connected slave the same way, as the other groups do.
+                master.view.slaves = [SlaveSnapshot("ha", 1, slave.endpoint, 0, 0, 0.0, True, 0)]
+                mastered = await master.stub.QueryRoute(ask, timeout=10)
+                assert {
+                    (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in mastered.message_queues
+                } == by_id
                 # Standing in for a master that is down: itself as id 0, read-only.
                 slave.view.acting = True
                 route = await slave.stub.QueryRoute(ask, timeout=10)
