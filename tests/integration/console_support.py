@@ -9,6 +9,7 @@ checkout (ignored by git); the test prints the directory.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import sys
@@ -67,6 +68,22 @@ class ConsoleProcess(LineProcess):
         """SIGTERM, as a service manager stops it; its exit status."""
         self.kill(signal.SIGTERM)
         return self.proc.returncode
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The IPv4 and IPv6 addresses with a socket listening on `port` (from /proc/net/tcp*)."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                raw = bytes.fromhex(address)
+                words = b"".join(
+                    raw[i : i + 4][::-1] for i in range(0, len(raw), 4)
+                )  # each 32-bit word is little-endian
+                found.add(str(ipaddress.ip_address(words)) if len(raw) == width // 2 else address)
+    return found
 
 
 def chromium(profile_dir: Path) -> WebDriver:

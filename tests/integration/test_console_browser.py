@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from console_support import Browser, ConsoleProcess, chromium, screenshot_dir
+from console_support import Browser, ConsoleProcess, chromium, listening_addresses, screenshot_dir
 from pop_support import Pop, heartbeat
 from support import BROKER_TEST_SETTINGS, wait_until
 
@@ -76,6 +76,8 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
     master, slave = cluster.master, cluster.slave_brokers[0]
     secret = cluster.admin_secret()
     browser = console_on(master.client_endpoint, cluster.secret_file, "group-")
+    # Served on the bind address (127.0.0.1 by default) and nowhere else.
+    assert listening_addresses(int(browser.url.rsplit(":", 1)[1])) == {"127.0.0.1"}
 
     # Cluster: both brokers of the group, their roles, and the slave's lag in bytes and seconds.
     browser.shows(

@@ -1,13 +1,17 @@
 """`rocketstore console-account` and what `rocketstore console` refuses before it serves anything:
 accounts written hashed from stdin, a short or mistyped password, an accounts file others may read,
-no admin secret, a port out of range. In-process, no socket."""
+no admin secret, a port out of range; and the console's config (whether its bind address leaves
+this machine, values it refuses). In-process, no socket."""
 
 from __future__ import annotations
 
 import io
 import os
 
+import pytest
+
 from console.accounts import Accounts, Role
+from console.config import ConsoleConfig
 from rocketstore.cli import main
 
 PASSWORD = "a password long enough"
@@ -55,3 +59,22 @@ def test_the_console_refuses_what_it_cannot_serve_safely(tmp_path, monkeypatch, 
     assert "needs the broker's shared secret" in capsys.readouterr().err
     assert main(["console", "--secret-file", str(secret), "--port", "70000"]) == 2
     assert "at most 65535" in capsys.readouterr().err
+
+
+def test_the_config_knows_when_it_leaves_this_machine_and_refuses_nonsense():
+    def config(**kw):
+        return ConsoleConfig(endpoints=("127.0.0.1:10911",), admin_secret=b"s" * 32, **kw)
+
+    assert all(config(bind_address=a).loopback_only for a in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
+    assert not any(config(bind_address=a).loopback_only for a in ("0.0.0.0", "::", "10.1.2.3", "console.example"))
+    assert "s" * 32 not in repr(config())
+    for bad, words in (
+        ({"port": 70000}, "port"),
+        ({"sample_interval_ms": 10}, "sample_interval_ms"),
+        ({"history_ms": 1000}, "two samples"),
+        ({"bind_address": ""}, "bind_address"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            config(**bad)
+    with pytest.raises(ValueError, match="at least one broker endpoint"):
+        ConsoleConfig(endpoints=(), admin_secret=b"s" * 32)
