@@ -100,8 +100,17 @@ def ask_broker(broker: BrokerState, call: Callable[[AdminClient], T]) -> tuple[T
 
 
 def ask(group: str, call: Callable[[AdminClient], T], *, write: bool = False) -> tuple[T | None, str]:
-    """`ask_broker` of the group's broker `group_broker` chooses."""
-    return ask_broker(group_broker(group, write=write), call)
+    """`ask_broker` of the group's master; for a read, of any broker that answers when the group
+    has no master. (None, why) when the group is unknown or none of its brokers fits."""
+    now = snapshot()
+    if group not in now.groups():
+        return None, f"no broker group {group!r} is known"
+    broker = now.master(group)
+    if broker is None and not write:
+        broker = next(iter(now.reachable(group)), None)
+    if broker is None:
+        return None, f"no {'master' if write else 'broker'} of {group} answers"
+    return ask_broker(broker, call)
 
 
 def broker_groups() -> list[str]:
@@ -112,20 +121,6 @@ def broker_groups() -> list[str]:
 def ask_every_group(call: Callable[[AdminClient], T]) -> list[tuple[str, T | None, str]]:
     """(group, answer, error) of `call` asked of each group (reads: its master, else any broker)."""
     return [(group, *ask(group, call)) for group in broker_groups()]
-
-
-def group_broker(group: str, *, write: bool) -> BrokerState:
-    """Where to ask a group: its master; for reads any reachable broker when it has none. 404
-    for a group the console does not know; 503 when no broker of it answers."""
-    now = snapshot()
-    if group not in now.groups():
-        abort(404, f"no broker group {group!r} is known")
-    broker = now.master(group)
-    if broker is None and not write:
-        broker = next(iter(now.reachable(group)), None)
-    if broker is None:
-        abort(503, f"no {'master' if write else 'broker'} of {group} answers")
-    return broker
 
 
 def safe_next(target: str | None) -> str:

@@ -1,7 +1,8 @@
 """The web console's security without a browser or a socket: accounts with hashed passwords (or the
 admin secret), log-in and its throttle, sessions that expire, CSRF on every change, the admin role
-for changes, the audit log, security headers, and no secret in any page or log line. The console
-runs on Flask's test client over a fleet that answers from memory."""
+for changes, the audit log, security headers, and no secret in any page or log line; and a broker
+group that does not answer leaves the pages of the others served. The console runs on Flask's test
+client over a fleet that answers from memory."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class FakeAdmin:
 
 
 class FakeFleet:
+    """broker-a's master answers; broker-b's only broker stopped answering."""
+
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
         self.admin_client = FakeAdmin()
@@ -52,7 +55,9 @@ class FakeFleet:
     def poll(self) -> Snapshot:
         status = {"role": "SYNC_MASTER", "broker_name": "broker-a", "broker_id": 0, "epoch": 1, "slaves": []}
         master = BrokerState("127.0.0.1:10911", "broker-a", 0, status, "", status, self.clock())
-        return Snapshot(self.clock(), (master,))
+        gone = {**status, "broker_name": "broker-b"}
+        down = BrokerState("127.0.0.1:10921", "broker-b", 0, None, "refused", gone, self.clock() - 60_000)
+        return Snapshot(self.clock(), (master, down))
 
     def admin(self, endpoint: str) -> FakeAdmin:
         return self.admin_client
@@ -267,3 +272,16 @@ def app_context():
     client, _ = _console(Accounts.from_secret(SECRET), ManualClock(T0))
     with client.application.test_request_context():
         yield
+
+
+def test_a_group_that_does_not_answer_leaves_the_others_served(accounts_file):
+    client, fleet = _console(Accounts.from_file(accounts_file), ManualClock(T0))
+    _log_in(client, "alice", PASSWORD)
+    page = client.get("/topics")
+    assert page.status_code == 200 and "Orders" in page.text and "no broker of broker-b answers" in page.text
+    form = {"topic": "Payments", "read_queues": "1", "write_queues": "1", "perm": "6", "csrf_token": _csrf(page.text)}
+    done = client.post("/topics", data={**form, "groups": ["broker-a", "broker-b"]}, follow_redirects=True)
+    assert "Topic Payments created on broker-a" in done.text and "broker-b: no master of broker-b answers" in done.text
+    assert [c[1] for c in fleet.admin_client.calls if c[0] == "create_topic"] == [("Payments",)]
+    cluster = client.get("/cluster").text
+    assert "UNREACHABLE (was SYNC_MASTER)" in cluster and "no master answering" in cluster
