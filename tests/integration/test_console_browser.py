@@ -204,6 +204,24 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
     )
     browser.screenshot("charts")
 
+    # Deleting a topic: the confirmation says what goes, and asks for the name.
+    with AdminClient(master.client_endpoint, secret) as admin:
+        admin.create_topic("ConsoleScratch", 2)
+    with Producer(master.client_endpoint) as producer, PullConsumer(master.client_endpoint, group="scratcher") as c:
+        for queue_id in (0, 1, 1):
+            assert producer.send("ConsoleScratch", b"s", queue_id=queue_id).ok
+        c.update_offset("ConsoleScratch", 1, 1)
+    browser.open("/topics/view?topic=ConsoleScratch")
+    browser.follow("#delete-topic")
+    loss = browser.text("p.loss")
+    assert "3 message(s) in 2 queue(s) become unreadable" in loss and "offsets go: scratcher" in loss
+    browser.screenshot("topic-delete")
+    browser.fill("input[name=confirm]", "ConsoleScratch")
+    browser.follow("#delete-form button[type=submit]")
+    assert "Topic ConsoleScratch deleted on broker-a; offsets removed for: scratcher." in browser.text()
+    with AdminClient(master.client_endpoint, secret) as admin:
+        assert "ConsoleScratch" not in {t["name"] for t in admin.list_topics()}
+
     # A read-only account sees the pages and none of the forms.
     browser.follow("header form.who button")
     browser.log_in("viewer", VIEWER_PASSWORD)
@@ -212,7 +230,7 @@ def test_an_operator_works_a_group_through_the_console(make_cluster, console_on,
     browser.open(f"/groups/view?group={GROUP}")
     assert not browser.driver.find_elements("css selector", "#reset-form")
     audit = (tmp_path / "audit.log").read_text()
-    for action in ("topic.create", "offset.reset.preview", "offset.reset", "dlq.resend"):
+    for action in ("topic.create", "offset.reset.preview", "offset.reset", "dlq.resend", "topic.delete"):
         assert f"account=alice from=127.0.0.1 action={action} result=ok" in audit, action
     assert ADMIN_PASSWORD not in audit and secret.decode() not in audit
 
