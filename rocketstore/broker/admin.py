@@ -31,7 +31,8 @@ the cluster as this broker sees it.
 - ListMessages: a topic's messages stored within a time range, oldest first, a page at a time
   (`admin_messages`).
 - ResendDeadLetter (a master only, unless a dry run): a message of a `%DLQ%<group>` topic put again
-  into the topic it came from, under the caller's new client id (`admin_messages`).
+  into the topic it came from, under the caller's new client id (`admin_messages`); a master fenced
+  (`write_refusal`) before or during the put refuses, as a client's put does.
 - DescribeCluster: the cluster's brokers as this broker last read them from the registry in
   etcd (`coordination.cluster_registrar`), and whether that read is fresh enough for routes.
 - GetBrokerConfig / SetBrokerConfig: the effective config (secrets hidden) and the keys a running
@@ -536,8 +537,20 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         )
         if request.dry_run:
             return answer
+        fenced = self._view.write_refusal()
+        if fenced:
+            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"this broker takes no writes now: {fenced}")
         copy = admin_messages.resent_copy(dead, config, request.new_client_msg_id)
         result = await self._store.async_put_message(copy)
+        fenced = self._view.write_refusal()
+        if fenced:
+            # As a client put fenced while it waited: the copy may be stored but is not confirmed.
+            await _abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"this broker was fenced during the resend ({fenced}): the copy is not confirmed; "
+                "send the same request again to the new master",
+            )
         if not result.status.is_stored:
             await _abort(
                 context,

@@ -2,20 +2,27 @@
 (`rocketstore message list|resend|query`) against a real SYNC_MASTER and its slave: a topic paged
 by store time across its queues (every message once, oldest first, the range's ends kept), which
 groups consumed a message, and a dead letter put back into its topic once, however often the
-same request is sent."""
+same request is sent; and, on the admin servicer alone, a master fenced by its write refusal
+resends nothing and its status says so beside its disk use."""
 
 from __future__ import annotations
 
 import base64
 import time
+from dataclasses import dataclass
 
+import grpc
 import pytest
 
 from pop_support import Pop
 from support import wait_until
+from test_admin_api import expect_error, run, serving
 from test_admin_commands import cli, cli_json
 
 from client import AdminClient, BrokerError, Producer, PullConsumer
+from rocketstore.broker.view import StaticView
+from store import BrokerRole, Message, TopicConfig
+from wire.rpc import admin_pb2
 
 TOPIC = "BrowseTopic"
 
@@ -145,3 +152,44 @@ def test_a_dead_letter_is_resent_to_its_topic_once(cluster, capsys):
     with AdminClient(master.client_endpoint, cluster.admin_secret()) as admin:
         stored = sum(q["max_offset"] for q in admin.describe_topic(TOPIC)["queues"])
     assert stored == 3  # the original and two resends with two different new ids
+
+
+@dataclass
+class FencedView(StaticView):
+    """A master whose write fence the test sets (controller mode's lease, say)."""
+
+    refusal: str | None = None
+
+    def write_refusal(self) -> str | None:
+        return self.refusal
+
+
+def test_a_fenced_master_resends_nothing_and_says_why_in_its_status(tmp_path):
+    async def body():
+        view = FencedView(BrokerRole.ASYNC_MASTER)
+        async with serving(tmp_path / "store", view) as h:
+            h.store.create_or_update_topic(TopicConfig("Origin", 1, 1))
+            h.store.create_or_update_topic(TopicConfig("%DLQ%g", 1, 1))
+            properties = {"RETRY_TOPIC": "Origin", "UNIQ_KEY": "OLD"}
+            dead = h.store.put_message(Message("%DLQ%g", 0, b"poison", properties=properties)).wrote_offset
+            resend = admin_pb2.ResendDeadLetterRequest(commit_log_offset=dead, new_client_msg_id="NEW1")
+
+            view.refusal = "the lease ran out"
+            status = await h.call("GetStatus", admin_pb2.GetStatusRequest())
+            assert status.write_refusal == "the lease ran out"
+            assert status.disk_total_bytes >= status.disk_free_bytes > 0 and status.commit_log_file_bytes == 64 * 1024
+            refused = await expect_error(h.call("ResendDeadLetter", resend), grpc.StatusCode.FAILED_PRECONDITION)
+            assert "takes no writes now: the lease ran out" in refused
+            assert h.store.wait_dispatched(10) and h.store.dispatched_queue_offset("Origin", 0) == 0
+
+            view.refusal = None
+            answer = await h.call("ResendDeadLetter", resend)
+            assert (answer.resent, answer.origin_topic, answer.queue_offset, answer.put_status) == (
+                True,
+                "Origin",
+                0,
+                "PUT_OK",
+            )
+            assert (await h.call("GetStatus", admin_pb2.GetStatusRequest())).write_refusal == ""
+
+    run(body())
