@@ -104,6 +104,9 @@ class StoreConfig:
     max_transfer_count_on_message_in_memory: int = 32
     max_msgs_num_batch: int = 64
     default_query_max_num: int = 32
+    # Entries (topic, group, queue) in the consumer offset table a client commit may add
+    # (store/consumer_offset.py); beyond it commits for new ones are refused.
+    consumer_offset_max_entries: int = 100_000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = field(
         default=60_000, metadata=_key("flushConsumeQueueThoroughInterval")
@@ -137,6 +140,7 @@ class StoreConfig:
             "commit_interval_commit_log_ms",
             "flush_interval_consume_queue_ms",
             "transient_store_pool_size",
+            "consumer_offset_max_entries",
         )
         for name in positive:
             if getattr(self, name) <= 0:

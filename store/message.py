@@ -38,6 +38,14 @@ def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_TYPE_MASK
 
 
+def producer_sys_flag(compressed: bool) -> int:
+    """The sysFlag a producer's message is stored with, whatever flags the producer sent: only
+    its body's compression is the producer's to say. The transaction type is the broker's (a
+    half message is parked by the transaction service, commit and rollback records are written by
+    `end_transaction`), and so are the host address kinds (the codec sets them)."""
+    return COMPRESSED_FLAG if compressed else 0
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """A message to put. `store_host` None means the store's own address; `born_timestamp_ms`

@@ -169,7 +169,7 @@ class MessageStore:
             delay_levels=len(self.delay_levels),
             clock=clock_ms,
         )
-        self.consumer_offsets = ConsumerOffsetManager(root)
+        self.consumer_offsets = ConsumerOffsetManager(root, config.consumer_offset_max_entries)
         self.stats = StoreStats(clock_ms)
         self.queue.on_fsync = self.stats.record_fsync
         self.dispatcher = Dispatcher(self.queue, 0, self._default_dispatch_limit, self._delivery_time)

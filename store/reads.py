@@ -82,11 +82,14 @@ class MessageReader:
         if max_msg_nums <= 0 or max_total_bytes <= 0:
             raise ValueError("max_msg_nums and max_total_bytes must be positive")
         cq = self._queues.find(topic, queue_id)
-        # Queue offsets the put path assigned (messages appended, maybe not dispatched yet): a
-        # pull there is early, not wrong, and waits like one at the end of the queue.
+        # Queue offsets the put path assigned (messages appended, maybe not dispatched yet), up
+        # to the next one it will assign: a pull there is early, not wrong, and waits like one
+        # at the end of the queue. Read before the queue's max offset, which never passes it, so
+        # an offset a put was acknowledged with (or the one after it) is never answered as past
+        # the end while the dispatcher catches up.
         assigned = self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
         if cq is None:
-            if 0 <= queue_offset < assigned:
+            if 0 <= queue_offset <= assigned and assigned > 0:
                 return GetMessageResult(Status.OFFSET_OVERFLOW_ONE, queue_offset, 0, 0)
             return GetMessageResult(Status.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset, max_offset = cq.min_offset, cq.max_offset
@@ -94,7 +97,7 @@ class MessageReader:
             return GetMessageResult(Status.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
         if queue_offset < min_offset:
             return GetMessageResult(Status.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
-        if queue_offset == max_offset or max_offset < queue_offset < assigned:
+        if queue_offset == max_offset or max_offset < queue_offset <= assigned:
             return GetMessageResult(Status.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset)
         if queue_offset > max_offset:
             correction = min_offset if min_offset == 0 else max_offset

@@ -134,7 +134,7 @@ def reset_plan(store: MessageStore, group: str, config: TopicConfig, request: ad
 
 def apply_reset(store: MessageStore, group: str, topic: str, changes: Iterable[admin_pb2.OffsetChange]) -> None:
     for change in changes:
-        store.consumer_offsets.commit_offset(group, topic, change.queue_id, change.new_offset)
+        store.consumer_offsets.commit_offset(group, topic, change.queue_id, change.new_offset, bounded=False)
     store.consumer_offsets.persist()
 
 

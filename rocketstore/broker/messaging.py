@@ -49,9 +49,7 @@ from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, Messa
 from store.auto_create import AutoCreateRefusal
 from store.clock import wall_clock_ms
 from store.codec import decode_msg_id
-from store.message import (
-    COMPRESSED_FLAG,
-)
+from store.message import producer_sys_flag
 from store.pop_journal import PopJournal
 from store.pop_state import Event as PopEvent
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS, TIMER_TOPIC
@@ -72,6 +70,7 @@ from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings, half_message
 from .view import BrokerView
 from .cluster_route import other_groups_assignments, other_groups_queues, slave_route_id
+from .queue_access import QueueRefusal, Refused, commit_consumer_offset, offset_problem, queue_problem
 
 from .v2_messages import (
     Host,
@@ -82,7 +81,6 @@ from .v2_messages import (
     OK,
     Refusal,
     SUBSCRIPTION_LONG_POLLING_MS,
-    _INT32_MAX,
     _timestamp_ms,
     body_problem,
     choose_queue,
@@ -102,6 +100,20 @@ from .v2_messages import (
 log = logging.getLogger("rocketstore.broker.messaging")
 
 # -- the servicer -----------------------------------------------------------------------------
+
+
+_REFUSAL_CODES = {
+    QueueRefusal.ILLEGAL_TOPIC: pb.ILLEGAL_TOPIC,
+    QueueRefusal.ILLEGAL_GROUP: pb.ILLEGAL_CONSUMER_GROUP,
+    QueueRefusal.ILLEGAL_QUEUE_ID: pb.BAD_REQUEST,
+    QueueRefusal.TOPIC_NOT_FOUND: pb.TOPIC_NOT_FOUND,
+    QueueRefusal.ILLEGAL_OFFSET: pb.ILLEGAL_OFFSET,
+    QueueRefusal.TABLE_FULL: pb.TOO_MANY_REQUESTS,
+}
+
+
+def _refusal_status(refused: Refused | None) -> pb.Status | None:
+    return None if refused is None else status(_REFUSAL_CODES[refused.kind], refused.text)
 
 
 def _guarded(response_type):
@@ -289,22 +301,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     def _queue_problem(self, topic: str, queue_id: int) -> pb.Status | None:
         """Why (topic, queue) cannot be read or have offsets; None when it can."""
-        problem = name_problem("topic", topic)
-        if problem is not None:
-            return status(pb.ILLEGAL_TOPIC, problem)
-        if not 0 <= queue_id <= _INT32_MAX:
-            return status(pb.BAD_REQUEST, f"queue id {queue_id} is out of range (0..{_INT32_MAX})")
-        config = self._store.topics.get(topic)
-        if self._store.find_consume_queue(topic, queue_id) is not None:
-            return None
-        # Reads never create topics, on a master or a slave (which knows its master's topics
-        # from the metadata copy, and queues from the data it replicated).
-        if config is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
-        queues = max(config.read_queue_nums, config.write_queue_nums)
-        if queue_id >= queues:
-            return status(pb.BAD_REQUEST, f"queue id {queue_id} is out of range: topic {topic} has {queues} queues")
-        return None
+        return _refusal_status(queue_problem(self._store, topic, queue_id))
 
     # -- QueryRoute -----------------------------------------------------------------------------
 
@@ -513,7 +510,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             queue_id=queue_id,
             body=msg.body,
             properties=properties,
-            sys_flag=COMPRESSED_FLAG if sp.body_encoding == pb.GZIP else 0,
+            sys_flag=producer_sys_flag(sp.body_encoding == pb.GZIP),
             born_host=born_host,
             born_timestamp_ms=born_ms if born_ms > 0 else None,
         )
@@ -727,11 +724,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     # -- offsets --------------------------------------------------------------------------------
 
     def _offset_problem(self, group: pb.Resource | None, queue: pb.MessageQueue) -> pb.Status | None:
-        if group is not None:
-            problem = name_problem("group", group.name)
-            if problem is not None:
-                return status(pb.ILLEGAL_CONSUMER_GROUP, problem)
-        return self._queue_problem(queue.topic.name, queue.id)
+        name = None if group is None else group.name
+        return _refusal_status(offset_problem(self._store, name, queue.topic.name, queue.id))
 
     @_guarded(pb.GetOffsetResponse)
     async def GetOffset(self, request: pb.GetOffsetRequest, context) -> pb.GetOffsetResponse:
@@ -750,14 +744,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     @_guarded(pb.UpdateOffsetResponse)
     async def UpdateOffset(self, request: pb.UpdateOffsetRequest, context) -> pb.UpdateOffsetResponse:
-        refused = self._offset_problem(request.group, request.message_queue)
-        if refused is not None:
-            return pb.UpdateOffsetResponse(status=refused)
-        if request.offset < 0:
-            return pb.UpdateOffsetResponse(status=status(pb.ILLEGAL_OFFSET, f"offset {request.offset} is negative"))
         queue = request.message_queue
-        self._store.consumer_offsets.commit_offset(request.group.name, queue.topic.name, queue.id, request.offset)
-        return pb.UpdateOffsetResponse(status=OK)
+        refused = commit_consumer_offset(self._store, request.group.name, queue.topic.name, queue.id, request.offset)
+        return pb.UpdateOffsetResponse(status=_refusal_status(refused) or OK)
 
     @_guarded(pb.QueryOffsetResponse)
     async def QueryOffset(self, request: pb.QueryOffsetRequest, context) -> pb.QueryOffsetResponse:
