@@ -39,6 +39,8 @@ from typing import NamedTuple
 
 from .message import (
     BORNHOST_V6_FLAG,
+    MAX_BORN_TIMESTAMP_MS,
+    MIN_BORN_TIMESTAMP_MS,
     PROPERTY_DELAY_TIME_LEVEL,
     STOREHOST_V6_FLAG,
     TRANSACTION_TYPE_MASK,
@@ -254,7 +256,7 @@ _INT_FIELDS = (
     ("sys_flag", _INT32_MIN, _INT32_MAX),
     ("reconsume_times", _INT32_MIN, _INT32_MAX),
     ("prepared_transaction_offset", -(1 << 63), (1 << 63) - 1),
-    ("born_timestamp_ms", -(1 << 63), (1 << 63) - 1),
+    ("born_timestamp_ms", MIN_BORN_TIMESTAMP_MS, MAX_BORN_TIMESTAMP_MS),
 )
 
 
@@ -362,6 +364,12 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
     born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
     if msg.queue_id < 0 if type(msg.queue_id) is int else True:
         raise _explain_bad_ints(msg)
+    if type(born_ts) is int and not MIN_BORN_TIMESTAMP_MS <= born_ts <= MAX_BORN_TIMESTAMP_MS:
+        raise MessageRejected(
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            f"born timestamp {born_ts} ms is not a time of the years 1 to 9999 "
+            f"([{MIN_BORN_TIMESTAMP_MS}, {MAX_BORN_TIMESTAMP_MS}] ms since the epoch)",
+        )
     try:
         head = fixed.pack(
             total,
