@@ -224,6 +224,10 @@ def body_crc(body: bytes | memoryview) -> int:
 # Encoding
 
 
+# Valid topic names and their encoded TOPIC field, keyed by what producers send, so bounded: a
+# flood of new names (refused later, by topic admission) once filled 65,536 entries, 23 MiB held for
+# good, and no later topic was cached. Full, it starts over: the topics in use return at their next put.
+TOPIC_CACHE_MAX = 4096
 _valid_topics: dict[str, bytes] = {}
 
 
@@ -245,8 +249,9 @@ def _topic_suffix(topic: object) -> bytes:
             PutMessageStatus.MESSAGE_ILLEGAL, f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
         )
     suffix = _U8.pack(len(encoded)) + encoded
-    if len(_valid_topics) < 65536:
-        _valid_topics[topic] = suffix
+    if len(_valid_topics) >= TOPIC_CACHE_MAX:
+        _valid_topics.clear()
+    _valid_topics[topic] = suffix
     return suffix
 
 

@@ -399,6 +399,17 @@ def test_topic_must_be_legal(topic):
     rejected(topic=topic)
 
 
+def test_the_topic_cache_stays_small_and_still_caches_after_a_flood_of_names():
+    """Issue 30 (memory under fuzzing): the cache of encoded topic names is keyed by what clients
+    send. A flood of new names filled 65,536 entries (23 MiB at 127 bytes a name) for good, and no
+    topic after it was cached."""
+    for i in range(70_000):
+        encode(Message(topic=f"Flood{i}", queue_id=0, body=b"x"))
+    assert len(codec._valid_topics) <= codec.TOPIC_CACHE_MAX
+    encode(Message(topic="Orders", queue_id=0, body=b"x"))
+    assert "Orders" in codec._valid_topics
+
+
 def test_topic_with_trailing_newline_rejected():
     # A topic names a ConsumeQueue directory; "\n" is outside [%|a-zA-Z0-9_-] like any other.
     rejected(topic="FooBar\n")
