@@ -14,7 +14,7 @@ from ha.config import HaConfig
 from wire.admin_auth import AsyncAuthInterceptor, BrokerIdentity, Signer, Verifier
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.guard import MalformedRequestGuard
+from wire.request_guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.view import StaticView
