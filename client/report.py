@@ -48,10 +48,15 @@ def perm_text(perm: int) -> str:
 
 
 def utc_text(ms: int) -> str:
-    """A time in Unix ms as ISO 8601 in UTC to the millisecond; '-' for none (0 or less)."""
+    """A time in Unix ms as ISO 8601 in UTC to the millisecond; '-' for none (0 or less); the
+    number itself (`<n> ms`) for one that is no date (past the year 9999)."""
     if ms <= 0:
         return "-"
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+    return moment.isoformat(timespec="milliseconds")
 
 
 def parse_moment_ms(text: str) -> int:

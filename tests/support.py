@@ -12,6 +12,7 @@ import io
 import os
 import queue
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -163,18 +164,22 @@ def small_store_config(root: Path, segment_size: int, **overrides):
     return StoreConfig(store_path_root_dir=str(root), **overrides)
 
 
+def _segment_of(commit_log_dir: Path, segment_size: int, physical_offset: int) -> tuple[Path, int]:
+    """The segment file holding CommitLog offset `physical_offset`, and the offset's position in it."""
+    start = physical_offset - physical_offset % segment_size
+    return commit_log_dir / f"{start:020d}", physical_offset - start
+
+
 def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int) -> int:
     """Damage the message at CommitLog offset `physical_offset` as bytes changed at rest do: one
     byte of its body flipped in its segment file, in place (a running store sees it through its
     shared mapping). Returns the file position changed."""
     from store.codec import check_record, decode_checked
 
-    start = physical_offset - physical_offset % segment_size
-    path = commit_log_dir / f"{start:020d}"
+    path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
     fd = os.open(path, os.O_RDWR)
     try:
         segment = os.pread(fd, segment_size, 0)
-        pos = physical_offset - start
         check = check_record(segment, pos, len(segment), physical_offset)
         message = decode_checked(segment, pos, check)
         assert message.body, "a message with an empty body has no body byte to damage"
@@ -184,3 +189,18 @@ def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int
     finally:
         os.close(fd)
     return body_at
+
+
+def set_born_timestamp(commit_log_dir: Path, segment_size: int, physical_offset: int, born_ms: int) -> None:
+    """Give the message at CommitLog offset `physical_offset` another born time, in place in its
+    segment file, as a broker that did not check the field stored it (the body CRC does not cover
+    it; a running store sees it through its shared mapping)."""
+    from store.codec import BORN_HOST_POS
+
+    path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, struct.pack(">q", born_ms), pos + BORN_HOST_POS - 8)  # BORNTIMESTAMP precedes BORNHOST
+        os.fsync(fd)
+    finally:
+        os.close(fd)

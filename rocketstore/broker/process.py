@@ -44,6 +44,7 @@ from ha.epoch_keeper import EpochKeeper
 from ha.group_state import GroupKeys
 from wire.admin_auth import AsyncAuthInterceptor, Verifier
 from wire.auth import server_credentials
+from wire.request_guard import MalformedRequestGuard
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
@@ -63,7 +64,6 @@ from rocketstore.failover.controller_roles import ControllerRoles
 from . import crash_seam
 from .config import BrokerConfigs, is_loopback, load_secrets
 from .acl import AclGuard, load_acl
-from .guard import MalformedRequestGuard
 from .listening import bind, host_port
 from .logs import capture_native_stderr, setup_logging
 from .messaging import MessagingServicer

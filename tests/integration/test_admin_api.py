@@ -14,7 +14,7 @@ from ha.config import HaConfig
 from wire.admin_auth import AsyncAuthInterceptor, BrokerIdentity, Signer, Verifier
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.guard import MalformedRequestGuard
+from wire.request_guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.view import StaticView
@@ -237,7 +237,10 @@ def test_create_and_list_topics(tmp_path):
             names = [t.name for t in listed.topics]
             assert "Orders" in names and "Defaults" in names and names == sorted(names)
             route = await h.messaging.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Orders")), timeout=10)
-            assert len(route.message_queues) == 8
+            # The master's 8 queues (id 0), and its connected slave's 8 read-only ones beside them.
+            on_master = [q for q in route.message_queues if q.broker.id == 0]
+            assert len(on_master) == 8
+            assert all(q.permission == pb.READ for q in route.message_queues if q.broker.id != 0)
 
             bad_specs = [
                 admin_pb2.TopicSpec(name="bad name"),

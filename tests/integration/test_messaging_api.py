@@ -16,7 +16,7 @@ from google.protobuf import duration_pb2
 from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.guard import MalformedRequestGuard
+from wire.request_guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
 from wire.rpc import messaging_pb2 as pb

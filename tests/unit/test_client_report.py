@@ -99,6 +99,15 @@ def test_perm_text_and_preview():
     assert "\\xff" in report.body_preview(b"\xff\xfe")
 
 
+def test_utc_text_of_times_that_are_no_dates():
+    """A born time stored before the store refused times past the year 9999 (issue 30) is shown
+    as its number, not a traceback, by `rocketstore message`."""
+    assert report.utc_text(1_700_000_000_123) == "2023-11-14T22:13:20.123+00:00"
+    assert (report.utc_text(0), report.utc_text(-5)) == ("-", "-")
+    assert report.utc_text(10**16) == "10000000000000000 ms"
+    assert report.utc_text(2**63 - 1) == f"{2**63 - 1} ms"
+
+
 def test_status_in_controller_mode_shows_the_group():
     master = _status(
         "SYNC_MASTER",
