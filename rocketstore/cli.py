@@ -135,6 +135,12 @@ COMMANDS: tuple[Command, ...] = (
         "rocketstore.commands.config:run_config",
     ),
     Command(
+        "connections",
+        "the producers and consumers a broker heard from lately, by protocol (admin API)",
+        "rocketstore.commands.clients:connections_arguments",
+        "rocketstore.commands.clients:run_connections",
+    ),
+    Command(
         "console",
         "the operators' web console on 127.0.0.1: cluster, topics, groups, messages, connections, charts",
         "rocketstore.commands.console:console_arguments",
