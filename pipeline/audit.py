@@ -62,11 +62,14 @@ from .audit_stats import (
     repeated_hashes,
 )
 from .decode import decode_row, find_chain
-from .layout import DEFAULT_PARTITION_BYTES, ScanRange, StoreLayout, plan_ranges, read_layout
+from .layout import ScanRange, StoreLayout, plan_ranges, read_layout
 from .scan import WalkOutcome, read_range
 from .walk import chain_end, hop_chain
 
 COMPARE_CHUNK = 64 << 20
+# Bytes of the master's log per task: each task costs Spark a fixed overhead, and holds no more
+# than its range's key hashes (16 bytes per message) whatever the range's size.
+AUDIT_PARTITION_BYTES = 128 << 20
 PIECE = 4 << 20
 
 
@@ -269,8 +272,9 @@ def _first_stage(task: tuple, *, bound: int, examples: int, buckets: int) -> Ite
     Keys: [0, buckets) hash buckets, [buckets, 2 * buckets) gap buckets, 2 * buckets the rest."""
     rest = 2 * buckets
     if task[0] == "compare":
-        _, slave, chunk = task
-        yield rest, ("compare", slave, chunk, compare_chunk(chunk))
+        _, slave, chunks = task
+        for chunk in chunks:
+            yield rest, ("compare", slave, chunk, compare_chunk(chunk))
         return
     _, index, scan_range = task
     stats, summary = _read_stats(scan_range, examples=examples, master_bound=bound, buckets=buckets)
@@ -354,7 +358,7 @@ def audit_replicas(
     context: int = 3,
     examples: int = 20,
     on_progress: Callable[[str], None] | None = None,
-    partition_bytes: int = DEFAULT_PARTITION_BYTES,
+    partition_bytes: int = AUDIT_PARTITION_BYTES,
 ) -> AuditReport:
     from functools import partial
 
@@ -370,12 +374,13 @@ def audit_replicas(
     compare: list[tuple] = []
     for i, slave in enumerate(slaves):
         if _comparable(master, slave):
-            compare += [("compare", i, chunk) for chunk in compare_tasks(master, slave, *_extent(master, slave))]
-    tasks: list[tuple] = [("range", k, r) for k, r in enumerate(master_ranges)] + compare
-    say(
-        f"audit: {len(master_ranges)} range(s) of the master, {len(compare)} chunk comparison(s) with "
-        f"{len(slaves)} slave(s)"
-    )
+            by_segment: dict[int, list[tuple]] = {}
+            for chunk in compare_tasks(master, slave, *_extent(master, slave)):
+                by_segment.setdefault(chunk[2], []).append(chunk)
+            compare += [("compare", i, chunks) for chunks in by_segment.values()]
+    # One comparison task per segment (its chunks in turn), first: they are the longest.
+    tasks: list[tuple] = compare + [("range", k, r) for k, r in enumerate(master_ranges)]
+    say(f"audit: {len(master_ranges)} range(s) of the master, {len(compare)} segment comparison(s) with the slaves")
     master_summaries: dict[int, Summary] = {}
     compared: dict[int, list[tuple[tuple, int | None]]] = {i: [] for i in range(len(slaves))}
     candidates: list[np.ndarray] = []

@@ -49,8 +49,8 @@ KEYS = "KEYS"
 # A transaction's prepared (4) and rolled-back (12) messages take no queue offset.
 _TRANSACTION_MASK = 12
 _NO_QUEUE_OFFSET = (4, 12)
-# Store bytes whose key hashes go to one bucket: about 16 MB of hashes for ~290-byte messages.
-BUCKET_BYTES = 256 << 20
+# Store bytes whose key hashes go to one bucket: about 60 MB of hashes for ~290-byte messages.
+BUCKET_BYTES = 1 << 30
 _KIND_SEED = {UNIQ_KEY: np.uint64(0x9E3779B97F4A7C15), KEYS: np.uint64(0xC2B2AE3D27D4EB4F)}
 
 

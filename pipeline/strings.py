@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from store.codec import java_string_hash
 
 M1 = np.uint64(0xBF58476D1CE4E5B9)
 M2 = np.uint64(0x94D049BB133111EB)
 MAX_LENGTH = 1 << 16
-_BASE = np.uint64(0x100000001B3)  # odd: its powers never vanish mod 2**64
-_POWERS = np.cumprod(np.full(MAX_LENGTH, _BASE, np.uint64), dtype=np.uint64)
 # 31**k mod 2**32 for Java's hash, k from 0.
 _POWERS_31 = np.concatenate(
     ([1], np.cumprod(np.full(MAX_LENGTH, 31, np.uint64), dtype=np.uint64) & np.uint64(0xFFFFFFFF))
@@ -43,28 +42,33 @@ def _bytes_of(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets - base, raw
 
 
-def _weighted_sums(offsets: np.ndarray, raw: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Per string, the sum of its bytes times `weights[i]` for the byte's position i counted from
-    the string's start, mod 2**64."""
-    lengths = np.diff(offsets)
-    out = np.zeros(len(lengths), np.uint64)
-    if len(raw):
-        starts = offsets[:-1]
-        within = np.arange(len(raw)) - np.repeat(starts, lengths)
-        with np.errstate(over="ignore"):
-            terms = raw.astype(np.uint64) * weights[within]
-        filled = lengths > 0
-        out[filled] = np.add.reduceat(terms, starts[filled])
-    return out
-
-
 def string_hashes(values: pa.Array) -> np.ndarray:
-    """A 64-bit hash of each string of `values` (no nulls): a polynomial over its bytes, mixed."""
-    if len(values) == 0:
+    """A 64-bit hash of each string of `values` (no nulls), a function of the string alone: its
+    length, then each 8-byte word of its bytes (zero-padded) mixed in turn."""
+    n = len(values)
+    if n == 0:
         return np.zeros(0, np.uint64)
-    offsets, raw = _bytes_of(values)
+    lengths = np.asarray(pc.binary_length(values)).astype(np.int64)
+    words = np.maximum(1, (lengths + 7) // 8)
+    width = 8 * int(words.max())
+    ascii_rows = np.asarray(pc.string_is_ascii(values))
+    if ascii_rows.all():
+        # Padding by characters is padding by bytes for ASCII: one kernel lays every string out
+        # in `width` bytes.
+        padded = pc.utf8_rpad(values, width=width, padding="\0")
+        start = int(np.frombuffer(padded.buffers()[1], np.int32, count=1, offset=padded.offset * 4)[0])
+        matrix = np.frombuffer(padded.buffers()[2], np.uint8, count=n * width, offset=start).reshape(n, width)
+    else:
+        matrix = np.zeros((n, width), np.uint8)
+        for row, text in zip(range(n), values.to_pylist()):
+            raw = text.encode()
+            matrix[row, : len(raw)] = np.frombuffer(raw, np.uint8)
+    grid = np.ascontiguousarray(matrix).view(np.uint64)
     with np.errstate(over="ignore"):
-        return mix(_weighted_sums(offsets, raw, _POWERS) ^ np.diff(offsets).astype(np.uint64) * M2)
+        out = lengths.astype(np.uint64) * M2
+        for j in range(width // 8):
+            out = np.where(words > j, mix(out ^ grid[:, j]), out)
+    return out
 
 
 def java_hashes(values: pa.Array) -> np.ndarray:
