@@ -15,8 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 from pipeline.audit_stats import STATS_COLUMNS, gaps_of_runs, range_stats, repeated_hashes
 from pipeline.decode import COLUMN_NAMES
-from pipeline.layout import plan_ranges, read_layout
-from pipeline.scan import KNOWN_STARTS, KnownStarts, WalkOutcome, read_range
+from pipeline.layout import Segment, StoreLayout, plan_ranges, read_layout
+from pipeline.scan import KnownStarts, WalkOutcome, read_range
 from pipeline.strings import java_hashes, string_hashes
 from pipeline.walk import Stop, advance, walk_segment
 from store.codec import encode_message, java_string_hash
@@ -62,7 +62,7 @@ def test_a_range_started_where_the_previous_ended_reads_what_a_replay_reads(cuts
 
 def test_known_starts_are_kept_per_plan_and_never_for_an_ended_walk():
     known = KnownStarts(max_segments=2)
-    layout = read_layout_stub()
+    layout = StoreLayout("/x", 1000, (Segment(0, "/x/00000000000000000000", True),), None, None, ())
     r0, r1, r2 = plan_ranges([layout], partition_bytes=100, plan_id="p")[:3]
     assert known.start_for(r2) == 0
     known.learn(r0, r0.hi, 130)
@@ -70,12 +70,6 @@ def test_known_starts_are_kept_per_plan_and_never_for_an_ended_walk():
     assert known.start_for(r1) == 130 and known.start_for(r2) == 130
     assert known.start_for(plan_ranges([layout], partition_bytes=100, plan_id="other")[2]) == 0
     assert known.start_for(plan_ranges([layout], partition_bytes=100)[2]) == 0  # no plan: no sharing
-
-
-def read_layout_stub():
-    from pipeline.layout import Segment, StoreLayout
-
-    return StoreLayout("/x", 1000, (Segment(0, "/x/00000000000000000000", True),), None, None, ())
 
 
 def test_ranges_read_in_any_order_by_one_process_read_what_each_reads_alone(tmp_path):
@@ -103,7 +97,6 @@ def test_the_crc_is_checked_only_where_a_column_shows_it(tmp_path):
     some = pa.Table.from_batches(list(read_range(r, columns=["physical_offset", "topic", "size"])))
     assert some.sort_by("physical_offset") == every.select(["physical_offset", "topic", "size"])
     assert every.column("error").to_pylist().count("body CRC mismatch") == 1
-    KNOWN_STARTS.__init__()
 
 
 # -- string hashes --------------------------------------------------------------------------------------
