@@ -276,7 +276,7 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
 
     master = getattr(args, "spark_master", None) or "local[*]"
     _progress(f"pipeline stream: starting Spark ({master})")
-    spark = session(master, progress_bar=False)
+    spark = session(master, progress_bar=False, conf=dict(getattr(args, "spark_conf", [])))
     register(spark)
     reader = spark.readStream.format("rocketstore")
     for name, value in options.items():
