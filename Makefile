@@ -18,10 +18,11 @@ NODE_STAMP := $(NODE_CLIENT)/node_modules/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The package declares compatible ranges; constraints.txt pins the exact versions installed here.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==26.3
-	$(BIN)/pip install --quiet -e '.[test,pipeline]'
+	$(BIN)/pip install --quiet -c constraints.txt --build-constraint constraints.txt -e '.[test,pipeline]'
 	touch $(STAMP)
 
 $(OFFICIAL_STAMP): tests/official-client-requirements.txt
