@@ -52,13 +52,18 @@ test: $(STAMP) $(OFFICIAL_STAMP) $(NODE_STAMP) lint
 
 # The docker-compose cluster (docker-compose.yml): engine, images and secret made ready by
 # deploy/prepare.sh, then the group started and its status shown once a master is elected.
+# `make cluster PROFILE=two-groups` adds the second group. On a running cluster with nothing
+# changed it restarts nothing (the images keep their ids, so compose has nothing to recreate).
+PROFILE ?=
 cluster: $(STAMP)
 	deploy/prepare.sh
-	deploy/compose.sh up -d
-	$(BIN)/python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120
+	deploy/compose.sh $(if $(PROFILE),--profile $(PROFILE)) up -d
+	$(BIN)/python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120 \
+		$(if $(PROFILE),--profile $(PROFILE))
 
+# Every profile's services, so that a cluster started with one goes too.
 cluster-down:
-	deploy/compose.sh down --volumes --remove-orphans
+	deploy/compose.sh --profile two-groups --profile monitoring down --volumes --remove-orphans
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.broker_bench --quick
