@@ -61,6 +61,8 @@ from store.topic_config import SYSTEM_TOPICS
 
 from rocketstore.failover import switchover
 from .admin import AdminServicer
+from .client_registry import ClientRegistry
+from .client_sightings import ClientSightings
 from rocketstore.failover.controller_agent import ControllerAgent
 from rocketstore.failover.controller_roles import ControllerRoles
 from .config import BrokerConfigs, is_loopback, load_secrets
@@ -238,6 +240,8 @@ class Broker:
         self.metrics_endpoint = ""
         self._etcd: EtcdClient | None = None
         self.registrar: ClusterRegistrar | None = None
+        # The clients heard from lately (admin API: consumer groups, their members).
+        self.clients = ClientRegistry()
         self._view: BrokerState | None = None
         self._stopped = False
         # Role changes (controller mode, planned switchovers) are serialised by this lock.
@@ -301,6 +305,7 @@ class Broker:
         interceptors: list[grpc.aio.ServerInterceptor] = [
             AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]),
             MalformedRequestGuard(),
+            ClientSightings(self.clients),
         ]
         if broker.acl_enable:
             try:
@@ -359,7 +364,9 @@ class Broker:
             receipt_secret=self.secrets.ha or self.secrets.admin,
             pop_journal=self.pop_journal,
         )
-        admin = AdminServicer(self.store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop)
+        admin = AdminServicer(
+            self.store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop, clients=self.clients
+        )
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
         self.store.add_arrival_listener(messaging.on_arrival)
@@ -367,7 +374,7 @@ class Broker:
         messaging.bind_loop(self._loop)
         self._messaging = messaging
         if broker.remoting_listen_port >= 0:
-            self._remoting = RemotingServer(self.store, self.configs, view)
+            self._remoting = RemotingServer(self.store, self.configs, view, clients=self.clients)
             try:
                 self.remoting_endpoint = self._remoting.start(host, broker.remoting_listen_port, broker.broker_ip1)
             except OSError as exc:

@@ -62,6 +62,7 @@ from wire.remoting import (
 )
 
 from . import codes
+from .client_registry import ClientRegistry, record_heartbeat
 from .arrivals import ArrivalWatch
 from .batching import append_chunks
 from .event_loop import new_event_loop
@@ -175,8 +176,12 @@ class RemotingServer:
         *,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         max_frame_bytes: int | None = None,
+        clients: ClientRegistry | None = None,
     ) -> None:
         self._store = store
+        # The broker's record of its clients (admin API); this server's own consumer lists stay
+        # in `_consumers`.
+        self._clients = clients
         self._configs = configs
         self._view = view
         self._clock = clock_ms
@@ -564,6 +569,8 @@ class RemotingServer:
             group = consumer.get("groupName") if isinstance(consumer, dict) else None
             if isinstance(group, str) and client_id:
                 self._consumers.setdefault(group, {})[client_id] = now
+        if self._clients is not None and isinstance(doc, dict):
+            record_heartbeat(self._clients, doc, f"{conn.peer[0]}:{conn.peer[1]}", now)
         return request.answer(R.SUCCESS)
 
     async def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
@@ -571,6 +578,8 @@ class RemotingServer:
         group, client_id = f.get("consumerGroup"), f.get("clientID", "")
         if group and group in self._consumers:
             self._consumers[group].pop(client_id, None)
+        if self._clients is not None and client_id:
+            self._clients.gone(client_id, group or f.get("producerGroup") or None)
         return request.answer(R.SUCCESS)
 
     async def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
