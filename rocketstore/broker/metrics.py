@@ -4,10 +4,11 @@ HTTP on `bindAddress:metricsPort` (the same host as the other servers; port 0 le
 
     GET /metrics   the Prometheus text format (prometheus-client's exposition)
     GET /healthz   200 "ok" while the process answers (liveness)
-    GET /readyz    200 "ready" when the broker serves its role, else 503 and the reason: a master
-                   whose store runs and that may acknowledge writes (not fenced by its lease in
-                   controller mode); a slave whose replication stream is up, or that stands in
-                   for its master (enableSlaveActingMaster)
+    GET /readyz    200 "ready: <what it serves>" when the broker serves its role, else 503 and the
+                   reason: a master whose store runs and that may acknowledge writes (not fenced
+                   by its lease in controller mode): reads and writes; a slave whose replication
+                   stream is up: reads, writes going to its master; a slave that stands in for
+                   its master (enableSlaveActingMaster): reads only, its master unreachable
 
 Nothing is recorded for metrics on the put path beyond the store's own counters: `BrokerCollector`
 reads the store's statistics snapshot, the replica tracker, the replication client and a few
@@ -90,6 +91,19 @@ def readiness(store: MessageStore, view: BrokerView) -> str | None:
         master = state.master_address or "the master"
         return f"the replication stream to {master} is down: {state.last_error or 'connecting'}"
     return view.write_refusal()
+
+
+def serving(view: BrokerView) -> str:
+    """What a ready broker serves, for /readyz."""
+    if view.role is not BrokerRole.SLAVE:
+        return "reads and writes"
+    master = view.master_client_endpoint() or "its master"
+    if view.acting_master():
+        return (
+            f"reads only: the master at {master} is unreachable and this slave serves reads for it; "
+            "no writes until a master is back"
+        )
+    return f"reads; writes go to the master at {master}"
 
 
 class BrokerCollector:
@@ -313,7 +327,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/readyz":
             reason = self.server.ready()
             if reason is None:
-                self._answer(200, b"ready\n")
+                serves = self.server.serving()
+                self._answer(200, f"ready: {serves}\n".encode() if serves else b"ready\n")
             else:
                 self._answer(503, f"not ready: {reason}\n".encode())
         else:
@@ -334,6 +349,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     registry: CollectorRegistry
     ready: Callable[[], str | None]
+    serving: Callable[[], str]
 
 
 class _Server6(_Server):
@@ -343,10 +359,13 @@ class _Server6(_Server):
 class MetricsServer:
     """The HTTP server of /metrics, /healthz and /readyz on its own thread."""
 
-    def __init__(self, collector: BrokerCollector, ready: Callable[[], str | None]) -> None:
+    def __init__(
+        self, collector: BrokerCollector, ready: Callable[[], str | None], serving: Callable[[], str] = lambda: ""
+    ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(collector)
         self._ready = ready
+        self._serving = serving
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -356,6 +375,7 @@ class MetricsServer:
         server = server_class((host, port), _Handler, bind_and_activate=True)
         server.registry = self._registry
         server.ready = self._ready
+        server.serving = self._serving
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
         self._thread.start()

@@ -68,9 +68,9 @@ from rocketstore.failover.controller_roles import ControllerRoles
 from .config import BrokerConfigs, is_loopback, load_secrets
 from .acl import AclGuard, load_acl
 from .guard import MalformedRequestGuard
-from .logs import capture_native_stderr, setup_logging
+from .logs import capture_native_stderr, ready_json, setup_logging
 from .messaging import MessagingServicer
-from .metrics import BrokerCollector, Connections, MetricsServer, readiness
+from .metrics import BrokerCollector, Connections, MetricsServer, readiness, serving
 from .remoting_server import RemotingServer
 from .event_loop import new_event_loop
 from .view import acts_for_master
@@ -452,7 +452,7 @@ class Broker:
 
     def _start_metrics(self, view: BrokerState, host: str, port: int) -> None:
         collector = BrokerCollector(self.store, self.configs, view, self._connections)
-        metrics = MetricsServer(collector, lambda: readiness(self.store, view))
+        metrics = MetricsServer(collector, lambda: readiness(self.store, view), lambda: serving(view))
         try:
             bound = metrics.start(host, port)
         except OSError as exc:
@@ -639,7 +639,7 @@ async def serve(configs: BrokerConfigs) -> int:
         raise
     line = broker.ready_line()
     log.info(line)
-    print(line, flush=True)
+    print(ready_json(line, log.name) if configs.broker.log_format == "json" else line, flush=True)
     await stop_requested.wait()
     await broker.stop()
     return 0

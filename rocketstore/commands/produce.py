@@ -104,6 +104,11 @@ def produce_arguments(p: argparse.ArgumentParser) -> None:
         help="how long one send may follow a moving master or retry a broker that cannot take it now "
         "(default 10; 0: fail at once)",
     )
+    p.add_argument(
+        "--wait-for-broker",
+        action="store_true",
+        help="when no broker answers yet, keep trying for --retry-timeout-s (default: fail at once)",
+    )
     p.add_argument("--timeout-s", type=seconds, default=300.0, metavar="S", help="stop after this long (default 300)")
 
 
@@ -338,6 +343,7 @@ async def _produce_asyncio(args: argparse.Namespace, plan: _Plan, tally: Produce
         timeout_s=args.request_timeout_s,
         tls_ca_file=args.tls_ca_file,
         retry_timeout_s=args.retry_timeout_s,
+        wait_for_broker=args.wait_for_broker,
     )
 
     async def sender() -> None:
@@ -393,6 +399,7 @@ def _produce_threads(args: argparse.Namespace, plan: _Plan, tally: ProduceTally,
         timeout_s=args.request_timeout_s,
         tls_ca_file=args.tls_ca_file,
         retry_timeout_s=args.retry_timeout_s,
+        wait_for_broker=args.wait_for_broker,
     ) as producer:
 
         def sender() -> None:
