@@ -178,9 +178,12 @@ def config_entries(
     for config in (configs.broker, store.config, configs.ha):
         values.update(to_properties(config))
     configured: dict[str, str] = {}
-    if role is not None and role.name != configs.store.broker_role.name:
+    if role is not None:
+        # The running store's own config may still say the role it opened with (controller
+        # mode opens every store as a slave): the view knows the role now.
         values["brokerRole"] = role.name
-        configured["brokerRole"] = configs.store.broker_role.name
+        if role.name != configs.store.broker_role.name:
+            configured["brokerRole"] = configs.store.broker_role.name
     entries = []
     for key in sorted(values, key=str.lower):
         value = values[key]

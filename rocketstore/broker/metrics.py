@@ -97,13 +97,14 @@ def serving(view: BrokerView) -> str:
     """What a ready broker serves, for /readyz."""
     if view.role is not BrokerRole.SLAVE:
         return "reads and writes"
-    master = view.master_client_endpoint() or "its master"
     if view.acting_master():
+        state = view.replication_state()
+        address = state.master_address if state is not None and state.master_address else "its address"
         return (
-            f"reads only: the master at {master} is unreachable and this slave serves reads for it; "
+            f"reads only: the master at {address} is unreachable and this slave serves reads for it; "
             "no writes until a master is back"
         )
-    return f"reads; writes go to the master at {master}"
+    return f"reads; writes go to the master at {view.master_client_endpoint() or 'an unknown endpoint'}"
 
 
 class BrokerCollector:

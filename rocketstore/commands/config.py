@@ -44,15 +44,9 @@ def config_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def group_brokers(admin: AdminClient, connect: Callable[[str], AdminClient]) -> dict[str, str]:
-    """Every broker of the asked broker's group, as "group/id" -> client endpoint: from the
-    cluster's registry when there is one, else from the group's master (itself and its slaves)."""
-    described = describe(admin)
-    if described["registry"]:
-        return {
-            f"{b['broker_name']}/{b['broker_id']}": b["client_endpoint"]
-            for b in described["brokers"]
-            if b["broker_name"] == described["broker_name"]
-        }
+    """Every broker of the asked broker's group, as "group/id" -> client endpoint: its master and
+    the slaves the master has, and any other the cluster's registry names (a slave that is
+    reconnecting, when there is a registry)."""
     status = admin.status()
     if status["role"] == "SLAVE":
         master = status.get("master_client_endpoint") or ""
@@ -60,11 +54,16 @@ def group_brokers(admin: AdminClient, connect: Callable[[str], AdminClient]) -> 
             raise CommandError(f"{admin.endpoint} is a slave that knows no master now: ask the master")
         with connect(master) as master_admin:
             status = master_admin.status()
-    brokers = {f"{status['broker_name']}/{status['broker_id']}": status["client_endpoint"]}
+    name = status["broker_name"]
+    brokers = {f"{name}/{status['broker_id']}": status["client_endpoint"]}
     for slave in status.get("slaves") or ():
         if slave["client_endpoint"]:
-            brokers[f"{status['broker_name']}/{slave['broker_id']}"] = slave["client_endpoint"]
-    return brokers
+            brokers[f"{name}/{slave['broker_id']}"] = slave["client_endpoint"]
+    described = describe(admin)
+    for b in described["brokers"] if described["registry"] else ():
+        if b["broker_name"] == name:
+            brokers.setdefault(f"{name}/{b['broker_id']}", b["client_endpoint"])
+    return dict(sorted(brokers.items()))
 
 
 def cluster_brokers(admin: AdminClient) -> dict[str, str]:
