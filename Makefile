@@ -24,6 +24,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --upgrade pip==26.3
 	$(BIN)/pip install --quiet -c constraints.txt --build-constraint constraints.txt -e '.[test,pipeline]'
 	touch $(STAMP)
+	@echo "rocketstore is installed in $(BIN)/: run '. $(BIN)/activate' to put it on your PATH"
 
 $(OFFICIAL_STAMP): tests/official-client-requirements.txt
 	$(PYTHON) -m venv $(OFFICIAL)
