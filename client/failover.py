@@ -14,8 +14,9 @@ each send, keeps a `SendAttempts` that says what to do after each attempt:
 | anything else, including a `PartialBatchError` (part of the batch is stored) and a call this process cancelled | GIVE_UP: raise it |
 
 Until some broker of the group has answered the producer once (`KnownEndpoints.reached`), a
-connection that cannot be made (`TransportError` UNAVAILABLE: refused, or the endpoint is another
-kind of port) is no failover in progress but a broker that is not there: each other known
+connection that cannot be made (`TransportError` UNAVAILABLE with gRPC's "failed to connect":
+refused, or the endpoint is another kind of port) is no failover in progress but a broker that
+is not there: each other known
 endpoint is tried once at once, and when none answers the send fails then, not after the retry
 budget, unless the policy says `wait_for_broker` (a producer started before its brokers).
 
@@ -143,10 +144,20 @@ class KnownEndpoints:
         return previous if previous != endpoint else None
 
 
+# gRPC's words for a channel that could not connect (refused, not gRPC, no such host), as opposed
+# to an UNAVAILABLE a server answered.
+NEVER_CONNECTED_DETAILS = ("failed to connect", "dns resolution failed")
+
+
 def never_connected(error: RocketStoreError) -> bool:
-    """The call found no broker to talk to: the connection was refused or is not to a gRPC client
-    API (a dropped connection or a timeout may be a broker that is there but busy)."""
-    return isinstance(error, TransportError) and error.code == "UNAVAILABLE"
+    """The call found no broker to talk to: the connection was refused, the name did not resolve,
+    or the endpoint is not a gRPC client API (a dropped connection, a timeout or a server's own
+    UNAVAILABLE may be a broker that is there but busy)."""
+    return (
+        isinstance(error, TransportError)
+        and error.code == "UNAVAILABLE"
+        and any(marker in error.details.lower() for marker in NEVER_CONNECTED_DETAILS)
+    )
 
 
 def is_retryable(error: RocketStoreError) -> bool:

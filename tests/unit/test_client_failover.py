@@ -324,7 +324,12 @@ def test_failover_that_never_ends_gives_up_after_the_budget():
 
 
 def refused(endpoint: Endpoint) -> TransportError:
-    return TransportError(endpoint.target, "UNAVAILABLE", "Failed to connect to remote host: Connection refused")
+    return TransportError(
+        endpoint.target,
+        "UNAVAILABLE",
+        f"failed to connect to all addresses; last error: UNKNOWN: ipv4:{endpoint.target}: Failed to connect to "
+        "remote host: Connection refused",
+    )
 
 
 def test_a_group_never_reached_fails_at_once_when_every_endpoint_refuses():
@@ -351,9 +356,14 @@ def test_a_group_never_reached_is_waited_for_when_asked():
     assert step.action is Action.GIVE_UP and 1.9 < spent < 2.1 and len(asked) > 5
 
 
-def test_a_first_answer_that_times_out_is_retried_as_before():
+@pytest.mark.parametrize(
+    "error",
+    [TransportError(A.target, "DEADLINE_EXCEEDED"), TransportError(A.target, "UNAVAILABLE", "the broker is stopping")],
+    ids=["timeout", "a server's unavailable"],
+)
+def test_a_first_answer_that_times_out_or_comes_from_a_server_is_retried_as_before(error):
     known = group(A, reached=False)
-    outcomes = {A: [TransportError(A.target, "DEADLINE_EXCEEDED"), "ok"]}
+    outcomes = {A: [error, "ok"]}
     step, tried, _, _ = drive(known, outcomes, [A.target])
     assert step.action is Action.RETURN and tried == [A, A] and known.reached
 
