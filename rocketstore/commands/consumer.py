@@ -116,7 +116,7 @@ def group_progress(admin: AdminClient, args: argparse.Namespace) -> int:
             r["topic"],
             r["queue_id"],
             r["broker_offset"],
-            r["consumer_offset"] if r["consumer_offset"] >= 0 else "-",
+            r["consumer_offset"] if r["consumer_offset"] >= 0 else None,  # "-", right-aligned with the numbers
             r["lag"],
             utc_text(r["last_consume_timestamp_ms"]),
         )
@@ -150,7 +150,8 @@ def run_consumer(args: argparse.Namespace) -> int:
             print_json(answer)
             return EXIT_OK
         changes = [
-            (q["queue_id"], q["old_offset"] if q["old_offset"] >= 0 else "-", q["new_offset"]) for q in answer["queues"]
+            (q["queue_id"], q["old_offset"] if q["old_offset"] >= 0 else None, q["new_offset"])
+            for q in answer["queues"]
         ]
         print(format_table(("queue", "offset now", "offset after"), changes))
         if answer["applied"]:

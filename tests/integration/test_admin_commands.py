@@ -15,10 +15,9 @@ import time
 import pytest
 
 from pop_support import Pop
-from support import wait_until
+from support import cli, cli_json, wait_until
 
 from client import BrokerError, Producer, PullConsumer, SendStatus
-from rocketstore.cli import main
 
 TOPIC = "AdminTopic"
 GROUP = "admin-group"
@@ -29,19 +28,6 @@ def cluster(make_cluster, monkeypatch):
     started = make_cluster()
     monkeypatch.setenv("ROCKETSTORE_ADMIN_SECRET", started.admin_secret().decode())
     return started
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def cli_json(capsys, *argv: str):
-    code, out, err = cli(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 def test_topic_create_describe_and_delete(cluster, capsys):

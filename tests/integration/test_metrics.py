@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import wait_until
+from support import http_get as get, wait_until
 
 from client import Producer, PullConsumer, SendStatus
 
@@ -35,14 +34,6 @@ def scrape(endpoint: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
 
 def value(samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
-
-
-def get(endpoint: str, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluster):

@@ -27,36 +27,20 @@ import re
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from pop_support import Pop
-from support import BROKER_TEST_SETTINGS, wait_until
+from support import BROKER_TEST_SETTINGS, cli, cli_json, http_get, wait_until
 
 from client import AdminClient, BrokerError, Producer, PullConsumer
 from client.remoting import RemotingConnection
 from harness.local_cluster import ControllerCluster, LocalBroker, write_secret
 from harness.ports import port_for_later
-from rocketstore.cli import main
 from wire.remoting import RequestCode
 
 TOPIC = "Operator"
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def cli_json(capsys, *argv: str):
-    code, out, err = cli(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 def command(*argv: str) -> list[str]:
@@ -347,14 +331,6 @@ def test_produce_with_no_broker_fails_at_once_unless_asked_to_wait(tmp_path):
         broker.stop()
     assert waiting.returncode == 0, err
     assert json.loads(out)["statuses"] == {"SEND_OK": 1}
-
-
-def http_get(endpoint: str, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def test_a_slave_whose_master_stopped_says_so(pair, capsys):

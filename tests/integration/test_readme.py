@@ -70,10 +70,13 @@ def resolved(block: str, master: LocalBroker, slave: LocalBroker, secret: Path) 
     return block
 
 
-def test_the_readme_marks_its_runnable_blocks():
+def test_the_readme_marks_its_runnable_blocks_and_says_how_rocketstore_gets_on_the_path():
     blocks = runnable_blocks()
     assert blocks, "README.md marks no block runnable"
     assert all("rocketstore " in block for block in blocks)
+    # The set-up the blocks are run after: the virtualenv make setup fills, put on the PATH.
+    text = README.read_text()
+    assert "make setup\n. .venv/bin/activate" in text and "VENV := .venv" in (ROOT / "Makefile").read_text()
 
 
 def test_the_readme_commands_run_as_written(example_pair, tmp_path):

@@ -19,6 +19,7 @@ from client.errors import (
     from_rpc_error,
 )
 from client.failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
+from support import FakeRpcError
 
 A, B, C = (parse_endpoint(t) for t in ("10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"))
 T0 = 100.0
@@ -38,17 +39,6 @@ def start(known: KnownEndpoints | None = None, timeout_s: float = 10.0, wait_for
         retry_timeout_s=timeout_s, backoff_min_s=0.02, backoff_max_s=0.1, wait_for_broker=wait_for_broker
     )
     return SendAttempts(policy, known if known is not None else group(), now=T0)
-
-
-class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 def rpc(code: grpc.StatusCode, details: str = "") -> RocketStoreError:

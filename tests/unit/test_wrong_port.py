@@ -9,6 +9,7 @@ import pytest
 
 from client.errors import BrokerError, TransportError, from_rpc_error
 from slave.rpc_failure import describe
+from support import FakeRpcError
 from wire.ports import wrong_port
 
 E = "127.0.0.1:10914"
@@ -22,17 +23,6 @@ REFUSED = (
     "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:10999: Failed to connect to remote "
     "host: Connection refused"
 )
-
-
-class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 @pytest.mark.parametrize(
