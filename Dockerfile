@@ -19,9 +19,10 @@ VOLUME ["/var/lib/rocketstore/store", "/var/lib/rocketstore/logs"]
 EXPOSE 10911 10912 10913 10914
 
 # Healthy when the broker itself answers its admin status call (not a port probe), on the port
-# and with the secret its own broker.conf names, whatever they are.
+# and with the secret its own arguments name (-c broker.conf, --key=value), whatever they are: the
+# entry point keeps them in /run/rocketstore/broker.args.
 HEALTHCHECK --interval=5s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["rocketstore", "health", "-c", "/etc/rocketstore/broker.conf", "--request-timeout-s", "4"]
+    CMD ["rocketstore", "health", "--broker-args", "/run/rocketstore/broker.args", "--request-timeout-s", "4"]
 
 ENTRYPOINT ["rocketstore-entrypoint"]
 CMD ["-c", "/etc/rocketstore/broker.conf"]

@@ -5,7 +5,9 @@ endpoint) as one table (`client.report`); exit 1 when a slave is unreachable or 
 is cut off from its master. health: exit 0 when the broker answers its admin status call, with one
 line of its role and offsets (its peers are not asked; container health checks run it). With
 `-c broker.conf` it asks the broker that file describes: its listenPort on this machine and the
-admin secret the file names, so one health check serves every broker of a compose file.
+admin secret the file names; with `--broker-args FILE`, the broker started with the arguments in
+FILE (NUL-separated, `-c` and `--key=value` as `rocketstore broker` takes them: the image's entry
+point writes them), so one health check serves every broker whatever its port.
 
 Runs on the command's main thread.
 """
@@ -29,23 +31,46 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
 
 def health_arguments(p: argparse.ArgumentParser) -> None:
     status_arguments(p)
-    p.add_argument(
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
         "-c",
         "--config",
         metavar="FILE",
         help="ask the broker this broker.conf describes (its listenPort here, the admin secret it names) "
         "instead of --endpoint and --secret-file",
     )
+    which.add_argument(
+        "--broker-args",
+        metavar="FILE",
+        help="ask the broker started with the arguments in FILE (NUL-separated: -c FILE and --key=value, "
+        "as `rocketstore broker` took them)",
+    )
+
+
+def _broker_started_with(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """The broker.conf and --key=value overrides of `--broker-args` or `-c`."""
+    if args.config is not None:
+        if not Path(args.config).is_file():
+            args.parser.error(f"argument -c/--config: {args.config}: no such file")
+        return args.config, []
+    try:
+        words = [w for w in Path(args.broker_args).read_text().split("\0") if w]
+    except OSError as exc:
+        args.parser.error(f"argument --broker-args: {exc}")
+    started = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    started.add_argument("-c", "--config")
+    known, overrides = started.parse_known_args(words)
+    return known.config, overrides
 
 
 def _from_broker_conf(args: argparse.Namespace) -> bytes:
-    """Points `args.endpoint` at the broker `args.config` describes; its admin secret."""
-    from rocketstore.broker.config import load_broker_config, load_secrets
+    """Points `args.endpoint` at the broker `-c` or `--broker-args` describes; its admin secret."""
     from client import parse_endpoint
+    from rocketstore.broker.config import load_broker_config, load_secrets
+    from store.properties import parse_overrides
 
-    if not Path(args.config).is_file():
-        args.parser.error(f"argument -c/--config: {args.config}: no such file")
-    configs = load_broker_config(args.config)
+    config, overrides = _broker_started_with(args)
+    configs = load_broker_config(config, parse_overrides(overrides))
     broker = configs.broker
     # A broker listening on every interface answers on the loopback.
     host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(broker.host, broker.host)
@@ -85,7 +110,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_health(args: argparse.Namespace) -> int:
     """The broker answers: one line with its role and offsets, exit 0 (its peers are not asked)."""
-    if args.config is not None:
+    if args.config is not None or args.broker_args is not None:
         asked = with_admin(args, lambda admin: admin.status(), _from_broker_conf(args))
     else:
         asked, _ = _asked_status(args)

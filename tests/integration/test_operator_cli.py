@@ -269,6 +269,30 @@ def test_a_slave_given_its_masters_client_port_says_so(pair, capsys):
     assert "listenPort" in error
 
 
+# -- the image's health check (issue 32, item 13) --------------------------------------------------
+
+
+def test_health_asks_the_broker_its_arguments_describe(pair, tmp_path, capsys):
+    """What the broker image's health check runs: the broker found from the arguments it was
+    started with (a broker.conf, or flags only), on whatever port they give."""
+    master = pair.master
+    port = master.client_endpoint.rsplit(":", 1)[1]
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"listenPort={port}\nbrokerIP1=127.0.0.1\nhaSecretFile={pair.secret_file}\n")
+    flags_only = tmp_path / "flags.args"
+    flags_only.write_text(f"--listenPort={port}\0--haSecretFile={pair.secret_file}\0--brokerIP1=127.0.0.1\0")
+    with_conf = tmp_path / "conf.args"
+    with_conf.write_text(f"-c\0{conf}\0")
+    for argv in (["-c", str(conf)], ["--broker-args", str(flags_only)], ["--broker-args", str(with_conf)]):
+        code, out, err = cli(capsys, "health", *argv)
+        assert code == 0, err
+        assert out.startswith("SYNC_MASTER max offset "), out
+    wrong = tmp_path / "wrong.args"
+    wrong.write_text(f"--listenPort={master.ha_endpoint.rsplit(':', 1)[1]}\0--haSecretFile={pair.secret_file}\0")
+    code, _, err = cli(capsys, "health", "--broker-args", str(wrong))
+    assert code == 1 and "haListenPort" in err
+
+
 # -- 7: store paths -------------------------------------------------------------------------------
 
 

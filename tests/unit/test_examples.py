@@ -43,9 +43,10 @@ def test_the_image_exposes_the_compose_brokers_ports_and_checks_each_broker_on_i
     dockerfile = (EXAMPLES.parent / "Dockerfile").read_text()
     exposed = {int(p) for line in dockerfile.splitlines() if line.startswith("EXPOSE ") for p in line.split()[1:]}
     assert exposed == ports
-    # The health check reads the container's own broker.conf, so a broker on another port (the
-    # two-groups profile's 10941, 10951) is asked on its own port, not on 10911.
-    assert '"health", "-c", "/etc/rocketstore/broker.conf"' in dockerfile
+    # The health check reads the arguments the container's broker was started with, so a broker on
+    # another port (the two-groups profile's 10941, 10951) is asked on its own port, not on 10911.
+    assert '"health", "--broker-args", "/run/rocketstore/broker.args"' in dockerfile
+    assert "printf '%s\\0' \"$@\" >/run/rocketstore/broker.args" in (DEPLOY / "entrypoint.sh").read_text()
     compose = (EXAMPLES.parent / "docker-compose.yml").read_text()
     assert "healthcheck:" not in compose
     for conf in sorted(DEPLOY.glob("broker*.conf")):
