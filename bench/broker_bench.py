@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.common import default_parent_dir, environment, parse_size, progress, size_label
+from bench.common import default_parent_dir, environment, parse_size, print_environment, progress, size_label
 from client import AdminClient, AsyncProducer, ProducerMessage
 from harness.local_cluster import LocalCluster, poll_until
 
@@ -231,9 +231,12 @@ def run_parsed(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix=".rocketstore-bench-", dir=parent) as tmp:
         run_dir = Path(tmp)
         env = environment(run_dir)
-        print("RocketStore end-to-end benchmark (gRPC on 127.0.0.1, one master + one slave)")
-        for key in ("started", "git", "python", "machine", "filesystem"):
-            print(f"  {key:<11} {env[key]}")
+        print_environment(
+            "RocketStore end-to-end benchmark (gRPC on 127.0.0.1, one master + one slave)",
+            env,
+            ("started", "git", "python", "machine", "filesystem"),
+            11,
+        )
         print(
             f"  cells      sizes {[size_label(s) for s in args.size_list]}, producers {args.producer_list},"
             f" batches {args.batch_list}, {args.seconds} s each"

@@ -1,5 +1,5 @@
 """Helpers the benchmarks share: size parsing and labels, where a run's files go (never tmpfs),
-the environment header every benchmark prints, and progress lines on stderr.
+the environment header every benchmark prints, the load average, and progress lines on stderr.
 
 Moved here unchanged from `bench/store_put_bench.py`, which imports them from this module.
 """
@@ -87,6 +87,18 @@ def environment(run_dir: Path) -> dict[str, str]:
         "filesystem": f"{fstype} on {device}, mounted on {mount}",
         "fstype": fstype,
     }
+
+
+def print_environment(title: str, env: dict[str, str], keys: tuple[str, ...], width: int) -> None:
+    """A benchmark's first lines: its title, then `keys` of `environment()` in a column `width` wide."""
+    print(title)
+    for key in keys:
+        print(f"  {key:<{width}} {env[key]}")
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, for printing beside figures."""
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def progress(line: str) -> None:

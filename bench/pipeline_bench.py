@@ -35,7 +35,7 @@ def write_store(root: Path, messages: int, body: int, segment_size: int) -> int:
     seg_start = 0
     seg = bytearray(segment_size)
     pos = 0
-    template = {}
+    template: dict[tuple[str, int], int] = {}  # the next queue offset per queue
     for i in range(messages):
         topic = f"Bench{i % 4}"
         msg = Message(topic, i % 8, (b"%010d" % i) * (body // 10), {"TAGS": f"tag{i % 10}", "KEYS": f"key{i}"})

@@ -80,7 +80,9 @@ from bench.common import (
     REPO_ROOT,
     default_parent_dir,
     environment,
+    load_average,
     parse_size,
+    print_environment,
     progress,
     size_label,
 )
@@ -711,7 +713,7 @@ class FunctionTimer:
             try:
                 return real(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - began  # type: ignore[operator]
+                self.seconds += time.perf_counter() - began
                 self.calls += 1
 
         setattr(self._module, self._name, timed)
@@ -858,9 +860,12 @@ def check_free_space(run_dir: Path, args: argparse.Namespace) -> None:
 
 def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
     config = StoreConfig()
-    print("RocketStore store read-side benchmark (bench/store_read_bench.py)")
-    for key in ("started", "git", "python", "machine", "dir", "filesystem"):
-        print(f"  {key:<12} {env[key]}")
+    print_environment(
+        "RocketStore store read-side benchmark (bench/store_read_bench.py)",
+        env,
+        ("started", "git", "python", "machine", "dir", "filesystem"),
+        12,
+    )
     if env["fstype"] in ("tmpfs", "ramfs"):
         print("  WARNING      the directory is in memory: cold-cache figures say nothing about a disk")
     print(
@@ -901,8 +906,7 @@ def print_config(env: dict[str, str], args: argparse.Namespace) -> None:
         f"  bounds       every loop stops at its count or after {args.seconds:g} s;"
         f" dispatch runs {args.trials} trial(s) per variant, interleaved"
     )
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"  load avg     {load} (1, 5, 15 min) at start: other work on the machine skews every figure")
+    print(f"  load avg     {load_average()} (1, 5, 15 min) at start: other work on the machine skews every figure")
     print(
         "  units        MB = 10^6 bytes of CommitLog records; msgs/s over the timed loop; s/GiB = (load + start) / "
         "log GiB"
@@ -1084,9 +1088,10 @@ def print_recovery(results: list[RecoveryResult], built: Built) -> None:
         print(line)
     segment = built.config.mapped_file_size_commit_log
     segments = max(1, -(-built.end_offset // segment))
-    tail = segments * segment - built.end_offset
+    unused = segments * segment - built.end_offset
     print(
-        f"  {built.messages:,} messages in {segments} segment(s) of {size_label(segment)}, {tail / MiB:,.0f} MiB unused"
+        f"  {built.messages:,} messages in {segments} segment(s) of {size_label(segment)},"
+        f" {unused / MiB:,.0f} MiB unused"
         " in the last; tail s = time in store.commitlog_scan.last_nonzero_end (the unused tail's scan), part of load s"
     )
     print(

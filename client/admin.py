@@ -1,7 +1,8 @@
 """`AdminClient`: the broker's admin API (`rocketstore.admin.v1.Admin`), blocking.
 
-Every call is signed with the shared admin secret (`wire.auth.Signer`: a fresh
-time-stamped, nonce-carrying HMAC header per call, so the secret never crosses the wire).
+Every call is signed with the shared admin secret (`wire.admin_auth.AdminCaller`: a fresh
+time-stamped, nonce-carrying HMAC header per call, bound to the broker's identity, which the client
+asks the broker for once, and to the request's bytes; the secret never crosses the wire).
 Answers come back as plain dicts keyed by the proto field names (admin.proto); a broker
 status's `stats_json` arrives parsed, under `stats`.
 
@@ -16,15 +17,13 @@ from typing import Any
 
 import grpc
 
-from wire.auth import Signer
-from wire.rpc import admin_pb2, admin_pb2_grpc
+from wire.admin_auth import AdminCaller
+from wire.rpc import admin_pb2
 
 from .convert import broker_status_dict, check_message_id, check_name, proto_to_dict
 from .endpoint import Endpoint, open_channel, parse_endpoint
 from .errors import RocketStoreError, from_rpc_error
 from .producer import check_timeout
-
-SERVICE = "/rocketstore.admin.v1.Admin/"
 
 
 def _exactly_one(what: str, **options: Any) -> dict[str, Any]:
@@ -49,23 +48,20 @@ class AdminClient:
             secret = secret.encode("utf-8")
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise ValueError("the admin API needs the broker's shared secret (non-empty bytes)")
-        self._signer = Signer(bytes(secret))
         self._timeout_s = check_timeout(timeout_s)
         self._channel = open_channel(self._endpoint, tls_ca_file=tls_ca_file)
-        self._stub = admin_pb2_grpc.AdminStub(self._channel)
+        self._caller = AdminCaller(self._channel, bytes(secret))
         self._closed = False
 
     @property
     def endpoint(self) -> str:
         return self._endpoint.target
 
-    def _call(self, method: str, request: Any) -> Any:
+    def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
         if self._closed:
             raise RocketStoreError(f"the admin client for {self._endpoint} is closed")
         try:
-            return getattr(self._stub, method)(
-                request, timeout=self._timeout_s, metadata=self._signer.metadata(SERVICE + method)
-            )
+            return self._caller.call(method, request, timeout_s or self._timeout_s)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, self.endpoint) from exc
 
@@ -132,11 +128,13 @@ class AdminClient:
         earliest: bool = False,
         latest: bool = False,
         dry_run: bool = True,
+        queue_id: int | None = None,
         force: bool = False,
     ) -> dict[str, Any]:
-        """Move the group's offsets in the topic (exactly one target); a dry run unless
-        `dry_run=False`. {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}. The
-        broker refuses (FAILED_PRECONDITION) while consumers of the group are online unless `force`."""
+        """Move the group's offsets in the topic (exactly one target), in every queue or only in
+        `queue_id`; a dry run unless `dry_run=False`.
+        {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}. The broker refuses
+        (FAILED_PRECONDITION) while consumers of the group are online unless `force`."""
         check_name("group", group)
         check_name("topic", topic)
         chosen = _exactly_one(
@@ -147,6 +145,8 @@ class AdminClient:
             latest=latest or None,
         )
         request = admin_pb2.ResetOffsetRequest(group=group, topic=topic, dry_run=dry_run, force=force, **chosen)
+        if queue_id is not None:
+            request.queue_id = queue_id
         answer = self._call("ResetOffset", request)
         return {"queues": [proto_to_dict(q) for q in answer.queues], "applied": answer.applied}
 
@@ -213,14 +213,7 @@ class AdminClient:
             raise ValueError(f"broker_id must be a non-negative int, got {broker_id!r}")
         timeout_s = check_timeout(timeout_s)
         request = admin_pb2.ElectMasterRequest(broker_id=broker_id, timeout_ms=int(timeout_s * 1000))
-        if self._closed:
-            raise RocketStoreError(f"the admin client for {self._endpoint} is closed")
-        try:
-            answer = self._stub.ElectMaster(
-                request, timeout=timeout_s + self._timeout_s, metadata=self._signer.metadata(SERVICE + "ElectMaster")
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc, self.endpoint) from exc
+        answer = self._call("ElectMaster", request, timeout_s + self._timeout_s)
         return proto_to_dict(answer)
 
     def close(self) -> None:

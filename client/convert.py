@@ -89,7 +89,7 @@ class SendResult:
     queue_id: int
     queue_offset: int
     commit_log_offset: int
-    # The broker group that stored it, when the producer chose it from a cluster's route ("" else).
+    # The broker group that stored it ("" when no route the producer asked for named it).
     broker_name: str = ""
 
     @property
@@ -491,6 +491,17 @@ def queues_from_route(topic: str, response: pb.QueryRouteResponse) -> list[Queue
         for q in response.message_queues
     ]
     return sorted(queues, key=lambda q: (q.queue_id, q.broker_id))
+
+
+def home_group(route: Iterable[QueueInfo], endpoint: str) -> str | None:
+    """The group the broker at `endpoint` belongs to: the one whose route entries name that
+    endpoint, else the route's only group; None when the route cannot tell."""
+    route = list(route)
+    named = {q.broker_name for q in route if q.endpoint == endpoint}
+    if len(named) == 1:
+        return named.pop()
+    groups = {q.broker_name for q in route}
+    return groups.pop() if len(groups) == 1 else None
 
 
 def readable_queue_ids(queues: Iterable[QueueInfo]) -> list[int]:

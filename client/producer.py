@@ -21,6 +21,12 @@ waited for: the send fails as soon as each was tried, unless `wait_for_broker=Tr
 (logged at INFO as "master of GROUP moved from A to B"). Channels to endpoints other than the
 first are opened when first needed and kept; `close()` closes them all.
 
+Each producer asks for a topic's route on its first send to it and every `route_refresh_s`.
+Whether a send without a `queue_id` follows the group's master as above or chooses a group and
+queue of a cluster's route is `client.cluster_sends`' decision (`TopicRoutes.spread_route`);
+this module only carries it out. `SendResult.broker_name` names the group that stored the
+message either way (in a group standing alone, the route's group; "" when no route answered).
+
 Thread-safety: a `Producer` may be shared by threads (gRPC channels are; the known endpoints
 take a lock). An `AsyncProducer` belongs to one event loop; its channels open on first use,
 inside that loop.
@@ -39,7 +45,7 @@ import grpc
 
 from wire.rpc import messaging_pb2 as pb
 
-from .cluster_sends import ClusterRoute, FaultRecord, QueueChooser, SpreadAction, SpreadSend, SpreadStep
+from .cluster_sends import ClusterRoute, FaultRecord, QueueChooser, SpreadAction, SpreadSend, SpreadStep, TopicRoutes
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
 from .endpoint import Endpoint, MessagingStubs, parse_endpoint
 from .signing import Credentials
@@ -94,14 +100,22 @@ def _route_request(topic: str, endpoint: Endpoint) -> pb.QueryRouteRequest:
     )
 
 
-def master_of(topic: str, response: pb.QueryRouteResponse) -> tuple[str, str] | None:
-    """(endpoint, broker name) of the route's writable broker id 0; None when the answer names none
-    (a slave standing in for its master that is down names itself id 0, read-only)."""
+def master_of(topic: str, response: pb.QueryRouteResponse, group: str = "") -> tuple[str, str] | None:
+    """(endpoint, broker name) of the route's writable broker id 0, of `group` when given (a
+    cluster's route names every group's); None when the answer names none (a slave standing in
+    for its master that is down names itself id 0, read-only)."""
     try:
         queues = queues_from_route(topic, response)
     except RocketStoreError:
         return None
-    return next(((q.endpoint, q.broker_name) for q in queues if q.broker_id == 0 and q.endpoint and q.writable), None)
+    return next(
+        (
+            (q.endpoint, q.broker_name)
+            for q in queues
+            if q.broker_id == 0 and q.endpoint and q.writable and q.broker_name == (group or q.broker_name)
+        ),
+        None,
+    )
 
 
 class _ProducerBase:
@@ -120,11 +134,10 @@ class _ProducerBase:
         wait_for_broker: bool = False,
     ) -> None:
         self._group = KnownEndpoints(parse_endpoints(endpoints))
-        # A cluster of several groups: the topics' routes (with when they were asked), the
-        # groups' fault record and the round robin over their queues (`client.cluster_sends`).
-        self._route_refresh_s = check_timeout(route_refresh_s)
-        self._routes: dict[str, tuple[ClusterRoute, float]] = {}
+        # The topics' routes, the groups' fault record and the round robin over their queues
+        # (`client.cluster_sends`): they decide whether and how sends spread over groups.
         self._faults = FaultRecord()
+        self._routes = TopicRoutes(check_timeout(route_refresh_s), self._faults)
         self._chooser = QueueChooser()
         self._given = self._group.all
         self._timeout_s = check_timeout(timeout_s)
@@ -168,7 +181,10 @@ class _ProducerBase:
         return min(ROUTE_TIMEOUT_S, self._timeout_s)
 
     def _found(self, topic: str, response: pb.QueryRouteResponse) -> str | None:
-        found = master_of(topic, response)
+        # The master of the group the producer was given, as the last route named its endpoints.
+        route = self._routes.get(topic)
+        group = next((name for name in map(route.group_of, self.endpoints) if name), "")
+        found = master_of(topic, response, group)
         if found is None:
             return None
         master, name = found
@@ -176,21 +192,11 @@ class _ProducerBase:
             self._group_name = name
         return master
 
-    def _route_due(self, topic: str, now: float) -> bool:
-        cached = self._routes.get(topic)
-        return cached is None or now - cached[1] >= self._route_refresh_s
-
     def _route_askees(self, topic: str) -> list[Endpoint]:
-        """Whom to ask for a route: the group's current endpoint, those given, then the masters
-        of the route known (any broker of the cluster answers for all of it)."""
-        asked = [self._group.current, *self._given]
-        cached = self._routes.get(topic)
-        if cached is not None:
-            for name in cached[0].groups:
-                endpoint = self._group_endpoint(cached[0].master_of(name))
-                if endpoint is not None:
-                    asked.append(endpoint)
-        return list(dict.fromkeys(asked))
+        """Whom to ask for a route, as `TopicRoutes.askees` orders them."""
+        given = [self._group.current.target, *(e.target for e in self._given)]
+        asked = (self._group_endpoint(target) for target in self._routes.askees(topic, given, time.monotonic()))
+        return list(dict.fromkeys(endpoint for endpoint in asked if endpoint is not None))
 
     @staticmethod
     def _group_endpoint(target: str) -> Endpoint | None:
@@ -198,17 +204,6 @@ class _ProducerBase:
             return parse_endpoint(target)
         except RocketStoreError:
             return None
-
-    def _keep_route(self, topic: str, route: ClusterRoute | None, now: float) -> ClusterRoute | None:
-        """Remembers an answered route (or, unanswered, keeps the last one until the next
-        refresh); the route if it spans several groups, else None (single-group sends)."""
-        cached = self._routes.get(topic)
-        if route is None:
-            route = cached[0] if cached is not None else ClusterRoute(())
-        else:
-            self._faults.saw_route(route)
-        self._routes[topic] = (route, now)
-        return route if len(route.groups) > 1 else None
 
     @staticmethod
     def _route_of(topic: str, response: pb.QueryRouteResponse) -> ClusterRoute | None:
@@ -227,10 +222,7 @@ class _ProducerBase:
         first = request.messages[0].system_properties
         return first.message_group if first.HasField("message_group") else ""
 
-    def _spread_finish(self, topic: str, spread: SpreadSend, step: SpreadStep, results) -> list[SendResult]:
-        cached = self._routes.get(topic)
-        if cached is not None and spread.route is not cached[0]:
-            self._routes[topic] = (spread.route, cached[1])
+    def _spread_finish(self, topic: str, step: SpreadStep, results) -> list[SendResult]:
         if step.action is SpreadAction.RETURN:
             assert results is not None and step.target is not None
             name = step.target.broker_name
@@ -246,14 +238,15 @@ class _ProducerBase:
             )
         raise error
 
-    def _finish(self, step: Step, results: list[SendResult] | None) -> list[SendResult]:
+    def _finish(self, topic: str, step: Step, results: list[SendResult] | None) -> list[SendResult]:
         """The end of a send: its results, or its last error raised."""
         if step.action is Action.RETURN:
             assert results is not None and step.endpoint is not None
+            name = self._routes.get(topic).group_of(step.endpoint.target) or self._group_name
             if step.moved_from is not None:
-                group = self._group_name or ";".join(e.target for e in self._given)
+                group = name or ";".join(e.target for e in self._given)
                 log.info("master of %s moved from %s to %s", group, step.moved_from.target, step.endpoint.target)
-            return results
+            return [dataclasses.replace(result, broker_name=name) for result in results]
         error = step.error
         assert error is not None
         error.attempts = step.attempts
@@ -341,10 +334,9 @@ class Producer(_ProducerBase):
 
     def _send(self, topic: str, messages: Iterable[Any], queue_id: int | None) -> list[SendResult]:
         request, ids = self._request(topic, messages, queue_id)
-        if queue_id is None:
-            route = self._spread_route(topic)
-            if route is not None:
-                return self._send_spread(topic, request, ids, route)
+        route = self._spread_route(topic)
+        if route is not None and queue_id is None:
+            return self._send_spread(topic, request, ids, route)
         attempts = SendAttempts(self._policy, self._group, time.monotonic())
         step = attempts.first()
         results = None
@@ -363,14 +355,13 @@ class Producer(_ProducerBase):
                 step = attempts.failed(exc, time.monotonic())
             else:
                 step = attempts.succeeded(time.monotonic())
-        return self._finish(step, results)
+        return self._finish(topic, step, results)
 
     def _spread_route(self, topic: str) -> ClusterRoute | None:
         now = time.monotonic()
-        if self._route_due(topic, now):
-            return self._keep_route(topic, self._ask_route(topic), now)
-        route = self._routes[topic][0]
-        return route if len(route.groups) > 1 else None
+        if self._routes.due(topic, now):
+            self._routes.answered(topic, self._ask_route(topic), now)
+        return self._routes.spread_route(topic)
 
     def _ask_route(self, topic: str) -> ClusterRoute | None:
         return self._first_route(topic, self._route_askees(topic), self._route_of)
@@ -391,7 +382,7 @@ class Producer(_ProducerBase):
 
     def _send_spread(self, topic: str, request, ids, route: ClusterRoute) -> list[SendResult]:
         spread = SpreadSend(
-            route, self._faults, self._chooser, self._policy, time.monotonic(), self._message_group(request)
+            self._routes, topic, route, self._chooser, self._policy, time.monotonic(), self._message_group(request)
         )
         step = spread.first()
         results = None
@@ -401,10 +392,7 @@ class Producer(_ProducerBase):
             if self._closed:
                 raise self._closed_error()
             if step.action is SpreadAction.REFRESH:
-                now = time.monotonic()
-                found = self._ask_route(topic)
-                self._keep_route(topic, found, now)
-                step = spread.refreshed(found, time.monotonic())
+                step = spread.refreshed(self._ask_route(topic), time.monotonic())
                 continue
             assert step.target is not None
             self._aim(request, step.target.queue_id)
@@ -415,7 +403,7 @@ class Producer(_ProducerBase):
                 step = spread.failed(exc, time.monotonic())
             else:
                 step = spread.succeeded(time.monotonic())
-        return self._spread_finish(topic, spread, step, results)
+        return self._spread_finish(topic, step, results)
 
     def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
         return self._first_route(topic, ask, self._found)
@@ -490,10 +478,9 @@ class AsyncProducer(_ProducerBase):
 
     async def _send(self, topic: str, messages: Iterable[Any], queue_id: int | None) -> list[SendResult]:
         request, ids = self._request(topic, messages, queue_id)
-        if queue_id is None:
-            route = await self._spread_route(topic)
-            if route is not None:
-                return await self._send_spread(topic, request, ids, route)
+        route = await self._spread_route(topic)
+        if route is not None and queue_id is None:
+            return await self._send_spread(topic, request, ids, route)
         attempts = SendAttempts(self._policy, self._group, time.monotonic())
         step = attempts.first()
         results = None
@@ -512,14 +499,13 @@ class AsyncProducer(_ProducerBase):
                 step = attempts.failed(exc, time.monotonic())
             else:
                 step = attempts.succeeded(time.monotonic())
-        return self._finish(step, results)
+        return self._finish(topic, step, results)
 
     async def _spread_route(self, topic: str) -> ClusterRoute | None:
         now = time.monotonic()
-        if self._route_due(topic, now):
-            return self._keep_route(topic, await self._ask_route(topic), now)
-        route = self._routes[topic][0]
-        return route if len(route.groups) > 1 else None
+        if self._routes.due(topic, now):
+            self._routes.answered(topic, await self._ask_route(topic), now)
+        return self._routes.spread_route(topic)
 
     async def _ask_route(self, topic: str) -> ClusterRoute | None:
         return await self._first_route(topic, self._route_askees(topic), self._route_of)
@@ -540,7 +526,7 @@ class AsyncProducer(_ProducerBase):
 
     async def _send_spread(self, topic: str, request, ids, route: ClusterRoute) -> list[SendResult]:
         spread = SpreadSend(
-            route, self._faults, self._chooser, self._policy, time.monotonic(), self._message_group(request)
+            self._routes, topic, route, self._chooser, self._policy, time.monotonic(), self._message_group(request)
         )
         step = spread.first()
         results = None
@@ -550,10 +536,7 @@ class AsyncProducer(_ProducerBase):
             if self._closed:
                 raise self._closed_error()
             if step.action is SpreadAction.REFRESH:
-                now = time.monotonic()
-                found = await self._ask_route(topic)
-                self._keep_route(topic, found, now)
-                step = spread.refreshed(found, time.monotonic())
+                step = spread.refreshed(await self._ask_route(topic), time.monotonic())
                 continue
             assert step.target is not None
             self._aim(request, step.target.queue_id)
@@ -564,7 +547,7 @@ class AsyncProducer(_ProducerBase):
                 step = spread.failed(exc, time.monotonic())
             else:
                 step = spread.succeeded(time.monotonic())
-        return self._spread_finish(topic, spread, step, results)
+        return self._spread_finish(topic, step, results)
 
     async def _rediscover(self, topic: str, ask: Sequence[Endpoint]) -> str | None:
         return await self._first_route(topic, ask, self._found)

@@ -7,7 +7,16 @@ the settings (`config`). No sockets or sleeps here: the gRPC adapters live in
 `master.replication_server` and `slave.replication_client`. Modules that guard shared state with
 locks (`replica_tracker`, `peer_auth`'s nonce table, `epoch_keeper`) say so in their docstrings."""
 
-from .chunks import ChunkCheck, ChunkVerdict, MalformedRecords, SlaveStreamCheck, crc32c, next_chunk, whole_records
+from .chunks import (
+    ChunkCheck,
+    ChunkVerdict,
+    MalformedRecords,
+    SlaveStreamCheck,
+    crc32c,
+    intact_prefix,
+    next_chunk,
+    whole_records,
+)
 from .config import HaConfig
 from .master_session import MasterSession, SlaveHandshake, StartDecision, decide_start
 from .replica_tracker import ReplicaTracker, SlaveSnapshot
@@ -29,6 +38,7 @@ __all__ = [
     "StartDecision",
     "crc32c",
     "decide_start",
+    "intact_prefix",
     "next_chunk",
     "whole_records",
 ]

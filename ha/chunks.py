@@ -9,10 +9,17 @@ never sees half a message.
 
 - `whole_records(data)`: length of the longest prefix made of whole records.
 - `next_chunk(read, offset, readable_end, batch_size)`: the bytes a master sends next.
-- `SlaveStreamCheck`: a slave's verdict on a received chunk (`ChunkCheck`).
+- `intact_prefix(data, start_offset, check_below)`: how much of them may go: a master never
+  ships a record damaged at rest (its body CRC, or any check of `store.codec.check_record`,
+  failing). Only records below `check_below` are checked: the master's
+  `MessageStore.crc_checked_from_offset`, past which every record was checked or written in
+  this run (the cost stays off the live tail; docs/brokers.md says why that is safe).
+- `SlaveStreamCheck`: a slave's verdict on a received chunk (`ChunkCheck`). The chunk's
+  CRC-32C (and, with a shared secret, its MAC) covers every byte in transit, so a slave does not
+  check bodies again: what it appends is what the master checked.
 
-No I/O, no clocks, no threads. `crc32c`, `whole_records` and `next_chunk` are pure functions;
-a `SlaveStreamCheck` belongs to one stream and is used from one thread.
+No I/O, no clocks, no threads. `crc32c`, `whole_records`, `next_chunk` and `intact_prefix` are
+pure functions; a `SlaveStreamCheck` belongs to one stream and is used from one thread.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from dataclasses import dataclass
 
 import crcmod.predefined
 
-from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, check_record
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
@@ -102,6 +109,24 @@ def next_chunk(read: Callable[[int, int], bytes], offset: int, readable_end: int
             return b""
         raise MalformedRecords(0, f"TOTALSIZE {size} at offset {offset} reaches past its segment")
     return record
+
+
+def intact_prefix(data: bytes, start_offset: int, check_below: int) -> tuple[int, CorruptMessage | None]:
+    """How many leading bytes of `data` (whole records from CommitLog offset `start_offset`, as
+    `next_chunk` cut them) may be shipped, and why not more: the error of the first record that
+    starts below `check_below` and fails its checks (None when none does). Records at or past
+    `check_below` are not read."""
+    end = len(data)
+    pos = 0
+    while pos < end and start_offset + pos < check_below:
+        try:
+            record = check_record(data, pos, end, start_offset + pos)
+        except CorruptMessage as exc:
+            return pos, exc
+        if not record.size:  # zeros: not a record (next_chunk never cuts these)
+            return pos, CorruptMessage(start_offset + pos, "zeros where a record must start")
+        pos += record.size
+    return end, None
 
 
 # -- the slave's side ----------------------------------------------------------------------------------

@@ -16,6 +16,11 @@ runs the response generator of each stream, and a helper thread reads the stream
    ack. A put's bytes go out at once (the `ReplicaTracker` signals new data on every put); puts
    that do not wait are noticed within `IDLE_POLL_S`. An idle stream carries a heartbeat (an
    empty chunk at the slave's expected end) every haSendHeartbeatInterval.
+   A record damaged at rest is never shipped (`ha.chunks.intact_prefix`, over the records below
+   `store.crc_checked_from_offset`): the stream carries the records before it, then closes with
+   DATA_LOSS and the record's description; a slave's handshake at a damaged record is refused
+   with FAILED_PRECONDITION. The store's `DamageLog` counts the refusal and holds the slave
+   there (`held_replication` in the status and metrics) until a stream to it goes past.
 3. Acks: every later report is fed to `ReplicaTracker.ack`; an ack beyond what was sent is a
    protocol error. A stream with no report for haHousekeepingInterval is closed (a watchdog
    thread closes it even when the stream is stuck sending to a slave that stopped reading).
@@ -40,6 +45,12 @@ named. Without it (mutual TLS), the TLS layer authenticates both ends and none o
 `HandBackPopEvents` takes back the pop journal of a slave that served reads while this master was
 down (`take_pop_events` appends it to the log); a broker that is not master refuses it.
 
+Requests whose bytes do not decode never reach these methods: the server the broker builds
+(`rocketstore.broker.replication_role`) carries `wire.request_guard.ThreadedMalformedRequestGuard`,
+which answers them INVALID_ARGUMENT and logs at most a line per peer host per 10 s; a report of a
+`Replicate` stream that does not decode (read on the stream's helper thread) closes the stream
+INVALID_ARGUMENT.
+
 Every exit path removes the session from the tracker at once, so waiting puts learn that the
 slave is gone. Sessions are logged when they open (peer, slave, start offset) and close (reason).
 
@@ -62,7 +73,7 @@ from typing import NoReturn
 
 import grpc
 
-from ha.chunks import MalformedRecords, crc32c, next_chunk
+from ha.chunks import MalformedRecords, crc32c, intact_prefix, next_chunk
 from ha.config import HaConfig
 from ha.epochs import EpochHistory
 from ha.master_session import CloseKind, MasterSession, SlaveHandshake, Step, decide_start
@@ -87,9 +98,13 @@ from ha.peer_auth import (
     report_parts,
 )
 from ha.replica_tracker import ReplicaTracker
+from wire.log_limit import LogLimiter, peer_host
+from wire.request_guard import MalformedRequest
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
+from store.codec import CorruptMessage
+from store.damage import Reader, describe
 from store.pop_state import Event as PopEvent
 from store.pop_state import decode_events
 from store.service_thread import ServiceThread
@@ -134,6 +149,7 @@ class _Stream:
         self.acks_open = threading.Event()  # the reader may read acks (or must stop: closing)
         self.handshake: ha_pb2.SlaveReport | None = None
         self.slave = ""
+        self.slave_id = -1
         self.registered = False
         self.last_report_ms = now_ms
         self.session: MasterSession | None = None  # set once the handshake is accepted
@@ -189,6 +205,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         self._stream_list: tuple[_Stream, ...] = ()  # copy-on-write, for the put path's wake-up
         self._stopping = threading.Event()
         self._watchdog: _Housekeeping | None = None
+        # Refusals come before authentication: a peer without the secret may send thousands a
+        # second, and each must not cost a log line.
+        self._refusals = LogLimiter(log, clock_ms=monotonic_clock_ms)
         tracker.add_new_data_listener(self._wake_all)
 
     # -- wiring --------------------------------------------------------------------------------
@@ -223,6 +242,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         """End every stream (a master stepping down); new streams are refused by role."""
         for stream in self._stream_list:
             self._close(stream, grpc.StatusCode.UNAVAILABLE, reason)
+        self._store.damage.release_replication()
 
     @property
     def stream_count(self) -> int:
@@ -283,8 +303,12 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         try:
             return self._auth.authenticate(header, _SERVICE + method, self._monotonic())
         except AuthenticationError as exc:
-            log.warning("refused %s from %s: %s", method, context.peer(), exc)
+            self._refuse_log(context, method, exc)
             _abort(context, grpc.StatusCode.UNAUTHENTICATED, f"authentication failed: {exc}")
+
+    def _refuse_log(self, context: grpc.ServicerContext, method: str, exc: Exception) -> None:
+        peer = context.peer()
+        self._refusals.log(peer_host(peer), "refused %s from %s: %s", method, peer, exc)
 
     def Replicate(self, request_iterator: Iterator[ha_pb2.SlaveReport], context: grpc.ServicerContext):
         auth = self._authenticate(context, "Replicate")
@@ -370,7 +394,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             try:
                 auth.open(POP_EVENTS, request.mac, *pop_events_parts(request))
             except AuthenticationError as exc:
-                log.warning("refused HandBackPopEvents from %s: %s", context.peer(), exc)
+                self._refuse_log(context, "HandBackPopEvents", exc)
                 _abort(context, grpc.StatusCode.UNAUTHENTICATED, str(exc))
         self._refuse_another_group(request.broker_name, context)
         try:
@@ -422,6 +446,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     return
         except grpc.RpcError:
             reason = "the stream was cancelled"
+        except MalformedRequest as exc:  # a report that does not decode (the server's guard)
+            self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {exc}")
+            return
         except Exception:  # noqa: BLE001 - a reader must end its session, whatever went wrong
             log.exception("replication session %d: reading reports failed", stream.session_id)
             reason = "reading the slave's reports failed"
@@ -446,6 +473,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         store = self._store
         tracker = self._tracker
         read = store.commit_log_data
+        held = store.damage.held_offset(stream.slave_id)
         # An empty chunk tells the slave the handshake is accepted.
         yield self._chunk(stream, start, b"", store.max_offset, self._epochs() if self._epochs is not None else None)
         session.sent_chunk(0, self._monotonic())
@@ -479,8 +507,17 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                         stream, grpc.StatusCode.DATA_LOSS, f"the master's CommitLog is corrupt at offset {sent}"
                     )
                     continue
+                intact, damage = intact_prefix(data, sent, store.crc_checked_from_offset)
+                if damage is not None:
+                    if not intact:
+                        self._close(stream, grpc.StatusCode.DATA_LOSS, self._refuse_damaged(stream, damage))
+                        continue
+                    data = data[:intact]
                 if data:
                     session.sent_chunk(len(data), now)
+                    if held is not None and session.sent > held:
+                        store.damage.release_replication(stream.slave_id)
+                        held = None
                     yield self._chunk(stream, sent, data, master_max, epochs)
                     continue
                 # Nothing whole to send yet (a record still being written): idle as below.
@@ -491,6 +528,37 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 yield self._chunk(stream, session.sent, b"", master_max, epochs)
                 continue
             self._wait(stream, min(IDLE_POLL_S, max(step.wait_ms, 1) / 1000))
+
+    def _refuse_damaged(self, stream: _Stream, damage: CorruptMessage) -> str:
+        """Count and hold a slave's replication at a damaged record; the reason the slave is
+        told (logged at WARNING once per slave and record: the slave retries every backoff)."""
+        damage_log = self._store.damage
+        damage_log.found(damage, Reader.REPLICATION)
+        news = damage_log.hold_replication(stream.slave_id, damage.offset)
+        reason = (
+            f"{describe(damage)} on the master: it is not replicated, so this slave stays at offset "
+            f"{damage.offset} until the master's copy is repaired (docs/store.md, 'Damaged records')"
+        )
+        log.log(
+            logging.WARNING if news else logging.DEBUG,
+            "replication to %s (%s) held at offset %d: %s",
+            stream.slave,
+            stream.peer,
+            damage.offset,
+            reason,
+        )
+        return reason
+
+    def _damage_at(self, start: int) -> CorruptMessage | None:
+        """The damage of the record a stream would start with, if it has any."""
+        store = self._store
+        if start >= store.crc_checked_from_offset:
+            return None
+        try:
+            first = next_chunk(store.commit_log_data, start, store.max_offset, 1)
+        except MalformedRecords:
+            return None  # the stream meets it and says so
+        return intact_prefix(first, start, store.crc_checked_from_offset)[1]
 
     @staticmethod
     def _epoch_end(epochs: EpochHistory, offset: int, readable: int) -> int:
@@ -547,6 +615,7 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             self._wait(stream, min(0.5, (deadline - now) / 1000))
         report = stream.handshake
         stream.slave = f"{report.broker_name}/{report.broker_id}"
+        stream.slave_id = report.broker_id
         now = self._monotonic()
         decision = decide_start(
             SlaveHandshake(report.broker_name, report.durable_offset, report.epoch, report.epoch_start_offset),
@@ -563,6 +632,11 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             self._close(stream, grpc.StatusCode.PERMISSION_DENIED, refusal)
             log.warning("refused replication to %s (%s): %s", stream.slave, stream.peer, refusal)
             return None
+        if not refusal:
+            damage = self._damage_at(start)
+            if damage is not None:
+                self._close(stream, grpc.StatusCode.FAILED_PRECONDITION, self._refuse_damaged(stream, damage))
+                return None
         if refusal:
             # A broker that is not master (yet: controller mode) is a passing condition.
             code = (

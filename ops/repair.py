@@ -51,6 +51,9 @@ class RepairPlan:
     zero_bytes: int  # bytes zeroed in the segment that keeps `offset`
     flushed_before: int | None
     flushed_after: int | None
+    # The last segment file is short: it is zero-filled back to size first (`extend_short_segment`),
+    # since the store does not load it otherwise and `repair` refuses to cut before that.
+    short_segment: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +71,22 @@ def _boundary_walk(report: InspectReport, offset: int) -> int:
             return 0
         raise RepairError(f"offset {offset} lies in no segment of the log")
     with open(Path(report.store_dir) / "commitlog" / segment.name, "rb") as f:
-        buf = mmap.mmap(f.fileno(), segment.size, access=mmap.ACCESS_READ)
+        # A short last segment (cut by a copy or a full disk) is walked as far as its bytes go.
+        length = min(segment.size, os.fstat(f.fileno()).st_size)
+        buf = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ) if length else b""
     try:
         pos = 0
         below = 0
         previous = segment.start
         while segment.start + pos < offset:
             current = segment.start + pos
+            if pos >= length:
+                raise RepairError(
+                    f"offset {offset} lies past the end of the short segment {segment.name} "
+                    f"(its data ends at {segment.start + length})"
+                )
             try:
-                record = check_record(buf, pos, segment.size, current)
+                record = check_record(buf, pos, length, current)
             except CorruptMessage as exc:  # cannot happen below end_offset, unless the file moved
                 raise RepairError(f"record at {current} does not check ({exc.reason}); inspect again") from None
             if record.kind == RecordKind.END:
@@ -96,7 +106,8 @@ def _boundary_walk(report: InspectReport, offset: int) -> int:
             )
         return below
     finally:
-        buf.close()
+        if isinstance(buf, mmap.mmap):
+            buf.close()
 
 
 def plan_repair(report: InspectReport, truncate_at: int | None = None) -> RepairPlan | None:
@@ -146,6 +157,7 @@ def plan_repair(report: InspectReport, truncate_at: int | None = None) -> Repair
         zero_bytes=zero,
         flushed_before=flushed,
         flushed_after=None if flushed is None else min(flushed, offset),
+        short_segment=report.short_segment,
     )
 
 
@@ -228,6 +240,12 @@ def format_plan(plan: RepairPlan) -> str:
         f"Cut the CommitLog of {plan.store_dir} at offset {plan.offset} ({plan.reason}):",
         f"  {plan.bytes_cut} written bytes go, holding {plan.messages_cut} valid message(s)",
     ]
+    if plan.short_segment:
+        lines.insert(
+            0,
+            f"Zero-fill the short last segment {plan.short_segment} back to the segment size "
+            "(--extend-short-segment), then:",
+        )
     if plan.segments_deleted:
         lines.append(f"  segments deleted: {', '.join(plan.segments_deleted)}")
     if plan.flushed_before is not None and plan.flushed_after != plan.flushed_before:

@@ -89,7 +89,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from client import BrokerError, PullConsumer, PullResult, PullStatus, ReceivedMessage, RocketStoreError, parse_endpoint
-from client.convert import DEFAULT_GROUP, MAX_BATCH, QueueInfo
+from client.convert import DEFAULT_GROUP, MAX_BATCH, QueueInfo, home_group
 
 log = logging.getLogger("rocketstore.pipeline.stream")
 
@@ -403,17 +403,6 @@ class GroupQueues:
     broker_name: str
     queue_ids: tuple[int, ...]
     endpoints: tuple[str, ...]
-
-
-def home_group(route: Iterable[QueueInfo], endpoint: str) -> str | None:
-    """The group the broker at `endpoint` belongs to: the one whose route entries name that
-    endpoint, else the route's only group; None when the route cannot tell."""
-    route = list(route)
-    named = {q.broker_name for q in route if q.endpoint == endpoint}
-    if len(named) == 1:
-        return named.pop()
-    groups = {q.broker_name for q in route}
-    return groups.pop() if len(groups) == 1 else None
 
 
 def route_groups(route: Iterable[QueueInfo], endpoint: str, home: str | None) -> list[GroupQueues]:

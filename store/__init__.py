@@ -2,11 +2,11 @@
 
 Public API: `MessageStore`, `StoreConfig`, `Message`, `MessageExt`, `PutMessageResult`,
 `GetMessageResult`, `QueryMessageResult`, `TagFilter`, `TopicConfig`, `StoreStatsSnapshot`, the
-status enums, and the errors a load or a replicated append can raise.
+status enums, and the errors a load, a read of one message or a replicated append can raise.
 """
 
 from .commitlog import CommitLogClosed, ReplicatedAppendError
-from .codec import CorruptMessage, decode_msg_id, make_msg_id
+from .codec import CorruptMessage, DamagedMessage, decode_msg_id, make_msg_id
 from .config import StoreConfig
 from .lifecycle import StoreLockedError
 from .mapped_file_queue import SegmentLayoutError
@@ -26,6 +26,7 @@ __all__ = [
     "CommitLogClosed",
     "ConfigError",
     "CorruptMessage",
+    "DamagedMessage",
     "FlushDiskType",
     "GetMessageResult",
     "GetMessageStatus",

@@ -39,6 +39,8 @@ from typing import NamedTuple
 
 from .message import (
     BORNHOST_V6_FLAG,
+    MAX_BORN_TIMESTAMP_MS,
+    MIN_BORN_TIMESTAMP_MS,
     PROPERTY_DELAY_TIME_LEVEL,
     STOREHOST_V6_FLAG,
     TRANSACTION_TYPE_MASK,
@@ -89,6 +91,18 @@ class CorruptMessage(Exception):
         super().__init__(f"corrupt message at offset {offset}: {reason}")
         self.offset = offset
         self.reason = reason
+
+
+class DamagedMessage(CorruptMessage):
+    """A whole message in its place (its PHYSICALOFFSET names its position, its sizes add up)
+    whose body fails its BODYCRC: bytes changed at rest, not a wrong offset nor a torn append.
+    Carries where the message belongs, so that whoever meets it can say which one it is."""
+
+    def __init__(self, offset: int, reason: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        super().__init__(offset, reason)
+        self.topic = topic
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,6 +224,10 @@ def body_crc(body: bytes | memoryview) -> int:
 # Encoding
 
 
+# Valid topic names and their encoded TOPIC field, keyed by what producers send, so bounded: a
+# flood of new names (refused later, by topic admission) once filled 65,536 entries, 23 MiB held for
+# good, and no later topic was cached. Full, it starts over: the topics in use return at their next put.
+TOPIC_CACHE_MAX = 4096
 _valid_topics: dict[str, bytes] = {}
 
 
@@ -231,8 +249,9 @@ def _topic_suffix(topic: object) -> bytes:
             PutMessageStatus.MESSAGE_ILLEGAL, f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
         )
     suffix = _U8.pack(len(encoded)) + encoded
-    if len(_valid_topics) < 65536:
-        _valid_topics[topic] = suffix
+    if len(_valid_topics) >= TOPIC_CACHE_MAX:
+        _valid_topics.clear()
+    _valid_topics[topic] = suffix
     return suffix
 
 
@@ -242,7 +261,7 @@ _INT_FIELDS = (
     ("sys_flag", _INT32_MIN, _INT32_MAX),
     ("reconsume_times", _INT32_MIN, _INT32_MAX),
     ("prepared_transaction_offset", -(1 << 63), (1 << 63) - 1),
-    ("born_timestamp_ms", -(1 << 63), (1 << 63) - 1),
+    ("born_timestamp_ms", MIN_BORN_TIMESTAMP_MS, MAX_BORN_TIMESTAMP_MS),
 )
 
 
@@ -350,6 +369,12 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
     born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
     if msg.queue_id < 0 if type(msg.queue_id) is int else True:
         raise _explain_bad_ints(msg)
+    if type(born_ts) is int and not MIN_BORN_TIMESTAMP_MS <= born_ts <= MAX_BORN_TIMESTAMP_MS:
+        raise MessageRejected(
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            f"born timestamp {born_ts} ms is not a time of the years 1 to 9999 "
+            f"([{MIN_BORN_TIMESTAMP_MS}, {MAX_BORN_TIMESTAMP_MS}] ms since the epoch)",
+        )
     try:
         head = fixed.pack(
             total,
@@ -494,7 +519,8 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     """Check the record at `buf[pos:]` whose CommitLog offset is `physical_offset`.
 
     `limit` is the end of the segment within `buf`. Zeros at TOTALSIZE mean the end of written data.
-    Raises CorruptMessage for anything that is neither a whole valid message nor a blank end.
+    Raises CorruptMessage for anything that is neither a whole valid message nor a blank end;
+    DamagedMessage (a CorruptMessage) for a whole message whose body fails its CRC.
     """
     remaining = limit - pos
     if remaining < 8:
@@ -529,8 +555,9 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     p = pos + fixed.size
     if body_len < 0 or p + body_len + 3 > end:
         raise CorruptMessage(physical_offset, f"body length {body_len} does not fit total size {size}")
-    if verify_crc and zlib.crc32(memoryview(buf)[p : p + body_len]) & 0x7FFFFFFF != crc:
-        raise CorruptMessage(physical_offset, "body CRC mismatch")
+    # Checked now, reported after the structure: a record whose sizes do not add up is not a
+    # message at all, whatever its body holds.
+    crc_ok = not verify_crc or zlib.crc32(memoryview(buf)[p : p + body_len]) & 0x7FFFFFFF == crc
     p += body_len
     topic_len = buf[p]
     topic_raw = buf[p + 1 : p + 1 + topic_len]
@@ -545,6 +572,8 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
     if props_len and buf[end - 1] != 0x02:
         raise CorruptMessage(physical_offset, "properties do not end with a separator")
     topic = _topic_name(bytes(topic_raw), physical_offset)
+    if not crc_ok:
+        raise DamagedMessage(physical_offset, "body CRC mismatch", topic, queue_id, queue_offset)
     return RecordCheck(
         RecordKind.MESSAGE, size, queue_id, queue_offset, sys_flag, store_ts, topic, p + 2, props_len, prepared
     )

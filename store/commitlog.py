@@ -6,8 +6,12 @@ queue offset per `topic-queueId`, stamps the physical offset and store time into
 encoded bytes, and copies them into the mapping. Encoding happens before, durability waits after,
 both outside the lock.
 
+Reads of one message check it whole, its body CRC included: a message damaged at rest raises
+`DamagedMessage` and is reported to `on_damage` first (the store's `DamageLog`), so every reader
+(consumers, queries, the broker's services) meets the same check in this one place.
+
 Thread-safety: `append` is serialised by `lock`; reads take no lock (segments are copy-on-write,
-positions only grow while the store runs).
+positions only grow while the store runs); `on_damage` must be callable from any thread.
 """
 
 from __future__ import annotations
@@ -17,7 +21,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .clock import wall_clock_ms
-from .codec import CorruptMessage, EncodedMessage, RecordKind, check_record, decode_checked, decode_message
+from .codec import (
+    CorruptMessage,
+    DamagedMessage,
+    EncodedMessage,
+    RecordKind,
+    check_record,
+    decode_checked,
+    decode_message,
+)
 from .mapped_file_queue import MappedFileQueue
 from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, MessageExt
 
@@ -43,8 +55,14 @@ class AppendResult:
 
 
 class CommitLog:
-    def __init__(self, queue: MappedFileQueue, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        queue: MappedFileQueue,
+        clock_ms: Callable[[], int] | None = None,
+        on_damage: Callable[[DamagedMessage], None] | None = None,
+    ) -> None:
         self.queue = queue
+        self.on_damage = on_damage
         self.lock = threading.Lock()
         self.topic_queue_table: dict[str, int] = {}
         self.begin_time_in_lock_ms = 0
@@ -150,7 +168,8 @@ class CommitLog:
             return b""
 
     def read_message(self, physical_offset: int) -> MessageExt:
-        """The message stored at `physical_offset`; CorruptMessage when there is none."""
+        """The message stored at `physical_offset`; CorruptMessage when there is none,
+        DamagedMessage (reported to `on_damage` first) when it is there but damaged."""
         segment = self.queue.find(physical_offset)
         if segment is None or physical_offset >= self.max_offset:
             raise CorruptMessage(physical_offset, "no message at this offset (outside the log)")
@@ -161,11 +180,16 @@ class CommitLog:
             raise CorruptMessage(physical_offset, "its segment was deleted") from None
         try:
             return decode_message(view, pos, physical_offset)
+        except DamagedMessage as exc:
+            if self.on_damage is not None:
+                self.on_damage(exc)
+            raise
         finally:
             view.release()
 
-    def iter_messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
-        """Every message from `start_offset` (a record boundary; default: the log's start)."""
+    def iter_messages(self, start_offset: int | None = None, *, verify_crc: bool = True) -> Iterator[MessageExt]:
+        """Every message from `start_offset` (a record boundary; default: the log's start);
+        without `verify_crc`, bodies are not checked (for readers of headers only)."""
         offset = self.min_offset if start_offset is None else start_offset
         end = self.max_offset
         while offset < end:
@@ -179,7 +203,7 @@ class CommitLog:
             except ValueError:  # retention or shutdown unmapped the segment after the lookup
                 return
             try:
-                record = check_record(view, pos, limit, offset)
+                record = check_record(view, pos, limit, offset, verify_crc=verify_crc)
                 if record.kind == RecordKind.END:
                     return
                 if record.kind == RecordKind.BLANK:

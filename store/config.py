@@ -88,9 +88,12 @@ class StoreConfig:
     # How many recent producer message ids (UNIQ_KEY) a put is checked against, so a retry of a
     # stored message is answered, not stored again (store/recent_ids.py); 0 turns the check off.
     recent_message_ids_max: int = 100_000
-    # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute.
+    # Limits of auto-creation (store/auto_create.py): topics in the table, and topics per minute;
+    # consumer groups' retry and dead-letter topics have limits of their own.
     auto_create_topic_max_topics: int = 1024
     auto_create_topic_per_minute: int = 60
+    auto_create_retry_topic_max_topics: int = 4096
+    auto_create_retry_topic_per_minute: int = 60
     default_topic_queue_nums: int = 4
     max_index_num: int = 20_000_000
     max_hash_slot_num: int = 5_000_000
@@ -101,6 +104,9 @@ class StoreConfig:
     max_transfer_count_on_message_in_memory: int = 32
     max_msgs_num_batch: int = 64
     default_query_max_num: int = 32
+    # Entries (topic, group, queue) in the consumer offset table a client commit may add
+    # (store/consumer_offset.py); beyond it commits for new ones are refused.
+    consumer_offset_max_entries: int = 100_000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = field(
         default=60_000, metadata=_key("flushConsumeQueueThoroughInterval")
@@ -134,10 +140,22 @@ class StoreConfig:
             "commit_interval_commit_log_ms",
             "flush_interval_consume_queue_ms",
             "transient_store_pool_size",
+            "consumer_offset_max_entries",
         )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{_label(name)} must be positive, got {getattr(self, name)}")
+        limits = (
+            "auto_create_topic_max_topics",
+            "auto_create_topic_per_minute",
+            "auto_create_retry_topic_max_topics",
+            "auto_create_retry_topic_per_minute",
+        )
+        for name in limits:
+            if getattr(self, name) < 0:
+                raise ConfigError(
+                    f"{_label(name)} must not be negative (0 stops auto-creation), got {getattr(self, name)}"
+                )
         if self.mapped_file_size_commit_log < 4096:
             raise ConfigError(
                 f"{_label('mapped_file_size_commit_log')} must be at least 4096, got {self.mapped_file_size_commit_log}"

@@ -16,12 +16,19 @@ through `store.json_file.write_json_atomically`, so a crash leaves the previous 
 and offsets committed since the last persist are lost: consumers then re-consume from the older
 offset (RocketMQ's at-least-once).
 
+The table is bounded: a commit that would add an entry (topic, group, queue) beyond `max_entries`
+(consumerOffsetMaxEntries) is refused with TABLE_FULL, while entries that exist keep taking
+commits, so clients naming new groups cannot grow the table, its file and the slaves' copies
+without end. The operator's resets (`bounded=False`), a loaded file and a master's copy are not
+held to it.
+
 Thread-safety: one lock guards the table and the dirty flag; a second lock serialises persists, so
 the file is never written under the table lock and commits do not wait for an fsync.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable
@@ -37,6 +44,13 @@ OFFSETS_FILE = "consumerOffset.json"
 SEPARATOR = "@"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
+DEFAULT_MAX_ENTRIES = 100_000
+
+
+class OffsetCommit(enum.Enum):
+    COMMITTED = "COMMITTED"
+    # A new (topic, group, queue) entry, and the table already holds max_entries.
+    TABLE_FULL = "TABLE_FULL"
 
 
 def _is_int(value: Any) -> bool:
@@ -52,13 +66,17 @@ class ConsumerOffsetManager:
     """Committed offsets of every (topic, group, queue), persisted under
     `<root>/config/consumerOffset.json`."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        if max_entries < 1:
+            raise ValueError(f"consumerOffsetMaxEntries must be at least 1, got {max_entries}")
         self.path = Path(root) / "config" / OFFSETS_FILE
+        self.max_entries = max_entries
         self._lock = threading.Lock()
         self._persist_lock = threading.Lock()
         # (topic, group) -> {queue id: offset}. Loaded keys are not held to the naming rules (a
         # Java broker's file may predate them); only what this API commits is.
         self._table: dict[tuple[str, str], dict[int, int]] = {}
+        self._entries = 0  # queue offsets in the table, over every (topic, group)
         self._dirty = False
 
     # -- loading ---------------------------------------------------------------------------------
@@ -70,6 +88,7 @@ class ConsumerOffsetManager:
         table = self._parse(content, str(self.path)) if content is not None else {}
         with self._lock:
             self._table = table
+            self._entries = _count(table)
             self._dirty = False
 
     def _parse(self, content: Any, source: str) -> dict[tuple[str, str], dict[int, int]]:
@@ -120,7 +139,9 @@ class ConsumerOffsetManager:
         with self._lock:
             changed = 0
             for key, queues in table.items():
-                if self._table.get(key) != queues:
+                old = self._table.get(key)
+                if old != queues:
+                    self._entries += len(queues) - (len(old) if old is not None else 0)
                     self._table[key] = queues
                     changed += 1
             if changed:
@@ -129,17 +150,41 @@ class ConsumerOffsetManager:
 
     # -- commits and queries ---------------------------------------------------------------------
 
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+    def commit_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, *, bounded: bool = True
+    ) -> OffsetCommit:
         """Record the group's next offset for the queue, in memory. Last commit wins, as in
-        RocketMQ: an offset may move backwards (a consumer resetting its offset)."""
+        RocketMQ: an offset may move backwards (a consumer resetting its offset). TABLE_FULL
+        (nothing changed) when it would add an entry past `max_entries`, unless not `bounded`
+        (an operator's reset). ValueError for a bad name, queue id or offset."""
         validate_group_name(group)
         validate_topic_name(topic)
         _check_queue_id(queue_id)
         if not _is_int(offset) or not 0 <= offset <= _INT64_MAX:
             raise ValueError(f"offset must be an int in 0..{_INT64_MAX}, got {offset!r}")
         with self._lock:
-            self._table.setdefault((topic, group), {})[queue_id] = offset
+            queues = self._table.get((topic, group))
+            if queues is None or queue_id not in queues:
+                if bounded and self._entries >= self.max_entries:
+                    return OffsetCommit.TABLE_FULL
+                self._entries += 1
+                if queues is None:
+                    queues = self._table[topic, group] = {}
+            queues[queue_id] = offset
             self._dirty = True
+        return OffsetCommit.COMMITTED
+
+    def table_full_reason(self) -> str:
+        """Why a commit answered TABLE_FULL, naming the key that raises the limit."""
+        return (
+            f"the consumer offset table holds {self.max_entries} entries (topic, group, queue), its limit "
+            f"(consumerOffsetMaxEntries); offsets of groups and queues it holds are still committed"
+        )
+
+    @property
+    def entries(self) -> int:
+        with self._lock:
+            return self._entries
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 (RocketMQ's "none yet") when there is none."""
@@ -179,7 +224,7 @@ class ConsumerOffsetManager:
         with self._lock:
             keys = [k for k in self._table if match(*k)]
             for key in keys:
-                del self._table[key]
+                self._entries -= len(self._table.pop(key))
             if keys:
                 self._dirty = True
         return keys
@@ -245,3 +290,7 @@ class ConsumerOffsetManager:
                 for (topic, group), queues in self._table.items()
             }
         }
+
+
+def _count(table: dict[tuple[str, str], dict[int, int]]) -> int:
+    return sum(len(queues) for queues in table.values())

@@ -37,11 +37,12 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 
 from .checkpoint import StoreCheckpoint
 from .retention import CleanPolicy, CleanService
-from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage
+from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, DamagedMessage
 from .commitlog import CommitLog, ReplicatedAppendError
 from .config import StoreConfig
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
 from .consumer_offset import ConsumerOffsetManager
+from .damage import DamageLog, Reader
 from .dispatch import (
     Dispatcher,
     DispatchRequest,
@@ -80,6 +81,7 @@ from .recent_ids import RecentIds
 from .properties import ConfigError, replace_from_properties
 from .topic_config import (
     MAX_QUEUE_NUMS,
+    is_retry_or_dlq,
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
     Permission,
@@ -96,6 +98,8 @@ LIVE_CONFIG_KEYS = frozenset(
         "brokerPermission",
         "autoCreateTopicMaxTopics",
         "autoCreateTopicPerMinute",
+        "autoCreateRetryTopicMaxTopics",
+        "autoCreateRetryTopicPerMinute",
         "fileReservedTime",
         "deleteWhen",
         "diskMaxUsedSpaceRatio",
@@ -113,6 +117,10 @@ def _auto_create_limits(config: StoreConfig) -> AutoCreateLimits:
     return AutoCreateLimits(
         config.auto_create_topic_enable, config.auto_create_topic_max_topics, config.auto_create_topic_per_minute
     )
+
+
+def _retry_create_limits(config: StoreConfig) -> AutoCreateLimits:
+    return AutoCreateLimits(True, config.auto_create_retry_topic_max_topics, config.auto_create_retry_topic_per_minute)
 
 
 class MessageStore:
@@ -140,7 +148,11 @@ class MessageStore:
             else None
         )
         self.queue = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log, pool=self._pool)
-        self.commit_log = CommitLog(self.queue, clock_ms)
+        # Damaged records met by any reader; the CommitLog reports those its reads refuse.
+        self.damage = DamageLog(wall_ms=clock_ms)
+        self.commit_log = CommitLog(self.queue, clock_ms, on_damage=self._read_refused)
+        # Set by load(): below it, no record's body CRC was checked in this run (see the property).
+        self._crc_checked_from = 0
         self.consume_queues = ConsumeQueueTable(root, config.mapped_file_size_consume_queue)
         self.index = (
             IndexService(
@@ -157,7 +169,7 @@ class MessageStore:
             delay_levels=len(self.delay_levels),
             clock=clock_ms,
         )
-        self.consumer_offsets = ConsumerOffsetManager(root)
+        self.consumer_offsets = ConsumerOffsetManager(root, config.consumer_offset_max_entries)
         self.stats = StoreStats(clock_ms)
         self.queue.on_fsync = self.stats.record_fsync
         self.dispatcher = Dispatcher(self.queue, 0, self._default_dispatch_limit, self._delivery_time)
@@ -185,6 +197,7 @@ class MessageStore:
         self._writable_topics: set[str] = set()  # the put path's cache of admitted topics
         self._topic_lock = threading.Lock()
         self._auto_create = AutoCreateGate(_auto_create_limits(config))
+        self._retry_create = AutoCreateGate(_retry_create_limits(config), retry=True)
         self._allocator: SegmentAllocator | None = None
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
@@ -239,6 +252,8 @@ class MessageStore:
         self.commit_log.reset_queue_offsets(recovered.queue_offset_table)
         self.dispatcher.reput_from_offset = recovered.dispatch_from_offset
         self.recovery = recovered.report
+        report = recovered.report
+        self._crc_checked_from = report.scan_start_offset if self.config.check_crc_on_recover else report.end_offset
         self._loaded = True
         pending = read_intent(self._root)
         if pending is not None:
@@ -750,7 +765,12 @@ class MessageStore:
         config = self.topics.get(topic)
         if config is not None:
             return config
-        refusal = self._auto_create.refusal(topic, len(self.topics.topics()), self._clock())
+        if is_retry_or_dlq(topic):
+            # A client's send to a retry or dead-letter name: the switch, then their own limits.
+            refusal = self._auto_create.switched_off(topic) or self._retry_refusal(topic)
+        else:
+            users = sum(1 for name in self.topics.names() if not is_retry_or_dlq(name))
+            refusal = self._auto_create.refusal(topic, users, self._clock())
         if refusal is not None:
             log.debug("auto-creation refused: %s", refusal.reason)
             return refusal
@@ -758,6 +778,33 @@ class MessageStore:
         config = self.topics.create_or_update(TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues))
         log.info("auto-created topic %s with %d queues", topic, queues)
         return config
+
+    def _retry_refusal(self, topic: str) -> AutoCreateRefusal | None:
+        retries = sum(1 for name in self.topics.names() if is_retry_or_dlq(name))
+        return self._retry_create.refusal(topic, retries, self._clock())
+
+    def create_retry_topic(self, topic: str) -> TopicConfig | AutoCreateRefusal:
+        """A consumer group's retry or dead-letter topic (one queue), created by the broker on
+        first use whether or not autoCreateTopicEnable is on, within the retry topics' own limits
+        (autoCreateRetryTopicMaxTopics, autoCreateRetryTopicPerMinute); the refusal otherwise."""
+        if not is_retry_or_dlq(topic):
+            raise ValueError(f"{topic} is not a retry or dead-letter topic")
+        with self._topic_lock:
+            config = self.topics.get(topic)
+            if config is not None:
+                return config
+            refusal = self._retry_refusal(topic)
+            if refusal is not None:
+                return refusal
+            config = self.topics.create_or_update(TopicConfig(topic, 1, 1))
+        log.info("created %s for a consumer group's redeliveries", topic)
+        return config
+
+    def auto_create_refusals(self) -> dict[str, int]:
+        """Auto-creations refused since the start, by the key of the limit that refused them."""
+        with self._topic_lock:
+            gates = (self._auto_create, self._retry_create)
+            return {limit.value: count for gate in gates for limit, count in gate.refused.items()}
 
     def create_or_update_topic(self, config: TopicConfig) -> TopicConfig:
         with self._topic_lock:
@@ -788,6 +835,7 @@ class MessageStore:
             self.config = config
             self.topics.auto_create_topic_enable = config.auto_create_topic_enable
             self._auto_create.limits = _auto_create_limits(config)
+            self._retry_create.limits = _retry_create_limits(config)
         if self._cleaner is not None:
             self._cleaner.policy = policy
         log.info("config changed: %s", ", ".join(f"{k}={v}" for k, v in sorted(changes.items())))
@@ -857,7 +905,22 @@ class MessageStore:
         return self.dispatcher.reput_from_offset
 
     def read_message(self, physical_offset: int) -> MessageExt:
+        """The message at `physical_offset`: CorruptMessage when there is none, DamagedMessage
+        (a CorruptMessage, counted in `damage`) when its body fails its CRC."""
         return self.commit_log.read_message(physical_offset)
+
+    def _read_refused(self, error: DamagedMessage) -> None:
+        self.damage.found(error, Reader.READ)
+
+    @property
+    def crc_checked_from_offset(self) -> int:
+        """The CommitLog offset from which every record had its body CRC checked in this run or
+        was written in it: the start-up scan checked from here to the log's end (from the end
+        when checkCRCOnRecover is off), and later records were encoded from their bodies by the
+        put path or received whole under the replication stream's checksum. Records below it
+        were stored before this run and never checked since: what replication checks before
+        shipping (reads check every message)."""
+        return self._crc_checked_from
 
     def iter_messages(self, start_offset: int | None = None) -> Iterator[MessageExt]:
         return self.commit_log.iter_messages(start_offset)
@@ -938,4 +1001,5 @@ class MessageStore:
             commit_log_min_offset=self.min_offset,
             commit_log_max_offset=self.max_offset,
             flushed_offset=self.flushed_offset,
+            damage=self.damage.snapshot(self.min_offset),
         )

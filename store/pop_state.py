@@ -17,7 +17,8 @@ Each event carries the queue's `base` (its committed offset when the event was m
 whose first event of a queue is not that queue's first (older events deleted by retention) starts
 the queue there. A delivery has a token unique in its queue; an ack or a change of invisible time
 names the token it was given, and a token that is no longer current is refused (the message was
-redelivered, or its invisible time changed).
+redelivered, or its invisible time changed). The broker itself may push a due delivery's invisible
+time back when it cannot redeliver it now (`postpone`): a change that keeps the token.
 
 A delivery whose invisible time ran out may be redelivered from the group's retry topic instead
 of in place (the broker puts a copy there): the original offset is then done (`Retried`), and an
@@ -205,6 +206,18 @@ class PopState:
         if held.token != token:
             return Refused(STALE)
         event = Changed(key, p.committed, offset, token, p.next_token, invisible_until_ms)
+        self.apply(event)
+        return event
+
+    def postpone(self, key: Key, offset: int, token: int, invisible_until_ms: int) -> Changed:
+        """The due delivery (`token` current) could not be redelivered now (its retry or
+        dead-letter topic was refused): it stays in flight, invisible again until then, under the
+        same token, so the client's handle still acks it."""
+        p = self._queues[key]
+        held = p.inflight.get(offset)
+        if held is None or held.token != token:
+            raise ValueError(f"{key} offset {offset} is not in flight under token {token}")
+        event = Changed(key, p.committed, offset, token, token, invisible_until_ms)
         self.apply(event)
         return event
 

@@ -4,16 +4,26 @@ queryMessage and viewMessageById), over the ConsumeQueues, IndexFiles and the Co
 Decisions follow RocketMQ: a queue offset below the queue's minimum answers OFFSET_TOO_SMALL, at
 its end OFFSET_OVERFLOW_ONE, past it OFFSET_OVERFLOW_BADLY, each with the next offset to begin
 from; units whose CommitLog bytes were deleted answer MESSAGE_WAS_REMOVING; a tag filter compares
-hash codes first, then the message's TAGS. Thread-safety: reads take no lock and may run on any
-number of threads beside the writer and the dispatcher.
+hash codes first, then the message's TAGS.
+
+A damaged message (its body fails its CRC: `codec.DamagedMessage`, reported to the store's
+`DamageLog` by the CommitLog's read) is never handed out and never skipped: a read stops before
+it, answering FOUND with the messages before it, or MESSAGE_CORRUPTED when it is the first one,
+with `next_begin_offset` at its queue offset and `reason` naming it. Going past it is the
+reader's decision (a read from the next queue offset serves what follows). A query by key leaves
+damaged messages out of its answer and lists their offsets; a view by msgId raises.
+
+Thread-safety: reads take no lock and may run on any number of threads beside the writer and the
+dispatcher.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codec import CorruptMessage, decode_msg_id
+from .codec import CorruptMessage, DamagedMessage, decode_msg_id
 from .commitlog import CommitLog
+from .damage import describe
 from .consume_queue import ConsumeQueueTable
 from .index_file import IndexService
 from .message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
@@ -31,6 +41,8 @@ class GetMessageResult:
     max_offset: int
     messages: tuple[MessageExt, ...] = ()
     buffer_total_size: int = 0
+    # MESSAGE_CORRUPTED: which message is damaged and why (its CommitLog offset, topic, queue).
+    reason: str = ""
 
     @property
     def found(self) -> bool:
@@ -42,6 +54,8 @@ class QueryMessageResult:
     messages: tuple[MessageExt, ...]
     index_last_update_timestamp_ms: int
     index_last_update_phy_offset: int
+    # CommitLog offsets of damaged messages the index named, left out of `messages`.
+    damaged_offsets: tuple[int, ...] = ()
 
 
 class MessageReader:
@@ -68,11 +82,14 @@ class MessageReader:
         if max_msg_nums <= 0 or max_total_bytes <= 0:
             raise ValueError("max_msg_nums and max_total_bytes must be positive")
         cq = self._queues.find(topic, queue_id)
-        # Queue offsets the put path assigned (messages appended, maybe not dispatched yet): a
-        # pull there is early, not wrong, and waits like one at the end of the queue.
+        # Queue offsets the put path assigned (messages appended, maybe not dispatched yet), up
+        # to the next one it will assign: a pull there is early, not wrong, and waits like one
+        # at the end of the queue. Read before the queue's max offset, which never passes it, so
+        # an offset a put was acknowledged with (or the one after it) is never answered as past
+        # the end while the dispatcher catches up.
         assigned = self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
         if cq is None:
-            if 0 <= queue_offset < assigned:
+            if 0 <= queue_offset <= assigned and assigned > 0:
                 return GetMessageResult(Status.OFFSET_OVERFLOW_ONE, queue_offset, 0, 0)
             return GetMessageResult(Status.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset, max_offset = cq.min_offset, cq.max_offset
@@ -80,7 +97,7 @@ class MessageReader:
             return GetMessageResult(Status.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
         if queue_offset < min_offset:
             return GetMessageResult(Status.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
-        if queue_offset == max_offset or max_offset < queue_offset < assigned:
+        if queue_offset == max_offset or max_offset < queue_offset <= assigned:
             return GetMessageResult(Status.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset)
         if queue_offset > max_offset:
             correction = min_offset if min_offset == 0 else max_offset
@@ -113,6 +130,13 @@ class MessageReader:
                 continue
             try:
                 message = self._commit_log.read_message(unit.commit_log_offset)
+            except DamagedMessage as exc:
+                next_offset -= 1  # the read stops at it: the next one begins there
+                if messages:
+                    break
+                return GetMessageResult(
+                    Status.MESSAGE_CORRUPTED, next_offset, min_offset, max_offset, reason=describe(exc)
+                )
             except CorruptMessage:
                 if not messages:
                     status = Status.MESSAGE_WAS_REMOVING
@@ -131,9 +155,16 @@ class MessageReader:
             return QueryMessageResult((), 0, 0)
         offsets = self._index.query_offsets(topic, key, max_num, begin_ms, end_ms)
         found = []
+        damaged = []
         for offset in offsets:
             try:
                 message = self._commit_log.read_message(offset)
+            except DamagedMessage as exc:
+                # Its keys are not checked (a hash collision may have named it): listed when its
+                # topic matches, so that the asker hears of it rather than of nothing.
+                if exc.topic == topic:
+                    damaged.append(offset)
+                continue
             except CorruptMessage:
                 continue  # deleted by retention since it was indexed
             keys = (message.keys or "").split()
@@ -141,11 +172,13 @@ class MessageReader:
                 key in keys or message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key
             ):
                 found.append(message)
-        return QueryMessageResult(tuple(found), self._index.last_update_timestamp, self._index.last_update_phy_offset)
+        return QueryMessageResult(
+            tuple(found), self._index.last_update_timestamp, self._index.last_update_phy_offset, tuple(damaged)
+        )
 
     def view_message_by_id(self, msg_id: str) -> MessageExt:
         """The message a msgId names; ValueError for a malformed id, CorruptMessage when no
-        message is stored at its offset."""
+        message is stored at its offset, DamagedMessage when it is stored damaged."""
         _, offset = decode_msg_id(msg_id)
         message = self._commit_log.read_message(offset)
         if message.msg_id != msg_id.upper():

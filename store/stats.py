@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
+from .damage import DamageReport
 from .status import PutMessageStatus
 
 __all__ = [
@@ -186,6 +187,9 @@ class TopicStats:
     last_store_timestamp_ms: int
 
 
+_NO_DAMAGE = DamageReport((), 0, 0, 0, MappingProxyType({}))
+
+
 @dataclass(frozen=True, slots=True)
 class StoreStatsSnapshot:
     """The store's statistics at `taken_at_ms`: a frozen value, safe to share and to export
@@ -203,6 +207,9 @@ class StoreStatsSnapshot:
 
     Dispatch: totals and `topics` (name -> `TopicStats`, a copy) as the dispatcher recorded them;
     `dispatch_lag_*` and the CommitLog offsets are passed in by the store.
+
+    Damage: the records found damaged and what they held up (`store.damage.DamageReport`),
+    passed in by the store.
     """
 
     taken_at_ms: int
@@ -235,6 +242,7 @@ class StoreStatsSnapshot:
     # Per status name, only statuses that were answered at least once.
     put_latency_by_status: Mapping[str, BucketCounts] = field(default_factory=lambda: MappingProxyType({}))
     fsync_latency: BucketCounts = field(default_factory=lambda: BucketCounts((0,) * _N_BUCKETS, 0))
+    damage: DamageReport = field(default_factory=lambda: _NO_DAMAGE)
 
     @property
     def unflushed_bytes(self) -> int:
@@ -251,7 +259,7 @@ class StoreStatsSnapshot:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, LatencyStats):
+    if isinstance(value, (LatencyStats, DamageReport)):
         return value.as_dict()
     if isinstance(value, BucketCounts):
         return {"counts": list(value.counts), "sum_us": value.sum_us}
@@ -388,6 +396,7 @@ class StoreStats:
         commit_log_min_offset: int,
         commit_log_max_offset: int,
         flushed_offset: int,
+        damage: DamageReport = _NO_DAMAGE,
     ) -> StoreStatsSnapshot:
         """Current totals, rates from the sample ring, and the store's figures passed in. Any
         thread; copies under each group's lock, computes outside them."""
@@ -456,6 +465,7 @@ class StoreStats:
             flushed_offset=flushed_offset,
             put_latency_by_status=MappingProxyType(by_status_latency),
             fsync_latency=fsync,
+            damage=damage,
         )
 
 

@@ -42,7 +42,10 @@ _STORED = frozenset(
 
 
 class GetMessageStatus(enum.Enum):
-    """Outcome of a read by queue offset, as RocketMQ's GetMessageStatus."""
+    """Outcome of a read by queue offset, as RocketMQ's GetMessageStatus, and one of ours:
+    MESSAGE_CORRUPTED (the name of the v2 API's code for it), the message at the queue offset
+    is stored but damaged (its body fails its CRC), so it is not served and the read does not
+    go past it on its own."""
 
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
@@ -53,6 +56,7 @@ class GetMessageStatus(enum.Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    MESSAGE_CORRUPTED = "MESSAGE_CORRUPTED"
 
 
 class BrokerRole(enum.Enum):

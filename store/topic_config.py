@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, KeysView, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,13 @@ _INT32_MAX = 2**31 - 1
 # A consumer group's redeliveries and dead letters (RocketMQ's MixAll prefixes).
 RETRY_TOPIC_PREFIX = "%RETRY%"
 DLQ_TOPIC_PREFIX = "%DLQ%"
+
+
+def is_retry_or_dlq(topic: str) -> bool:
+    """A consumer group's retry or dead-letter topic (by name): auto-created within limits of
+    their own (`store.auto_create`)."""
+    return topic.startswith((RETRY_TOPIC_PREFIX, DLQ_TOPIC_PREFIX))
+
 
 # System topics (RocketMQ's TopicValidator constants).
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -335,6 +342,11 @@ class TopicConfigManager:
 
     def get(self, topic: str) -> TopicConfig | None:
         return self._table.get(topic)
+
+    def names(self) -> KeysView[str]:
+        """Every served topic's name, unordered (a view of a snapshot: the table is replaced whole,
+        never changed in place)."""
+        return self._table.keys()
 
     def topics(self) -> list[TopicConfig]:
         """Every served topic, by name."""

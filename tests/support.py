@@ -1,6 +1,7 @@
 """Helpers the test suites share: threads run together, child processes whose stdout lines are
 read on a thread so that every wait on them has a deadline, the `rocketstore` CLI run in this
-process, an HTTP GET of a broker's metrics port, and a gRPC error made up for sans-IO tests.
+process, an HTTP GET of a broker's metrics port, a gRPC error made up for sans-IO tests, and small
+stores and records changed at rest in their segment files.
 
 Importable as `support` from any test (pytest puts `tests/` on sys.path for its conftest).
 """
@@ -13,6 +14,7 @@ import json
 import os
 import queue
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -108,6 +110,16 @@ def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
     return value
 
 
+def proc_status(pid: int, field: str) -> int:
+    """A number from /proc/<pid>/status (`VmRSS` in bytes, `Threads` as a count)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == field:
+            number, _, unit = value.strip().partition(" ")
+            return int(number) * (1024 if unit == "kB" else 1)
+    raise AssertionError(f"/proc/{pid}/status has no {field}")
+
+
 # Broker settings for tests that run broker processes: small segments and indexes (tests write
 # little, and segment ends get crossed), short replication intervals.
 BROKER_TEST_SETTINGS = {
@@ -173,3 +185,57 @@ class FakeRpcError(grpc.RpcError):
 
     def details(self) -> str:
         return self._details
+
+
+def small_store_config(root: Path, segment_size: int, **overrides):
+    """A StoreConfig at `root` with `segment_size` CommitLog segments and small ConsumeQueue and
+    IndexFile geometry, as small segments: tests copy and scan whole stores."""
+    from store import StoreConfig
+
+    overrides.setdefault("mapped_file_size_commit_log", segment_size)
+    overrides.setdefault("mapped_file_size_consume_queue", 1024 * 20)
+    overrides.setdefault("max_hash_slot_num", 512)
+    overrides.setdefault("max_index_num", 2048)
+    return StoreConfig(store_path_root_dir=str(root), **overrides)
+
+
+def _segment_of(commit_log_dir: Path, segment_size: int, physical_offset: int) -> tuple[Path, int]:
+    """The segment file holding CommitLog offset `physical_offset`, and the offset's position in it."""
+    start = physical_offset - physical_offset % segment_size
+    return commit_log_dir / f"{start:020d}", physical_offset - start
+
+
+def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int) -> int:
+    """Damage the message at CommitLog offset `physical_offset` as bytes changed at rest do: one
+    byte of its body flipped in its segment file, in place (a running store sees it through its
+    shared mapping). Returns the file position changed."""
+    from store.codec import check_record, decode_checked
+
+    path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        segment = os.pread(fd, segment_size, 0)
+        check = check_record(segment, pos, len(segment), physical_offset)
+        message = decode_checked(segment, pos, check)
+        assert message.body, "a message with an empty body has no body byte to damage"
+        body_at = check.properties_pos - 2 - 1 - len(check.topic.encode("utf-8")) - len(message.body)
+        os.pwrite(fd, bytes([segment[body_at] ^ 0x20]), body_at)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return body_at
+
+
+def set_born_timestamp(commit_log_dir: Path, segment_size: int, physical_offset: int, born_ms: int) -> None:
+    """Give the message at CommitLog offset `physical_offset` another born time, in place in its
+    segment file, as a broker that did not check the field stored it (the body CRC does not cover
+    it; a running store sees it through its shared mapping)."""
+    from store.codec import BORN_HOST_POS
+
+    path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, struct.pack(">q", born_ms), pos + BORN_HOST_POS - 8)  # BORNTIMESTAMP precedes BORNHOST
+        os.fsync(fd)
+    finally:
+        os.close(fd)

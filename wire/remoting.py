@@ -18,7 +18,11 @@ serialization of its request.
 
 `RemotingCommand` is a frozen value; `encode` makes a frame, `FrameDecoder` takes bytes as they
 arrive and returns whole commands (bounded by `max_frame_bytes`; a bad frame raises
-`RemotingProtocolError` and the connection must close). Also the request and response codes
+`RemotingProtocolError` and the connection must close). Every length read from the wire (frame,
+header, remark, extFields and each key and value, batch entries, bodies, properties, stored
+records) is checked against what is left of its enclosing field before it is used: a negative or
+overlong one is refused, never followed, and every parse step moves forward, so the work a
+decoder does is bounded by the bytes it is given. Also the request and response codes
 RocketStore speaks, the codec of a batch's body, and the decoder of the stored records a pull
 returns (`decode_stored_records`). No I/O, no threads; a decoder belongs to one
 connection.
@@ -43,7 +47,9 @@ DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024 + 64 * 1024
 PROTOCOL_VERSION = 399
 
 _LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS")
+_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _PREFIX = struct.Struct(">ii")
 _BINARY_FIXED = struct.Struct(">hbhii")
 
@@ -173,7 +179,7 @@ def _binary_header(cmd: RemotingCommand) -> bytes:
     ext = []
     for key, value in cmd.ext_fields.items():
         k, v = key.encode(), str(value).encode()
-        ext.append(struct.pack(">h", len(k)) + k + _INT32.pack(len(v)) + v)
+        ext.append(_INT16.pack(len(k)) + k + _INT32.pack(len(v)) + v)
     ext_bytes = b"".join(ext)
     parts.append(_INT32.pack(len(ext_bytes)) + ext_bytes)
     return b"".join(parts)
@@ -198,70 +204,117 @@ def _text_fields(raw: object) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
 
 
+def _int32(doc: dict, name: str, default: int | None) -> int:
+    raw = doc.get(name, default)
+    if raw is None or isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise RemotingProtocolError(f"the header's {name} is not an integer")
+    try:
+        value = int(raw)
+    except (ValueError, OverflowError):
+        raise RemotingProtocolError(f"the header's {name} is not an integer") from None
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise RemotingProtocolError(f"the header's {name} {value} is out of range (a 32-bit integer)")
+    return value
+
+
 def _from_json(header: bytes, body: bytes) -> RemotingCommand:
     try:
         doc = json.loads(header)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RemotingProtocolError(f"the JSON header does not parse: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise RemotingProtocolError(f"the JSON header does not parse: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise RemotingProtocolError("the JSON header is not an object")
+    code, opaque, flag, version = doc.get("code"), doc.get("opaque", 0), doc.get("flag", 0), doc.get("version", 0)
+    # Clients send plain JSON integers: checked inline; anything else goes the long way.
+    if not (
+        type(code) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and type(version) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+    ):
+        if "code" not in doc:
+            raise RemotingProtocolError("the header lacks an integer code")
+        code, opaque, flag = _int32(doc, "code", None), _int32(doc, "opaque", 0), _int32(doc, "flag", 0)
+        version = _int32(doc, "version", 0)
+    remark, language = doc.get("remark"), doc.get("language")
     try:
-        code, opaque, flag = int(doc["code"]), int(doc.get("opaque", 0)), int(doc.get("flag", 0))
-        version = int(doc.get("version", 0))
-    except (KeyError, TypeError, ValueError):
-        raise RemotingProtocolError("the header lacks an integer code, opaque or flag") from None
-    remark = doc.get("remark")
+        fields = _text_fields(doc.get("extFields"))
+    except RecursionError:
+        raise RemotingProtocolError("extFields nest too deeply") from None
     return RemotingCommand(
         code,
         opaque,
         flag,
-        _text_fields(doc.get("extFields")),
+        fields,
         body,
         remark if isinstance(remark, str) else None,
-        str(doc.get("language", "OTHER")),
+        language if isinstance(language, str) else "OTHER",
         version,
         JSON,
     )
 
 
-def _from_binary(header: bytes, body: bytes) -> RemotingCommand:
-    view = memoryview(header)
+def _sized(header: bytes, pos: int, width: int, end: int, what: str) -> tuple[bytes, int]:
+    """The field at `pos`: a length of `width` bytes (2 or 4, signed), then that many bytes, all
+    before `end`; and the position after it (always past `pos`: every read moves forward)."""
+    if pos + width > end:
+        raise RemotingProtocolError(f"the binary header ends inside the length of {what}")
+    (length,) = (_INT16 if width == 2 else _INT32).unpack_from(header, pos)
+    start = pos + width
+    if length < 0 or length > end - start:
+        raise RemotingProtocolError(f"{what} claims {length} bytes; {end - start} are left")
+    return header[start : start + length], start + length
+
+
+def _text(raw: bytes, what: str) -> str:
     try:
-        code, language, version, opaque, flag = _BINARY_FIXED.unpack_from(view, 0)
-        pos = _BINARY_FIXED.size
-        (remark_len,) = _INT32.unpack_from(view, pos)
-        pos += 4
-        remark = bytes(view[pos : pos + remark_len]).decode() if remark_len > 0 else None
-        pos += max(0, remark_len)
-        (ext_len,) = _INT32.unpack_from(view, pos)
-        pos += 4
-        end = pos + ext_len
-        if ext_len < 0 or end > len(view) or remark_len < 0:
-            raise RemotingProtocolError("a binary header field runs past the header")
-        fields: dict[str, str] = {}
-        while pos < end:
-            (key_len,) = struct.unpack_from(">h", view, pos)
-            key = bytes(view[pos + 2 : pos + 2 + key_len]).decode()
-            pos += 2 + key_len
-            (value_len,) = _INT32.unpack_from(view, pos)
-            fields[key] = bytes(view[pos + 4 : pos + 4 + value_len]).decode()
-            pos += 4 + value_len
-        if pos != end:
-            raise RemotingProtocolError("the binary extFields overrun their length")
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise RemotingProtocolError(f"the binary header does not parse: {exc}") from None
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise RemotingProtocolError(f"{what} is not UTF-8") from None
+
+
+def _from_binary(header: bytes, body: bytes) -> RemotingCommand:
+    size = len(header)
+    if size < _BINARY_FIXED.size:
+        raise RemotingProtocolError(f"a binary header of {size} bytes is shorter than its fixed fields")
+    code, language, version, opaque, flag = _BINARY_FIXED.unpack_from(header, 0)
+    remark, pos = _sized(header, _BINARY_FIXED.size, 4, size, "the remark")
+    ext, _ = _sized(header, pos, 4, size, "extFields")
+    fields: dict[str, str] = {}
+    pos, end = 0, len(ext)
+    while pos < end:
+        key, pos = _sized(ext, pos, 2, end, "an extFields key")
+        value, pos = _sized(ext, pos, 4, end, "an extFields value")
+        fields[_text(key, "an extFields key")] = _text(value, "an extFields value")
     name = _LANGUAGES[language] if 0 <= language < len(_LANGUAGES) else "OTHER"
-    return RemotingCommand(code, opaque, flag, fields, body, remark, name, version, ROCKETMQ)
+    text = _text(remark, "the remark") if remark else None
+    return RemotingCommand(code, opaque, flag, fields, body, text, name, version, ROCKETMQ)
 
 
 class FrameDecoder:
-    """Whole commands out of a byte stream, as it arrives in pieces."""
+    """Whole commands out of a byte stream, as it arrives in pieces. After a RemotingProtocolError
+    the stream has no frame boundary left to trust: every later `feed` raises it again."""
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._buffer = bytearray()
         self._max = max_frame_bytes
+        self._error: RemotingProtocolError | None = None
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
+        if self._error is not None:
+            raise RemotingProtocolError(f"the stream broke earlier: {self._error}")
+        try:
+            return self._feed(data)
+        except RemotingProtocolError as exc:
+            self._error = exc
+            self._buffer = bytearray()
+            raise
+
+    def _feed(self, data: bytes) -> list[RemotingCommand]:
         buffer = self._buffer
         buffer += data
         out: list[RemotingCommand] = []
@@ -306,6 +359,8 @@ def properties_to_string(properties: Mapping[str, str]) -> str:
 
 
 def string_to_properties(text: str) -> dict[str, str]:
+    """The properties of RocketMQ's string form; ValueError for a pair without a value separator,
+    an empty name, or a value holding a second separator (the store could not write it back)."""
     out: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
         if not item:
@@ -313,6 +368,8 @@ def string_to_properties(text: str) -> dict[str, str]:
         key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
         if not sep:
             raise ValueError(f"a property without a value separator: {item[:40]!r}")
+        if not key or NAME_VALUE_SEPARATOR in value:
+            raise ValueError(f"a property with an empty name or a \\x01 in its value: {item[:40]!r}")
         out[key] = value
     return out
 
@@ -337,7 +394,7 @@ def encode_batch_body(items: Iterable[BatchItem]) -> bytes:
         parts.append(
             _BATCH_HEAD.pack(total, 0, zlib.crc32(item.body) & 0x7FFFFFFF, item.flag, len(item.body))
             + item.body
-            + struct.pack(">h", len(props))
+            + _INT16.pack(len(props))
             + props
         )
     return b"".join(parts)
@@ -352,14 +409,14 @@ def decode_batch_body(data: bytes) -> list[BatchItem]:
         if len(view) - pos < _BATCH_HEAD.size:
             raise ValueError(f"a batch entry at byte {pos} is cut short")
         total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-        if total < _BATCH_HEAD.size + 2 or pos + total > len(view) or body_len < 0:
-            raise ValueError(f"a batch entry at byte {pos} claims {total} bytes")
+        if total < _BATCH_HEAD.size + 2 or total > len(view) - pos or body_len < 0:
+            raise ValueError(f"a batch entry at byte {pos} claims {total} bytes (body {body_len})")
         body_start = pos + _BATCH_HEAD.size
         body_end = body_start + body_len
         if body_end + 2 > pos + total:
             raise ValueError(f"a batch entry at byte {pos}: its body runs past the entry")
-        (props_len,) = struct.unpack_from(">h", view, body_end)
-        if body_end + 2 + props_len != pos + total:
+        (props_len,) = _INT16.unpack_from(view, body_end)
+        if props_len < 0 or body_end + 2 + props_len != pos + total:
             raise ValueError(f"a batch entry at byte {pos}: its properties do not end the entry")
         props = bytes(view[body_end + 2 : body_end + 2 + props_len]).decode()
         items.append(BatchItem(bytes(view[body_start:body_end]), flag, string_to_properties(props)))
@@ -419,20 +476,29 @@ def decode_stored_records(data: bytes) -> list[StoredRecord]:
         if len(data) - pos < 8:
             raise ValueError(f"a record at byte {pos} is cut short")
         size, _magic = struct.unpack_from(">ii", data, pos)
-        if size < 8 or pos + size > len(data):
+        if size < _RECORD_FIXED[8, 8].size or size > len(data) - pos:
             raise ValueError(f"a record at byte {pos} claims {size} bytes of {len(data) - pos}")
+        end = pos + size
         (sys_flag,) = struct.unpack_from(">i", data, pos + 36)
         fixed = _RECORD_FIXED[20 if sys_flag & BORNHOST_V6_FLAG else 8, 20 if sys_flag & STOREHOST_V6_FLAG else 8]
         try:
+            if fixed.size > size:
+                raise ValueError(f"{size} bytes cannot hold its fixed fields")
             (_, _, crc, queue_id, flag, queue_offset, phys, _, born_ts, born_raw, store_ts, store_raw, reconsume, _,
              body_len) = fixed.unpack_from(data, pos)  # fmt: skip
             at = pos + fixed.size
+            if not 0 <= body_len <= end - at - 3:
+                raise ValueError(f"a body of {body_len} bytes does not fit the record")
             body = data[at : at + body_len]
             at += body_len
             topic_len = data[at]
+            if at + 1 + topic_len + 2 > end:
+                raise ValueError(f"a topic of {topic_len} bytes does not fit the record")
             topic = data[at + 1 : at + 1 + topic_len].decode()
             at += 1 + topic_len
-            (props_len,) = struct.unpack_from(">h", data, at)
+            (props_len,) = _INT16.unpack_from(data, at)
+            if not 0 <= props_len <= end - at - 2:
+                raise ValueError(f"properties of {props_len} bytes do not fit the record")
             properties = string_to_properties(data[at + 2 : at + 2 + props_len].decode())
         except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
             raise ValueError(f"the record at byte {pos} does not decode: {exc}") from None

@@ -25,10 +25,15 @@ group and the permission it lacks. What each method needs:
 | ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue | SUB on the topic and on the group |
 | QueryOffset | SUB on the topic |
 | QueryRoute, Heartbeat, Telemetry, NotifyClientTermination | a valid signature |
+| a Telemetry settings command (each) | PUB on every topic it publishes; SUB on its subscription's group and topics |
 | any other method | an admin account |
 
+A Telemetry stream is checked command by command (`AclGuard.telemetry_check`, which the servicer
+calls, as RocketMQ's proxy checks each command): a producer announcing a topic it may not publish
+to would otherwise receive that topic's transaction check-backs, message bodies included.
+
 `AclGuard` is the grpc.aio server interceptor that applies it to `apache.rocketmq.v2.MessagingService`
-(the admin API has its own signature, `wire.auth`). The model and the decisions are plain values;
+(the admin API has its own signature, `wire.admin_auth`). The model and the decisions are plain values;
 thread-safe.
 """
 
@@ -152,8 +157,23 @@ Need = list[tuple[str, str, Perm]]  # (kind "topic"|"group", name, permission)
 _AUTHENTICATED_ONLY = frozenset({"QueryRoute", "Heartbeat", "Telemetry", "NotifyClientTermination"})
 
 
+def _telemetry_needs(command: pb.TelemetryCommand) -> Need:
+    if command.WhichOneof("command") != "settings":
+        return []
+    settings = command.settings
+    wanted: Need = [("topic", t.name, Perm.PUB) for t in settings.publishing.topics]
+    if settings.HasField("subscription"):
+        subscription = settings.subscription
+        wanted.append(("group", subscription.group.name, Perm.SUB))
+        wanted.extend(("topic", entry.topic.name, Perm.SUB) for entry in subscription.subscriptions)
+    return wanted
+
+
 def needs(method: str, request: object) -> Need | None:
-    """What `method` needs on which resources; None: only an admin may call it."""
+    """What `method` needs on which resources; None: only an admin may call it. For Telemetry,
+    `request` is one command of the stream (None: the stream itself)."""
+    if method == "Telemetry" and isinstance(request, pb.TelemetryCommand):
+        return _telemetry_needs(request)
     if method in _AUTHENTICATED_ONLY:
         return []
     if method == "SendMessage" and isinstance(request, pb.SendMessageRequest):
@@ -224,6 +244,11 @@ class AclGuard(grpc.aio.ServerInterceptor):
 
     def __init__(self, acl: AclConfig) -> None:
         self._acl = acl
+
+    def telemetry_check(self, metadata: Mapping[str, str], command: pb.TelemetryCommand) -> pb.Status | None:
+        """One command of a Telemetry stream whose call carried `metadata`: None, or its refusal."""
+        refused = decide(self._acl, "Telemetry", metadata, command)
+        return None if refused is None else _status(refused)
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)

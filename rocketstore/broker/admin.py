@@ -40,7 +40,8 @@ the cluster as this broker sees it.
 
 Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
 logged and answered INTERNAL. Authentication is not this module's: the broker installs
-`wire.auth.AuthInterceptor` in front of every method. Thread-safety: runs on the broker's
+`wire.admin_auth.AsyncAuthInterceptor` in front of every method but Identify, which answers who
+this broker is (what a client binds its signatures to). Thread-safety: runs on the broker's
 event loop; the topic table is written from a worker thread.
 """
 
@@ -56,12 +57,14 @@ from typing import NoReturn
 
 import grpc
 
+from wire.admin_auth import identity_answer
 from wire.rpc import admin_pb2, admin_pb2_grpc
 from store import BrokerRole, MessageStore, TopicConfig
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
 from store.clock import wall_clock_ms
 
-from store.codec import CorruptMessage
+from store.codec import CorruptMessage, DamagedMessage
+from store.damage import describe
 from store.message import MessageExt
 from store.properties import ConfigError, unknown_keys_text
 
@@ -192,6 +195,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             status.master_last_contact_ms = state.last_chunk_ms
             status.acting_master = view.acting_master()
         return status
+
+    @_guarded
+    async def Identify(self, request: admin_pb2.IdentifyRequest, context) -> admin_pb2.BrokerIdentity:
+        return identity_answer(self._configs.broker.identity)
 
     @_guarded
     async def GetStatus(self, request: admin_pb2.GetStatusRequest, context) -> admin_pb2.BrokerStatus:
@@ -411,6 +418,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 "say where to: timestamp_ms, queue_offset, earliest or latest",
             )
         config = await self._topic(context, request.topic)
+        if request.HasField("queue_id") and not 0 <= request.queue_id < config.read_queue_nums:
+            await _abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"topic {config.topic_name} has queues 0..{config.read_queue_nums - 1}, not {request.queue_id}",
+            )
         if not request.dry_run and not request.force:
             online = self._clients.clients(self._clock(), group=request.group, kind=ClientKind.CONSUMER)
             if online:
@@ -456,12 +469,26 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                     grpc.StatusCode.FAILED_PRECONDITION,
                     "this broker keeps no index (messageIndexEnable=false)",
                 )
-            found = (await asyncio.to_thread(store.query_message, request.topic, request.key, limit)).messages
+            queried = await asyncio.to_thread(store.query_message, request.topic, request.key, limit)
+            found = queried.messages
+            if not found and queried.damaged_offsets:
+                listed = ", ".join(map(str, queried.damaged_offsets))
+                await _abort(
+                    context,
+                    grpc.StatusCode.DATA_LOSS,
+                    f"the messages the index names for key {request.key!r} are damaged (body CRC mismatch) at "
+                    f"CommitLog offsets {listed}: not served",
+                )
         elif by == "msg_id":
-            found = await asyncio.to_thread(admin_queries.find_by_id, store, request.msg_id, request.topic, limit)
+            try:
+                found = await asyncio.to_thread(admin_queries.find_by_id, store, request.msg_id, request.topic, limit)
+            except DamagedMessage as exc:
+                await _abort(context, grpc.StatusCode.DATA_LOSS, f"{describe(exc)}: not served")
         elif by == "commit_log_offset":
             try:
                 found = (await asyncio.to_thread(store.read_message, request.commit_log_offset),)
+            except DamagedMessage as exc:
+                await _abort(context, grpc.StatusCode.DATA_LOSS, f"{describe(exc)}: not served")
             except CorruptMessage as exc:
                 await _abort(
                     context, grpc.StatusCode.NOT_FOUND, f"no message at offset {request.commit_log_offset}: {exc}"

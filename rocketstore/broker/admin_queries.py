@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from wire.rpc import admin_pb2
 from store import BrokerRole, MessageStore, TopicConfig
-from store.codec import CorruptMessage
+from store.codec import CorruptMessage, DamagedMessage
 from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from store.message_store import LIVE_CONFIG_KEYS
 from store.properties import to_properties
@@ -103,7 +103,8 @@ def reset_plan(store: MessageStore, group: str, config: TopicConfig, request: ad
     topic = config.topic_name
     target = request.WhichOneof("to")
     changes = []
-    for queue_id in range(config.read_queue_nums):
+    queue_ids = [request.queue_id] if request.HasField("queue_id") else range(config.read_queue_nums)
+    for queue_id in queue_ids:
         low = store.min_queue_offset(topic, queue_id)
         high = store.dispatched_queue_offset(topic, queue_id)
         if target == "earliest":
@@ -122,7 +123,7 @@ def reset_plan(store: MessageStore, group: str, config: TopicConfig, request: ad
 
 def apply_reset(store: MessageStore, group: str, topic: str, changes: Iterable[admin_pb2.OffsetChange]) -> None:
     for change in changes:
-        store.consumer_offsets.commit_offset(group, topic, change.queue_id, change.new_offset)
+        store.consumer_offsets.commit_offset(group, topic, change.queue_id, change.new_offset, bounded=False)
     store.consumer_offsets.persist()
 
 
@@ -152,9 +153,12 @@ def message_view(message: MessageExt) -> admin_pb2.MessageView:
 
 def find_by_id(store: MessageStore, msg_id: str, topic: str, limit: int) -> list[MessageExt]:
     """The message a broker msgId (store host + CommitLog offset) names, else the messages whose
-    client id (UNIQ_KEY) it is: in `topic`, or in every user topic when none is given."""
+    client id (UNIQ_KEY) it is: in `topic`, or in every user topic when none is given.
+    DamagedMessage when the msgId names a message stored damaged."""
     try:
         return [store.view_message_by_id(msg_id)]
+    except DamagedMessage:
+        raise
     except (ValueError, CorruptMessage):
         pass
     topics = [topic] if topic else [t.topic_name for t in store.topics.topics() if t.topic_name not in SYSTEM_TOPICS]

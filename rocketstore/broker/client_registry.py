@@ -1,125 +1,123 @@
-"""`ClientRegistry`: the producers and consumers a broker has heard from lately, by group, for the
-admin API (`ListConsumerGroups`, `ListClients`) and for refusing an offset reset under a running
-group.
+"""`ClientRegistry`: the broker's one record of the producers and consumers it heard from lately,
+by group: the remoting API's consumer lists (GET_CONSUMER_LIST_BY_GROUP, which 4.x consumers
+rebalance by), the admin API (`ListConsumerGroups`, `ListClients`) and the refusal of an offset
+reset under a running group all read it.
 
 A client is known by (group, client id): the id the client sends (the official RocketMQ 5 clients'
 `x-mq-client-id`, a 4.x client's `clientID`), else the address it calls from. Each sighting
-(`saw`) records how it reaches the broker (`ClientProtocol`: gRPC pop, gRPC pull, plain gRPC,
-remoting 4.x), whether it produces or consumes, its address, the topics it named and when; a
-client is online while its last sighting is younger than `expiry_ms` (RocketMQ's channel expiry,
-120 s: the official clients heartbeat every 10 s, 4.x clients every 30 s, pull consumers call at
-every pull) and is forgotten at once when it says goodbye (`gone`: NotifyClientTermination,
-UNREGISTER_CLIENT). Sans-IO: times are the caller's `now_ms`; the adapters that see calls
-(`client_sightings` for gRPC, the remoting server) feed it.
+records how it reaches the broker (`ClientProtocol`: gRPC pop, gRPC pull, plain gRPC, remoting
+4.x), whether it produces or consumes, its address, the topics it named and when; a client is
+online while its last sighting is younger than `channelExpiredTimeout` (RocketMQ's channel
+expiry, 120 s: the official clients heartbeat every 10 s, 4.x clients every 30 s, pull consumers
+call at every pull) and is forgotten at once when it says goodbye (`gone`:
+NotifyClientTermination, UNREGISTER_CLIENT).
+
+Two bounded tables (`client_table.ClientTable`, each within the same limits): the remoting API's
+consumers, whose heartbeat is refused past the limits (`remotingMax*`, as RocketMQ's clients must
+know they are not in their group's list), and every other client (the gRPC API's, 4.x
+producers), which a full table only leaves out of the admin API's lists. Apart, so that neither
+kind of traffic can crowd the other out. Expired entries are dropped on the tables' schedule,
+at any sighting and at the remoting server's sweep.
+
+Sans-IO: times are the caller's `now_ms`; the adapters that see calls (`client_sightings` for
+gRPC, the remoting server) feed it.
 
 Thread-safety: one lock; the gRPC loop and the remoting server's thread both write.
 """
 
 from __future__ import annotations
 
-import enum
 import threading
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
-# RocketMQ's channelExpiredTimeout: a client silent this long is gone.
-CLIENT_EXPIRY_MS = 120_000
+from .client_table import MAX_CLIENT_ID_LENGTH, ClientKind, ClientLimits, ClientProtocol, ClientSeen, ClientTable
+from .queue_access import group_problem
+from .v2_messages import name_problem
+
+__all__ = ["ClientKind", "ClientLimits", "ClientProtocol", "ClientRegistry", "ClientSeen"]
+
 # A 4.x consumer subscribes to its group's retry topic by itself: not a topic it chose.
 RETRY_PREFIX = "%RETRY%"
-# Topics remembered per client: enough for any real subscription, bounded against a client that
-# names a new topic on every call.
-MAX_TOPICS_PER_CLIENT = 64
-
-
-class ClientProtocol(enum.Enum):
-    """How a client reaches the broker (the admin API's enum of the same names)."""
-
-    GRPC = 1  # RocketMQ 5's gRPC API, not consuming (a producer)
-    GRPC_POP = 2  # the gRPC API consuming by pop: SimpleConsumer, PushConsumer
-    GRPC_PULL = 3  # the gRPC API's pull calls: this project's PullConsumer
-    REMOTING = 4  # RocketMQ 4.x's TCP remoting protocol
-
-
-class ClientKind(enum.Enum):
-    PRODUCER = 1
-    CONSUMER = 2
-
-
-@dataclass(frozen=True, slots=True)
-class ClientSeen:
-    client_id: str
-    protocol: ClientProtocol
-    kind: ClientKind
-    group: str  # its consumer group, or a 4.x producer's producer group ("" when it names none)
-    address: str  # host:port the broker saw it call from
-    topics: frozenset[str]
-    first_seen_ms: int
-    last_seen_ms: int
-    language: str = ""
-    version: str = ""
 
 
 class ClientRegistry:
-    def __init__(self, expiry_ms: int = CLIENT_EXPIRY_MS) -> None:
-        if expiry_ms <= 0:
-            raise ValueError(f"expiry_ms must be positive, got {expiry_ms}")
-        self.expiry_ms = expiry_ms
+    def __init__(self, limits: ClientLimits | None = None) -> None:
+        limits = limits if limits is not None else ClientLimits()
+        if limits.expiry_ms <= 0:
+            raise ValueError(f"the client expiry must be positive, got {limits.expiry_ms} ms")
+        self.limits = limits
         self._lock = threading.Lock()
-        self._clients: dict[tuple[str, str], ClientSeen] = {}
+        self._remoting_consumers = ClientTable(limits)
+        self._others = ClientTable(limits)
 
-    def saw(
-        self,
-        *,
-        client_id: str,
-        protocol: ClientProtocol,
-        kind: ClientKind,
-        group: str,
-        address: str,
-        now_ms: int,
-        topics: tuple[str, ...] = (),
-        language: str = "",
-        version: str = "",
-    ) -> None:
-        """A call from the client now."""
-        key = (group, client_id or address)
-        named = frozenset(t for t in topics if t)
+    def saw(self, seen: ClientSeen) -> str | None:
+        """A call from the client (`ClientSeen.first`); None when it is recorded, else why not (a
+        name no client may have, its table full). Only valid topic names are kept."""
+        if not 0 < len(seen.client_id) <= MAX_CLIENT_ID_LENGTH:
+            return f"a client id of {len(seen.client_id)} characters (1 to {MAX_CLIENT_ID_LENGTH})"
+        problem = group_problem(seen.group) if seen.group else None
+        if problem is not None:
+            return problem.text
+        seen = replace(seen, topics=_valid(seen.topics))
         with self._lock:
-            known = self._clients.get(key)
-            if known is None or now_ms - known.last_seen_ms > self.expiry_ms:
-                self._clients[key] = ClientSeen(
-                    key[1], protocol, kind, group, address, named, now_ms, now_ms, language, version
+            table = self._table(seen.protocol, seen.kind)
+            table.housekeep(seen.last_seen_ms)
+            return table.see(seen)
+
+    def remoting_heartbeat(self, doc: dict[str, Any], address: str, now_ms: int) -> str | None:
+        """A RocketMQ 4.x HEART_BEAT body (`clientID`, `language`, `version`, `producerDataSet`,
+        `consumerDataSet` with each group's `subscriptionDataSet`), its consumer entries already
+        checked by the remoting server: the client's consumer groups, within the limits (None,
+        else the refusal its answer carries), and its producer groups (never refused)."""
+        client_id = doc.get("clientID", "")
+        if not isinstance(client_id, str) or not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH:
+            return None
+        language, version = str(doc.get("language", "")), str(doc.get("version", ""))
+        topics: dict[str, frozenset[str]] = {}
+        for entry in doc.get("consumerDataSet") or ():
+            subscriptions = entry.get("subscriptionDataSet")
+            topics[entry["groupName"]] = _valid(
+                s["topic"]
+                for s in (subscriptions if isinstance(subscriptions, list) else ())
+                if isinstance(s, dict) and isinstance(s.get("topic"), str) and not s["topic"].startswith(RETRY_PREFIX)
+            )
+        producers = doc.get("producerDataSet")
+        for entry in producers if isinstance(producers, list) else ():
+            group = entry.get("groupName") if isinstance(entry, dict) else None
+            if isinstance(group, str) and group:
+                kind = ClientKind.PRODUCER
+                self.saw(
+                    ClientSeen.first(
+                        client_id, ClientProtocol.REMOTING, kind, group, address, now_ms, (), language, version
+                    )
                 )
-                return
-            merged = known.topics | named if len(known.topics) < MAX_TOPICS_PER_CLIENT else known.topics
-            self._clients[key] = replace(
-                known,
-                protocol=protocol,
-                address=address or known.address,
-                topics=merged,
-                last_seen_ms=max(now_ms, known.last_seen_ms),
-                language=language or known.language,
-                version=version or known.version,
+        with self._lock:
+            if not topics:
+                return None
+            table = self._remoting_consumers
+            table.housekeep(now_ms)
+            return table.heartbeat(
+                client_id, list(topics), now_ms, address=address, topics=topics, language=language, version=version
             )
 
     def gone(self, client_id: str, group: str | None = None) -> int:
         """The client said goodbye (in `group`, or in every group when None): how many entries went."""
         with self._lock:
-            keys = [k for k in self._clients if k[1] == client_id and (group is None or k[0] == group)]
-            for key in keys:
-                del self._clients[key]
-            return len(keys)
+            return self._remoting_consumers.gone(client_id, group) + self._others.gone(client_id, group)
+
+    def consumer_ids(self, group: str, now_ms: int) -> list[str]:
+        """The ids of the group's remoting consumers online now, sorted: what a 4.x consumer
+        divides the group's queues among."""
+        with self._lock:
+            return self._remoting_consumers.clients(group, now_ms)
 
     def clients(self, now_ms: int, *, group: str | None = None, kind: ClientKind | None = None) -> list[ClientSeen]:
-        """The clients online now (of `group`, of `kind`), by group and id; expired ones are dropped."""
+        """The clients online now (of `group`, of `kind`), by group and id."""
         with self._lock:
-            for key in [k for k, c in self._clients.items() if now_ms - c.last_seen_ms > self.expiry_ms]:
-                del self._clients[key]
-            found = [
-                c
-                for c in self._clients.values()
-                if (group is None or c.group == group) and (kind is None or c.kind is kind)
-            ]
-        return sorted(found, key=lambda c: (c.group, c.client_id))
+            found = self._remoting_consumers.seen(now_ms, group) + self._others.seen(now_ms, group)
+        return sorted((c for c in found if kind is None or c.kind is kind), key=lambda c: (c.group, c.client_id))
 
     def groups(self, now_ms: int) -> dict[str, list[ClientSeen]]:
         """The consumer groups with a member online, each with its members."""
@@ -128,33 +126,18 @@ class ClientRegistry:
             members.setdefault(client.group, []).append(client)
         return members
 
+    def housekeep(self, now_ms: int) -> int:
+        """Drop expired entries when the tables' housekeeping is due; how many went."""
+        with self._lock:
+            return self._remoting_consumers.housekeep(now_ms) + self._others.housekeep(now_ms)
 
-def record_heartbeat(registry: ClientRegistry, doc: dict[str, Any], address: str, now_ms: int) -> None:
-    """A RocketMQ 4.x HEART_BEAT body (`clientID`, `language`, `version`, `producerDataSet`,
-    `consumerDataSet` with each group's `subscriptionDataSet`) as sightings of that client."""
-    client_id = str(doc.get("clientID", ""))
-    language, version = str(doc.get("language", "")), str(doc.get("version", ""))
-    if not client_id:
-        return
-    for kind, entries in ((ClientKind.PRODUCER, "producerDataSet"), (ClientKind.CONSUMER, "consumerDataSet")):
-        for entry in doc.get(entries) or ():
-            group = entry.get("groupName") if isinstance(entry, dict) else None
-            if not isinstance(group, str) or not group:
-                continue
-            subscriptions = entry.get("subscriptionDataSet") or ()
-            topics = tuple(
-                s["topic"]
-                for s in subscriptions
-                if isinstance(s, dict) and isinstance(s.get("topic"), str) and not s["topic"].startswith(RETRY_PREFIX)
-            )
-            registry.saw(
-                client_id=client_id,
-                protocol=ClientProtocol.REMOTING,
-                kind=kind,
-                group=group,
-                address=address,
-                now_ms=now_ms,
-                topics=topics,
-                language=language,
-                version=version,
-            )
+    def _table(self, protocol: ClientProtocol, kind: ClientKind) -> ClientTable:
+        if protocol is ClientProtocol.REMOTING and kind is ClientKind.CONSUMER:
+            return self._remoting_consumers
+        return self._others
+
+
+def _valid(topics: Iterable[str]) -> frozenset[str]:
+    """The topic names a client may have named: a call's names are recorded before the call is
+    checked, and the registry holds what it records for a while."""
+    return frozenset(t for t in topics if name_problem("topic", t) is None)

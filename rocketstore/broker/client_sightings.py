@@ -23,7 +23,7 @@ import grpc
 from store.clock import wall_clock_ms
 from wire.rpc import messaging_pb2 as pb
 
-from .client_registry import ClientKind, ClientProtocol, ClientRegistry
+from .client_registry import ClientKind, ClientProtocol, ClientRegistry, ClientSeen
 
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
 CLIENT_ID_HEADER = "x-mq-client-id"
@@ -79,15 +79,17 @@ class ClientSightings(grpc.aio.ServerInterceptor):
             protocol = ClientProtocol.GRPC_POP if method in _POP else ClientProtocol.GRPC_PULL
             topics = (_topic(request),)
         self._registry.saw(
-            client_id=client_id,
-            protocol=protocol,
-            kind=kind,
-            group="" if kind is ClientKind.PRODUCER else group,
-            address=address,
-            now_ms=self._clock(),
-            topics=topics,
-            language=metadata.get(LANGUAGE_HEADER, ""),
-            version=metadata.get(VERSION_HEADER, ""),
+            ClientSeen.first(
+                client_id,
+                protocol,
+                kind,
+                "" if kind is ClientKind.PRODUCER else group,
+                address,
+                self._clock(),
+                topics,
+                metadata.get(LANGUAGE_HEADER, ""),
+                metadata.get(VERSION_HEADER, ""),
+            )
         )
 
     def _seen(self, method: str, request: Any, context) -> None:

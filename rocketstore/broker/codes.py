@@ -29,7 +29,8 @@ Pulls (`GetMessageStatus` -> `PullAction`): FOUND delivers (OK); NO_MATCHED_MESS
 MESSAGE_WAS_REMOVING and OFFSET_FOUND_NULL skip ahead (OK, no messages, a next offset);
 NO_MESSAGE_IN_QUEUE and OFFSET_OVERFLOW_ONE wait (long poll, then MESSAGE_NOT_FOUND);
 OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY and NO_MATCHED_LOGIC_QUEUE reset (ILLEGAL_OFFSET with
-the corrected offset).
+the corrected offset); MESSAGE_CORRUPTED refuses (MESSAGE_CORRUPTED, `corrupted_text`, and the
+damaged message's own offset as the next one: the broker never goes past it on its own).
 
 Pure functions and constants; thread-safe.
 """
@@ -41,7 +42,7 @@ import re
 from collections.abc import Iterable
 
 from wire.rpc import messaging_pb2 as pb
-from store import GetMessageStatus, PutMessageResult, PutMessageStatus
+from store import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 
 P = PutMessageStatus
 
@@ -145,6 +146,7 @@ class PullAction(enum.Enum):
     SKIP = "SKIP"  # OK without messages; the client goes on from next_offset
     WAIT = "WAIT"  # nothing yet: long poll, then MESSAGE_NOT_FOUND
     RESET = "RESET"  # ILLEGAL_OFFSET with the offset to go on from
+    REFUSE = "REFUSE"  # MESSAGE_CORRUPTED: the message there is damaged; next_offset stays on it
 
 
 G = GetMessageStatus
@@ -159,6 +161,7 @@ PULL_ACTIONS: dict[GetMessageStatus, PullAction] = {
     G.OFFSET_TOO_SMALL: PullAction.RESET,
     G.OFFSET_OVERFLOW_BADLY: PullAction.RESET,
     G.NO_MATCHED_LOGIC_QUEUE: PullAction.RESET,
+    G.MESSAGE_CORRUPTED: PullAction.REFUSE,
 }
 
 PULL_CODES: dict[PullAction, int] = {
@@ -166,8 +169,19 @@ PULL_CODES: dict[PullAction, int] = {
     PullAction.SKIP: pb.OK,
     PullAction.WAIT: pb.MESSAGE_NOT_FOUND,
     PullAction.RESET: pb.ILLEGAL_OFFSET,
+    PullAction.REFUSE: pb.MESSAGE_CORRUPTED,
 }
 
 
 def pull_action(status: GetMessageStatus) -> PullAction:
     return PULL_ACTIONS[status]
+
+
+def corrupted_text(result: GetMessageResult) -> str:
+    """What a pull that met a damaged message answers (gRPC and remoting alike): which message,
+    and how a consumer goes past it."""
+    offset = result.next_begin_offset
+    return (
+        f"MESSAGE_CORRUPTED: {result.reason}; this broker does not serve it. Its body is lost here: "
+        f"pull from offset {offset + 1} to go past it (see docs/store.md, 'Damaged records')"
+    )

@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ha.config import HaConfig
+from wire.admin_auth import BrokerIdentity
 from wire.auth import load_secret
 from store.config import StoreConfig
 from store.properties import ConfigError, bind, did_you_mean, key_of, load_properties, unknown_keys_text
 from store.status import BrokerRole
+
+from .client_table import ClientLimits
+from .remoting_limits import RemotingLimits
 
 
 def _key(name: str) -> Any:
@@ -45,6 +49,21 @@ class BrokerConfig:
     # RocketMQ's remoting protocol (4.x clients) on this port beside the gRPC API; -1: off,
     # 0: a port the OS chooses.
     remoting_listen_port: int = -1
+    # Limits of the remoting API (rocketstore/broker/remoting_limits.py, client_table.py): a
+    # consumer not heard from for channelExpiredTimeout leaves its group (RocketMQ's key and
+    # default); heartbeats add clients within these counts; connections, the bytes their incomplete
+    # frames (and the bodies of requests in progress) hold together, how long a connection may be
+    # silent (RocketMQ's serverChannelMaxIdleTimeSeconds), how long one frame may take to arrive,
+    # and requests in progress (puts waiting, long polls).
+    channel_expired_timeout_ms: int = field(default=120_000, metadata=_key("channelExpiredTimeout"))
+    remoting_max_clients_per_group: int = 1024
+    remoting_max_consumer_groups: int = 4096
+    remoting_max_clients: int = 16_384
+    remoting_max_connections: int = 4096
+    remoting_max_buffered_bytes: int = 32 * 1024 * 1024
+    server_channel_max_idle_s: int = field(default=120, metadata=_key("serverChannelMaxIdleTimeSeconds"))
+    remoting_frame_timeout_ms: int = field(default=30_000, metadata=_key("remotingFrameTimeout"))
+    remoting_max_in_flight_requests: int = 65_536
     # Prometheus metrics and /healthz, /readyz over HTTP on this port (rocketstore/broker/metrics.py);
     # -1: off, 0: a port the OS chooses.
     metrics_port: int = -1
@@ -132,10 +151,37 @@ class BrokerConfig:
             raise ConfigError(f"slaveActingMasterDelay must not be negative, got {self.slave_acting_master_delay_ms}")
         if self.long_polling_max_ms <= 0:
             raise ConfigError(f"longPollingMax must be positive, got {self.long_polling_max_ms}")
+        for name in _REMOTING_LIMITS:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{key_of(_FIELDS[name])} must be positive, got {getattr(self, name)}")
+
+    @property
+    def remoting_limits(self) -> RemotingLimits:
+        return RemotingLimits(
+            self.remoting_max_connections,
+            self.remoting_max_buffered_bytes,
+            self.server_channel_max_idle_s * 1000,
+            self.remoting_frame_timeout_ms,
+            self.remoting_max_in_flight_requests,
+        )
+
+    @property
+    def client_limits(self) -> ClientLimits:
+        return ClientLimits(
+            self.channel_expired_timeout_ms,
+            self.remoting_max_clients_per_group,
+            self.remoting_max_consumer_groups,
+            self.remoting_max_clients,
+        )
 
     @property
     def fifo_groups(self) -> frozenset[str]:
         return frozenset(g.strip() for g in self.fifo_consumer_groups.split(",") if g.strip())
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        """Who this broker is to the admin API's signatures."""
+        return BrokerIdentity(self.broker_cluster_name, self.broker_name, self.broker_id)
 
     @property
     def host(self) -> str:
@@ -145,6 +191,26 @@ class BrokerConfig:
     def ha_host(self) -> str:
         """The address the replication endpoint is advertised at."""
         return self.broker_ip2 or self.broker_ip1
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+_REMOTING_LIMITS = (
+    "channel_expired_timeout_ms",
+    "remoting_max_clients_per_group",
+    "remoting_max_consumer_groups",
+    "remoting_max_clients",
+    "remoting_max_connections",
+    "remoting_max_buffered_bytes",
+    "server_channel_max_idle_s",
+    "remoting_frame_timeout_ms",
+    "remoting_max_in_flight_requests",
+)
+
+
+def remoting_max_frame_bytes(store: StoreConfig) -> int:
+    """The largest remoting frame a broker reads: a batch of maxMessageSize bodies with room for
+    their headers and properties."""
+    return store.max_message_size * 2 + 1024 * 1024
 
 
 class BrokerConfigs(NamedTuple):
@@ -195,6 +261,12 @@ def configs_from_properties(
     unknown = set(rest_b) & set(rest_s) & set(rest_h)
     if unknown:
         raise _unknown_keys_error(unknown, source, set(flags))
+    if broker.remoting_listen_port >= 0 and broker.remoting_max_buffered_bytes < remoting_max_frame_bytes(store):
+        raise ConfigError(
+            f"{source}: remotingMaxBufferedBytes={broker.remoting_max_buffered_bytes} is below the largest "
+            f"remoting frame ({remoting_max_frame_bytes(store)} bytes: 2 x maxMessageSize + 1 MiB): "
+            "such a send would never fit"
+        )
     if "autoCreateTopicEnable" not in props and not is_loopback(broker.host):
         # Reachable from a network, a broker does not let any client create topics unless the
         # operator says so (each topic costs queues, files and a topic table entry).

@@ -25,8 +25,9 @@ Wire facts this module and its pure helpers in `v2_messages.py` own (the rest is
 
 Every answer carries a status; expected failures are codes (`codes.py`), and an unexpected
 exception is logged and answered INTERNAL_ERROR, never surfacing as a gRPC UNKNOWN. Bytes that
-do not decode as the request never reach the servicer: `guard.MalformedRequestGuard`, a grpc.aio
-interceptor for the server, answers them INVALID_ARGUMENT (grpc.aio itself would say UNKNOWN).
+do not decode as the request never reach the servicer: `wire.request_guard.MalformedRequestGuard`,
+a grpc.aio interceptor for the server, answers them INVALID_ARGUMENT (grpc.aio itself would say
+UNKNOWN).
 
 Thread-safety: the servicer runs on one event loop; `on_arrival` is the one method other threads
 call (it only reads a dict and schedules a callback on the loop). Store calls that read files or
@@ -46,12 +47,10 @@ import grpc
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult
-from store.auto_create import AutoCreateLimit, AutoCreateRefusal
+from store.auto_create import AutoCreateRefusal
 from store.clock import wall_clock_ms
 from store.codec import decode_msg_id
-from store.message import (
-    COMPRESSED_FLAG,
-)
+from store.message import producer_sys_flag
 from store.pop_journal import PopJournal
 from store.pop_state import Event as PopEvent
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS, TIMER_TOPIC
@@ -66,11 +65,13 @@ from .config import BrokerConfigs
 from .pop_api import PopApi
 from .pop_service import PopService, PopStatus
 from .receipt_handle import ReceiptSigner
+from .telemetry import TelemetryCheck, TelemetryStreams
 from .timer_service import TimerService, timer_message
 from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings, half_message
 from .view import BrokerView
-from .cluster_route import other_groups_assignments, other_groups_queues
+from .cluster_route import other_groups_assignments, other_groups_queues, slave_route_id
+from .queue_access import QueueRefusal, Refused, commit_consumer_offset, offset_problem, queue_problem
 
 from .v2_messages import (
     Host,
@@ -81,7 +82,6 @@ from .v2_messages import (
     OK,
     Refusal,
     SUBSCRIPTION_LONG_POLLING_MS,
-    _INT32_MAX,
     _timestamp_ms,
     body_problem,
     choose_queue,
@@ -101,6 +101,20 @@ from .v2_messages import (
 log = logging.getLogger("rocketstore.broker.messaging")
 
 # -- the servicer -----------------------------------------------------------------------------
+
+
+_REFUSAL_CODES = {
+    QueueRefusal.ILLEGAL_TOPIC: pb.ILLEGAL_TOPIC,
+    QueueRefusal.ILLEGAL_GROUP: pb.ILLEGAL_CONSUMER_GROUP,
+    QueueRefusal.ILLEGAL_QUEUE_ID: pb.BAD_REQUEST,
+    QueueRefusal.TOPIC_NOT_FOUND: pb.TOPIC_NOT_FOUND,
+    QueueRefusal.ILLEGAL_OFFSET: pb.ILLEGAL_OFFSET,
+    QueueRefusal.TABLE_FULL: pb.TOO_MANY_REQUESTS,
+}
+
+
+def _refusal_status(refused: Refused | None) -> pb.Status | None:
+    return None if refused is None else status(_REFUSAL_CODES[refused.kind], refused.text)
 
 
 def _guarded(response_type):
@@ -177,14 +191,13 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         clock_ms: Callable[[], int] = wall_clock_ms,
         receipt_secret: bytes = b"",
         pop_journal: PopJournal | None = None,
+        telemetry_check: TelemetryCheck | None = None,
     ) -> None:
         self._store = store
         self._configs = configs
         self._view = view
         self._clock = clock_ms
         self._round_robin: dict[str, int] = {}
-        # Open Telemetry streams: one per connected official RocketMQ 5 client (metrics).
-        self.telemetry_streams = 0
         self._create_lock = asyncio.Lock()
         self._arrivals = ArrivalWatch()
         broker = configs.broker
@@ -205,6 +218,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         # Checks are due at multiples of the two times: look twice as often as the shorter.
         period_s = min(max(min(settings.timeout_ms, settings.check_interval_ms) / 2000, 0.1), 5.0)
         self._transactions = TransactionApi(TransactionService(store, clock_ms, settings), self._pop_refusal, period_s)
+        self._telemetry = TelemetryStreams(self._settings_answer, self._transactions, telemetry_check)
         self._timers = TimerService(store, clock_ms, self._pop_refusal)
 
     # -- long-poll wakes ------------------------------------------------------------------------
@@ -282,28 +296,13 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             # The topic table is written and fsynced: a worker thread's job.
             made = await asyncio.to_thread(self._store.auto_create_topic, topic)
         if isinstance(made, AutoCreateRefusal):
-            code = pb.TOO_MANY_REQUESTS if made.limit is AutoCreateLimit.RATE else pb.TOPIC_NOT_FOUND
+            code = pb.TOO_MANY_REQUESTS if made.limit.is_rate else pb.TOPIC_NOT_FOUND
             return Refusal(code, made.reason)
         return made
 
     def _queue_problem(self, topic: str, queue_id: int) -> pb.Status | None:
         """Why (topic, queue) cannot be read or have offsets; None when it can."""
-        problem = name_problem("topic", topic)
-        if problem is not None:
-            return status(pb.ILLEGAL_TOPIC, problem)
-        if not 0 <= queue_id <= _INT32_MAX:
-            return status(pb.BAD_REQUEST, f"queue id {queue_id} is out of range (0..{_INT32_MAX})")
-        config = self._store.topics.get(topic)
-        if self._store.find_consume_queue(topic, queue_id) is not None:
-            return None
-        # Reads never create topics, on a master or a slave (which knows its master's topics
-        # from the metadata copy, and queues from the data it replicated).
-        if config is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
-        queues = max(config.read_queue_nums, config.write_queue_nums)
-        if queue_id >= queues:
-            return status(pb.BAD_REQUEST, f"queue id {queue_id} is out of range: topic {topic} has {queues} queues")
-        return None
+        return _refusal_status(queue_problem(self._store, topic, queue_id))
 
     # -- QueryRoute -----------------------------------------------------------------------------
 
@@ -374,6 +373,14 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
             read_only = slave or self._store.write_refusal() is not None
             queues = route_queues(request.topic, config, broker.broker_name, 0, here, read_only=read_only)
+            if not slave:
+                # Its slaves, read-only, as the other groups' brokers name them: those connected.
+                for replica in self._view.slave_snapshots(wall_clock_ms()):
+                    if replica.client_endpoint:
+                        replica_id = slave_route_id(replica.broker_id, broker.broker_id)
+                        queues += route_queues(
+                            request.topic, config, broker.broker_name, replica_id, replica.client_endpoint, True
+                        )
             return pb.QueryRouteResponse(status=OK, message_queues=queues), exists
         # A slave names its master as id 0 (where clients write and pop) and itself for reads.
         queues = []
@@ -504,7 +511,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             queue_id=queue_id,
             body=msg.body,
             properties=properties,
-            sys_flag=COMPRESSED_FLAG if sp.body_encoding == pb.GZIP else 0,
+            sys_flag=producer_sys_flag(sp.body_encoding == pb.GZIP),
             born_host=born_host,
             born_timestamp_ms=born_ms if born_ms > 0 else None,
         )
@@ -670,6 +677,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
                         yield pb.PullMessageResponse(message=to_pb_message(ext, namespace))
                     yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
                     return
+                if action is PullAction.REFUSE:
+                    yield pb.PullMessageResponse(status=status(pb.MESSAGE_CORRUPTED, codes.corrupted_text(result)))
+                    yield pb.PullMessageResponse(next_offset=result.next_begin_offset)
+                    return
                 if action is PullAction.RESET:
                     bounds = f"[{result.min_offset}, {result.max_offset}]"
                     text = f"offset {offset} is outside queue {topic}:{queue_id} {bounds}"
@@ -714,11 +725,8 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
     # -- offsets --------------------------------------------------------------------------------
 
     def _offset_problem(self, group: pb.Resource | None, queue: pb.MessageQueue) -> pb.Status | None:
-        if group is not None:
-            problem = name_problem("group", group.name)
-            if problem is not None:
-                return status(pb.ILLEGAL_CONSUMER_GROUP, problem)
-        return self._queue_problem(queue.topic.name, queue.id)
+        name = None if group is None else group.name
+        return _refusal_status(offset_problem(self._store, name, queue.topic.name, queue.id))
 
     @_guarded(pb.GetOffsetResponse)
     async def GetOffset(self, request: pb.GetOffsetRequest, context) -> pb.GetOffsetResponse:
@@ -737,14 +745,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     @_guarded(pb.UpdateOffsetResponse)
     async def UpdateOffset(self, request: pb.UpdateOffsetRequest, context) -> pb.UpdateOffsetResponse:
-        refused = self._offset_problem(request.group, request.message_queue)
-        if refused is not None:
-            return pb.UpdateOffsetResponse(status=refused)
-        if request.offset < 0:
-            return pb.UpdateOffsetResponse(status=status(pb.ILLEGAL_OFFSET, f"offset {request.offset} is negative"))
         queue = request.message_queue
-        self._store.consumer_offsets.commit_offset(request.group.name, queue.topic.name, queue.id, request.offset)
-        return pb.UpdateOffsetResponse(status=OK)
+        refused = commit_consumer_offset(self._store, request.group.name, queue.topic.name, queue.id, request.offset)
+        return pb.UpdateOffsetResponse(status=_refusal_status(refused) or OK)
 
     @_guarded(pb.QueryOffsetResponse)
     async def QueryOffset(self, request: pb.QueryOffsetRequest, context) -> pb.QueryOffsetResponse:
@@ -816,33 +819,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         )
         return pb.TelemetryCommand(status=OK, settings=settings)
 
-    async def _read_telemetry(self, request_iterator, outbox: asyncio.Queue) -> None:
-        """The client's half of a Telemetry stream: settings are answered, and a producer's
-        stream is where check-backs of its topics go."""
-        try:
-            async for command in request_iterator:
-                if command.WhichOneof("command") != "settings":
-                    continue  # commands this broker does not serve carry nothing to answer
-                outbox.put_nowait(self._settings_answer(command))
-                if command.settings.client_type == pb.PRODUCER:
-                    self._transactions.register([t.name for t in command.settings.publishing.topics], outbox)
-        finally:
-            outbox.put_nowait(None)
+    @property
+    def telemetry_streams(self) -> int:
+        """Open Telemetry streams: one per connected official RocketMQ 5 client (metrics)."""
+        return self._telemetry.count
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
-        outbox: asyncio.Queue[pb.TelemetryCommand | None] = asyncio.Queue()
-        reader = asyncio.ensure_future(self._read_telemetry(request_iterator, outbox))
-        self.telemetry_streams += 1
-        try:
-            while (command := await outbox.get()) is not None:
-                yield command
-            await reader  # its exception, if the client's half failed
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            log.exception("Telemetry failed")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the broker log")
-        finally:
-            self.telemetry_streams -= 1
-            self._transactions.unregister(outbox)
-            reader.cancel()
+        async for command in self._telemetry.serve(request_iterator, context):
+            yield command

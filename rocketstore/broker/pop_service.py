@@ -39,13 +39,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from store import BrokerRole, GetMessageStatus, MessageStore, TagFilter
+from store.auto_create import AutoCreateRefusal
 from store.message import PROPERTY_DELAY_TIME_LEVEL, Message, MessageExt
 from store.pop_journal import PopJournal
-from store.pop_state import POP_TOPIC, STALE, Event, Key, PopState, Refused, decode_events, encode_events
+from store.pop_state import POP_TOPIC, STALE, Event, Inflight, Key, PopState, Refused, decode_events, encode_events
 from store.results import PutMessageResult
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store.status import PutMessageStatus
-from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, TopicConfig
+from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
+from wire.log_limit import LogLimiter
 
 from .system_queue import read_events
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
@@ -60,6 +62,9 @@ DEFAULT_MAX_ATTEMPTS = 16
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 _REPLAY_GROUP = "RS_SYS_POP_REPLAY"
+# A redelivery the broker cannot make now (its retry or dead-letter topic was refused, or the put
+# failed) waits the receive's invisible time again, at most this long, then is tried again.
+POSTPONE_MAX_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,8 @@ class PopService:
         self._built_for: tuple[int, int, int] | None = None
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Future] = set()  # delivery events not durable yet
+        # Refused redeliveries come from consumers: one line per cause per interval.
+        self._refusals = LogLimiter(log)
 
     def close(self) -> None:
         if self._journal_writer is not None:
@@ -282,7 +289,9 @@ class PopService:
 
         A delivery whose invisible time ran out goes to the group's retry topic of `topic`
         (`%RETRY%<group>_<topic>`, created on first use) with its attempts so far, and comes back
-        from there, as RocketMQ 5 revives pops. For a FIFO group it comes back in place instead,
+        from there, as RocketMQ 5 revives pops; when that topic may not be created now (the retry
+        topics' own limits) or the copy fails, it comes back in place (or, with no room left in
+        this batch, waits in flight a while longer). For a FIFO group it comes back in place instead,
         and a queue gives new messages only when none of its messages is in flight, at most one
         per message group at a time: a message goes out after the ones before it in its group are
         acked or dead-lettered, and its redeliveries come before anything later."""
@@ -294,7 +303,7 @@ class PopService:
             events: list[Event] = []
             popped: list[Popped] = []
             dead: list[tuple[Key, int, int, int, MessageExt | None]] = []
-            retries: list[tuple[Key, int, int, int, MessageExt]] = []
+            retries: list[tuple[Key, int, Inflight, int, MessageExt]] = []
             for key in self._sources(group, topic, queue_ids, fifo):
                 if len(popped) >= batch:
                     break
@@ -307,7 +316,7 @@ class PopService:
                     if ext is None or attempts >= self._max_attempts(group):
                         dead.append((key, offset, held.token, attempts, ext))
                     elif not in_place:
-                        retries.append((key, offset, held.token, attempts, ext))
+                        retries.append((key, offset, held, attempts, ext))
                     else:
                         event = state.deliver(key, offset, held.attempt + 1, until)
                         events.append(event)
@@ -347,14 +356,25 @@ class PopService:
                     passed = state.pass_over(key, result.next_begin_offset)
                     if passed is not None:
                         events.append(passed)
-            for key, offset, token, attempts, ext in retries:
-                if await self._put_copy(retry_topic(group, topic), topic, attempts, ext, "retry"):
-                    events.append(state.retry(key, offset, token))
+            postponed_until = now + min(invisible_ms, POSTPONE_MAX_MS)
+            for key, offset, held, attempts, ext in retries:
+                if await self._put_copy(retry_topic(group, topic), topic, attempts, ext, "retry") is None:
+                    events.append(state.retry(key, offset, held.token))
+                elif len(popped) < batch:
+                    # No retry topic for it now: redelivered where it is, as a FIFO group's are.
+                    event = state.deliver(key, offset, held.attempt + 1, until)
+                    events.append(event)
+                    popped.append(self._popped(group, topic, key, ext, attempts + 1, event.token, until, invisible_ms))
+                else:
+                    events.append(state.postpone(key, offset, held.token, postponed_until))
             for key, offset, token, attempts, ext in dead:
-                if ext is None or await self._dead_letter(group, topic, attempts, ext):
-                    done = state.ack(key, offset, token)
-                    if done is not None and not isinstance(done, Refused):
-                        events.append(done)
+                if ext is not None and await self._dead_letter(group, topic, attempts, ext) is not None:
+                    if not self._acting:  # an acting slave keeps it due: it waits for a master
+                        events.append(state.postpone(key, offset, token, postponed_until))
+                    continue
+                done = state.ack(key, offset, token)
+                if done is not None and not isinstance(done, Refused):
+                    events.append(done)
             durable = self._append(events) if events else None
             self._commit_offsets(state, events)
         if durable is not None:
@@ -404,34 +424,47 @@ class PopService:
 
     async def _put_copy(
         self, to_topic: str, origin: str, attempts: int, ext: MessageExt, what: str, extra: dict[str, str] | None = None
-    ) -> bool:
+    ) -> str | None:
         """A copy of a delivered message into the group's retry or dead-letter topic (created on
-        first use), with the attempts it had, the topic it came from and `extra` properties; False
-        when the put failed (the message stays due, and the next receive tries again)."""
+        first use, within the limits of such topics), with the attempts it had, the topic it came
+        from and `extra` properties. None when it is stored; otherwise why not (the message stays
+        in flight where it is, and is tried again later)."""
         if self._acting:
-            return False  # a put: the message waits in flight for a master
+            return "a slave serving reads for its master cannot put"  # it waits in flight for a master
         if self._store.topics.get(to_topic) is None:
-            await asyncio.to_thread(self._store.create_or_update_topic, TopicConfig(to_topic, 1, 1))
+            made = await asyncio.to_thread(self._store.create_retry_topic, to_topic)
+            if isinstance(made, AutoCreateRefusal):
+                self._refusals.log(
+                    made.limit.value,
+                    "%s of %s offset %d: %s; the message stays where it is",
+                    what,
+                    origin,
+                    ext.queue_offset,
+                    made.reason,
+                )
+                return made.reason
         properties = {k: v for k, v in ext.properties.items() if k not in _NOT_COPIED}
         properties[PROPERTY_RETRY_TOPIC] = origin
         properties.update(extra or {})
         copy = ext.to_message(topic=to_topic, queue_id=0, properties=properties, reconsume_times=attempts)
         result = await self._store.async_put_message(copy)
         if not result.status.is_stored:
-            log.warning(
-                "%s of %s offset %d failed (%s); tried again later", what, origin, ext.queue_offset, result.status.name
+            status = result.status.name
+            self._refusals.log(
+                status, "%s of %s offset %d failed (%s); tried again later", what, origin, ext.queue_offset, status
             )
-            return False
-        return True
+            return f"the put into {to_topic} failed ({status})"
+        return None
 
-    async def _dead_letter(self, group: str, origin: str, attempts: int, ext: MessageExt) -> bool:
-        """A message past its last attempt (or given up by the client) goes to %DLQ%<group>."""
+    async def _dead_letter(self, group: str, origin: str, attempts: int, ext: MessageExt) -> str | None:
+        """A message past its last attempt (or given up by the client) goes to %DLQ%<group>: None,
+        or why it could not (`_put_copy`)."""
         to_topic = dlq_topic(group)
         extra = {PROPERTY_DLQ_ORIGIN_MESSAGE_ID: ext.msg_id}
-        if not await self._put_copy(to_topic, origin, attempts, ext, "dead-letter", extra):
-            return False
-        log.info("%s offset %d dead-lettered to %s after %d attempts", origin, ext.queue_offset, to_topic, attempts)
-        return True
+        refused = await self._put_copy(to_topic, origin, attempts, ext, "dead-letter", extra)
+        if refused is None:
+            log.info("%s offset %d dead-lettered to %s after %d attempts", origin, ext.queue_offset, to_topic, attempts)
+        return refused
 
     # -- ack, change --------------------------------------------------------------------------
 
@@ -512,8 +545,11 @@ class PopService:
                 )
             ext = await self._read_one(group, key[1], receipt.queue_id, receipt.queue_offset)
             attempts = _attempts(topic, key, ext, held.attempt)
-            if ext is not None and not await self._dead_letter(group, topic, attempts, ext):
-                return PopAnswer(PopStatus.NOT_DURABLE, "the dead-letter queue did not take the message; retry")
+            refused = await self._dead_letter(group, topic, attempts, ext) if ext is not None else None
+            if refused is not None:
+                return PopAnswer(
+                    PopStatus.NOT_DURABLE, f"the dead-letter queue did not take the message ({refused}); retry"
+                )
             done = state.ack(key, receipt.queue_offset, receipt.token)
             if done is None or isinstance(done, Refused):
                 return PopAnswer(PopStatus.OK)

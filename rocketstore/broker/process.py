@@ -4,9 +4,10 @@ It owns the wiring and the lifecycle, nothing else:
 - one `MessageStore`, opened with the configured role;
 - the client API (`apache.rocketmq.v2.MessagingService`) and the admin API on `listenPort`, one
   `grpc.aio` server on the main thread's event loop (admin calls need the admin secret);
-- by role, the master's replication server on `haListenPort` (a threaded `grpc` server, one
-  stream per slave; shared secret and/or mutual TLS) and the SYNC_MASTER replica gate, or the
-  slave's replication client streaming from `haMasterAddress`.
+- the broker's replication side, `replication_role.ReplicationRole`: by role, the master's
+  replication server on `haListenPort` and the SYNC_MASTER replica gate, or the slave's
+  replication client streaming from `haMasterAddress`. It owns every role change; the policies
+  (controller mode's elections, static mode's planned switchover) drive it.
 
 Servers bind `bindAddress` (default: brokerIP1) only. Port 0 binds a free port; the ready line on
 stdout names every bound port:
@@ -15,12 +16,13 @@ stdout names every bound port:
 
 Controller mode (enableControllerMode=true): the store opens as a slave and every broker serves
 replication on haListenPort; `controller_agent.ControllerAgent` decides the role from etcd and
-calls `roles.ControllerRoles` (promote, follow, step down) on its own thread, under the broker's
-role lock. Static mode's planned switchover is `switchover`. brokerRole then names how the broker
-acknowledges when it is master (SYNC_MASTER or ASYNC_MASTER). Consumers see messages up to the
-confirmed offset only (the dispatch limit), puts are fenced before they are appended when the broker may not acknowledge
-(`set_put_fence`), and again before an answer leaves (`BrokerState.write_refusal`). The ready
-line says role=CONTROLLER; the admin status says what the broker is now.
+calls `controller_roles.ControllerRoles` (promote, follow, step down) on its own thread, under
+the replication side's role lock. Static mode's planned switchover is `switchover`. brokerRole
+then names how the broker acknowledges when it is master (SYNC_MASTER or ASYNC_MASTER).
+Consumers see messages up to the confirmed offset only (the dispatch limit), puts are fenced
+before they are appended when the broker may not acknowledge (`set_put_fence`), and again before
+an answer leaves (`BrokerState.write_refusal`). The ready line says role=CONTROLLER; the admin
+status says what the broker is now.
 
 SIGTERM or SIGINT shuts down cleanly (servers stop, the store flushes, the abort file goes); a
 second one exits at once, which the store treats as a crash and recovers from. Logs go to stderr
@@ -35,23 +37,19 @@ import dataclasses
 import logging
 import os
 import signal
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-import threading
-
-from ha.config import HaConfig
+from ha.epoch_keeper import EpochKeeper
 from ha.group_state import GroupKeys
-from ha.peer_auth import Identity, MasterAuth
-from ha.replica_tracker import ReplicaTracker
-from master.replication_server import ReplicationServicer
-from wire.auth import AsyncAuthInterceptor, Verifier, channel_credentials, server_credentials
+from wire.admin_auth import AsyncAuthInterceptor, Verifier
+from wire.auth import server_credentials
+from wire.request_guard import MalformedRequestGuard
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
-from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
 from store.pop_journal import PopJournal
+from store.pop_state import Event as PopEvent
 from store.properties import ConfigError
 
 from rocketstore.coordination import EtcdClient
@@ -65,57 +63,39 @@ from .client_registry import ClientRegistry
 from .client_sightings import ClientSightings
 from rocketstore.failover.controller_agent import ControllerAgent
 from rocketstore.failover.controller_roles import ControllerRoles
+from . import crash_seam
 from .config import BrokerConfigs, is_loopback, load_secrets
 from .acl import AclGuard, load_acl
-from .guard import MalformedRequestGuard
+from .listening import bind, host_port
 from .logs import capture_native_stderr, ready_json, setup_logging
 from .messaging import MessagingServicer
 from .metrics import BrokerCollector, Connections, MetricsServer, readiness, serving
 from .remoting_server import RemotingServer
+from .replication_role import ReplicationRole
 from .event_loop import new_event_loop
 from .view import acts_for_master
 
 log = logging.getLogger("rocketstore.broker")
 
 ADMIN_PREFIX = "/rocketstore.admin.v1.Admin/"
-# Replication streams each hold a worker thread; a few spare ones serve refusals promptly.
-HA_MAX_STREAMS = 16
-
-
-def _endpoint(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-# Tests make the broker die inside a CommitLog cut, at the named step (`store.slave_truncation.STEPS`).
-CRASH_IN_TRUNCATION_ENV = "ROCKETSTORE_TEST_CRASH_IN_TRUNCATION"
-CRASH_EXIT_STATUS = 86
-
-
-def _crash_at(step: str):
-    def hook(name: str) -> None:
-        if name == step:
-            log.error("crashing on purpose inside a CommitLog cut (%s=%s)", CRASH_IN_TRUNCATION_ENV, step)
-            logging.shutdown()
-            os._exit(CRASH_EXIT_STATUS)
-
-    return hook
 
 
 class BrokerState:
     """What the API servicers ask about the broker (`rocketstore.broker.view.BrokerView`)."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: "Broker", replication: ReplicationRole) -> None:
         self._broker = broker
+        self._replication = replication
 
     @property
     def role(self) -> BrokerRole:
-        return self._broker.store.broker_role
+        return self._replication.store.broker_role
 
     def client_endpoint(self) -> str:
         return self._broker.client_endpoint
 
     def ha_endpoint(self) -> str:
-        return self._broker.ha_endpoint
+        return self._replication.ha_endpoint
 
     def master_client_endpoint(self) -> str:
         broker = self._broker
@@ -126,7 +106,7 @@ class BrokerState:
             if master is None or master.broker_id == broker.configs.broker.broker_id:
                 return ""
             return master.client_endpoint
-        replicator = broker.replicator
+        replicator = self._replication.replicator
         if replicator is None:
             return broker.client_endpoint
         return replicator.state().master_client_endpoint
@@ -146,39 +126,37 @@ class BrokerState:
     def hand_over(self, broker_id: int, timeout_s: float) -> tuple[int, int, str, int]:
         """Planned switchover to `broker_id`: (its id, the epoch, its client endpoint, the offset
         it took over at). HandoverError / HandoverTimeout when nothing changed."""
-        broker = self._broker
-        with broker._role_lock:
+        broker, replication = self._broker, self._replication
+        with replication.lock:
             if broker.agent is not None:
                 master, offset = broker.agent.hand_over(broker_id, timeout_s)
                 return master.broker_id, master.epoch, master.client_endpoint, offset
-            endpoint, offset = switchover.hand_over(broker, broker_id, timeout_s)
+            endpoint, offset = switchover.hand_over(replication, broker.secrets.admin, broker_id, timeout_s)
             return broker_id, 0, endpoint, offset
 
     def take_over(self, expected_offset: int, role: str) -> tuple[str, str, int]:
         """Static mode: become master at `expected_offset` (ValueError when it cannot)."""
-        broker = self._broker
+        broker, replication = self._broker, self._replication
         if broker.agent is not None:
             raise ValueError("in controller mode elections choose the master: use ElectMaster")
-        with broker._role_lock:
-            switchover.take_over(broker, expected_offset, role)
-        return broker.ha_endpoint, broker.client_endpoint, broker.store.max_offset
+        with replication.lock:
+            switchover.take_over(replication, expected_offset, role)
+        return replication.ha_endpoint, broker.client_endpoint, replication.store.max_offset
 
     def in_sync(self):
-        tracker = self._broker.tracker
+        tracker = self._replication.tracker
         return tracker.in_sync() if tracker is not None else None
 
     def confirmed_offset(self) -> int:
-        broker = self._broker
-        if broker.roles is not None:
-            return broker.roles.confirmed_offset()
-        return broker.tracker.confirmed_offset if broker.tracker is not None else broker.store.max_offset
+        roles = self._broker.roles
+        return roles.confirmed_offset() if roles is not None else self._replication.confirmed_offset()
 
     def slave_snapshots(self, now_ms: int) -> list:
-        tracker = self._broker.tracker
+        tracker = self._replication.tracker
         return tracker.snapshots(now_ms) if tracker is not None else []
 
     def replication_state(self):
-        replicator = self._broker.replicator
+        replicator = self._replication.replicator
         return replicator.state() if replicator is not None else None
 
     def epoch(self) -> int:
@@ -204,11 +182,11 @@ class BrokerState:
     def acting_master(self) -> bool:
         broker = self._broker
         config = broker.configs.broker
-        if not config.enable_slave_acting_master or broker.store.broker_role is not BrokerRole.SLAVE:
+        if not config.enable_slave_acting_master or self.role is not BrokerRole.SLAVE:
             return False
         # Asked on every pop call and route of a slave: `contact`, not `state`, which waits for a
         # metadata round in flight (seconds, when the master is away).
-        replicator = broker.replicator
+        replicator = self._replication.replicator
         # Ages on monotonic clocks: a clock set back must not delay acting by the step.
         connected, since_chunk_ms = replicator.contact() if replicator is not None else (False, None)
         since_start_ms = monotonic_ms() - broker.started_monotonic_ms
@@ -218,18 +196,17 @@ class BrokerState:
 
 class Broker:
     def __init__(self, configs: BrokerConfigs) -> None:
+        # As the broker started (after a role override); a switchover changes `replication`.
         self.configs = configs
         self.secrets = load_secrets(configs)
         self._store: MessageStore | None = None
-        self.tracker: ReplicaTracker | None = None
-        self.replicator: SlaveReplicator | None = None
+        # The replication side and every role change: from `start` on.
+        self.replication: ReplicationRole | None = None
         self.client_endpoint = ""
-        self.ha_endpoint = ""
         self.started_at_ms = 0
         self.started_monotonic_ms = 0
         self._client_server: grpc.aio.Server | None = None
-        self._ha_server: grpc.Server | None = None
-        self._ha_servicer: ReplicationServicer | None = None
+        self._acl_guard: AclGuard | None = None
         self._messaging: MessagingServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # One journal object, shared by the pop service (acting slave) and the hand-back.
@@ -244,8 +221,6 @@ class Broker:
         self.clients = ClientRegistry()
         self._view: BrokerState | None = None
         self._stopped = False
-        # Role changes (controller mode, planned switchovers) are serialised by this lock.
-        self._role_lock = threading.RLock()
         # Controller mode only.
         self.agent: ControllerAgent | None = None
         self.roles: ControllerRoles | None = None
@@ -258,8 +233,9 @@ class Broker:
         return self._store
 
     @property
-    def role(self) -> BrokerRole:
-        return self.configs.store.broker_role
+    def ha_endpoint(self) -> str:
+        """The replication endpoint this broker serves now; "" when it serves none."""
+        return self.replication.ha_endpoint if self.replication is not None else ""
 
     @property
     def controller_mode(self) -> bool:
@@ -267,56 +243,53 @@ class Broker:
 
     # -- start ---------------------------------------------------------------------------------
 
-    def _client_server_credentials(self) -> grpc.ServerCredentials | None:
-        broker = self.configs.broker
-        if not broker.tls_enable:
-            return None
-        return server_credentials(broker.tls_server_cert_path, broker.tls_server_key_path)
-
-    def _ha_server_credentials(self) -> grpc.ServerCredentials | None:
-        ha = self.configs.ha
-        if not ha.ha_tls_cert_file:
-            return None
-        return server_credentials(ha.ha_tls_cert_file, ha.ha_tls_key_file, ha.ha_tls_ca_file)
-
-    @staticmethod
-    def _bind(server, host: str, port: int, credentials, what: str, key: str) -> int:
-        address = _endpoint(host, port)
-        try:
-            bound = (
-                server.add_secure_port(address, credentials)
-                if credentials is not None
-                else server.add_insecure_port(address)
-            )
-        except RuntimeError as exc:
-            raise ConfigError(f"cannot listen for the {what} on {address} ({key}): {exc}") from None
-        if bound == 0:
-            raise ConfigError(f"cannot listen for the {what} on {address} ({key}): address in use or not local")
-        return bound
-
     async def start(self) -> None:
         if not self.controller_mode:
-            configured = self.configs
-            self.configs = switchover.apply_override(self.configs)
-            await asyncio.to_thread(switchover.refuse_a_second_master, configured, self.configs, self.secrets)
-        broker, store_config, ha = self.configs
-        host = broker.host
+            self.configs = await asyncio.to_thread(switchover.start_up_configs, self.configs, self.secrets)
+        broker = self.configs.broker
+        self._client_server = self._client_api_server()
+        client_port = bind(
+            self._client_server, broker.host, broker.listen_port, self._client_credentials(), "client API", "listenPort"
+        )
+        self.client_endpoint = host_port(broker.broker_ip1, client_port)
+        store = self._open_store(client_port)
+        replication = self._replication_side(store)
+        if self.roles is not None:
+            self.roles.open()
+        else:
+            replication.open()
+        store.start()
+        replication.start()
+        view = self._view = BrokerState(self, replication)
+        self._serve_clients(store, view)
+        await self._client_server.start()
+        self.started_at_ms = wall_clock_ms()
+        self.started_monotonic_ms = monotonic_ms()
+        self._join_etcd()
+
+    def _client_api_server(self) -> grpc.aio.Server:
+        """The client and admin API's server, its interceptors in place (not bound yet)."""
+        broker, store_config = self.configs.broker, self.configs.store
         max_message = store_config.max_message_size * 2 + 1024 * 1024
         interceptors: list[grpc.aio.ServerInterceptor] = [
-            AsyncAuthInterceptor(Verifier(self.secrets.admin), [ADMIN_PREFIX]),
+            AsyncAuthInterceptor(Verifier(self.secrets.admin, broker.identity), [ADMIN_PREFIX]),
             MalformedRequestGuard(),
-            ClientSightings(self.clients),
         ]
+        acl_guard: AclGuard | None = None
         if broker.acl_enable:
             try:
-                interceptors.append(AclGuard(load_acl(broker.acl_file)))
+                acl_guard = self._acl_guard = AclGuard(load_acl(broker.acl_file))
             except (OSError, ValueError) as exc:
                 raise ConfigError(f"aclFile: {exc}") from None
-        elif not is_loopback(host):
+            interceptors.append(acl_guard)
+        elif not is_loopback(broker.host):
             log.warning(
-                "the client API on %s accepts unsigned calls from anyone who can reach it (aclEnable=false)", host
+                "the client API on %s accepts unsigned calls from anyone who can reach it (aclEnable=false)",
+                broker.host,
             )
-        self._client_server = grpc.aio.server(
+        # After the ACL guard: a call it refuses names no client.
+        interceptors.append(ClientSightings(self.clients))
+        return grpc.aio.server(
             interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", max_message),
@@ -324,101 +297,116 @@ class Broker:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        client_port = self._bind(
-            self._client_server, host, broker.listen_port, self._client_server_credentials(), "client API", "listenPort"
-        )
-        self.client_endpoint = _endpoint(broker.broker_ip1, client_port)
+
+    def _client_credentials(self) -> grpc.ServerCredentials | None:
+        broker = self.configs.broker
+        if not broker.tls_enable:
+            return None
+        return server_credentials(broker.tls_server_cert_path, broker.tls_server_key_path)
+
+    def _open_store(self, client_port: int) -> MessageStore:
+        """Open and recover the store (not started yet)."""
         # Messages carry the broker's real address (STOREHOSTADDRESS, msgId), so a port chosen
         # by the OS goes into the store's config before the store opens.
-        store_config = dataclasses.replace(store_config, listen_port=client_port)
+        store_config = dataclasses.replace(self.configs.store, listen_port=client_port)
         if self.controller_mode:
             # Elections decide the role: no put before this broker wins one.
             store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
-        self._store = MessageStore(store_config)
+        store = self._store = MessageStore(store_config)
         self.pop_journal = PopJournal(store_config.root)
-        crash_step = os.environ.get(CRASH_IN_TRUNCATION_ENV)
-        if crash_step:
-            self.store.truncation_hook = _crash_at(crash_step)
-        report = self.store.load()
+        crash_seam.install(store)
+        report = store.load()
         log.info("store loaded: %s", report)
-        if self.controller_mode:
-            roles = self.roles = ControllerRoles(self)
-            roles.open()
-            tracker = self._start_master_replication(store_config, ha, host)
-            tracker.set_isr(frozenset())
-            self.store.set_dispatch_limit(roles.confirmed_offset)
-            self.store.set_put_fence(roles.put_fence)
-        elif self.role is BrokerRole.SLAVE:
-            self._start_slave_replication(store_config, ha)
-        else:
-            self._start_master_replication(store_config, ha, host)
-        self.store.start()
-        if self.replicator is not None:
-            self.replicator.start()
+        return store
 
-        view = self._view = BrokerState(self)
+    def _replication_side(self, store: MessageStore) -> ReplicationRole:
+        """The replication side, and in controller mode the roles elections drive (not open yet)."""
+        broker, ha = self.configs.broker, self.configs.ha
+        keeper = EpochKeeper(store.config.root) if self.controller_mode else None
+        replication = self.replication = ReplicationRole(
+            store,
+            self.configs,
+            self.secrets.ha,
+            client_endpoint=self.client_endpoint,
+            pop_journal=self.pop_journal,
+            take_pop_events=self._take_pop_events,
+            epochs=keeper,
+        )
+        if keeper is not None:
+            self.roles = ControllerRoles(
+                replication,
+                keeper,
+                broker_id=broker.broker_id,
+                client_endpoint=self.client_endpoint,
+                in_sync_replicas=ha.in_sync_replicas,
+            )
+        return replication
+
+    def _serve_clients(self, store: MessageStore, view: BrokerState) -> None:
+        """The client and admin APIs on the client server, remoting and metrics when configured."""
+        assert self._client_server is not None
+        broker = self.configs.broker
         messaging = MessagingServicer(
-            self.store,
+            store,
             self.configs,
             view,
             receipt_secret=self.secrets.ha or self.secrets.admin,
             pop_journal=self.pop_journal,
+            telemetry_check=self._acl_guard.telemetry_check if self._acl_guard is not None else None,
         )
         admin = AdminServicer(
-            self.store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop, clients=self.clients
+            store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop, clients=self.clients
         )
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
-        self.store.add_arrival_listener(messaging.on_arrival)
+        store.add_arrival_listener(messaging.on_arrival)
         self._loop = asyncio.get_running_loop()
         messaging.bind_loop(self._loop)
         self._messaging = messaging
         if broker.remoting_listen_port >= 0:
-            self._remoting = RemotingServer(self.store, self.configs, view, clients=self.clients)
-            try:
-                self.remoting_endpoint = self._remoting.start(host, broker.remoting_listen_port, broker.broker_ip1)
-            except OSError as exc:
-                self._remoting = None
-                address = _endpoint(host, broker.remoting_listen_port)
-                raise ConfigError(
-                    f"cannot listen for the remoting API on {address} (remotingListenPort): {exc}"
-                ) from None
+            self._start_remoting(store, view)
         if broker.metrics_port >= 0:
-            self._start_metrics(view, host, broker.metrics_port)
-        await self._client_server.start()
-        self.started_at_ms = wall_clock_ms()
-        self.started_monotonic_ms = monotonic_ms()
-        if ha.etcd_endpoints.strip():
-            self._etcd = EtcdClient(
-                ha.etcd_endpoints,
-                timeout_s=ha.etcd_request_timeout_ms / 1000,
-                user=ha.etcd_user,
-                password=self.secrets.etcd,
-                ca_file=ha.etcd_ca_file,
-                cert_file=ha.etcd_cert_file,
-                key_file=ha.etcd_key_file,
-            )
+            self._start_metrics(view, broker.host, broker.metrics_port)
+
+    def _start_remoting(self, store: MessageStore, view: BrokerState) -> None:
+        broker = self.configs.broker
+        self._remoting = RemotingServer(store, self.configs, view, clients=self.clients)
+        try:
+            self.remoting_endpoint = self._remoting.start(broker.host, broker.remoting_listen_port, broker.broker_ip1)
+        except OSError as exc:
+            self._remoting = None
+            address = host_port(broker.host, broker.remoting_listen_port)
+            raise ConfigError(f"cannot listen for the remoting API on {address} (remotingListenPort): {exc}") from None
+
+    def _join_etcd(self) -> None:
+        """With etcdEndpoints: the controller agent (controller mode) and the route registrar."""
+        broker, ha = self.configs.broker, self.configs.ha
+        if not ha.etcd_endpoints.strip():
+            return
+        etcd = self._etcd = EtcdClient(
+            ha.etcd_endpoints,
+            timeout_s=ha.etcd_request_timeout_ms / 1000,
+            user=ha.etcd_user,
+            password=self.secrets.etcd,
+            ca_file=ha.etcd_ca_file,
+            cert_file=ha.etcd_cert_file,
+            key_file=ha.etcd_key_file,
+        )
         if self.roles is not None:
-            assert self._etcd is not None
-            broker = self.configs.broker
-            self.agent = ControllerAgent(
-                self._etcd,
-                GroupKeys.of(ha.etcd_prefix, broker.broker_cluster_name, broker.broker_name),
-                ha,
-                self.roles,
+            agent = self.agent = ControllerAgent(
+                etcd, GroupKeys.of(ha.etcd_prefix, broker.broker_cluster_name, broker.broker_name), ha, self.roles
             )
-            self.agent.start()
-        if self._etcd is not None:
-            broker = self.configs.broker
-            self.registrar = ClusterRegistrar(
-                self._etcd,
-                RouteKeys.of(ha.etcd_prefix, broker.broker_cluster_name),
-                broker.broker_cluster_name,
-                self._registration,
-                lease_ttl_s=ha.etcd_lease_ttl_s,
-                interval_ms=broker.cluster_route_refresh_interval_ms,
-            )
-            self.registrar.start()
+            self.roles.attach(agent.may_acknowledge)
+            agent.start()
+        self.registrar = ClusterRegistrar(
+            etcd,
+            RouteKeys.of(ha.etcd_prefix, broker.broker_cluster_name),
+            broker.broker_cluster_name,
+            self._registration,
+            lease_ttl_s=ha.etcd_lease_ttl_s,
+            interval_ms=broker.cluster_route_refresh_interval_ms,
+        )
+        self.registrar.start()
 
     def _registration(self) -> BrokerRegistration:
         """This broker's route record as it serves now (registrar thread)."""
@@ -456,9 +444,9 @@ class Broker:
         try:
             bound = metrics.start(host, port)
         except OSError as exc:
-            raise ConfigError(f"cannot listen for metrics on {_endpoint(host, port)} (metricsPort): {exc}") from None
+            raise ConfigError(f"cannot listen for metrics on {host_port(host, port)} (metricsPort): {exc}") from None
         self._metrics = metrics
-        self.metrics_endpoint = _endpoint(host, bound)
+        self.metrics_endpoint = host_port(host, bound)
         if not is_loopback(host):
             log.warning(
                 "metrics and health answers on %s are readable by anyone who can reach it", self.metrics_endpoint
@@ -472,52 +460,7 @@ class Broker:
             etcd_failed_calls=etcd.failed_calls if etcd is not None else 0,
         )
 
-    def _start_master_replication(self, store_config, ha: HaConfig, host: str) -> ReplicaTracker:
-        """Serve replication on haListenPort. The port is bound before anything is installed: a
-        failure (ConfigError) leaves the broker as it was (a slave taking over stays a slave)."""
-        store, roles = self.store, self.roles
-        tracker = ReplicaTracker(
-            self.role,
-            ha.in_sync_replicas,
-            store_config.slave_timeout_ms,
-            ha.ha_slave_fallbehind_max,
-            lambda: store.max_offset,
-        )
-        # The servicer authenticates every replication call itself in shared-secret mode (its
-        # answers are MACed under a per-call key only it can derive): no interceptor in front.
-        server = grpc.server(
-            ThreadPoolExecutor(max_workers=HA_MAX_STREAMS + 4, thread_name_prefix="ha-stream"),
-            options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)],
-            maximum_concurrent_rpcs=HA_MAX_STREAMS,
-        )
-        servicer = ReplicationServicer(
-            store,
-            ha,
-            self.configs.broker.broker_name,
-            tracker,
-            client_endpoint=self.client_endpoint,
-            epochs=(lambda: roles.keeper.history) if roles is not None else None,
-            auth=MasterAuth(self.secrets.ha, Identity(self.configs.broker.broker_name, self.configs.broker.broker_id))
-            if self.secrets.ha
-            else None,
-            take_pop_events=self._take_pop_events,
-        )
-        servicer.add_to_server(server)
-        try:
-            ha_port = self._bind(
-                server, host, ha.ha_listen_port, self._ha_server_credentials(), "replication", "haListenPort"
-            )
-        except ConfigError:
-            tracker.close()
-            server.stop(grace=None)
-            raise
-        self.tracker, self._ha_server, self._ha_servicer = tracker, server, servicer
-        store.set_replica_gate(tracker)
-        self.ha_endpoint = _endpoint(self.configs.broker.ha_host, ha_port)
-        server.start()
-        return tracker
-
-    def _take_pop_events(self, events: list) -> tuple[bool, str]:
+    def _take_pop_events(self, events: list[PopEvent]) -> tuple[bool, str]:
         """Replication thread: a slave hands back its pop journal; the event loop merges it."""
         messaging, loop = self._messaging, self._loop
         if messaging is None or loop is None:
@@ -530,35 +473,12 @@ class Broker:
             future.cancel()
             return False, "the merge did not finish in time"
 
-    def _start_slave_replication(self, store_config, ha: HaConfig, master_address: str = "") -> None:
-        credentials = None
-        if ha.ha_tls_ca_file:
-            credentials = channel_credentials(ha.ha_tls_ca_file, ha.ha_tls_cert_file, ha.ha_tls_key_file)
-        self.replicator = SlaveReplicator(
-            self.store,
-            ha,
-            broker_name=self.configs.broker.broker_name,
-            broker_id=self.configs.broker.broker_id,
-            client_endpoint=self.client_endpoint,
-            secret=self.secrets.ha,
-            channel_credentials=credentials,
-            master_address=master_address,
-            epochs=self.roles.keeper if self.roles is not None else None,
-            pop_journal=self.pop_journal,
-        )
-
-    def _stop_replicator(self) -> SlaveReplicator | None:
-        replicator, self.replicator = self.replicator, None
-        if replicator is not None:
-            replicator.stop()
-        return replicator
-
     def ready_line(self) -> str:
         broker = self.configs.broker
         parts = [
             f"name={broker.broker_name}",
             f"id={broker.broker_id}",
-            f"role={'CONTROLLER' if self.controller_mode else self.role.name}",
+            f"role={'CONTROLLER' if self.controller_mode else self.configs.store.broker_role.name}",
             f"client={self.client_endpoint}",
         ]
         if self.remoting_endpoint:
@@ -587,17 +507,11 @@ class Broker:
         if self.agent is not None:
             # The lease goes first: a master's key vanishes at once and a slave is elected.
             await asyncio.to_thread(self.agent.stop)
-            with self._role_lock:
-                if self.roles is not None:
-                    self.roles.released()
-        if self._ha_servicer is not None:
-            await asyncio.to_thread(self._ha_servicer.stop)
-        if self._ha_server is not None:
-            self._ha_server.stop(grace=None)
-        if self.tracker is not None:
-            self.tracker.close()  # puts still waiting for a slave get their answer now
-        if self.replicator is not None:
-            await asyncio.to_thread(self.replicator.stop)
+            if self.roles is not None:
+                self.roles.released()
+        if self.replication is not None:
+            # Puts still waiting for a slave get their answer now.
+            await asyncio.to_thread(self.replication.stop)
         if self._remoting is not None:
             await asyncio.to_thread(self._remoting.stop)
         if self._metrics is not None:

@@ -50,6 +50,10 @@ class ReceiptSigner:
     def verify(self, group: str, topic: str, handle: str) -> Receipt:
         if not handle or len(handle) > MAX_HANDLE_LENGTH:
             raise InvalidReceiptHandle("the receipt handle is empty or too long")
+        if not handle.isascii():
+            # A handle is ASCII by construction; compare_digest also refuses non-ASCII text with a
+            # TypeError, which must not reach the client as an internal error.
+            raise InvalidReceiptHandle("the receipt handle is malformed (not ASCII)")
         fields, _, signature = handle.rpartition(".")
         parts = fields.split(".")
         if len(parts) != 4 or not all(p.isdigit() for p in parts):

@@ -2,8 +2,11 @@
 
 `read_queue` reads one queue of a topic from a queue offset to what is dispatched now and calls
 `on_message` with each message; it returns the queue offset to read from next time. A queue offset
-below the queue's first kept entry (retention) starts at that entry. Blocking (file reads): call it
-from a worker thread. `read_events` does the same for a topic of JSON event records. Stateless,
+below the queue's first kept entry (retention) starts at that entry. A damaged record
+(MESSAGE_CORRUPTED: its body fails its CRC, and the store logged it) is passed over with an error
+logged: these queues hold the broker's own state, which must not stop at one lost record, and
+what the record said is decided again as for a record that does not decode (below). Blocking
+(file reads): call it from a worker thread. `read_events` does the same for a topic of JSON event records. Stateless,
 thread-safe.
 """
 
@@ -29,6 +32,10 @@ def read_queue(
     offset = max(offset, store.min_queue_offset(topic, queue_id))
     while True:
         result = store.get_message(group, topic, queue_id, offset, _BATCH, MAX_PULL_BYTES)
+        if result.status is GetMessageStatus.MESSAGE_CORRUPTED:
+            log.error("%s:%d: queue offset %d passed over: %s", topic, queue_id, offset, result.reason)
+            offset = result.next_begin_offset + 1
+            continue
         if result.status is not GetMessageStatus.FOUND:
             if result.status in (
                 GetMessageStatus.OFFSET_TOO_SMALL,

@@ -10,8 +10,10 @@ Wire facts owned here:
   the outcome; ending it the same way again answers OK.
 - Check-back: a RecoverOrphanedTransactionCommand (the half as sent, and its transaction id) goes
   down the Telemetry stream of a producer that announced the topic in its settings
-  (publishing.topics); the producer answers with EndTransaction, source SOURCE_SERVER_CHECK.
-  Producers of a topic are asked in turn.
+  (publishing.topics; with access control, only an account that may publish to the topic can
+  announce it: `telemetry.py`); the producer answers with EndTransaction, source
+  SOURCE_SERVER_CHECK. Producers of a topic are asked in turn; a stream whose outbox refuses the
+  command (it does not read) is forgotten and the next one is asked.
 - On a slave, EndTransaction answers FORBIDDEN naming the master; only a master checks back.
 
 Thread-safety: one event loop.
@@ -19,9 +21,9 @@ Thread-safety: one event loop.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Callable
+from typing import Protocol
 
 from wire.rpc import messaging_pb2 as pb
 
@@ -30,7 +32,13 @@ from .repeating import Repeating
 from .transaction_service import EndStatus, TransactionService
 from .v2_messages import OK, status, to_pb_message
 
-Outbox = asyncio.Queue  # of pb.TelemetryCommand, one per Telemetry stream
+
+class Outbox(Protocol):
+    """Where commands go down one Telemetry stream (`telemetry.Outbox`)."""
+
+    def offer(self, command: pb.TelemetryCommand) -> bool:
+        """False when the stream takes nothing more (it is dropped or ended)."""
+        ...
 
 
 class TransactionApi:
@@ -103,13 +111,14 @@ class TransactionApi:
             return 0
         sent = 0
         for check in await self._service.due_checks(self._can_ask):
-            streams = self._producers.get(check.topic)
-            if not streams:
-                continue
-            outbox = streams[next(self._turn) % len(streams)]
             command = pb.RecoverOrphanedTransactionCommand(
                 message=to_pb_message(check.message), transaction_id=check.transaction_id
             )
-            outbox.put_nowait(pb.TelemetryCommand(status=OK, recover_orphaned_transaction_command=command))
-            sent += 1
+            telemetry = pb.TelemetryCommand(status=OK, recover_orphaned_transaction_command=command)
+            while streams := self._producers.get(check.topic):
+                outbox = streams[next(self._turn) % len(streams)]
+                if outbox.offer(telemetry):
+                    sent += 1
+                    break
+                self.unregister(outbox)
         return sent

@@ -1,8 +1,10 @@
-"""`rocketstore consumer`: a consumer group's offsets and lag per queue, and resetting them, over the
-admin API.
+"""`rocketstore consumer`: the consumer groups a broker knows, a group's members and its offsets and
+lag per queue, and resetting them, over the admin API.
 
+    rocketstore consumer list
     rocketstore consumer progress --group G [--topic T]
-    rocketstore consumer reset --group G --topic T --to-time WHEN|--to-offset N|--to-earliest|--to-latest [--execute]
+    rocketstore consumer reset --group G --topic T --to-time WHEN|--to-offset N|--to-earliest|--to-latest
+        [--queue Q] [--execute] [--force]
 
 `consumer reset` is a dry run without `--execute` (Kafka's reset-offsets convention). Runs on the
 command's main thread.
@@ -43,6 +45,7 @@ def consumer_arguments(p: argparse.ArgumentParser) -> None:
         help="the first message stored at or after WHEN (Unix ms, or ISO 8601; no zone means UTC)",
     )
     to.add_argument("--to-offset", type=natural, metavar="N", help="queue offset N in every queue (clamped)")
+    reset.add_argument("--queue", type=natural, metavar="Q", help="only queue Q (default: every queue of the topic)")
     to.add_argument("--to-earliest", action="store_true", help="each queue's first message still stored")
     to.add_argument("--to-latest", action="store_true", help="each queue's end: skip everything stored")
     reset.add_argument("--execute", action="store_true", help="apply the reset (without: only show it)")
@@ -144,6 +147,7 @@ def run_consumer(args: argparse.Namespace) -> int:
             earliest=args.to_earliest,
             latest=args.to_latest,
             dry_run=not args.execute,
+            queue_id=args.queue,
             force=args.force,
         )
         if args.json:

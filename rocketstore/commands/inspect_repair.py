@@ -136,6 +136,10 @@ def run_repair(args: argparse.Namespace) -> int:
             f"The last segment {report.short_segment} is shorter than the segment size: the store does not load it. "
             f"To zero-fill it back to size: rocketstore repair --store-dir {store_dir} --extend-short-segment --yes"
         )
+        if planned is not None:
+            # The file was cut inside its data: extending it leaves a record in part, cut next.
+            print("Dry run; nothing changed. " + format_plan(planned).replace("Zero-fill", "Would zero-fill", 1))
+            print(f"Then: rocketstore repair --store-dir {store_dir} --truncate-at {planned.offset} --yes")
         return EXIT_PROBLEMS
     if planned is None:
         print(

@@ -5,6 +5,8 @@
 - `controller_roles`: a broker's role changes in controller mode (promote, step down, follow).
 - `switchover`: a planned switchover in static mode (`rocketstore admin elect`), and the role
   override that keeps it across restarts.
+- `replication_side`: what both drive on the broker (`ReplicationSide`); the process wires in
+  `rocketstore.broker.replication_role.ReplicationRole`.
 
 See docs/failover.md. Threads are the ones each module's docstring names.
 """

@@ -53,7 +53,7 @@ PUBLISH_INTERVAL_MS = 1000
 
 
 class Roles(Protocol):
-    """What the agent asks of and does to the broker (implemented by `process.Broker`)."""
+    """What the agent asks of and does to the broker (implemented by `controller_roles.ControllerRoles`)."""
 
     def record(self) -> BrokerRecord:
         """This broker's record as it would publish it now (endpoints, max offset, last epoch)."""

@@ -19,8 +19,11 @@ written to a temporary file, fsynced, renamed), takes precedence over broker.con
 and haMasterAddress at start-up, with a warning: the operator's last switchover wins over a config
 file nobody edited. Delete it to go back to the configured roles.
 
+Both steps act on the broker's replication side (`replication_side.ReplicationSide`), never on
+the broker itself.
+
 Thread-safety: `hand_over` and `take_over` run on a worker thread of the admin API, one at a
-time per broker (the broker's role lock).
+time per broker (the caller holds the replication side's role lock).
 """
 
 from __future__ import annotations
@@ -28,29 +31,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 
-from wire.auth import Signer
+from wire.admin_auth import AdminCaller
 from slave.metadata_client import MetadataSyncFailed
-from wire.rpc import admin_pb2, admin_pb2_grpc
+from wire.rpc import admin_pb2
 from store import BrokerRole
 from store.mapped_file import fsync_dir, replace_durably
 from store.properties import ConfigError
 
 from store.clock import monotonic_ms
 
-from rocketstore.broker.config import BrokerConfigs
+from rocketstore.broker.config import BrokerConfigs, Secrets
 from .controller_agent import HandoverError, HandoverTimeout
 from .controller_roles import wait_caught_up
+from .replication_side import ReplicationSide
 
 log = logging.getLogger(__name__)
 
 OVERRIDE_NAME = "role.override"
 # How long a slave that took over as SYNC_MASTER refuses puts while no slave has connected to it.
 TAKE_OVER_SLAVE_WAIT_MS = 10_000
-TAKE_OVER_METHOD = "/rocketstore.admin.v1.Admin/TakeOver"
 
 
 def override_path(root: str | Path) -> Path:
@@ -96,8 +100,16 @@ def apply_override(configs: BrokerConfigs) -> BrokerConfigs:
 PEER_PROBE_TIMEOUT_S = 3.0
 
 
+def start_up_configs(configured: BrokerConfigs, secrets: Secrets) -> BrokerConfigs:
+    """Static mode, before anything opens: the roles to start with (`apply_override`), checked by
+    `refuse_a_second_master` (ConfigError). Blocks up to PEER_PROBE_TIMEOUT_S."""
+    effective = apply_override(configured)
+    refuse_a_second_master(configured, effective, secrets)
+    return effective
+
+
 def refuse_a_second_master(
-    configured: BrokerConfigs, effective: BrokerConfigs, secrets, timeout_s: float = PEER_PROBE_TIMEOUT_S
+    configured: BrokerConfigs, effective: BrokerConfigs, secrets: Secrets, timeout_s: float = PEER_PROBE_TIMEOUT_S
 ) -> None:
     """A broker that broker.conf makes a slave but a role override makes master asks the master
     broker.conf names whether it is still master; ConfigError when it is (two masters of one group
@@ -118,7 +130,7 @@ def refuse_a_second_master(
         )
 
 
-def probe_is_master(address: str, configs: BrokerConfigs, secrets, timeout_s: float) -> bool:
+def probe_is_master(address: str, configs: BrokerConfigs, secrets: Secrets, timeout_s: float) -> bool:
     """Whether the broker serving replication at `address` authenticates as this group's master
     and says it is master now. False when it cannot be reached or does not authenticate."""
     from ha.peer_auth import EPOCHS, AuthenticationError, Identity, SlaveAuth, epochs_parts
@@ -148,14 +160,15 @@ def probe_is_master(address: str, configs: BrokerConfigs, secrets, timeout_s: fl
     return answer.is_master
 
 
-def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
-    """On the master: steps 1-4. Returns the new master's client endpoint and the offset it took
-    over at; HandoverError / HandoverTimeout when nothing changed."""
-    store = broker.store
+def hand_over(side: ReplicationSide, admin_secret: bytes, target_id: int, timeout_s: float) -> tuple[str, int]:
+    """On the master: steps 1-4 (`admin_secret` signs the TakeOver call). Returns the new master's
+    client endpoint and the offset it took over at; HandoverError / HandoverTimeout when nothing
+    changed."""
+    store, tracker = side.store, side.tracker
     master_role = store.broker_role
-    if master_role is BrokerRole.SLAVE:
+    if master_role is BrokerRole.SLAVE or tracker is None:
         raise HandoverError("this broker is a slave: ask its master")
-    sessions = [s for s in broker.tracker.snapshots(0) if s.broker_id == target_id]
+    sessions = [s for s in tracker.snapshots(0) if s.broker_id == target_id]
     if not sessions or not sessions[0].client_endpoint:
         raise HandoverError(f"broker {target_id} is not a connected slave of this master")
     target_endpoint = sessions[0].client_endpoint
@@ -163,21 +176,21 @@ def hand_over(broker, target_id: int, timeout_s: float) -> tuple[str, int]:
     store.set_put_fence(lambda: reason)
     root = store.config.store_path_root_dir
     try:
-        offset = wait_caught_up(store, broker.tracker, target_id, timeout_s)
+        offset = wait_caught_up(store, tracker, target_id, timeout_s)
         if offset is None:
             raise HandoverTimeout(
                 f"broker {target_id} did not catch up within {timeout_s:g} s; nothing was handed over"
             )
         write_override(root, BrokerRole.SLAVE, "")
         try:
-            answer = _take_over(target_endpoint, broker.secrets.admin, offset, master_role, timeout_s)
+            answer = _take_over(target_endpoint, admin_secret, offset, master_role, timeout_s)
         except grpc.RpcError as exc:
             remove_override(root)
             raise HandoverError(
                 f"broker {target_id} did not take over: {exc.details() if hasattr(exc, 'details') else exc}"
             ) from None
         write_override(root, BrokerRole.SLAVE, answer.ha_endpoint)
-        _become_slave(broker, answer.ha_endpoint, f"handed over to broker {target_id}")
+        side.become_slave(answer.ha_endpoint, f"handed over to broker {target_id}")
     finally:
         store.set_put_fence(None)
     log.warning("handed over to broker %d at %s (offset %d)", target_id, answer.client_endpoint, offset)
@@ -188,15 +201,11 @@ def _take_over(
     endpoint: str, secret: bytes, offset: int, role: BrokerRole, timeout_s: float
 ) -> admin_pb2.TakeOverResponse:
     with grpc.insecure_channel(endpoint) as channel:
-        stub = admin_pb2_grpc.AdminStub(channel)
-        return stub.TakeOver(
-            admin_pb2.TakeOverRequest(expected_offset=offset, role=role.name),
-            timeout=timeout_s,
-            metadata=Signer(secret).metadata(TAKE_OVER_METHOD),
-        )
+        request = admin_pb2.TakeOverRequest(expected_offset=offset, role=role.name)
+        return AdminCaller(channel, secret).call("TakeOver", request, timeout_s)
 
 
-def take_over(broker, expected_offset: int, role_name: str) -> None:
+def take_over(side: ReplicationSide, expected_offset: int, role_name: str) -> None:
     """On the slave: step 3. ValueError (nothing changed) when it cannot."""
     try:
         role = BrokerRole[role_name]
@@ -204,46 +213,27 @@ def take_over(broker, expected_offset: int, role_name: str) -> None:
         raise ValueError(f"unknown role {role_name!r}") from None
     if role is BrokerRole.SLAVE:
         raise ValueError("take over as SYNC_MASTER or ASYNC_MASTER")
-    store = broker.store
-    if store.broker_role is not BrokerRole.SLAVE:
+    if side.store.broker_role is not BrokerRole.SLAVE:
         raise ValueError("this broker is already a master")
-    started_server = False
-    if broker.tracker is None:
-        # Everything the new role needs, acquired before anything is given up or recorded.
-        configs = broker.configs
+    # Everything the new role needs, acquired before anything is given up or recorded.
+    started_server = side.tracker is None
+    if started_server:
         try:
-            broker._start_master_replication(configs.store, configs.ha, configs.broker.host)
+            side.serve()
         except ConfigError as exc:
             raise ValueError(f"cannot take over: {exc}") from None
-        started_server = True
     try:
-        _take_over_steps(broker, expected_offset, role)
+        _take_over_steps(side, expected_offset, role)
     except BaseException:
         if started_server:
-            _release_master_replication(broker)
+            side.release()
         raise
     log.warning("took over as %s at offset %d", role.name, expected_offset)
 
 
-def _release_master_replication(broker) -> None:
-    server, broker._ha_server = broker._ha_server, None
-    broker._ha_servicer = None
-    tracker, broker.tracker = broker.tracker, None
-    if server is not None:
-        server.stop(grace=None)
-    if tracker is not None:
-        tracker.close()
-
-
-def _resume_replication(broker) -> None:
-    configs = broker.configs
-    broker._start_slave_replication(configs.store, configs.ha, configs.ha.ha_master_address)
-    broker.replicator.start()
-
-
-def _take_over_steps(broker, expected_offset: int, role: BrokerRole) -> None:
-    store = broker.store
-    replicator = broker.replicator
+def _take_over_steps(side: ReplicationSide, expected_offset: int, role: BrokerRole) -> None:
+    store = side.store
+    replicator = side.replicator
     if replicator is not None:
         # The master is alive and fenced: one last copy of its consumer offsets and delay
         # cursors spares consumers the re-delivery of a sync interval.
@@ -251,7 +241,7 @@ def _take_over_steps(broker, expected_offset: int, role: BrokerRole) -> None:
             replicator.metadata.sync_once()
         except MetadataSyncFailed as exc:
             log.warning("taking over without a last copy of the master's metadata: %s", exc)
-        replicator.stop()
+        side.stop_following()
     root = store.config.store_path_root_dir
     try:
         if store.max_offset != expected_offset:
@@ -259,41 +249,31 @@ def _take_over_steps(broker, expected_offset: int, role: BrokerRole) -> None:
         write_override(root, role)
     except BaseException:
         if replicator is not None:
-            _resume_replication(broker)
+            side.follow(side.master_address)
         raise
-    configs = broker.configs
     try:
-        _become_master(broker, role)
+        _become_master(side, role)
     except BaseException:
         remove_override(root)
         if store.broker_role is BrokerRole.SLAVE:
-            broker.configs = configs
-            _resume_replication(broker)
+            side.follow(side.master_address)
         raise
 
 
-def _become_master(broker, role: BrokerRole) -> None:
+def _become_master(side: ReplicationSide, role: BrokerRole) -> None:
     """A static slave whose replication stopped takes over as `role`."""
-    broker.replicator = None
-    store_config = dataclasses.replace(broker.configs.store, broker_role=role)
-    broker.configs = broker.configs._replace(
-        store=store_config, ha=dataclasses.replace(broker.configs.ha, ha_master_address="")
-    )
-    if broker.tracker is None:
-        broker._start_master_replication(store_config, broker.configs.ha, broker.configs.broker.host)
-    else:
-        broker.tracker.reset(role)
-        broker.store.set_replica_gate(broker.tracker)
+    fence = None
     if role is BrokerRole.SYNC_MASTER:
-        broker.store.set_put_fence(_until_a_slave_connects(broker, monotonic_ms() + TAKE_OVER_SLAVE_WAIT_MS))
-    broker.store.become_master(role)
+        fence = _until_a_slave_connects(side, monotonic_ms() + TAKE_OVER_SLAVE_WAIT_MS)
+    side.become_master(role, put_fence=fence)
 
 
-def _until_a_slave_connects(broker, deadline_ms: int):
+def _until_a_slave_connects(side: ReplicationSide, deadline_ms: int) -> Callable[[], str | None]:
     """A new static SYNC_MASTER refuses puts (before storing them: clients retry) until its old
     master has connected as its slave, or for TAKE_OVER_SLAVE_WAIT_MS at most; then the fence
     removes itself."""
-    tracker, store = broker.tracker, broker.store
+    tracker, store = side.tracker, side.store
+    assert tracker is not None, "a broker taking over serves replication"
 
     def fence() -> str | None:
         if tracker.session_count >= tracker.needed or monotonic_ms() > deadline_ms:
@@ -302,15 +282,3 @@ def _until_a_slave_connects(broker, deadline_ms: int):
         return "taking over: waiting for a replica to connect"
 
     return fence
-
-
-def _become_slave(broker, master_address: str, reason: str) -> None:
-    """A static master steps down and follows `master_address`."""
-    broker._ha_servicer.close_all(f"the master stepped down: {reason}")
-    broker.tracker.reset(broker.role)
-    broker.store.become_slave()
-    store_config = dataclasses.replace(broker.configs.store, broker_role=BrokerRole.SLAVE)
-    ha = dataclasses.replace(broker.configs.ha, ha_master_address=master_address)
-    broker.configs = broker.configs._replace(store=store_config, ha=ha)
-    broker._start_slave_replication(store_config, ha, master_address)
-    broker.replicator.start()

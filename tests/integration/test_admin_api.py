@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import grpc
 
 from ha.config import HaConfig
-from wire.auth import AsyncAuthInterceptor, Signer, Verifier
+from wire.admin_auth import AsyncAuthInterceptor, BrokerIdentity, Signer, Verifier
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.guard import MalformedRequestGuard
+from wire.request_guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.view import StaticView
@@ -29,8 +29,12 @@ ADMIN_PREFIX = "/rocketstore.admin.v1.Admin/"
 NOW_MS = 1_700_000_100_000
 
 
-def auth_interceptor() -> grpc.aio.ServerInterceptor:
-    return AsyncAuthInterceptor(Verifier(SECRET), [ADMIN_PREFIX])
+def identity(broker_id: int = 0) -> BrokerIdentity:
+    return BrokerIdentity("ClusterT", "broker-t", broker_id)
+
+
+def auth_interceptor(broker_id: int = 0) -> grpc.aio.ServerInterceptor:
+    return AsyncAuthInterceptor(Verifier(SECRET, identity(broker_id)), [ADMIN_PREFIX])
 
 
 @dataclass
@@ -41,9 +45,15 @@ class Harness:
     channel: grpc.aio.Channel
     view: StaticView
     signer: Signer
+    broker_id: int
 
-    def creds(self, method: str):
-        return self.signer.metadata(ADMIN_PREFIX + method)
+    def creds(self, method: str, request):
+        """The header of a call to `method` of this broker with `request`."""
+        return self.signer.metadata(ADMIN_PREFIX + method, identity(self.broker_id), request.SerializeToString())
+
+    def call(self, method: str, request):
+        """A signed call to `method` with `request` (an awaitable of its answer)."""
+        return getattr(self.admin, method)(request, metadata=self.creds(method, request), timeout=10)
 
 
 @contextlib.asynccontextmanager
@@ -66,7 +76,7 @@ async def serving(root, view: StaticView, *, broker_id: int = 0, **store_overrid
         config,
         HaConfig(in_sync_replicas=2),
     )
-    server = grpc.aio.server(interceptors=[auth_interceptor(), MalformedRequestGuard()])
+    server = grpc.aio.server(interceptors=[auth_interceptor(broker_id), MalformedRequestGuard()])
     port = server.add_insecure_port("127.0.0.1:0")
     view.client = f"127.0.0.1:{port}"
     messaging = MessagingServicer(store, configs, view)
@@ -85,6 +95,7 @@ async def serving(root, view: StaticView, *, broker_id: int = 0, **store_overrid
             channel,
             view,
             Signer(SECRET),
+            broker_id,
         )
     finally:
         await channel.close()
@@ -140,7 +151,7 @@ def test_master_status(tmp_path):
             assert response.status.code == pb.HA_NOT_AVAILABLE
             assert await asyncio.to_thread(h.store.wait_dispatched)
             h.view.confirmed = h.store.max_offset
-            status = await h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=h.creds("GetStatus"), timeout=10)
+            status = await h.call("GetStatus", admin_pb2.GetStatusRequest())
             assert (status.cluster_name, status.broker_name, status.broker_id) == ("ClusterT", "broker-t", 0)
             assert (status.role, status.epoch, status.flush_disk_type) == ("SYNC_MASTER", 3, "SYNC_FLUSH")
             assert (status.client_endpoint, status.ha_endpoint) == (h.view.client, "127.0.0.1:20912")
@@ -158,9 +169,7 @@ def test_master_status(tmp_path):
             assert not status.master_ha_address and not status.master_connected
             assert isinstance(json.loads(status.stats_json), dict)
 
-            view = await h.admin.GetClusterView(
-                admin_pb2.ClusterViewRequest(), metadata=h.creds("GetClusterView"), timeout=10
-            )
+            view = await h.call("GetClusterView", admin_pb2.ClusterViewRequest())
             assert view.HasField("master") and not view.HasField("self")
             assert view.master.broker_name == "broker-t" and view.master.role == "SYNC_MASTER"
 
@@ -182,7 +191,7 @@ def test_slave_status_and_cluster_view(tmp_path):
             ),
         )
         async with serving(tmp_path, view, broker_id=1) as h:
-            status = await h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=h.creds("GetStatus"), timeout=10)
+            status = await h.call("GetStatus", admin_pb2.GetStatusRequest())
             assert (status.role, status.broker_id) == ("SLAVE", 1)
             assert (status.master_ha_address, status.master_connected, status.master_max_offset) == (
                 "127.0.0.1:10912",
@@ -191,16 +200,12 @@ def test_slave_status_and_cluster_view(tmp_path):
             )
             assert status.replication_error == "chunk at 5 does not start at 0"
             assert not status.slaves and status.uptime_ms == 0
-            cluster = await h.admin.GetClusterView(
-                admin_pb2.ClusterViewRequest(), metadata=h.creds("GetClusterView"), timeout=10
-            )
+            cluster = await h.call("GetClusterView", admin_pb2.ClusterViewRequest())
             assert cluster.HasField("self") and not cluster.HasField("master")
             assert cluster.self.role == "SLAVE"
             spec = admin_pb2.TopicSpec(name="OnSlave", read_queue_nums=2, write_queue_nums=2, perm=6)
             details = await expect_error(
-                h.admin.CreateTopic(
-                    admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10
-                ),
+                h.call("CreateTopic", admin_pb2.CreateTopicRequest(topic=spec)),
                 grpc.StatusCode.FAILED_PRECONDITION,
             )
             assert "not master" in details and "MASTER" in details and "127.0.0.1:10911" in details
@@ -213,9 +218,7 @@ def test_create_and_list_topics(tmp_path):
     async def body():
         async with serving(tmp_path, master_view(), default_topic_queue_nums=4) as h:
             spec = admin_pb2.TopicSpec(name="Orders", read_queue_nums=8, write_queue_nums=6, perm=6)
-            created = await h.admin.CreateTopic(
-                admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10
-            )
+            created = await h.call("CreateTopic", admin_pb2.CreateTopicRequest(topic=spec))
             assert (
                 created.topic.name,
                 created.topic.read_queue_nums,
@@ -228,15 +231,16 @@ def test_create_and_list_topics(tmp_path):
                 6,
             )
             defaults = admin_pb2.TopicSpec(name="Defaults")
-            created = await h.admin.CreateTopic(
-                admin_pb2.CreateTopicRequest(topic=defaults), metadata=h.creds("CreateTopic"), timeout=10
-            )
+            created = await h.call("CreateTopic", admin_pb2.CreateTopicRequest(topic=defaults))
             assert (created.topic.read_queue_nums, created.topic.write_queue_nums, created.topic.perm) == (4, 4, 6)
-            listed = await h.admin.ListTopics(admin_pb2.ListTopicsRequest(), metadata=h.creds("ListTopics"), timeout=10)
+            listed = await h.call("ListTopics", admin_pb2.ListTopicsRequest())
             names = [t.name for t in listed.topics]
             assert "Orders" in names and "Defaults" in names and names == sorted(names)
             route = await h.messaging.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Orders")), timeout=10)
-            assert len(route.message_queues) == 8
+            # The master's 8 queues (id 0), and its connected slave's 8 read-only ones beside them.
+            on_master = [q for q in route.message_queues if q.broker.id == 0]
+            assert len(on_master) == 8
+            assert all(q.permission == pb.READ for q in route.message_queues if q.broker.id != 0)
 
             bad_specs = [
                 admin_pb2.TopicSpec(name="bad name"),
@@ -249,14 +253,12 @@ def test_create_and_list_topics(tmp_path):
             ]
             for spec in bad_specs:
                 details = await expect_error(
-                    h.admin.CreateTopic(
-                        admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("CreateTopic"), timeout=10
-                    ),
+                    h.call("CreateTopic", admin_pb2.CreateTopicRequest(topic=spec)),
                     grpc.StatusCode.INVALID_ARGUMENT,
                 )
                 assert details, spec
             await expect_error(
-                h.admin.CreateTopic(admin_pb2.CreateTopicRequest(), metadata=h.creds("CreateTopic"), timeout=10),
+                h.call("CreateTopic", admin_pb2.CreateTopicRequest()),
                 grpc.StatusCode.INVALID_ARGUMENT,
             )
             assert h.store.topics.get("Big") is None
@@ -270,7 +272,7 @@ def test_admin_refuses_calls_without_valid_credentials(tmp_path):
             await expect_error(
                 h.admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=10), grpc.StatusCode.UNAUTHENTICATED
             )
-            wrong = Signer(b"another-secret-of-enough-length").metadata(ADMIN_PREFIX + "GetStatus")
+            wrong = Signer(b"another-secret-of-enough-length").metadata(ADMIN_PREFIX + "GetStatus", identity(), b"")
             await expect_error(
                 h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=wrong, timeout=10),
                 grpc.StatusCode.UNAUTHENTICATED,
@@ -279,7 +281,9 @@ def test_admin_refuses_calls_without_valid_credentials(tmp_path):
             spec = admin_pb2.TopicSpec(name="Sneaky")
             await expect_error(
                 h.admin.CreateTopic(
-                    admin_pb2.CreateTopicRequest(topic=spec), metadata=h.creds("GetStatus"), timeout=10
+                    admin_pb2.CreateTopicRequest(topic=spec),
+                    metadata=h.creds("GetStatus", admin_pb2.CreateTopicRequest(topic=spec)),
+                    timeout=10,
                 ),
                 grpc.StatusCode.UNAUTHENTICATED,
             )
@@ -287,7 +291,7 @@ def test_admin_refuses_calls_without_valid_credentials(tmp_path):
             # The client API stays open, and valid credentials pass.
             route = await h.messaging.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Open")), timeout=10)
             assert route.status.code == pb.OK
-            status = await h.admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=h.creds("GetStatus"), timeout=10)
+            status = await h.call("GetStatus", admin_pb2.GetStatusRequest())
             assert status.broker_name == "broker-t"
 
     run(body())

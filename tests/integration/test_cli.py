@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import select
 import subprocess
 import sys
@@ -294,6 +295,29 @@ def test_repair_refuses_an_offset_that_is_not_a_boundary(good_store):
     beyond = run_cli("repair", "--store-dir", root, "--truncate-at", puts[300].offset, "--yes")
     assert beyond.returncode == 1 and f"past the first bad offset {victim.offset}" in beyond.stderr
     assert digest(root) == before
+
+
+def test_repair_dry_run_over_a_last_segment_cut_inside_its_data_names_both_steps(good_store):
+    """Issue 30: the dry run crashed (`mmap length is greater than file size`) when the last
+    segment file was cut inside its data. It says what repair would do; both steps then work."""
+    root, puts = good_store
+    last = puts[-1]
+    segment = root / "commitlog" / f"{last.offset - last.offset % SEGMENT_SIZE:020d}"
+    os.truncate(segment, last.offset % SEGMENT_SIZE + 30)  # inside the last record
+    before = digest(root)
+    dry = run_cli("repair", "--store-dir", root)
+    assert dry.returncode == 1
+    assert f"Would zero-fill the short last segment {segment.name}" in dry.stdout
+    assert f"at offset {last.offset}" in dry.stdout and "holding 0 valid message(s)" in dry.stdout
+    assert "--extend-short-segment --yes" in dry.stdout
+    assert f"--truncate-at {last.offset} --yes" in dry.stdout
+    assert digest(root) == before
+    assert run_cli("repair", "--store-dir", root, "--extend-short-segment", "--yes").returncode == 1  # the cut is left
+    done = run_cli("repair", "--store-dir", root, "--truncate-at", last.offset, "--yes")
+    assert done.returncode == 0 and f"now ends at {last.offset} ({MESSAGES - 1} messages)" in done.stdout
+    with MessageStore(config(root)) as store:
+        assert store.max_offset == last.offset
+        assert store.read_message(puts[-2].offset).body == body(MESSAGES - 2)
 
 
 HOLDER = """

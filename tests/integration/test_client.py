@@ -35,7 +35,7 @@ from client import (
     SendStatus,
     TransportError,
 )
-from wire.auth import AuthInterceptor, Verifier
+from wire.admin_auth import AuthInterceptor, BrokerIdentity, Verifier, identity_answer
 from rocketstore.cli import main
 from wire.rpc import admin_pb2, admin_pb2_grpc
 from wire.rpc import messaging_pb2 as pb
@@ -212,9 +212,13 @@ class FakeMessaging(messaging_pb2_grpc.MessagingServiceServicer):
 
 
 class FakeAdmin(admin_pb2_grpc.AdminServicer):
-    def __init__(self) -> None:
+    def __init__(self, identity: BrokerIdentity) -> None:
+        self.identity = identity
         self.status = admin_pb2.BrokerStatus()
         self.topics: dict[str, admin_pb2.TopicSpec] = {}
+
+    def Identify(self, request, context):
+        return identity_answer(self.identity)
 
     def GetStatus(self, request, context):
         return self.status
@@ -239,10 +243,11 @@ class FakeAdmin(admin_pb2_grpc.AdminServicer):
 class FakeBroker:
     def __init__(self, role: str, broker_id: int) -> None:
         self.messaging = FakeMessaging()
-        self.admin = FakeAdmin()
+        identity = BrokerIdentity("DefaultCluster", "broker-a", broker_id)
+        self.admin = FakeAdmin(identity)
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=16),
-            interceptors=[AuthInterceptor(Verifier(SECRET), ["/rocketstore.admin.v1.Admin/"])],
+            interceptors=[AuthInterceptor(Verifier(SECRET, identity), ["/rocketstore.admin.v1.Admin/"])],
         )
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(self.messaging, self.server)
         admin_pb2_grpc.add_AdminServicer_to_server(self.admin, self.server)

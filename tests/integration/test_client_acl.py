@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from client import BrokerError, Credentials, Producer, PullConsumer
+from test_transactions import FAST_CHECKS
+from transaction_support import ProducerStream, Transactions
+from wire.rpc import messaging_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[2]
 OFFICIAL_PYTHON = REPO / ".venv-rocketmq" / "bin" / "python"
@@ -20,6 +23,7 @@ ACCOUNTS = {
     "accounts": [
         {"accessKey": "app", "secretKey": "app-secret-key-1", "topicPerms": ["Orders=PUB|SUB"]},
         {"accessKey": "reader", "secretKey": "reader-secret-key", "topicPerms": ["Orders=SUB"]},
+        {"accessKey": "snoop", "secretKey": "snoop-secret-key", "topicPerms": ["Other=PUB"]},
     ]
 }
 
@@ -45,7 +49,8 @@ def broker(make_cluster, tmp_path):
     acl = tmp_path / "acl.json"
     acl.write_text(json.dumps(ACCOUNTS))
     os.chmod(acl, 0o600)
-    return make_cluster(master_role="ASYNC_MASTER", slaves=0, settings={"aclEnable": "true", "aclFile": str(acl)})
+    settings = {"aclEnable": "true", "aclFile": str(acl), **FAST_CHECKS}
+    return make_cluster(master_role="ASYNC_MASTER", slaves=0, settings=settings)
 
 
 def test_signed_calls_within_permissions_are_served_and_others_refused(broker):
@@ -112,3 +117,36 @@ def test_acl_with_the_remoting_api_is_refused_at_start(make_cluster, tmp_path):
     )
     with pytest.raises(Exception, match="remoting API does not check ACL signatures"):
         cluster.start(timeout_s=30)
+
+
+def test_check_backs_go_only_to_producers_whose_account_may_publish_to_the_topic(broker):
+    """Issue 30: an account with no right on `Orders` announced itself as its producer over
+    Telemetry and received its transaction check-backs, message bodies included. Its settings
+    are refused now, and the check-backs go to the entitled producer only."""
+    endpoint = broker.master.client_endpoint
+    app, snoop = Credentials("app", "app-secret-key-1"), Credentials("snoop", "snoop-secret-key")
+    tx = Transactions(endpoint, app)
+    snooper = ProducerStream(endpoint, "Orders", snoop)
+    producer = ProducerStream(endpoint, "Orders", app)
+    try:
+        assert snooper.settled.wait(10) and producer.settled.wait(10)
+        half = tx.send_half("Orders", b"secret order")
+        assert half.status.code == pb.OK
+        # Checked every second: several check-backs, all of them to the entitled producer.
+        asked = [producer.checks.get(timeout=20) for _ in range(3)]
+        assert {c.transaction_id for c in asked} == {half.transaction_id}
+        assert asked[0].message.body == b"secret order"
+        assert snooper.checks.empty()
+        assert snooper.answer.code == pb.FORBIDDEN and "lacks PUB on topic 'Orders'" in snooper.answer.message
+        assert producer.answer.code == pb.OK
+        assert tx.end("Orders", half, False).code == pb.OK
+    finally:
+        producer.close()
+        snooper.close()
+        tx.close()
+    # Its own topic is announced as usual.
+    own = ProducerStream(endpoint, "Other", snoop)
+    try:
+        assert own.settled.wait(10) and own.answer.code == pb.OK
+    finally:
+        own.close()

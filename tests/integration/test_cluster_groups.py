@@ -4,7 +4,8 @@ mode (three brokers, elections on the same etcd).
 
 A topic created on all three through one broker is routed the same by every broker; producers
 spread over the groups and keep sending, at once, when one group's master is killed (and return to
-a controller-mode group once it elects another); nothing acknowledged is lost; consumers of one
+a controller-mode group once it elects another), the group they were given included, for as long
+as it has no master; nothing acknowledged is lost; consumers of one
 consumer group share the queues of every group while instances come and go, each message taken
 once; a group added under load starts taking sends; a drained group stops taking them, is read to
 the end and leaves; with etcd away, a broker's route names its own group only.
@@ -24,7 +25,7 @@ import pytest
 
 from support import BROKER_TEST_SETTINGS, run_cli, wait_until
 
-from client import Producer, PullConsumer, SimpleConsumer
+from client import Producer, PullConsumer, RocketStoreError, SimpleConsumer
 from harness.local_cluster import ControllerCluster, LocalCluster, write_secret
 from harness.local_etcd import EtcdServer
 
@@ -102,6 +103,11 @@ def masters_in_route(endpoint: str, topic: str = TOPIC) -> set[tuple[str, int, s
         }
 
 
+def brokers_in_route(endpoint: str, topic: str = TOPIC) -> set[tuple[str, int, str]]:
+    with PullConsumer(endpoint) as consumer:
+        return {(q.broker_name, q.broker_id, q.endpoint) for q in consumer.route(topic)}
+
+
 def expected_route(cluster: Groups, names, queues: int = 4, drained=()) -> set[tuple[str, int, str, str]]:
     return {
         (name, q, cluster.master(name), "READ" if name in drained else "READ_WRITE")
@@ -119,13 +125,18 @@ def create_topic(endpoint: str, groups: str = "all", topic: str = TOPIC) -> str:
 
 
 class Sender:
-    """A producer thread, bounded in count and time, recording what each group acknowledged."""
+    """A producer thread, bounded in count and time, recording what each group acknowledged. A
+    send that raises stops it, unless `keep_going`: then a client error is kept in `failures`
+    with when it was raised, and the next send follows."""
 
-    def __init__(self, endpoint: str, *, limit: int = 3000, max_s: float = 120.0, pace_s: float = 0.0) -> None:
+    def __init__(
+        self, endpoint: str, *, limit: int = 3000, max_s: float = 120.0, pace_s: float = 0.0, keep_going: bool = False
+    ) -> None:
         self.producer = Producer(endpoint, route_refresh_s=0.3, retry_timeout_s=20)
         self.acked: list[tuple[str, str]] = []  # (message id, broker group), in order
         self.errors: list[BaseException] = []
-        self._limit, self._max_s, self._pace_s = limit, max_s, pace_s
+        self.failures: list[tuple[float, RocketStoreError]] = []  # (time.monotonic(), error)
+        self._limit, self._max_s, self._pace_s, self._keep_going = limit, max_s, pace_s, keep_going
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -135,7 +146,13 @@ class Sender:
             for i in range(self._limit):
                 if self._stop.is_set() or time.monotonic() > deadline:
                     return
-                result = self.producer.send(TOPIC, f"m-{i}".encode())
+                try:
+                    result = self.producer.send(TOPIC, f"m-{i}".encode())
+                except RocketStoreError as exc:
+                    if not self._keep_going:
+                        raise
+                    self.failures.append((time.monotonic(), exc))
+                    continue
                 assert result.ok, result
                 self.acked.append((result.msg_id, result.broker_name))
                 if self._pace_s:
@@ -191,6 +208,20 @@ def test_routes_are_the_same_from_every_broker_and_sends_and_consumers_spread_ov
     expected = expected_route(cluster, ("broker-a", "broker-b", "broker-c"))
     for broker in cluster.running():
         wait_until(lambda: masters_in_route(broker.client_endpoint) == expected, 15, f"{broker.name}'s route")
+    # Every master names every broker, its own slaves as the other groups' masters name them, and
+    # each group's brokers by distinct ids (7: 3 masters, 4 slaves).
+    everyone = {(b.settings["brokerName"], b.client_endpoint) for b in cluster.running()}
+
+    def masters_agree() -> bool:
+        seen = [brokers_in_route(cluster.master(name)) for name in ("broker-a", "broker-b", "broker-c")]
+        named = seen[0]
+        return (
+            all(route == named for route in seen)
+            and {(name, endpoint) for name, _, endpoint in named} == everyone
+            and len({(name, broker_id) for name, broker_id, _ in named}) == len(everyone) == 7
+        )
+
+    wait_until(masters_agree, 15, "every master's route naming every broker alike")
 
     code, listed = run_cli("cluster", "list", "--endpoint", seed, "--json")
     assert code == 0
@@ -281,6 +312,46 @@ def test_sends_go_to_the_other_groups_when_a_master_dies_and_nothing_acknowledge
     ids = {message_id for message_id, _ in acked}
     seen = consume_all(seed, ids)
     assert ids <= set(seen), f"{len(ids - set(seen))} acknowledged messages missing"
+
+
+def test_a_producer_keeps_sending_while_the_group_it_was_given_has_no_master_and_returns_to_it(cluster):
+    """Issue 32 item 11: the producer is given broker-a's master alone; broker-a loses it and
+    elects no other for as long as its slaves are paused (its records leave the registry, so
+    routes name broker-b alone), then elects one when they resume."""
+    given = cluster.controller("broker-a")
+    cluster.static("broker-b")
+    old = given.wait_master(60)
+    create_topic(old.client_endpoint)
+    other = cluster.master("broker-b")
+    wait_until(lambda: masters_in_route(other) == expected_route(cluster, ("broker-a", "broker-b")), 15, "the route")
+    sender = Sender(old.client_endpoint, pace_s=0.005, max_s=240, keep_going=True).start()
+    sender.wait_for(60, "sends before the kill")
+    assert set(sender.since(0)) == {"broker-a", "broker-b"}, sender.since(0)
+
+    killed_at = time.monotonic()
+    old.kill()
+    slaves = [b for b in given.brokers if b is not old]
+    for slave in slaves:  # no election while they are paused
+        slave.pause()
+    try:
+        wait_until(lambda: {name for name, *_ in masters_in_route(other)} == {"broker-b"}, 30, "a route of broker-b")
+        down_at = sender.count()
+        # Many route refreshes (0.3 s each) with one writable group, not the one it was given.
+        sender.wait_for(150, "sends while broker-a has no master")
+        assert set(sender.since(down_at)) == {"broker-b"}, sender.since(down_at)
+    finally:
+        for slave in slaves:
+            slave.resume()
+    given.wait_master(60, not_=old)
+    back_at = sender.count()
+    wait_until(lambda: sender.since(back_at)["broker-a"] > 0 or sender.errors, 60, "sends returning to broker-a")
+    sender.wait_for(50, "sends to both groups again")
+    sender.stop()
+    # A send under way at the kill may spend its whole retry window; none may fail after it.
+    window_s = sender.producer.retry_policy.retry_timeout_s
+    late = [(round(at - killed_at, 1), repr(error)) for at, error in sender.failures if at - killed_at > window_s]
+    assert not late, late
+    print(f"{len(sender.failures)} send(s) failed within {window_s:g} s of the kill; sends per group:", sender.since(0))
 
 
 def test_a_group_added_under_load_takes_sends_and_a_drained_group_leaves_with_nothing_lost(cluster):

@@ -14,8 +14,9 @@ import grpc
 from google.protobuf import duration_pb2
 
 from ha.config import HaConfig
+from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
-from rocketstore.broker.guard import MalformedRequestGuard
+from wire.request_guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
 from wire.rpc import messaging_pb2 as pb
@@ -372,6 +373,12 @@ def test_pulls_work_on_a_slave(tmp_path):
                     (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in route.message_queues
                 }
                 assert by_id == {(0, pb.READ_WRITE, port_of(master)), (1, pb.READ, port_of(slave))}
+                # The master names its connected slave the same way, as the other groups do.
+                master.view.slaves = [SlaveSnapshot("ha", 1, slave.endpoint, 0, 0, 0.0, True, 0)]
+                mastered = await master.stub.QueryRoute(ask, timeout=10)
+                assert {
+                    (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in mastered.message_queues
+                } == by_id
                 # Standing in for a master that is down: itself as id 0, read-only.
                 slave.view.acting = True
                 route = await slave.stub.QueryRoute(ask, timeout=10)
@@ -579,6 +586,37 @@ def test_hostile_requests_get_errors_and_serving_goes_on(tmp_path):
             assert ok.status.code == pb.OK
             got = await pull(h, pull_request())
             assert [m.body for m in got.messages] == [b"fine"]
+
+    run(body())
+
+
+def test_a_malformed_telemetry_command_ends_its_stream_with_a_status(tmp_path):
+    """Issue 30: a command that did not decode, right behind one the broker was answering, left
+    the stream without a status (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS): the call ran to its
+    deadline. Every such stream now ends INVALID_ARGUMENT at once."""
+
+    async def body():
+        async with serving(tmp_path) as h:
+            settings = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name=TOPIC)]))
+            good = pb.TelemetryCommand(settings=settings).SerializeToString()
+            telemetry = h.channel.stream_stream("/apache.rocketmq.v2.MessagingService/Telemetry")
+            codes = []
+            for i in range(60):
+                call = telemetry(timeout=10)
+                for _ in range(i % 4):
+                    await call.write(good)
+                await call.write(b"\xff\xff\xff")  # wire type 7: never a message
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    while await call.read() is not grpc.aio.EOF:
+                        pass
+                codes.append((await call.code(), await call.details()))
+            assert all(code == grpc.StatusCode.INVALID_ARGUMENT for code, _ in codes), codes
+            assert all("malformed request" in details for _, details in codes)
+            # The broker goes on answering.
+            call = h.stub.Telemetry(timeout=30)
+            await call.write(pb.TelemetryCommand(settings=settings))
+            assert (await call.read()).status.code == pb.OK
+            await call.done_writing()
 
     run(body())
 

@@ -118,3 +118,96 @@ def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluste
         lambda: (answer := get(slave.ready["metrics"], "/readyz"))[0] == 503 and answer, timeout_s=20
     )
     assert "replication stream" in text
+
+
+def test_idle_metrics_connections_are_bounded_and_timed_out(make_cluster):
+    """Issue 30: the metrics server kept a thread per idle connection (1,000 connections, 1,046
+    threads). Connections are bounded now (the oldest idle one makes room) and time out, and
+    /metrics still answers."""
+    import select
+    import socket
+
+    from rocketstore.broker.metrics import IDLE_TIMEOUT_S, MAX_CONNECTIONS
+    from support import proc_status
+
+    cluster = make_cluster(
+        master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0, settings={"metricsPort": "0"}
+    )
+    master = cluster.master
+    assert master.process is not None
+    host, port = master.ready["metrics"].rsplit(":", 1)
+    assert get(master.ready["metrics"], "/healthz")[0] == 200
+    baseline = proc_status(master.process.pid, "Threads")
+    flood = [socket.create_connection((host, int(port)), timeout=10) for _ in range(1000)]
+    poller = select.poll()
+    by_fd = {s.fileno(): s for s in flood}
+    for s in flood:
+        poller.register(s, select.POLLIN)
+    closed: set[int] = set()
+
+    def closed_by_the_broker(at_least: int) -> bool:
+        for fd, _ in poller.poll(100):
+            try:
+                data = by_fd[fd].recv(1, socket.MSG_DONTWAIT)
+            except ConnectionResetError:
+                data = b""
+            assert data == b"", "the broker sent something to a connection that asked nothing"
+            closed.add(fd)
+            poller.unregister(fd)
+        return len(closed) >= at_least
+
+    try:
+        # Each connection past the bound makes the broker close the oldest idle one.
+        wait_until(lambda: closed_by_the_broker(1000 - MAX_CONNECTIONS), 60, "the broker to close idle connections")
+        threads = proc_status(master.process.pid, "Threads")
+        assert threads <= baseline + MAX_CONNECTIONS + 4, (baseline, threads)
+        m = scrape(master.ready["metrics"])
+        assert value(m, "rocketstore_broker_is_master") == 1
+        # The rest time out.
+        wait_until(lambda: closed_by_the_broker(1000), IDLE_TIMEOUT_S + 50, "idle connections to time out")
+        wait_until(lambda: proc_status(master.process.pid, "Threads") <= baseline + 1, 30, "the threads to end")
+    finally:
+        for s in flood:
+            s.close()
+    assert get(master.ready["metrics"], "/healthz") == (200, "ok\n")
+
+
+def test_a_burst_of_connections_waits_in_the_listen_queue_not_on_syn_retries():
+    """Issue 30: with socketserver's backlog (5, then 64) a burst of connects overflowed the
+    listen queue and the kernel dropped their SYNs: 374 of 1,000 connects from 50 threads waited
+    a second or more for a retry. Here nothing accepts (the server listens, it does not serve):
+    the kernel completes exactly the connections its queue holds, and every one of a burst of
+    300 must be established."""
+    import select
+    import socket
+
+    from rocketstore.broker.metrics import MetricsServer
+
+    class NoMetrics:
+        def collect(self):
+            return []
+
+    server = MetricsServer(NoMetrics(), lambda: None)
+    port = server.listen("127.0.0.1", 0)
+    burst: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            client = socket.socket()
+            burst.append(client)
+            client.setblocking(False)
+            client.connect_ex(("127.0.0.1", port))
+        established: set[socket.socket] = set()
+
+        def all_established() -> bool:
+            waiting = [c for c in burst if c not in established]
+            _, writable, _ = select.select([], waiting, [], 0.2)
+            for client in writable:
+                assert client.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+                established.add(client)
+            return len(established) == len(burst)
+
+        wait_until(all_established, 30, "every connection of the burst to be established")
+    finally:
+        for client in burst:
+            client.close()
+        server.stop()

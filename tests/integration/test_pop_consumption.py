@@ -196,6 +196,11 @@ def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
         queue_id, offset, token, until, signature = handle.split(".")
         forged = ".".join((queue_id, offset, str(int(token) + 1), until, signature))
         assert pop.ack(forged).entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        # Issue 30: a non-ASCII handle was an INTERNAL_ERROR (compare_digest's TypeError).
+        for bad in (handle[:-1] + "é", handle.replace(".", "\u0661", 1)):
+            assert pop.ack(bad).entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+            assert pop.change(bad, 60).status.code == pb.INVALID_RECEIPT_HANDLE
+            assert pop.forward_to_dead_letter(bad).status.code == pb.INVALID_RECEIPT_HANDLE
         assert Pop(endpoint, "HandleTopic", "other-group").ack(handle).status.code == pb.INVALID_RECEIPT_HANDLE
         changed = pop.change(handle, 60)
         assert changed.status.code == pb.OK and changed.receipt_handle != handle
@@ -375,3 +380,69 @@ def test_a_redelivery_comes_back_through_the_groups_retry_topic(make_cluster):
     # The group's progress in the retry topic is kept like any other.
     with PullConsumer(endpoint, group="retry-group") as consumer:
         assert consumer.get_offset(retry, 0) == 1
+
+
+def test_redeliveries_across_many_groups_and_topics_stay_within_the_retry_topic_limits(make_cluster):
+    """Issue 30: pop retry and dead-letter topics bypassed the auto-creation limits (2,642 topics
+    in 60 s). They have limits of their own now; a redelivery they refuse comes back in place, a
+    dead letter they refuse waits in flight, and nothing is lost."""
+    from client import AdminClient
+    from test_metrics import scrape, value
+
+    settings = {
+        "autoCreateRetryTopicMaxTopics": "2",
+        "autoCreateRetryTopicPerMinute": "600",
+        "retryMaxTimes": "1",  # a second unacked delivery is the last: then the dead-letter topic
+        "metricsPort": "0",
+    }
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0, settings=settings)
+    endpoint = cluster.master.client_endpoint
+    topics, groups = ["LimitA", "LimitB", "LimitC"], ["lim-g0", "lim-g1"]
+    with Producer(endpoint) as producer:
+        assert all(producer.send(topic, topic.encode()).ok for topic in topics)
+    pops = {(g, t): Pop(endpoint, t, g) for g in groups for t in topics}
+    try:
+
+        def deliveries(pop: Pop) -> list[pb.Message]:
+            got: list[pb.Message] = []
+            poll_until(lambda: got.extend(pop.receive(invisible_s=1, wait_s=1)[1]) or got, 30)
+            return got
+
+        first = {pair: deliveries(pop) for pair, pop in pops.items()}
+        assert all([m.system_properties.delivery_attempt for m in got] == [1] for got in first.values())
+        # None acked: each comes back once, through a retry topic while the limit allows, in place after.
+        again = {pair: deliveries(pop) for pair, pop in pops.items()}
+        for (group, topic), got in again.items():
+            assert [(m.body, m.system_properties.delivery_attempt) for m in got] == [(topic.encode(), 2)], group
+        with AdminClient(endpoint, cluster.admin_secret()) as admin:
+            made = sorted(t["name"] for t in admin.list_topics() if t["name"].startswith(("%RETRY%", "%DLQ%")))
+            assert len(made) == 2 and all(name.startswith("%RETRY%") for name in made), made
+            # Past their last attempt the messages are due for dead-lettering, which the limit
+            # refuses too: they wait in flight, and nothing comes out meanwhile.
+            assert all(pop.receive(invisible_s=1, wait_s=1.5) == (pb.MESSAGE_NOT_FOUND, []) for pop in pops.values())
+            samples = scrape(cluster.master.ready["metrics"])
+            refused = value(
+                samples, "rocketstore_topic_auto_create_refusals_total", limit="autoCreateRetryTopicMaxTopics"
+            )
+            assert refused >= 4 + 2  # four retry topics, at least one try per group's dead-letter topic
+            admin.set_broker_config({"autoCreateRetryTopicMaxTopics": "10"})
+            # Raised: the waiting messages are dead-lettered within their postponement (1 s here).
+            dead = {g: [] for g in groups}
+
+            def dead_lettered() -> bool:
+                for pop in pops.values():
+                    pop.receive(invisible_s=1, wait_s=0.2)
+                for group in groups:
+                    with PullConsumer(endpoint, group="dlq-reader") as consumer:
+                        topic_names = {t["name"] for t in admin.list_topics()}
+                        if f"%DLQ%{group}" in topic_names:
+                            dead[group] = consumer.pull(f"%DLQ%{group}", 0, 0, max_messages=32).messages
+                return all(len(messages) == len(topics) for messages in dead.values())
+
+            assert poll_until(dead_lettered, 30, max_delay_s=0.5), dead
+        for group, messages in dead.items():
+            expected = [(t.encode(), t) for t in topics]
+            assert sorted((m.body, m.properties["RETRY_TOPIC"]) for m in messages) == expected, group
+    finally:
+        for pop in pops.values():
+            pop.close()

@@ -191,6 +191,8 @@ def test_a_slave_naming_its_master_sends_the_producer_there_for_good(brokers, cl
     with caplog.at_level(logging.INFO, logger="client.producer"):
         first = producer.send_batch([b"a", b"b"])
     assert [r.status for r in first] == [SendStatus.SEND_OK] * 2
+    # A group standing alone: its route's group stored them, as a cluster's results say.
+    assert {r.broker_name for r in first} == {GROUP_NAME}
     assert slave.sent == master.sent == [[r.msg_id for r in first]]
     assert producer.producer.endpoint == master.endpoint
     assert producer.producer.endpoints == [slave.endpoint, master.endpoint]
@@ -210,6 +212,7 @@ def test_a_stopped_master_is_replaced_by_the_one_the_group_names(brokers, client
     with caplog.at_level(logging.INFO, logger="client.producer"):
         after = producer.send_batch([b"x", b"y"])
     assert new.stored == [r.msg_id for r in after] and new.routes_asked >= 1
+    assert before.broker_name == GROUP_NAME and {r.broker_name for r in after} == {GROUP_NAME}
     assert producer.producer.endpoint == new.endpoint
     assert f"master of {GROUP_NAME} moved from {old.endpoint} to {new.endpoint}" in caplog.text
 

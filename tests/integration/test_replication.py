@@ -23,6 +23,7 @@ from ha.config import HaConfig
 from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
 from ha.peer_auth import Identity, MasterAuth
+from wire.request_guard import ThreadedMalformedRequestGuard
 from wire.rpc import ha_pb2, ha_pb2_grpc
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageStatus as S, StoreConfig
@@ -92,7 +93,9 @@ class Master:
         ha = ha or ha_config()
         self.tracker = tracker_class(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
         self.store.set_replica_gate(self.tracker)
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
+        # As the broker builds it (rocketstore.broker.replication_role): undecodable requests are
+        # answered by the guard.
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=8), interceptors=[ThreadedMalformedRequestGuard()])
         auth = MasterAuth(secret, Identity(BROKER, 0)) if secret else None
         self.servicer = ReplicationServicer(
             self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
@@ -508,9 +511,10 @@ def test_restarted_slave_resumes_from_its_own_offset(tmp_path, closing, caplog):
     assert {r.status for r in missed} == {S.SLAVE_NOT_AVAILABLE}
 
     slave = make_slave(tmp_path, closing, master.address, secret=None)
-    assert slave.store.max_offset == held
     wait_until(lambda: slave.store.max_offset == master.store.max_offset, 10, "the restarted slave to catch up")
-    assert f"from offset {held} " in caplog.text
+    # The master's session log names where the reopened slave stood when it asked: its own end,
+    # not 0 (the store's offset read here would race the catch-up that starts with the replicator).
+    assert f"from offset {held} (slave max {held}," in caplog.text
     assert {r.status for r in put_all(master.store, 100, 20)} == {S.PUT_OK}
     assert_logs_identical(master.store, slave.store)
     assert queue_contents(slave.store) == queue_contents(master.store)
@@ -781,7 +785,7 @@ def _captured_header(master: Master, method: str) -> tuple[tuple[str, str], ...]
 
 
 def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path, closing):
-    from wire.auth import Signer
+    from wire.admin_auth import BrokerIdentity, Signer
 
     master = make_master(tmp_path, closing, secret=SECRET)
     put_all(master.store, 0, 5)
@@ -801,9 +805,55 @@ def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path
             stub.GetMetadata(ha_pb2.MetadataRequest(broker_name=BROKER), metadata=metadata, timeout=5)
         assert replayed.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert "already used" in replayed.value.details()
-        # The old style of header, valid under the secret, no longer opens replication at all.
-        old = Signer(SECRET).metadata("/rocketstore.ha.v1.Replication/GetEpochs")
+        # An admin header, valid under the secret, does not open replication at all.
+        request = ha_pb2.EpochsRequest(broker_name=BROKER)
+        old = Signer(SECRET).metadata(
+            "/rocketstore.ha.v1.Replication/GetEpochs", BrokerIdentity("c", BROKER, 0), request.SerializeToString()
+        )
         with pytest.raises(grpc.RpcError) as old_style:
-            stub.GetEpochs(ha_pb2.EpochsRequest(broker_name=BROKER), metadata=old, timeout=5)
+            stub.GetEpochs(request, metadata=old, timeout=5)
         assert old_style.value.code() is grpc.StatusCode.UNAUTHENTICATED
     assert not connected(master)
+
+
+def test_a_replication_report_that_does_not_decode_ends_its_stream_invalid_argument(tmp_path, closing, caplog):
+    """Issue 30: a report that did not decode ended the stream's reader with a logged traceback.
+    It closes the stream INVALID_ARGUMENT now, before or after the handshake, and slaves that send
+    good reports still replicate."""
+    master = make_master(tmp_path, closing)
+    put_all(master.store, 0, 5)
+    caplog.set_level(logging.INFO, logger="master.replication_server")
+    handshake = ha_pb2.SlaveReport(durable_offset=0, broker_name=BROKER, broker_id=1).SerializeToString()
+    garbage = bytes(range(256))
+    with grpc.insecure_channel(master.address) as channel:
+        replicate = channel.stream_stream("/rocketstore.ha.v1.Replication/Replicate")
+        for reports in ([garbage], [handshake, garbage]):
+            with pytest.raises(grpc.RpcError) as ended:
+                for _ in replicate(iter(reports), timeout=30):
+                    pass
+            assert ended.value.code() is grpc.StatusCode.INVALID_ARGUMENT, ended.value
+            assert "malformed request" in ended.value.details()
+    assert not [r for r in caplog.records if r.exc_info is not None or r.levelno >= logging.ERROR]
+    slave = make_slave(tmp_path, closing, master.address, secret=None)
+    wait_until(lambda: slave.store.max_offset == master.store.max_offset, 20, "the slave to catch up")
+
+
+def test_a_flood_of_refused_calls_costs_one_log_line_per_peer(tmp_path, closing, caplog):
+    """Issue 30: every refused call logged a WARNING (3.1 MB of log in 10 s from a peer without
+    the secret). Now the first refusal of a peer is logged, and the rest are counted into one line
+    per peer per interval."""
+    master = make_master(tmp_path, closing, secret=SECRET)
+    caplog.set_level(logging.WARNING, logger="master.replication_server")
+    refused = 0
+    with grpc.insecure_channel(master.address) as channel:
+        stub = ha_pb2_grpc.ReplicationStub(channel)
+        for i in range(500):
+            bogus = (("x-rs-auth", f"v2 {i:064x} {'0' * 64}"),)
+            with pytest.raises(grpc.RpcError) as call:
+                stub.GetEpochs(ha_pb2.EpochsRequest(broker_name=BROKER), metadata=bogus, timeout=10)
+            refused += call.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    assert refused == 500
+    lines = [r.getMessage() for r in caplog.records if r.name == "master.replication_server"]
+    # One window of 10 s per peer: on a machine so slow that 500 calls took longer, one more.
+    assert 1 <= len(lines) <= 1 + 500 // 50, lines
+    assert "refused GetEpochs from ipv4:127.0.0.1:" in lines[0]

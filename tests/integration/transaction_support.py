@@ -10,13 +10,20 @@ from collections.abc import Iterator
 
 import grpc
 
+from client.signing import Credentials, SigningInterceptor
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
 
+def _channel(endpoint: str, credentials: Credentials | None) -> grpc.Channel:
+    """A channel to `endpoint`, signing every call for a broker with aclEnable when given credentials."""
+    channel = grpc.insecure_channel(endpoint)
+    return channel if credentials is None else grpc.intercept_channel(channel, SigningInterceptor(credentials))
+
+
 class Transactions:
-    def __init__(self, endpoint: str) -> None:
-        self._channel = grpc.insecure_channel(endpoint)
+    def __init__(self, endpoint: str, credentials: Credentials | None = None) -> None:
+        self._channel = _channel(endpoint, credentials)
         self._stub = messaging_pb2_grpc.MessagingServiceStub(self._channel)
 
     def close(self) -> None:
@@ -45,14 +52,16 @@ class Transactions:
 
 class ProducerStream:
     """A producer's Telemetry stream announcing `topic`: the check-backs it receives are in
-    `checks` (a queue of RecoverOrphanedTransactionCommand); it never answers them itself."""
+    `checks` (a queue of RecoverOrphanedTransactionCommand); it never answers them itself. The
+    status of the broker's answer to its settings is in `answer` once `settled` is set."""
 
-    def __init__(self, endpoint: str, topic: str) -> None:
-        self._channel = grpc.insecure_channel(endpoint)
+    def __init__(self, endpoint: str, topic: str, credentials: Credentials | None = None) -> None:
+        self._channel = _channel(endpoint, credentials)
         stub = messaging_pb2_grpc.MessagingServiceStub(self._channel)
         self._done = threading.Event()
         self.checks: queue.Queue[pb.RecoverOrphanedTransactionCommand] = queue.Queue()
         self.settled = threading.Event()
+        self.answer: pb.Status | None = None
         settings = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name=topic)]))
         self._calls = stub.Telemetry(self._commands(pb.TelemetryCommand(settings=settings)))
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -65,10 +74,11 @@ class ProducerStream:
     def _read(self) -> None:
         try:
             for command in self._calls:
-                if command.HasField("settings"):
-                    self.settled.set()
-                elif command.HasField("recover_orphaned_transaction_command"):
+                if command.HasField("recover_orphaned_transaction_command"):
                     self.checks.put(command.recover_orphaned_transaction_command)
+                elif not self.settled.is_set():
+                    self.answer = command.status
+                    self.settled.set()
         except grpc.RpcError:
             pass
 

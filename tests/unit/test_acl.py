@@ -121,3 +121,28 @@ def test_pop_calls_need_sub_on_the_topic_and_the_group():
         assert decide(ACL, method, reader, request) is None, method
     app = signed("app", "app-secret-key")
     assert decide(ACL, "AckMessage", app, pb.AckMessageRequest(group=billing, topic=topic))[0] == pb.FORBIDDEN
+
+
+def test_telemetry_settings_need_the_rights_of_what_they_announce():
+    from rocketstore.broker.acl import AclGuard
+
+    def producer(*topics: str) -> pb.TelemetryCommand:
+        publishing = pb.Publishing(topics=[pb.Resource(name=t) for t in topics])
+        return pb.TelemetryCommand(settings=pb.Settings(client_type=pb.PRODUCER, publishing=publishing))
+
+    def consumer(group: str, *topics: str) -> pb.TelemetryCommand:
+        entries = [pb.SubscriptionEntry(topic=pb.Resource(name=t)) for t in topics]
+        subscription = pb.Subscription(group=pb.Resource(name=group), subscriptions=entries)
+        return pb.TelemetryCommand(settings=pb.Settings(client_type=pb.SIMPLE_CONSUMER, subscription=subscription))
+
+    app, reader = signed("app", "app-secret-key"), signed("reader", "reader-secret")
+    check = AclGuard(ACL).telemetry_check
+    assert decide(ACL, "Telemetry", app, None) is None  # the stream itself: a signature only
+    assert check(app, producer("Orders")) is None
+    refused = check(app, producer("Orders", "Audit"))
+    assert refused.code == pb.FORBIDDEN and "lacks PUB on topic 'Audit'" in refused.message
+    assert check(reader, producer("Orders")).code == pb.FORBIDDEN
+    assert check(reader, consumer("billing", "Orders", "Audit")) is None
+    assert "lacks SUB on group 'ops'" in check(reader, consumer("ops", "Orders")).message
+    assert check({}, producer("Orders")).code == pb.UNAUTHORIZED
+    assert check(reader, pb.TelemetryCommand(status=pb.Status(code=pb.OK))) is None  # nothing announced

@@ -5,8 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+import pytest
+
 from rocketstore.broker.config import configs_from_properties, is_loopback
+from store import MessageStore, StoreConfig
 from store.auto_create import AutoCreateGate, AutoCreateLimit, AutoCreateLimits
+from store.properties import ConfigError
 
 
 def test_the_rate_is_a_bucket_of_a_minutes_worth_refilled_over_the_minute():
@@ -45,3 +49,67 @@ def test_auto_creation_is_off_by_default_beyond_loopback_and_an_explicit_setting
         {"bindAddress": "0.0.0.0", "autoCreateTopicEnable": "true"}
     ).store.auto_create_topic_enable
     assert not configs_from_properties({"autoCreateTopicEnable": "false"}).store.auto_create_topic_enable
+
+
+def test_retry_topics_have_a_gate_of_their_own_that_counts_its_refusals():
+    gate = AutoCreateGate(AutoCreateLimits(max_topics=2, per_minute=1), retry=True)
+    assert gate.refusal("%RETRY%g_T", 0, 0) is None
+    rate = gate.refusal("%RETRY%g_U", 1, 0)
+    assert rate.limit is AutoCreateLimit.RETRY_RATE and rate.limit.is_rate
+    assert "autoCreateRetryTopicPerMinute=1" in rate.reason
+    cap = gate.refusal("%DLQ%g", 2, 60_000)
+    assert cap.limit is AutoCreateLimit.RETRY_MAX_TOPICS and not cap.limit.is_rate
+    assert "2 retry and dead-letter topics" in cap.reason and "autoCreateRetryTopicMaxTopics=2" in cap.reason
+    assert gate.refused == {AutoCreateLimit.RETRY_RATE: 1, AutoCreateLimit.RETRY_MAX_TOPICS: 1}
+
+
+def store_with(tmp_path, **limits) -> MessageStore:
+    store = MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(tmp_path),
+            mapped_file_size_commit_log=64 * 1024,
+            mapped_file_size_consume_queue=20480,
+            max_hash_slot_num=512,
+            max_index_num=2048,
+            **limits,
+        )
+    )
+    store.load()
+    return store
+
+
+def test_retry_topics_and_other_topics_do_not_use_up_each_others_room(tmp_path):
+    store = store_with(tmp_path, auto_create_topic_enable=False, auto_create_retry_topic_max_topics=2)
+    try:
+        # Room for one topic besides the system topics.
+        store.update_config({"autoCreateTopicMaxTopics": str(len(store.topics.names()) + 1)})
+        # The broker makes retry topics whether or not clients may auto-create topics.
+        assert store.create_retry_topic("%RETRY%g_T").read_queue_nums == 1
+        assert store.create_retry_topic("%DLQ%g").write_queue_nums == 1
+        assert store.create_retry_topic("%RETRY%g_T").read_queue_nums == 1  # exists: not counted
+        refused = store.create_retry_topic("%RETRY%g2_T")
+        assert refused.limit is AutoCreateLimit.RETRY_MAX_TOPICS
+        # A client's send to such a name needs the switch, then meets the same limits.
+        assert store.auto_create_topic("%RETRY%x").limit is AutoCreateLimit.DISABLED
+        store.update_config({"autoCreateTopicEnable": "true"})
+        assert store.auto_create_topic("%RETRY%x").limit is AutoCreateLimit.RETRY_MAX_TOPICS
+        # The two retry topics do not count against the other topics' cap (one more allowed).
+        assert store.auto_create_topic("Orders").topic_name == "Orders"
+        assert store.auto_create_topic("Audit").limit is AutoCreateLimit.MAX_TOPICS
+        store.update_config({"autoCreateRetryTopicMaxTopics": "3"})
+        assert store.create_retry_topic("%RETRY%g2_T").topic_name == "%RETRY%g2_T"
+        assert store.auto_create_refusals() == {
+            "autoCreateRetryTopicMaxTopics": 2,
+            "autoCreateTopicEnable": 1,
+            "autoCreateTopicMaxTopics": 1,
+        }
+        with pytest.raises(ValueError, match="not a retry or dead-letter topic"):
+            store.create_retry_topic("Orders2")
+    finally:
+        store.shutdown()
+
+
+def test_negative_limits_are_config_errors():
+    for key in ("autoCreateRetryTopicMaxTopics", "autoCreateRetryTopicPerMinute", "autoCreateTopicPerMinute"):
+        with pytest.raises(ConfigError, match=f"{key} .* must not be negative"):
+            StoreConfig.from_properties({key: "-1"})

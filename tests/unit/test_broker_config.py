@@ -47,6 +47,17 @@ def test_rocketmq_defaults():
         ({"haSecret": "a", "haSecretFile": "f"}, "not both"),
         ({"tlsEnable": "true"}, "tlsServerCertPath"),
         ({"haTransferBatchSize": "0"}, "must be positive"),
+        ({"remotingMaxClients": "0"}, "remotingMaxClients must be positive"),
+        ({"serverChannelMaxIdleTimeSeconds": "-1"}, "serverChannelMaxIdleTimeSeconds must be positive"),
+        ({"channelExpiredTimeout": "0"}, "channelExpiredTimeout must be positive"),
+        (
+            {"consumerOffsetMaxEntries": "0"},
+            r"consumerOffsetMaxEntries \(consumer_offset_max_entries\) must be positive",
+        ),
+        (
+            {"remotingListenPort": "0", "maxMessageSize": str(4 << 20), "remotingMaxBufferedBytes": str(8 << 20)},
+            r"below the largest remoting frame \(9437184 bytes",
+        ),
         ({"haReconnectBackoffMin": "900", "haReconnectBackoffMax": "100"}, "must not exceed"),
         (
             {
@@ -62,6 +73,36 @@ def test_rocketmq_defaults():
 def test_bad_configs_are_named(props, message):
     with pytest.raises(ConfigError, match=message):
         configs_from_properties(props)
+
+
+def test_the_remoting_limits_come_from_broker_conf_with_rocketmqs_names():
+    broker, store, _ = configs_from_properties(
+        {
+            "channelExpiredTimeout": "5000",
+            "serverChannelMaxIdleTimeSeconds": "30",
+            "remotingFrameTimeout": "2000",
+            "remotingMaxConnections": "10",
+            "remotingMaxBufferedBytes": str(64 << 20),
+            "remotingMaxClientsPerGroup": "3",
+            "remotingMaxConsumerGroups": "4",
+            "remotingMaxClients": "5",
+            "consumerOffsetMaxEntries": "6",
+            "remotingMaxInFlightRequests": "7",
+        }
+    )
+    limits = broker.remoting_limits
+    assert (limits.max_connections, limits.max_buffered_bytes) == (10, 64 << 20)
+    assert (limits.idle_timeout_ms, limits.frame_timeout_ms, limits.max_in_flight_requests) == (30_000, 2000, 7)
+    clients = broker.client_limits
+    assert (clients.expiry_ms, clients.max_clients_per_group, clients.max_groups, clients.max_clients) == (
+        5000,
+        3,
+        4,
+        5,
+    )
+    assert store.consumer_offset_max_entries == 6
+    defaults = configs_from_properties({}).broker
+    assert defaults.channel_expired_timeout_ms == 120_000 and defaults.server_channel_max_idle_s == 120
 
 
 def test_endpoints_need_authentication():

@@ -19,7 +19,9 @@ from client.errors import (
     from_rpc_error,
 )
 from client.failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
+from client.producer import master_of
 from support import FakeRpcError
+from wire.rpc import messaging_pb2 as pb
 
 A, B, C = (parse_endpoint(t) for t in ("10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"))
 T0 = 100.0
@@ -373,3 +375,20 @@ def test_known_endpoints():
     assert known.route_order(C) == known.all
     assert known.settle(A) is None
     assert known.settle(C) == A and known.current == C and known.all[-1] == C
+
+
+def test_rediscovery_in_a_clusters_route_takes_the_master_of_the_group_asked_for():
+    def queue(name: str, broker_id: int, port: int, permission=pb.READ_WRITE) -> pb.MessageQueue:
+        address = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host="10.0.0.9", port=port)])
+        return pb.MessageQueue(
+            id=0, permission=permission, broker=pb.Broker(name=name, id=broker_id, endpoints=address)
+        )
+
+    # broker-a has no master now (its slave stands in, read-only); broker-b has one.
+    route = pb.QueryRouteResponse(
+        status=pb.Status(code=pb.OK), message_queues=[queue("a", 0, 1, pb.READ), queue("b", 0, 2), queue("a", 1, 3)]
+    )
+    assert master_of("T", route) == ("10.0.0.9:2", "b")  # any group's, when the producer's is unknown
+    assert master_of("T", route, "a") is None  # a queue id of broker-a's is never sent to broker-b
+    route.message_queues[0].permission = pb.READ_WRITE
+    assert master_of("T", route, "a") == ("10.0.0.9:1", "a") and master_of("T", route, "b") == ("10.0.0.9:2", "b")

@@ -127,6 +127,15 @@ def test_perm_text_and_preview():
     assert "\\xff" in report.body_preview(b"\xff\xfe")
 
 
+def test_utc_text_of_times_that_are_no_dates():
+    """A born time stored before the store refused times past the year 9999 (issue 30) is shown
+    as its number, not a traceback, by `rocketstore message`."""
+    assert report.utc_text(1_700_000_000_123) == "2023-11-14T22:13:20.123+00:00"
+    assert (report.utc_text(0), report.utc_text(-5)) == ("-", "-")
+    assert report.utc_text(10**16) == "10000000000000000 ms"
+    assert report.utc_text(2**63 - 1) == f"{2**63 - 1} ms"
+
+
 def test_status_in_controller_mode_shows_the_group():
     master = _status(
         "SYNC_MASTER",
@@ -157,3 +166,32 @@ def test_status_in_controller_mode_shows_the_group():
     assert "master none elected" in text and "up to 4096 bytes may be lost" in text
     assert "log end as last recorded in etcd: 0" in text
     assert "etcd: control: no etcd endpoint answered" in text
+
+
+def test_status_names_damaged_records_and_held_replication():
+    damage = {
+        "records": [
+            {
+                "offset": 4096,
+                "reason": "body CRC mismatch",
+                "topic": "Orders",
+                "queue_id": 2,
+                "queue_offset": 7,
+                "first_seen_ms": 1,
+                "refusals": 3,
+            }
+        ],
+        "record_count": 1,
+        "refused_reads": 2,
+        "refused_shipments": 1,
+        "held_replication": {"1": 4096},
+    }
+    master = _status("SYNC_MASTER", 0, "m:1", stats={"damage": damage})
+    rows = report.status_rows(master, {})
+    assert report.status_problems(rows, master)
+    text = report.format_status(rows, master)
+    assert "DAMAGED RECORDS: 1 (body CRC mismatch: not served, not replicated" in text
+    assert "CommitLog offset 4096 (Orders:2 queue offset 7, body CRC mismatch), refused 3 time(s)" in text
+    assert "replication to slave 1 held at offset 4096: the record there is damaged" in text
+    clean = _status("ASYNC_MASTER", 0, "m:1", stats={"damage": {"record_count": 0}})
+    assert not report.damage_lines(clean) and not report.status_problems(report.status_rows(clean, {}), clean)

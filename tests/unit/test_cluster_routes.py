@@ -134,6 +134,16 @@ def test_other_groups_route_names_masters_as_id_0_and_slaves_by_id_read_only():
     assert [(a.message_queue.broker.name, a.message_queue.id) for a in assignments] == [("b", -1), ("c", -1)]
 
 
+def test_a_slave_configured_as_id_0_never_shares_id_0_with_its_master():
+    # Controller mode elected broker 2; broker 0 follows it as a slave, beside broker 1.
+    view = ClusterView.from_registrations(
+        "C", [record("b", 2, topics=T4), record("b", 0, role=SLAVE), record("b", 1, role=SLAVE)], 1
+    )
+    queues, _ = other_groups_queues(pb.Resource(name="T"), view)
+    got = {(q.broker.id, q.broker.endpoints.addresses[0].host, q.permission) for q in queues}
+    assert got == {(0, "b-2", pb.READ_WRITE), (2, "b-0", pb.READ), (1, "b-1", pb.READ)}
+
+
 def test_route_keys_refuse_names_that_cannot_be_keys():
     keys = RouteKeys.of("/p", "C")
     assert keys.broker("a", 3) == "/p/_routes/C/a/3"

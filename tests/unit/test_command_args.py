@@ -4,6 +4,7 @@ contacted), produce's bodies, tallies and summaries. No sockets."""
 
 from __future__ import annotations
 
+
 import argparse
 
 import pytest

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ha.chunks import ChunkVerdict, MalformedRecords, SlaveStreamCheck, crc32c, next_chunk, whole_records
-from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from ha.chunks import intact_prefix
+from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, DamagedMessage
 
 HEADER = struct.Struct(">ii")
 
@@ -236,3 +237,71 @@ def test_chunk_must_hold_whole_records_inside_one_segment():
     assert "MAGICCODE 7" in garbage.reason
     end = check_of(chk, SEGMENT - 64, record(40) + blank(24))
     assert end.verdict is ChunkVerdict.OK and end.end_offset == SEGMENT
+
+
+# -- what a master may ship: intact_prefix ------------------------------------------------------------
+
+
+def real_records(count: int, start: int = 0) -> tuple[bytearray, list[int]]:
+    """`count` encoded messages as the CommitLog holds them from offset `start`; their offsets."""
+    from store.codec import encode_message
+    from store.message import Message
+
+    data = bytearray()
+    offsets = []
+    for i in range(count):
+        encoded = encode_message(
+            Message("Orders", 0, f"body {i}".encode() * 8), default_store_host=("127.0.0.1", 10911),
+            max_message_size=1 << 20, now_ms=1,
+        )  # fmt: skip
+        offsets.append(start + len(data))
+        encoded.stamp(start + len(data), i, 2)
+        data += encoded.buf
+    return data, offsets
+
+
+def damage_body(data: bytearray, offsets: list[int], start: int, index: int) -> None:
+    data[offsets[index] - start + 100] ^= 0x01  # inside the body: the header ends before byte 100
+
+
+def test_intact_chunks_go_whole():
+    data, _ = real_records(5, start=4096)
+    assert intact_prefix(bytes(data), 4096, 1 << 40) == (len(data), None)
+
+
+def test_a_chunk_stops_before_a_damaged_record_and_names_it():
+    start = 4096
+    data, offsets = real_records(5, start)
+    damage_body(data, offsets, start, 3)
+
+    length, damage = intact_prefix(bytes(data), start, 1 << 40)
+    assert length == offsets[3] - start
+    assert isinstance(damage, DamagedMessage)
+    assert (damage.offset, damage.queue_offset, damage.reason) == (offsets[3], 3, "body CRC mismatch")
+    # The next chunk starts at the damaged record: nothing of it may go.
+    length, again = intact_prefix(bytes(data[length:]), offsets[3], 1 << 40)
+    assert length == 0 and again is not None and again.offset == offsets[3]
+
+
+def test_records_at_or_past_the_checked_offset_are_not_read():
+    start = 0
+    data, offsets = real_records(4, start)
+    damage_body(data, offsets, start, 2)
+
+    assert intact_prefix(bytes(data), start, offsets[2]) == (len(data), None)
+    assert intact_prefix(bytes(data), start, offsets[2] + 1)[0] == offsets[2]
+
+
+def test_a_damaged_header_is_refused_too():
+    data, offsets = real_records(3)
+    struct.pack_into(">q", data, offsets[1] + 28, 12345)  # PHYSICALOFFSET names another position
+
+    length, damage = intact_prefix(bytes(data), 0, 1 << 40)
+    assert length == offsets[1]
+    assert damage is not None and not isinstance(damage, DamagedMessage) and "physical offset" in damage.reason
+
+
+def test_a_blank_end_of_segment_is_intact():
+    data, _ = real_records(2)
+    chunk = bytes(data) + blank(64)
+    assert intact_prefix(chunk, 0, 1 << 40) == (len(chunk), None)

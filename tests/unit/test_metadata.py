@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import store.consumer_offset as consumer_offset_module
 from store.config import StoreConfig
-from store.consumer_offset import ConsumerOffsetManager
+from store.consumer_offset import ConsumerOffsetManager, OffsetCommit
 from store.topic_config import (
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
@@ -850,6 +850,30 @@ def test_remove_group(tmp_path):
     assert offsets(tmp_path).topics_of("g1") == set()
     m.remove_group("absent")
     assert not m.dirty
+
+
+def test_the_table_refuses_new_entries_past_its_limit_but_keeps_committing_held_ones(tmp_path):
+    """Issue 30: clients naming new groups grew consumerOffset.json without end."""
+    m = ConsumerOffsetManager(tmp_path, max_entries=3)
+    assert [m.commit_offset("g", "t", q, 1) for q in range(3)] == [OffsetCommit.COMMITTED] * 3
+    assert m.commit_offset("g", "t", 3, 1) is OffsetCommit.TABLE_FULL
+    assert m.commit_offset("other", "t", 0, 1) is OffsetCommit.TABLE_FULL
+    assert m.query_offset("g", "t", 3) == -1 and m.groups_of("t") == {"g"}
+    assert "consumerOffsetMaxEntries" in m.table_full_reason()
+    assert m.commit_offset("g", "t", 2, 9) is OffsetCommit.COMMITTED and m.query_offset("g", "t", 2) == 9
+    # The operator's reset is not held to the limit; removing entries makes room again.
+    assert m.commit_offset("ops", "t", 0, 5, bounded=False) is OffsetCommit.COMMITTED
+    assert m.entries == 4
+    m.remove_group("ops")
+    m.remove_topic("t")
+    assert m.entries == 0 and m.commit_offset("new", "t2", 0, 1) is OffsetCommit.COMMITTED
+    # A master's table copied to its slave, and a loaded file, count but are taken whole.
+    m.merge_from({"offsetTable": {f"t@g{i}": {"0": 1, "1": 2} for i in range(3)}})
+    assert m.entries == 7
+    m.persist()
+    loaded = ConsumerOffsetManager(tmp_path, max_entries=3)
+    loaded.load()
+    assert loaded.entries == 7 and loaded.commit_offset("g9", "t", 0, 1) is OffsetCommit.TABLE_FULL
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,24 @@ def test_only_the_current_token_acks_or_changes_a_delivery():
     assert isinstance(state.ack(KEY, 0, again.token), Acked)
 
 
+def test_a_postponed_delivery_keeps_its_handle_and_replays_the_same():
+    """The broker pushes a due delivery back when its retry or dead-letter topic is refused: the
+    client's handle still acks it, and a replay of the events rebuilds the same state."""
+    state = started()
+    first = state.deliver(KEY, 0, 2, 1_000)
+    assert [o for o, _ in state.due(KEY, 1_000, 10)] == [0]
+    postponed = state.postpone(KEY, 0, first.token, 61_000)
+    assert state.due(KEY, 60_999, 10) == [] and [o for o, _ in state.due(KEY, 61_000, 10)] == [0]
+    assert state.inflight(KEY, 0).attempt == 2  # a postponement is not a delivery
+    replayed = PopState()
+    for event in decode_events(encode_events([first, postponed])):
+        replayed.apply(event)
+    assert replayed.inflight(KEY, 0) == state.inflight(KEY, 0)
+    assert isinstance(state.ack(KEY, 0, first.token), Acked)
+    with pytest.raises(ValueError):
+        state.postpone(KEY, 0, first.token, 99_000)  # acked: nothing to postpone
+
+
 def test_unknown_offsets_and_queues_are_refused_and_done_offsets_are_not_delivered_again():
     state = started(3)
     assert isinstance(state.ack(("other", "T", 0), 0, 1), Refused)
@@ -194,7 +212,22 @@ def test_a_handle_with_any_field_changed_is_refused(position, digit):
         signer.verify("g", "T", ".".join(parts))
 
 
-@pytest.mark.parametrize("handle", ["", "x", "1.2.3.abc", "a.b.c.d.ffff", "1.2.3.4." + "0" * 300])
+@pytest.mark.parametrize(
+    "handle",
+    ["", "x", "1.2.3.abc", "a.b.c.d.ffff", "1.2.3.4." + "0" * 300, "1.2.3.4.é", "\u0661.2.3.4." + "0" * 32],
+)
 def test_malformed_handles_are_refused(handle):
     with pytest.raises(InvalidReceiptHandle):
         ReceiptSigner(b"s").verify("g", "T", handle)
+
+
+@given(st.text(max_size=80))
+def test_any_text_is_a_valid_handle_or_refused_as_invalid(text):
+    """Issue 30: a non-ASCII handle raised TypeError in hmac.compare_digest (INTERNAL_ERROR)."""
+    signer = ReceiptSigner(b"s3cret")
+    handle = signer.sign("g", "T", Receipt(1, 2, 3, 4))
+    for candidate in (text, handle[:-1] + text, text + handle):
+        try:
+            signer.verify("g", "T", candidate)
+        except InvalidReceiptHandle:
+            pass

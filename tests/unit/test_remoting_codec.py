@@ -26,6 +26,20 @@ from wire.remoting import (
     string_to_properties,
 )
 
+WEDGE_FRAME = "000000230100001f002200018f000000010000000000000008414141410000000400000002fff6"
+
+
+def binary_frame(remark_len: int = 0, ext_len: int | None = None, ext: bytes = b"", body: bytes = b"") -> bytes:
+    """A ROCKETMQ-serialized frame whose remark and extFields lengths may lie."""
+    header = struct.pack(">hbhii", 10, 0, 399, 1, 0) + struct.pack(">i", remark_len)
+    header += struct.pack(">i", len(ext) if ext_len is None else ext_len) + ext
+    return struct.pack(">ii", 4 + len(header) + len(body), (ROCKETMQ << 24) | len(header)) + header + body
+
+
+def json_frame(header: bytes, body: bytes = b"") -> bytes:
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 prop_text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"), min_size=1, max_size=20
@@ -98,7 +112,21 @@ def test_non_string_ext_fields_from_other_clients_become_text():
         (struct.pack(">ii", 7, 3) + b"{x}", "does not parse"),
         (struct.pack(">ii", 6, 2) + b"[]", "not an object"),
         (struct.pack(">ii", 6, 2) + b"{}", "lacks an integer code"),
-        (struct.pack(">ii", 8, (1 << 24) | 4) + b"\0\0\0\0", "binary header does not parse"),
+        (struct.pack(">ii", 8, (1 << 24) | 4) + b"\0\0\0\0", "shorter than its fixed fields"),
+        # The frame of issue 30: an extFields key of -10 bytes once moved the parse backwards.
+        (bytes.fromhex(WEDGE_FRAME), "an extFields key claims -10 bytes"),
+        (binary_frame(remark_len=-1), "the remark claims -1 bytes"),
+        (binary_frame(remark_len=1 << 20), "the remark claims 1048576 bytes"),
+        (binary_frame(ext_len=-4), "extFields claims -4 bytes"),
+        (binary_frame(ext=struct.pack(">hi", 0, -1)), "an extFields value claims -1 bytes"),
+        (binary_frame(ext=struct.pack(">h", 40) + b"k"), "an extFields key claims 40 bytes"),
+        (binary_frame(ext=struct.pack(">h", 1) + b"k" + b"\0"), "ends inside the length of an extFields value"),
+        (binary_frame(ext=struct.pack(">h", 1) + b"\xff" + struct.pack(">i", 0)), "key is not UTF-8"),
+        (json_frame(b"[" * 100_000), "does not parse"),
+        (json_frame(b'{"code": 1e999}'), "code is not an integer"),
+        (json_frame(b'{"code": true}'), "code is not an integer"),
+        (json_frame(b'{"code": 10, "opaque": 4294967296}'), "opaque 4294967296 is out of range"),
+        (json_frame(b'{"code": 10, "extFields": {"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"), "parse"),
     ],
 )
 def test_a_bad_frame_raises_a_protocol_error_naming_the_fault(frame, words):

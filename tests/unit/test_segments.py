@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support import small_store_config
 
 from store import mapped_file as mapped_file_module
 from store import Message, MessageStore, PutMessageStatus, StoreConfig, decode_msg_id
@@ -43,12 +44,7 @@ def msg(total: int, seed: int = 0, queue_id: int = 0) -> Message:
 
 
 def config(tmp_path: Path, **kw) -> StoreConfig:
-    kw.setdefault("mapped_file_size_commit_log", SEG)
-    # Small ConsumeQueue and IndexFile geometry, as small segments: tests copy and scan whole stores.
-    kw.setdefault("mapped_file_size_consume_queue", 1024 * 20)
-    kw.setdefault("max_hash_slot_num", 512)
-    kw.setdefault("max_index_num", 2048)
-    return StoreConfig(store_path_root_dir=str(tmp_path / "store"), **kw)
+    return small_store_config(tmp_path / "store", SEG, **kw)
 
 
 def commitlog_dir(cfg: StoreConfig) -> Path:

@@ -935,6 +935,12 @@ def test_a_pull_at_an_assigned_but_undispatched_offset_waits_rather_than_resetti
         put_ok(store, Message("Fresh", 0, b"only"))  # a queue with no ConsumeQueue yet
         assert store.get_message("g", "Race", 0, 1, 32, 1 << 20).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
         assert store.get_message("g", "Fresh", 0, 0, 32, 1 << 20).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+        # The next offset after the last acknowledged put is the queue's end, not past it (issue
+        # 30: a pull at the acknowledged offset + 1 answered ILLEGAL_OFFSET now and then).
+        after_race = store.get_message("g", "Race", 0, 2, 32, 1 << 20)
+        assert (after_race.status, after_race.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 2)
+        after_fresh = store.get_message("g", "Fresh", 0, 1, 32, 1 << 20)
+        assert (after_fresh.status, after_fresh.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 1)
         # Past what the put path assigned, the offset is wrong indeed.
         assert store.get_message("g", "Race", 0, 3, 32, 1 << 20).status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
         assert store.get_message("g", "Fresh", 0, 2, 32, 1 << 20).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE

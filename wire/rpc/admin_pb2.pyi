@@ -340,7 +340,7 @@ class ConsumerProgressResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueProgress, _Mapping]]] = ...) -> None: ...
 
 class ResetOffsetRequest(_message.Message):
-    __slots__ = ("group", "topic", "timestamp_ms", "queue_offset", "earliest", "latest", "dry_run", "force")
+    __slots__ = ("group", "topic", "timestamp_ms", "queue_offset", "earliest", "latest", "dry_run", "queue_id", "force")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
@@ -348,6 +348,7 @@ class ResetOffsetRequest(_message.Message):
     EARLIEST_FIELD_NUMBER: _ClassVar[int]
     LATEST_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
     group: str
     topic: str
@@ -356,8 +357,9 @@ class ResetOffsetRequest(_message.Message):
     earliest: bool
     latest: bool
     dry_run: bool
+    queue_id: int
     force: bool
-    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., queue_offset: _Optional[int] = ..., earliest: _Optional[bool] = ..., latest: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., force: _Optional[bool] = ...) -> None: ...
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., queue_offset: _Optional[int] = ..., earliest: _Optional[bool] = ..., latest: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., queue_id: _Optional[int] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class OffsetChange(_message.Message):
     __slots__ = ("queue_id", "old_offset", "new_offset")
@@ -538,3 +540,17 @@ class ListConsumerGroupsResponse(_message.Message):
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[ConsumerGroupSummary]
     def __init__(self, groups: _Optional[_Iterable[_Union[ConsumerGroupSummary, _Mapping]]] = ...) -> None: ...
+
+class IdentifyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerIdentity(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...

@@ -34,6 +34,11 @@ class AdminStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.Identify = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/Identify',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.IdentifyRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.BrokerIdentity.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/rocketstore.admin.v1.Admin/GetStatus',
                 request_serializer=wire_dot_rpc_dot_admin__pb2.GetStatusRequest.SerializeToString,
@@ -118,6 +123,12 @@ class AdminStub:
 
 class AdminServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def Identify(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def GetStatus(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -218,6 +229,11 @@ class AdminServicer:
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'Identify': grpc.unary_unary_rpc_method_handler(
+                    servicer.Identify,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.IdentifyRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.BrokerIdentity.SerializeToString,
+            ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
                     request_deserializer=wire_dot_rpc_dot_admin__pb2.GetStatusRequest.FromString,
@@ -308,6 +324,33 @@ def add_AdminServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Admin:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Identify(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/Identify',
+            wire_dot_rpc_dot_admin__pb2.IdentifyRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.BrokerIdentity.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def GetStatus(request,
