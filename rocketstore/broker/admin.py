@@ -124,7 +124,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         clients: ClientRegistry | None = None,
     ) -> None:
         self._consumes_by_pop = consumes_by_pop
-        self._clients = clients if clients is not None else ClientRegistry()
+        self._clients = clients if clients is not None else ClientRegistry(configs.broker.client_limits)
         self._store = store
         self._configs = configs
         self._view = view

@@ -217,8 +217,9 @@ class Broker:
         self.metrics_endpoint = ""
         self._etcd: EtcdClient | None = None
         self.registrar: ClusterRegistrar | None = None
-        # The clients heard from lately (admin API: consumer groups, their members).
-        self.clients = ClientRegistry()
+        # The clients heard from lately (remoting consumer lists; admin API: consumer groups, their
+        # members), within remotingMax* and channelExpiredTimeout.
+        self.clients = ClientRegistry(configs.broker.client_limits)
         self._view: BrokerState | None = None
         self._stopped = False
         # Controller mode only.
