@@ -182,10 +182,27 @@ def _session(args):
     return session(args.spark_master, progress_bar=sys.stderr.isatty(), conf=dict(args.spark_conf))
 
 
+# What the pipeline imports that a plain `pip install rocketstore` does not bring.
+SPARK_MODULES = ("pyspark", "pyarrow", "numpy")
+
+
+def missing_extra() -> str | None:
+    """The Spark extra's modules that are not installed, with how to install them; None when all are."""
+    import importlib.util
+
+    missing = [name for name in SPARK_MODULES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (
+        f"the Spark pipeline needs {', '.join(missing)}, which are not installed: "
+        "pip install 'rocketstore[spark]' (the same as rocketstore[pipeline]); in a checkout, make setup"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from pipeline.java_check import java_problem
 
-    problem = java_problem()
+    problem = missing_extra() or java_problem()
     if problem is not None:
         raise CommandError(problem)
     job = {

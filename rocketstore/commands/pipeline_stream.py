@@ -103,12 +103,14 @@ def _partition_by(text: str) -> list[str]:
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     from client import DEFAULT_ENDPOINT
 
+    from .connection import ENDPOINT_ENV, default_endpoint
+
     parser.add_argument(
         "--endpoint",
         type=_endpoint,
-        default=DEFAULT_ENDPOINT,
+        default=default_endpoint(),
         metavar="HOST:PORT",
-        help=f"the broker's client endpoint, master or slave (default {DEFAULT_ENDPOINT})",
+        help=f"the broker's client endpoint, master or slave (default ${ENDPOINT_ENV}, else {DEFAULT_ENDPOINT})",
     )
     parser.add_argument("--topics", required=True, type=_topics, metavar="A,B", help="the topics to read")
     parser.add_argument("--out-dir", required=True, metavar="DIR", help="where the Parquet files go")
