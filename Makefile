@@ -18,11 +18,13 @@ NODE_STAMP := $(NODE_CLIENT)/node_modules/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The package declares compatible ranges; constraints.txt pins the exact versions installed here.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==26.3
-	$(BIN)/pip install --quiet -e '.[test,pipeline,console]'
+	$(BIN)/pip install --quiet -c constraints.txt --build-constraint constraints.txt -e '.[test,pipeline,console]'
 	touch $(STAMP)
+	@echo "rocketstore is installed in $(BIN)/: run '. $(BIN)/activate' to put it on your PATH"
 
 $(OFFICIAL_STAMP): tests/official-client-requirements.txt
 	$(PYTHON) -m venv $(OFFICIAL)
@@ -63,13 +65,18 @@ test: $(STAMP) $(OFFICIAL_STAMP) $(NODE_STAMP) lint
 
 # The docker-compose cluster (docker-compose.yml): engine, images and secret made ready by
 # deploy/prepare.sh, then the group started and its status shown once a master is elected.
+# `make cluster PROFILE=two-groups` adds the second group. On a running cluster with nothing
+# changed it restarts nothing (the images keep their ids, so compose has nothing to recreate).
+PROFILE ?=
 cluster: $(STAMP)
 	deploy/prepare.sh
-	deploy/compose.sh up -d
-	$(BIN)/python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120
+	deploy/compose.sh $(if $(PROFILE),--profile $(PROFILE)) up -d
+	$(BIN)/python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120 \
+		$(if $(PROFILE),--profile $(PROFILE))
 
+# Every profile's services, so that a cluster started with one goes too.
 cluster-down:
-	deploy/compose.sh down --volumes --remove-orphans
+	deploy/compose.sh --profile two-groups --profile monitoring down --volumes --remove-orphans
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.broker_bench --quick

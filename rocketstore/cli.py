@@ -100,8 +100,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "health",
-        "exit 0 when the broker answers its admin status call (for container health checks)",
-        "rocketstore.commands.status:status_arguments",
+        "exit 0 when the broker answers its admin status call (for container health checks; -c broker.conf)",
+        "rocketstore.commands.status:health_arguments",
         "rocketstore.commands.status:run_health",
     ),
     Command(
@@ -175,11 +175,24 @@ def _version() -> str:
 
 class _Parser(argparse.ArgumentParser):
     """No prefix matching of long options (`--top` is not `--topic`), here and in every
-    subcommand's parser (argparse makes subparsers of the parent's class)."""
+    subcommand's parser (argparse makes subparsers of the parent's class); and every subcommand's
+    `--help` describes it: a subparser made with a `help` and no `description` takes the help."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def add_subparsers(self, **kwargs):
+        action = super().add_subparsers(**kwargs)
+        add_parser = action.add_parser
+
+        def described(name: str, **options):
+            if options.get("help") and not options.get("description"):
+                options["description"] = options["help"]
+            return add_parser(name, **options)
+
+        action.add_parser = described
+        return action
 
 
 def _aliased(argv: list[str]) -> list[str]:

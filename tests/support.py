@@ -1,6 +1,7 @@
 """Helpers the test suites share: threads run together, child processes whose stdout lines are
-read on a thread so that every wait on them has a deadline, and the `rocketstore` CLI run in
-this process.
+read on a thread so that every wait on them has a deadline, the `rocketstore` CLI run in this
+process, an HTTP GET of a broker's metrics port, a gRPC error made up for sans-IO tests, and small
+stores and records changed at rest in their segment files.
 
 Importable as `support` from any test (pytest puts `tests/` on sys.path for its conftest).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import queue
 import signal
@@ -17,7 +19,11 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+import grpc
 
 
 def run_threads(targets, timeout_s: float = 120) -> None:
@@ -150,6 +156,45 @@ def run_cli(*argv: str) -> tuple[int, str]:
     finally:
         sys.stdout = saved
     return code, out.getvalue()
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`rocketstore ARGV...` in this process under pytest's capsys: (exit code, stdout, stderr)."""
+    from rocketstore.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli_json(capsys, *argv: str):
+    """`rocketstore ARGV... --json`, which must succeed: its answer."""
+    code, out, err = cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def http_get(endpoint: str, path: str) -> tuple[int, str]:
+    """GET http://ENDPOINT/PATH: (status, body), error statuses included."""
+    try:
+        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+class FakeRpcError(grpc.RpcError):
+    """A failed gRPC call's error with this code and details."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
 
 
 def small_store_config(root: Path, segment_size: int, **overrides):

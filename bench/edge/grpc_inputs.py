@@ -242,7 +242,9 @@ def _query_message(rng: random.Random, ctx: FuzzContext) -> apb.QueryMessageRequ
 
 
 def _reset(rng: random.Random, ctx: FuzzContext) -> apb.ResetOffsetRequest:
-    request = apb.ResetOffsetRequest(group=rng.choice(ctx.groups), topic=TOPIC, dry_run=rng.random() < 0.5)
+    request = apb.ResetOffsetRequest(
+        group=rng.choice(ctx.groups), topic=TOPIC, dry_run=rng.random() < 0.5, force=rng.random() < 0.5
+    )
     which = rng.randrange(4)
     if which == 0:
         request.timestamp_ms = ctx.now_ms - rng.randint(0, 60_000)
@@ -254,6 +256,8 @@ def _reset(rng: random.Random, ctx: FuzzContext) -> apb.ResetOffsetRequest:
         request.latest = True
     return request
 
+
+_KINDS = (apb.CLIENT_KIND_UNSPECIFIED, apb.PRODUCER, apb.CONSUMER)
 
 _ADMIN: dict[str, Callable[[random.Random, FuzzContext], Message]] = {
     "GetStatus": lambda r, c: apb.GetStatusRequest(),
@@ -290,6 +294,8 @@ _ADMIN: dict[str, Callable[[random.Random, FuzzContext], Message]] = {
     "ResendDeadLetter": lambda r, c: apb.ResendDeadLetterRequest(
         commit_log_offset=r.choice(c.commit_log_offsets or [0]), dry_run=True, new_client_msg_id="FUZZRESEND"
     ),
+    "ListConsumerGroups": lambda r, c: apb.ListConsumerGroupsRequest(),
+    "ListClients": lambda r, c: apb.ListClientsRequest(group=r.choice(("", *c.groups)), kind=r.choice(_KINDS)),
 }
 
 _REPLICATION: dict[str, Callable[[random.Random, FuzzContext], Message | list[Message]]] = {

@@ -4,10 +4,11 @@ HTTP on `bindAddress:metricsPort` (the same host as the other servers; port 0 le
 
     GET /metrics   the Prometheus text format (prometheus-client's exposition)
     GET /healthz   200 "ok" while the process answers (liveness)
-    GET /readyz    200 "ready" when the broker serves its role, else 503 and the reason: a master
-                   whose store runs and that may acknowledge writes (not fenced by its lease in
-                   controller mode); a slave whose replication stream is up, or that stands in
-                   for its master (enableSlaveActingMaster)
+    GET /readyz    200 "ready: <what it serves>" when the broker serves its role, else 503 and the
+                   reason: a master whose store runs and that may acknowledge writes (not fenced
+                   by its lease in controller mode): reads and writes; a slave whose replication
+                   stream is up: reads, writes going to its master; a slave that stands in for
+                   its master (enableSlaveActingMaster): reads only, its master unreachable
 
 Nothing is recorded for metrics on the put path beyond the store's own counters: `BrokerCollector`
 reads the store's statistics snapshot, the replica tracker, the replication client and a few
@@ -108,6 +109,20 @@ def readiness(store: MessageStore, view: BrokerView) -> str | None:
         master = state.master_address or "the master"
         return f"the replication stream to {master} is down: {state.last_error or 'connecting'}"
     return view.write_refusal()
+
+
+def serving(view: BrokerView) -> str:
+    """What a ready broker serves, for /readyz."""
+    if view.role is not BrokerRole.SLAVE:
+        return "reads and writes"
+    if view.acting_master():
+        state = view.replication_state()
+        address = state.master_address if state is not None and state.master_address else "its address"
+        return (
+            f"reads only: the master at {address} is unreachable and this slave serves reads for it; "
+            "no writes until a master is back"
+        )
+    return f"reads; writes go to the master at {view.master_client_endpoint() or 'an unknown endpoint'}"
 
 
 class BrokerCollector:
@@ -364,7 +379,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/readyz":
             reason = self.server.ready()
             if reason is None:
-                self._answer(200, b"ready\n")
+                serves = self.server.serving()
+                self._answer(200, f"ready: {serves}\n".encode() if serves else b"ready\n")
             else:
                 self._answer(503, f"not ready: {reason}\n".encode())
         else:
@@ -385,6 +401,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     registry: CollectorRegistry
     ready: Callable[[], str | None]
+    serving: Callable[[], str]
     max_connections = MAX_CONNECTIONS
     request_queue_size = LISTEN_BACKLOG  # socketserver's default is 5
 
@@ -448,10 +465,13 @@ class _Server6(_Server):
 class MetricsServer:
     """The HTTP server of /metrics, /healthz and /readyz on its own thread."""
 
-    def __init__(self, collector: BrokerCollector, ready: Callable[[], str | None]) -> None:
+    def __init__(
+        self, collector: BrokerCollector, ready: Callable[[], str | None], serving: Callable[[], str] = lambda: ""
+    ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(collector)
         self._ready = ready
+        self._serving = serving
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -462,6 +482,7 @@ class MetricsServer:
         server = server_class((host, port), _Handler, bind_and_activate=True)
         server.registry = self._registry
         server.ready = self._ready
+        server.serving = self._serving
         self._server = server
         return server.server_address[1]
 

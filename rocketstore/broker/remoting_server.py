@@ -9,7 +9,7 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 | PULL_MESSAGE | stored records as the body, next/min/max offsets; long polling (suspend flag); offset commit |
 | QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (QUERY_NOT_FOUND when none) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
-| HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | the consumers of each group, from their heartbeats |
+| HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | each group's consumers, in the broker's ClientRegistry |
 | GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker group: its queues and its address |
 
 Anything else is answered REQUEST_CODE_NOT_SUPPORTED with the code in the remark. A request that
@@ -31,11 +31,11 @@ range, and the consumer offset table below consumerOffsetMaxEntries for a new en
 stored with the sysFlag the broker derives (`store.message.producer_sys_flag`), never the
 client's transaction bits.
 
-Limits (`remoting_limits.py`, `client_table.py`, keys in docs/brokers.md): connections, bytes of
-incomplete frames across connections, idle connections and frames that do not complete in time
+Limits (`remoting_limits.py`, `client_registry.py`, keys in docs/brokers.md): connections, bytes
+of incomplete frames across connections, idle connections and frames that do not complete in time
 are closed; heartbeats register clients within per-group, group and total counts, and clients
-expire on the server's own schedule. A connection whose answers the peer does not read stops
-being read until they drain (asyncio's write flow control).
+expire on the registry's own schedule (this server's sweep runs it). A connection whose answers
+the peer does not read stops being read until they drain (asyncio's write flow control).
 
 Threads: the server runs its own event loop (uvloop when installed) on a thread of its own, so
 neither the gRPC loop nor its per-call cost is on this path. Store calls that may block (reads,
@@ -80,9 +80,10 @@ from wire.remoting import (
 )
 
 from . import codes
+from .client_registry import ClientRegistry
 from .arrivals import ArrivalWatch
 from .batching import append_chunks
-from .client_table import MAX_CLIENT_ID_LENGTH, ClientTable
+from .client_table import MAX_CLIENT_ID_LENGTH
 from .event_loop import new_event_loop
 from .config import BrokerConfigs, remoting_max_frame_bytes
 from .queue_access import (
@@ -314,6 +315,7 @@ class RemotingServer:
         *,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         max_frame_bytes: int | None = None,
+        clients: ClientRegistry | None = None,
     ) -> None:
         self._store = store
         self._configs = configs
@@ -334,7 +336,8 @@ class RemotingServer:
         self._thread: threading.Thread | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self._pending_sends: list[_Send] = []
-        self._clients = ClientTable(configs.broker.client_limits)
+        # The broker's record of its clients: this API's consumer lists, the admin API's too.
+        self._clients = clients if clients is not None else ClientRegistry(configs.broker.client_limits)
         self._create_lock: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -835,11 +838,10 @@ class RemotingServer:
                 raise BadRequest(R.INVALID_PARAMETER, "a consumerDataSet entry lacks a groupName string")
             _refuse(group_problem(group))
             groups.append(group)
-        if not groups:
-            return request.answer(R.SUCCESS)  # a producer's heartbeat: producers are not tracked
-        if not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH:
+        if groups and (not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH):
             raise BadRequest(R.INVALID_PARAMETER, f"clientID must be 1 to {MAX_CLIENT_ID_LENGTH} characters")
-        refused = self._clients.heartbeat(client_id, groups, self._clock())
+        # A producer's heartbeat (no consumer group) is recorded for the admin API, never refused.
+        refused = self._clients.remoting_heartbeat(doc, f"{conn.peer[0]}:{conn.peer[1]}", self._clock())
         if refused is not None:
             raise BadRequest(R.SYSTEM_ERROR, refused)
         return request.answer(R.SUCCESS)
@@ -847,14 +849,15 @@ class RemotingServer:
     def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, client_id = f.get("consumerGroup"), f.get("clientID", "")
-        if group:
-            self._clients.unregister(group, client_id)
+        if client_id:
+            # A consumer's goodbye names its group, a producer's its producer group; neither: all.
+            self._clients.gone(client_id, group or f.get("producerGroup") or None)
         return request.answer(R.SUCCESS)
 
     def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         group = _text(dict(request.ext_fields), "consumerGroup")
         _refuse(group_problem(group))
-        clients = self._clients.clients(group, self._clock())
+        clients = self._clients.consumer_ids(group, self._clock())
         if not clients:
             return request.answer(R.SYSTEM_ERROR, f"no consumer of group {group} is online")
         return request.answer(R.SUCCESS, None, None, json.dumps({"consumerIdList": clients}).encode())

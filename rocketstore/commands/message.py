@@ -40,7 +40,12 @@ def message_arguments(p: argparse.ArgumentParser) -> None:
     query = admin_action(actions, "query", "look messages up by key, message id or CommitLog offset")
     by = query.add_mutually_exclusive_group(required=True)
     by.add_argument("--key", metavar="KEY", help="a KEYS entry (needs --topic)")
-    by.add_argument("--id", metavar="MSGID", help="either message id: the broker's (offset) or the producer's")
+    by.add_argument(
+        "--id",
+        type=message_id,
+        metavar="MSGID",
+        help="either message id: the broker's (offset; 32 hex digits) or the producer's (32 or 34)",
+    )
     by.add_argument("--offset", type=natural, metavar="OFFSET", help="the message at this CommitLog offset")
     query.add_argument("--topic", type=non_empty, help="the topic (required with --key)")
     query.add_argument("--max", type=at_least_one, default=32, metavar="N", help="at most N messages (default 32)")
@@ -136,6 +141,15 @@ def _resend(args: argparse.Namespace, admin: AdminClient) -> int:
     else:
         print(f"Dry run; nothing sent. It would go to {answer['origin_topic']}. To do it: add --execute")
     return EXIT_OK
+
+
+def message_id(text: str) -> str:
+    from client.convert import check_message_id
+
+    try:
+        return check_message_id(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_message(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from support import wait_until
 from test_admin_api import expect_error, run, serving
 from test_admin_commands import cli, cli_json
 
-from client import AdminClient, BrokerError, Producer, PullConsumer
+from client import AdminClient, BrokerError, Producer, PullConsumer, new_message_id
 from rocketstore.broker.view import StaticView
 from store import BrokerRole, Message, TopicConfig
 from wire.rpc import admin_pb2
@@ -135,11 +135,13 @@ def test_a_dead_letter_is_resent_to_its_topic_once(cluster, capsys):
             with pytest.raises(BrokerError, match="not master"):
                 on_slave.resend_dead_letter(commit_log_offset=int(offset), dry_run=False)
 
-        answer = admin.resend_dead_letter(commit_log_offset=int(offset), dry_run=False, new_client_msg_id="RESEND01")
-        again = admin.resend_dead_letter(commit_log_offset=int(offset), dry_run=False, new_client_msg_id="RESEND01")
-        assert answer["resent"] and answer["origin_topic"] == TOPIC and answer["client_msg_id"] == "RESEND01"
+        # The copy's id has a message id's shape, so that `message query --id` finds it.
+        copy_id = new_message_id()
+        answer = admin.resend_dead_letter(commit_log_offset=int(offset), dry_run=False, new_client_msg_id=copy_id)
+        again = admin.resend_dead_letter(commit_log_offset=int(offset), dry_run=False, new_client_msg_id=copy_id)
+        assert answer["resent"] and answer["origin_topic"] == TOPIC and answer["client_msg_id"] == copy_id
         assert (again["queue_id"], again["queue_offset"]) == (answer["queue_id"], answer["queue_offset"])
-        copies = wait_until(lambda: admin.query_message(msg_id="RESEND01", topic=TOPIC), what="the copy indexed")
+        copies = wait_until(lambda: admin.query_message(msg_id=copy_id, topic=TOPIC), what="the copy indexed")
         assert len(copies) == 1 and copies[0]["body"] == b"poison"
         assert copies[0]["properties"]["ORIGIN_MESSAGE_ID"] == original.msg_id
         assert "RETRY_TOPIC" not in copies[0]["properties"] and copies[0]["reconsume_times"] == 0

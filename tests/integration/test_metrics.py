@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import wait_until
+from support import http_get as get, wait_until
 
 from client import Producer, PullConsumer, SendStatus
 
@@ -35,14 +34,6 @@ def scrape(endpoint: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
 
 def value(samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
-
-
-def get(endpoint: str, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluster):
@@ -90,7 +81,7 @@ def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluste
     assert value(m, "rocketstore_disk_free_bytes") > 0
     assert value(m, "rocketmq_storage_size") > 0
     assert get(master.ready["metrics"], "/healthz") == (200, "ok\n")
-    assert get(master.ready["metrics"], "/readyz") == (200, "ready\n")
+    assert get(master.ready["metrics"], "/readyz") == (200, "ready: reads and writes\n")
 
     def slave_has_everything():
         samples = scrape(slave.ready["metrics"])
@@ -103,7 +94,10 @@ def test_master_and_slave_serve_metrics_that_match_what_was_produced(make_cluste
     assert value(s, "rocketstore_acting_master") == 0
     assert ("rocketstore_replication_lag_bytes", (("slave_id", "1"),)) not in s
     assert value(s, "rocketstore_puts_total", status="PUT_OK") == 0
-    assert get(slave.ready["metrics"], "/readyz") == (200, "ready\n")
+    assert get(slave.ready["metrics"], "/readyz") == (
+        200,
+        f"ready: reads; writes go to the master at {master.client_endpoint}\n",
+    )
     assert get(slave.ready["metrics"], "/nothing")[0] == 404
 
     # Every series the shipped Grafana dashboard plots is one a broker serves (etcd's only in
