@@ -6,9 +6,10 @@ when they were last seen.
 from __future__ import annotations
 
 from collections import Counter
-from operator import methodcaller
 
 from flask import Blueprint, render_template
+
+from client import AdminClient
 
 from .web import ask_broker, snapshot
 
@@ -22,7 +23,7 @@ def connections() -> str:
         for broker in members:
             if not group or not broker.reachable:
                 continue
-            clients, error = ask_broker(broker, methodcaller("list_clients"))
+            clients, error = ask_broker(broker, AdminClient.list_clients)
             clients = sorted(clients or [], key=lambda c: (c["kind"], c["protocol"], c["group"], c["client_id"]))
             brokers.append(
                 {

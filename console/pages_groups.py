@@ -12,6 +12,7 @@ from typing import Any
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from client import AdminClient
 from client.report import parse_moment_ms
 
 from .web import ask, ask_broker, ask_every_group, audit, broker_groups, change, say, snapshot
@@ -24,7 +25,7 @@ TARGETS = ("time", "earliest", "latest", "offset")
 @pages.get("/groups")
 def groups() -> str:
     rows, errors = [], []
-    for group, listed, error in ask_every_group(methodcaller("list_consumer_groups")):
+    for group, listed, error in ask_every_group(AdminClient.list_consumer_groups):
         if error:
             errors.append(f"{group}: {error}")
         rows += [{**entry, "broker_group": group} for entry in listed or ()]
@@ -36,7 +37,10 @@ def _members(group: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The group's clients as every reachable broker heard them (a pull consumer may read from a
     slave), one row per client and broker."""
     members, errors = [], []
-    consumers = methodcaller("list_clients", group, "CONSUMER")
+
+    def consumers(admin: AdminClient) -> list[dict[str, Any]]:
+        return admin.list_clients(group, "CONSUMER")
+
     for broker in (b for brokers in snapshot().groups().values() for b in brokers if b.reachable and b.group):
         seen, error = ask_broker(broker, consumers)
         if error:

@@ -12,6 +12,7 @@ from typing import Any
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from client import AdminClient
 from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SYSTEM_TOPICS
 
 from .web import ask, ask_every_group, audit, broker_groups, change, say
@@ -114,7 +115,7 @@ def _loss(name: str) -> list[dict[str, Any]]:
             if "does not exist" not in error:
                 out.append({"group": group, "error": error, "queues": [], "messages": 0, "consumers": []})
             continue
-        consumers, error = ask(group, methodcaller("list_consumer_groups"))
+        consumers, error = ask(group, AdminClient.list_consumer_groups)
         queues = answer["queues"]
         out.append(
             {

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from operator import methodcaller
 
 from client import AdminClient
 from client.report import format_table, utc_text
@@ -29,9 +28,7 @@ def connections_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_connections(args: argparse.Namespace) -> int:
     def work(admin: AdminClient) -> int:
-        # AdminClient.list_clients comes with ListClients (issue 34's branch): called by name until
-        # that branch is merged, so that this module type-checks without it.
-        clients = methodcaller("list_clients", args.group or "", args.kind.upper() if args.kind else None)(admin)
+        clients = admin.list_clients(args.group or "", args.kind.upper() if args.kind else None)
         if args.json:
             print_json(clients)
             return EXIT_OK

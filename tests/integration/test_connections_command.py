@@ -5,7 +5,7 @@ group."""
 from __future__ import annotations
 
 from pop_support import Pop, heartbeat
-from test_admin_commands import cli, cli_json
+from support import cli, cli_json
 
 from client import Producer, PullConsumer
 

@@ -15,9 +15,8 @@ import grpc
 import pytest
 
 from pop_support import Pop
-from support import wait_until
+from support import cli, cli_json, wait_until
 from test_admin_api import expect_error, run, serving
-from test_admin_commands import cli, cli_json
 
 from client import AdminClient, BrokerError, Producer, PullConsumer, new_message_id
 from rocketstore.broker.view import StaticView
