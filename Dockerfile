@@ -13,13 +13,16 @@ RUN python3 -m pip install --no-cache-dir --no-index --find-links /tmp/wheels ro
     && rm -rf /tmp/wheels
 
 COPY deploy/entrypoint.sh /usr/local/bin/rocketstore-entrypoint
-VOLUME ["/var/lib/rocketstore/store"]
-# listenPort (gRPC client and admin API), haListenPort (replication), remotingListenPort.
-EXPOSE 10911 10912 10913
+VOLUME ["/var/lib/rocketstore/store", "/var/lib/rocketstore/logs"]
+# listenPort (gRPC client and admin API), haListenPort (replication), remotingListenPort,
+# metricsPort (Prometheus, /healthz, /readyz), as the compose cluster's first broker sets them.
+EXPOSE 10911 10912 10913 10914
 
-# Healthy when the broker itself answers its admin status call (not a port probe).
+# Healthy when the broker itself answers its admin status call (not a port probe), on the port
+# and with the secret its own arguments name (-c broker.conf, --key=value), whatever they are: the
+# entry point keeps them in /run/rocketstore/broker.args.
 HEALTHCHECK --interval=5s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["rocketstore", "health", "--endpoint", "127.0.0.1:10911", "--secret-file", "/run/rocketstore/replication_secret", "--request-timeout-s", "4"]
+    CMD ["rocketstore", "health", "--broker-args", "/run/rocketstore/broker.args", "--request-timeout-s", "4"]
 
 ENTRYPOINT ["rocketstore-entrypoint"]
 CMD ["-c", "/etc/rocketstore/broker.conf"]

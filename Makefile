@@ -14,15 +14,17 @@ OFFICIAL_STAMP := $(OFFICIAL)/.installed
 NODE_CLIENT := tests/node-client
 NODE_STAMP := $(NODE_CLIENT)/node_modules/.installed
 
-.PHONY: setup demo lint format test bench proto clean cluster cluster-down
+.PHONY: setup demo console lint format test bench proto clean cluster cluster-down
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The package declares compatible ranges; constraints.txt pins the exact versions installed here.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==26.3
-	$(BIN)/pip install --quiet -e '.[test,pipeline]'
+	$(BIN)/pip install --quiet -c constraints.txt --build-constraint constraints.txt -e '.[test,pipeline,console]'
 	touch $(STAMP)
+	@echo "rocketstore is installed in $(BIN)/: run '. $(BIN)/activate' to put it on your PATH"
 
 $(OFFICIAL_STAMP): tests/official-client-requirements.txt
 	$(PYTHON) -m venv $(OFFICIAL)
@@ -35,6 +37,18 @@ $(NODE_STAMP): $(NODE_CLIENT)/package-lock.json
 
 demo: $(STAMP)
 	$(BIN)/rocketstore demo
+
+# The web console on http://127.0.0.1:8080/: on the compose cluster when it runs (log in as admin
+# with .cluster/replication_secret), else on a SYNC_MASTER and its slave started for it (the
+# console prints where their admin secret is). Ctrl-C stops it (and the pair).
+COMPOSE_ENDPOINTS := 127.0.0.1:10911;127.0.0.1:10921;127.0.0.1:10931
+console: $(STAMP)
+	@if [ -f .cluster/replication_secret ] && $(BIN)/rocketstore health --endpoint 127.0.0.1:10911 \
+		--secret-file .cluster/replication_secret >/dev/null 2>&1; then \
+		$(BIN)/rocketstore console --endpoint "$(COMPOSE_ENDPOINTS)" --secret-file .cluster/replication_secret; \
+	else \
+		$(BIN)/rocketstore console --local-pair; \
+	fi
 
 # The formatter's check, the linter and the type checker (configured in pyproject.toml) run
 # before every test run; `make format` applies the formatter.
@@ -51,13 +65,18 @@ test: $(STAMP) $(OFFICIAL_STAMP) $(NODE_STAMP) lint
 
 # The docker-compose cluster (docker-compose.yml): engine, images and secret made ready by
 # deploy/prepare.sh, then the group started and its status shown once a master is elected.
+# `make cluster PROFILE=two-groups` adds the second group. On a running cluster with nothing
+# changed it restarts nothing (the images keep their ids, so compose has nothing to recreate).
+PROFILE ?=
 cluster: $(STAMP)
 	deploy/prepare.sh
-	deploy/compose.sh up -d
-	$(BIN)/python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120
+	deploy/compose.sh $(if $(PROFILE),--profile $(PROFILE)) up -d
+	$(BIN)/python -m harness.compose_status --secret-file .cluster/replication_secret --wait-s 120 \
+		$(if $(PROFILE),--profile $(PROFILE))
 
+# Every profile's services, so that a cluster started with one goes too.
 cluster-down:
-	deploy/compose.sh down --volumes --remove-orphans
+	deploy/compose.sh --profile two-groups --profile monitoring down --volumes --remove-orphans
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.broker_bench --quick

@@ -158,9 +158,16 @@ def failovers(group: ContainerGroup, kills: int, send_timeout_s: float) -> tuple
 
 def check(group: ContainerGroup, acked: dict[str, int]) -> tuple[int, bool]:
     master = group.wait_master(90, in_sync=2)
-    confirmed = int(group.status(master)["confirmed_offset"])
+    status = group.status(master)
+    if status is None:
+        raise RuntimeError(f"the master {master.name} did not answer its status")
+    confirmed = int(status["confirmed_offset"])
     group.stop_brokers()
-    stores = [verify.open_store(node.store_dir, GROUP_SETTINGS) for node in group.brokers]
+    stores = []
+    for node in group.brokers:
+        if node.store_dir is None:
+            raise RuntimeError(f"{node.name} has no store directory")
+        stores.append(verify.open_store(node.store_dir, GROUP_SETTINGS))
     try:
         missing = verify.missing_acknowledged(acked, verify.messages_by_offset(stores[group.brokers.index(master)]))
         in_sync = [s for s in stores if s.max_offset >= confirmed]

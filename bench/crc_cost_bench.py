@@ -102,7 +102,7 @@ def best_of(trials: int, runs: dict[str, Callable[[], Timing]]) -> dict[str, Tim
 def build(root: Path, body_size: int, messages: int, seconds: float) -> MessageStore:
     config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT, message_index_enable=False)
     store = MessageStore(config)
-    store.load_average()
+    store.load()
     store.start()
     body = os.urandom(body_size)
     deadline = time.monotonic() + seconds

@@ -13,8 +13,9 @@ things. Then one worker per broker and protocol sends, until `--seconds` or `--m
 worker: every method of MessagingService, Admin and (on masters) Replication, and every remoting
 request code the broker serves plus some it does not, each as a valid, a structure-mutated, a
 byte-mutated or a random request (`bench.edge.fuzz_workers`), with every kind of credentials
-(signed, none, wrong secret, stale, replayed, another method's, malformed). Deterministic given
-`--seed`: each worker draws its requests from its own seeded generator, never from an answer.
+(signed, none, wrong secret, stale, replayed, another method's, another broker's, another body's,
+malformed). Deterministic given `--seed`: each worker draws its requests from its own seeded
+generator, never from an answer.
 
 A monitor probes every broker every 2 s (gRPC QueryRoute; remoting GET_MAX_OFFSET on a new
 connection); a broker that dies or misses two probes in a row is a finding, with the frames its
@@ -98,7 +99,7 @@ def prepare(cluster: LocalCluster, acl: bool) -> FuzzContext:
     send = next(m for m in MESSAGING if m.name == "SendMessage")
     receive = next(m for m in MESSAGING if m.name == "ReceiveMessage")
 
-    def message(kind: int, i: int) -> pb.Message:
+    def message(kind: "pb.MessageType", i: int) -> pb.Message:
         sp = pb.SystemProperties(message_id=uuid.uuid4().hex.upper(), message_type=kind, keys=[f"k{i}"])
         return pb.Message(topic=pb.Resource(name=TOPIC), body=f"setup {i}".encode(), system_properties=sp)
 
@@ -303,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         "probes": {"sent": monitor.probes, "failed": monitor.failed_probes, "restarts": dict(monitor.restarts)},
         "brokers": {
             label: {
-                "rss_bytes": sampler.rss.get(label).as_dict() if label in sampler.rss else None,
-                "threads": sampler.threads.get(label).as_dict() if label in sampler.threads else None,
+                "rss_bytes": sampler.rss[label].as_dict() if label in sampler.rss else None,
+                "threads": sampler.threads[label].as_dict() if label in sampler.threads else None,
                 "disk_bytes": {"start": disk_start[label], "end": disk_end[label]},
                 "log": {
                     "bytes": logs[label].bytes,

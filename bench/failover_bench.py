@@ -163,7 +163,10 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
         for thread in threads:
             thread.join(60)
         master = cluster.wait_master(60, in_sync=2)
-        confirmed = int(cluster.status(master)["confirmed_offset"])
+        status = cluster.status(master)
+        if status is None:
+            raise RuntimeError(f"the master {master.name} did not answer its status")
+        confirmed = int(status["confirmed_offset"])
         master_index = cluster.brokers.index(master)
     finally:
         stop.set()

@@ -20,10 +20,11 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import default_parent_dir, environment
 from ha.metadata_sync import MetadataSnapshot, apply_snapshot, take_snapshot
-from store import MessageStore, StoreConfig
+from store import BrokerRole, MessageStore, StoreConfig
 from store.topic_config import TopicConfig
 
 
@@ -33,7 +34,7 @@ def percentile(ordered: list[float], p: float) -> float:
 
 def open_store(root: Path, role: str) -> MessageStore:
     store = MessageStore(
-        StoreConfig(store_path_root_dir=str(root), broker_role=role, mapped_file_size_commit_log=1 << 20)
+        StoreConfig(store_path_root_dir=str(root), broker_role=BrokerRole[role], mapped_file_size_commit_log=1 << 20)
     )
     store.load()
     store.start()
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"group{g:04d}", f"Topic{(g + k) % args.topics:05d}", q, g * 1000 + k
                     )
         sides: dict[str, list[float]] = {"master": [], "slave": [], "round": []}
-        sizes = (0, 0, 0)
+        sizes: tuple[int, ...] = (0, 0, 0)
         first_ms = 0.0
         for i in range(args.rounds + 1):
             master.consumer_offsets.commit_offset("group0000", "Topic00000", 0, 10_000_000 + i)
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         master.shutdown()
         slave.shutdown()
         shutil.rmtree(run_dir, ignore_errors=True)
-    figures = {
+    figures: dict[str, Any] = {
         "config": {
             "topics": args.topics,
             "groups": args.groups,

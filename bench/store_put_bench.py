@@ -51,6 +51,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike
 
 from bench.common import (
     MB,
@@ -65,7 +69,7 @@ from bench.common import (
     progress,
     size_label,
 )
-from store import Message, MessageStore, PutMessageStatus, StoreConfig
+from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageResult, PutMessageStatus, StoreConfig
 
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 BODY_SIZES = (128, 1024, 16 * 1024)
@@ -402,12 +406,12 @@ class FsyncCounter:
     def __init__(self) -> None:
         self.count = 0
         self._lock = threading.Lock()
-        self._real: Callable[[int], None] | None = None
+        self._real: Callable[..., None] | None = None
 
     def __enter__(self) -> "FsyncCounter":
         real = self._real = os.fdatasync
 
-        def counted(fd: int) -> None:
+        def counted(fd: FileDescriptorLike) -> None:
             with self._lock:
                 self.count += 1
             return real(fd)
@@ -424,8 +428,8 @@ class FsyncCounter:
 class Putter:
     """One putter thread's pre-built work and, afterwards, what it measured."""
 
-    put: Callable[[object], object]
-    arg: object
+    put: Callable[[Any], PutMessageResult]
+    arg: Any
     lat_ns: list[int]  # preallocated: one slot per allowed call
     byte_budget: int
     calls: int = 0
@@ -440,6 +444,8 @@ class Putter:
 def make_putter(store: MessageStore, cell: Cell, index: int, body: bytes, args: argparse.Namespace) -> Putter:
     # Messages are immutable values, so one pre-built message (or batch list) serves every call.
     msg = Message(TOPIC, index, body, properties=PROPERTIES)
+    put: Callable[[Any], PutMessageResult]
+    arg: Any
     if cell.batch == 1:
         put, arg = store.put_message, msg
     else:
@@ -534,8 +540,8 @@ def run_cell(cell: Cell, args: argparse.Namespace, run_dir: Path, fsyncs: FsyncC
     try:
         config = StoreConfig(
             store_path_root_dir=str(cell_dir),
-            flush_disk_type=cell.flush,
-            broker_role="ASYNC_MASTER",
+            flush_disk_type=FlushDiskType[cell.flush],
+            broker_role=BrokerRole.ASYNC_MASTER,
             mapped_file_size_commit_log=args.segment_size,
         )
         body = os.urandom(cell.body)

@@ -713,7 +713,7 @@ class FunctionTimer:
             try:
                 return real(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - began  # type: ignore[operator]
+                self.seconds += time.perf_counter() - began
                 self.calls += 1
 
         setattr(self._module, self._name, timed)
@@ -1088,9 +1088,10 @@ def print_recovery(results: list[RecoveryResult], built: Built) -> None:
         print(line)
     segment = built.config.mapped_file_size_commit_log
     segments = max(1, -(-built.end_offset // segment))
-    tail = segments * segment - built.end_offset
+    unused = segments * segment - built.end_offset
     print(
-        f"  {built.messages:,} messages in {segments} segment(s) of {size_label(segment)}, {tail / MiB:,.0f} MiB unused"
+        f"  {built.messages:,} messages in {segments} segment(s) of {size_label(segment)},"
+        f" {unused / MiB:,.0f} MiB unused"
         " in the last; tail s = time in store.commitlog_scan.last_nonzero_end (the unused tail's scan), part of load s"
     )
     print(

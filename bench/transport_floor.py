@@ -532,7 +532,7 @@ def main(argv=None) -> int:
         progress(f"  running {name or 'tcp asyncio'}")
         child = Child(kind)
         try:
-            if run is None:
+            if run is None or name is None:
                 cases.append(tcp_case(child, payload, args.seconds, args.max_round_trips))
             else:
                 cases.append(run(name, child, payload, args.seconds, args.max_round_trips))

@@ -232,7 +232,7 @@ class RedisDriver:
             await conn.reply()
         replicas = await conn.reply()
         if replicas != 1:
-            raise RuntimeError(f"WAIT answered {replicas}: the replica did not acknowledge")
+            raise RuntimeError(f"WAIT answered {replicas!r}: the replica did not acknowledge")
         return len(bodies)
 
     async def close(self, conn: RespConnection) -> None:
@@ -294,6 +294,8 @@ class RocketStoreDriver:
 
     @property
     def pids(self) -> list[int]:
+        if self.cluster is None:
+            return []
         return [b.process.pid for b in self.cluster.brokers if b.process is not None]
 
 
@@ -499,6 +501,12 @@ def summary(cell: list[Result]) -> list[str]:
     return lines
 
 
+def _cell(text: str) -> tuple[int, int]:
+    """A --cells item, CLIENTSxBATCH."""
+    clients, batch = text.split("x")
+    return int(clients), int(batch)
+
+
 async def _run(drivers: list, sizes: list[int], cells: list[tuple[int, int]], args) -> list[Result]:
     results: list[Result] = []
     for size in sizes:
@@ -528,7 +536,7 @@ def main(argv=None) -> int:
         print("redis-server is not on PATH: install Debian's redis-server package to compare.", file=sys.stderr)
         return 2
     sizes = [int(s) for s in args.sizes.split(",")]
-    cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
+    cells = [_cell(c) for c in args.cells.split(",")]
     run_dir = Path(tempfile.mkdtemp(prefix="vs-redis-", dir=args.dir or default_parent_dir()))
     started: list[Callable[[], None]] = []
     try:

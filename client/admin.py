@@ -20,7 +20,7 @@ import grpc
 from wire.admin_auth import AdminCaller
 from wire.rpc import admin_pb2
 
-from .convert import broker_status_dict, check_name, proto_to_dict
+from .convert import broker_status_dict, check_message_id, check_name, new_message_id, proto_to_dict
 from .endpoint import Endpoint, open_channel, parse_endpoint
 from .errors import RocketStoreError, from_rpc_error
 from .producer import check_timeout
@@ -129,10 +129,12 @@ class AdminClient:
         latest: bool = False,
         dry_run: bool = True,
         queue_id: int | None = None,
+        force: bool = False,
     ) -> dict[str, Any]:
         """Move the group's offsets in the topic (exactly one target), in every queue or only in
         `queue_id`; a dry run unless `dry_run=False`.
-        {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}."""
+        {"queues": [{queue_id, old_offset, new_offset}], "applied": bool}. The broker refuses
+        (FAILED_PRECONDITION) while consumers of the group are online unless `force`."""
         check_name("group", group)
         check_name("topic", topic)
         chosen = _exactly_one(
@@ -142,11 +144,28 @@ class AdminClient:
             earliest=earliest or None,
             latest=latest or None,
         )
-        request = admin_pb2.ResetOffsetRequest(group=group, topic=topic, dry_run=dry_run, **chosen)
+        request = admin_pb2.ResetOffsetRequest(group=group, topic=topic, dry_run=dry_run, force=force, **chosen)
         if queue_id is not None:
             request.queue_id = queue_id
         answer = self._call("ResetOffset", request)
         return {"queues": [proto_to_dict(q) for q in answer.queues], "applied": answer.applied}
+
+    def list_consumer_groups(self) -> list[dict[str, Any]]:
+        """The consumer groups the broker knows (offsets there, or a member online), by name:
+        {group, topics, online_clients, protocols, lag, pop, last_seen_ms}."""
+        answer = self._call("ListConsumerGroups", admin_pb2.ListConsumerGroupsRequest())
+        return [proto_to_dict(g) for g in answer.groups]
+
+    def list_clients(self, group: str = "", kind: str | None = None) -> list[dict[str, Any]]:
+        """The clients the broker heard from lately (of `group`; `kind` PRODUCER or CONSUMER):
+        {client_id, protocol (GRPC, GRPC_POP, GRPC_PULL, REMOTING), kind, group, address, topics,
+        first_seen_ms, last_seen_ms, language, version}."""
+        if group:
+            check_name("group", group)
+        if kind not in (None, "PRODUCER", "CONSUMER"):
+            raise ValueError(f"kind is PRODUCER, CONSUMER or None, not {kind!r}")
+        request = admin_pb2.ListClientsRequest(group=group, kind=kind or "CLIENT_KIND_UNSPECIFIED")
+        return [proto_to_dict(c) for c in self._call("ListClients", request).clients]
 
     def query_message(
         self,
@@ -159,8 +178,60 @@ class AdminClient:
     ) -> list[dict[str, Any]]:
         """Messages by key (with `topic`), by either form of message id, or by CommitLog offset."""
         chosen = _exactly_one("look up by", key=key, msg_id=msg_id, commit_log_offset=commit_log_offset)
+        if msg_id is not None:
+            chosen["msg_id"] = check_message_id(msg_id)
         request = admin_pb2.QueryMessageRequest(topic=topic, max_messages=max_messages, **chosen)
         return [proto_to_dict(m) for m in self._call("QueryMessage", request).messages]
+
+    def list_messages(
+        self,
+        topic: str,
+        begin_timestamp_ms: int,
+        end_timestamp_ms: int = 0,
+        *,
+        max_messages: int = 32,
+        cursor: dict[int, int] | None = None,
+    ) -> dict[str, Any]:
+        """One page of the topic's messages stored within [begin, end] (Unix ms; end 0: no bound),
+        oldest first: {"messages": [...], "next_cursor": {queue_id: queue_offset}, "more": bool,
+        "damaged_offsets": [...]}. Pass `next_cursor` back as `cursor` for the next page."""
+        check_name("topic", topic)
+        for label, value in (("begin_timestamp_ms", begin_timestamp_ms), ("end_timestamp_ms", end_timestamp_ms)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{label} must be a non-negative int (Unix ms), got {value!r}")
+        request = admin_pb2.ListMessagesRequest(
+            topic=topic,
+            begin_timestamp_ms=begin_timestamp_ms,
+            end_timestamp_ms=end_timestamp_ms,
+            max_messages=max_messages,
+            cursor=[admin_pb2.QueueCursor(queue_id=q, queue_offset=o) for q, o in sorted((cursor or {}).items())],
+        )
+        answer = self._call("ListMessages", request)
+        return {
+            "messages": [proto_to_dict(m) for m in answer.messages],
+            "next_cursor": {c.queue_id: c.queue_offset for c in answer.next_cursor},
+            "more": answer.more,
+            "damaged_offsets": list(answer.damaged_offsets),
+        }
+
+    def resend_dead_letter(
+        self,
+        *,
+        commit_log_offset: int | None = None,
+        msg_id: str | None = None,
+        dry_run: bool = True,
+        new_client_msg_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Put a dead letter (a message of a %DLQ%<group> topic) again into the topic it came from,
+        as a new message with client id `new_client_msg_id` (a fresh one when None; a request
+        repeated with the same id stores one copy); a dry run unless `dry_run=False`.
+        {"dead_letter": {...}, "origin_topic", "queue_id", "resent", "put_status", "offset_msg_id",
+        "client_msg_id", "queue_offset"}."""
+        chosen = _exactly_one("resend by", commit_log_offset=commit_log_offset, msg_id=msg_id)
+        request = admin_pb2.ResendDeadLetterRequest(
+            dry_run=dry_run, new_client_msg_id=new_client_msg_id or new_message_id(), **chosen
+        )
+        return proto_to_dict(self._call("ResendDeadLetter", request))
 
     def broker_config(self) -> list[dict[str, Any]]:
         """Every key of the broker's effective config: {key, value, changeable}."""

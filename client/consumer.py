@@ -8,6 +8,9 @@ OFFSET_ILLEGAL). `get_offset` / `update_offset` read and commit the group's offs
 queue ids of a topic and `route` its whole route (QueryRoute). A long poll
 (`long_polling_ms`) waits on the broker for a message to arrive; the call's deadline is the
 client timeout plus that wait. Works against masters and slaves alike (reads are served by both).
+`close()` tells a broker it reached that the consumer left its group (NotifyClientTermination,
+at most `GOODBYE_TIMEOUT_S`), so the group shows no member that is gone and an offset reset is not
+refused for it.
 
 Thread-safety: a `PullConsumer` may be shared by threads. An `AsyncPullConsumer` belongs to one
 event loop; its channel opens on the first call, inside that loop.
@@ -41,6 +44,9 @@ from .errors import RocketStoreError, from_rpc_error
 from .producer import check_timeout
 from .signing import Credentials
 
+# How long close() waits for the broker to take the consumer's goodbye.
+GOODBYE_TIMEOUT_S = 1.0
+
 
 class _ConsumerBase:
     def __init__(
@@ -58,6 +64,7 @@ class _ConsumerBase:
         self._tls_ca_file = tls_ca_file
         self._credentials = credentials
         self._closed = False
+        self._reached = False  # a call was answered: the broker knows this consumer
 
     @property
     def endpoint(self) -> str:
@@ -91,6 +98,9 @@ class _ConsumerBase:
         return pb.UpdateOffsetRequest(
             group=pb.Resource(name=self._group), message_queue=message_queue(topic, queue_id), offset=offset
         )
+
+    def _goodbye(self) -> pb.NotifyClientTerminationRequest:
+        return pb.NotifyClientTerminationRequest(group=pb.Resource(name=self._group))
 
     def _pull_request(self, topic, queue_id, offset, max_messages, tag_filter, long_polling_ms):
         self._check_open()
@@ -128,9 +138,11 @@ class PullConsumer(_ConsumerBase):
     def _unary(self, method: str, request: Any) -> Any:
         self._check_open()
         try:
-            return getattr(self._stub, method)(request, timeout=self._timeout_s)
+            answer = getattr(self._stub, method)(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, self.endpoint) from exc
+        self._reached = True
+        return answer
 
     def pull(
         self,
@@ -152,6 +164,7 @@ class PullConsumer(_ConsumerBase):
             raise from_rpc_error(exc, self.endpoint) from exc
         finally:
             call.cancel()  # a no-op after a complete stream; stops it after a protocol error
+        self._reached = True
         return assembler.result()
 
     def route(self, topic: str) -> list[QueueInfo]:
@@ -176,6 +189,11 @@ class PullConsumer(_ConsumerBase):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._reached:
+                try:
+                    self._stub.NotifyClientTermination(self._goodbye(), timeout=GOODBYE_TIMEOUT_S)
+                except grpc.RpcError:
+                    pass  # the broker forgets a silent client after its expiry anyway
             self._channel.close()
 
     def __enter__(self) -> PullConsumer:
@@ -212,9 +230,11 @@ class AsyncPullConsumer(_ConsumerBase):
 
     async def _unary(self, method: str, request: Any) -> Any:
         try:
-            return await getattr(self._get_stub(), method)(request, timeout=self._timeout_s)
+            answer = await getattr(self._get_stub(), method)(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, self.endpoint) from exc
+        self._reached = True
+        return answer
 
     async def pull(
         self,
@@ -236,6 +256,7 @@ class AsyncPullConsumer(_ConsumerBase):
             raise from_rpc_error(exc, self.endpoint) from exc
         finally:
             call.cancel()
+        self._reached = True
         return assembler.result()
 
     async def route(self, topic: str) -> list[QueueInfo]:
@@ -259,7 +280,12 @@ class AsyncPullConsumer(_ConsumerBase):
 
     async def close(self) -> None:
         self._closed = True
-        channel, self._channel, self._stub = self._channel, None, None
+        channel, stub, self._channel, self._stub = self._channel, self._stub, None, None
+        if stub is not None and self._reached:
+            try:
+                await stub.NotifyClientTermination(self._goodbye(), timeout=GOODBYE_TIMEOUT_S)
+            except grpc.RpcError:
+                pass  # the broker forgets a silent client after its expiry anyway
         if channel is not None:
             await channel.close()
 

@@ -315,6 +315,26 @@ def check_name(kind: str, name: Any) -> str:
     return name
 
 
+# Hex digits of a message id: the broker's (store host, port and CommitLog offset: 16 bytes for an
+# IPv4 host, 28 for IPv6) or a producer's (16 bytes from this client and RocketMQ 4.x, a version
+# byte and 16 from RocketMQ 5's clients).
+MESSAGE_ID_HEX_DIGITS = (32, 34, 56)
+
+
+def check_message_id(text: Any) -> str:
+    """`text` if it has the shape of a message id (see MESSAGE_ID_HEX_DIGITS), else ValueError
+    saying which shapes there are."""
+    if not isinstance(text, str):
+        raise TypeError(f"a message id is a str, not {type(text).__name__}")
+    digits = text.strip()
+    if len(digits) not in MESSAGE_ID_HEX_DIGITS or not all(c in "0123456789abcdefABCDEF" for c in digits):
+        raise ValueError(
+            f"{text!r} is not a message id: expected the broker's (32 hex digits, 56 for an IPv6 store host) "
+            "or the producer's (32 hex digits, 34 from RocketMQ 5 clients)"
+        )
+    return digits
+
+
 def _timestamp_ms(ts) -> int:
     return ts.seconds * 1000 + ts.nanos // 1_000_000
 

@@ -14,7 +14,9 @@ never exceptions; everything here means the call did not do what was asked (or, 
         └── PartialBatchError  some messages of a batch were stored, others refused
 
 `from_rpc_error` is sans-IO: it looks at a `grpc.RpcError`'s code and details only. Messages
-carry the endpoint and the code, never credentials. Thread-safety: immutable after construction.
+carry the endpoint and the code, never credentials; when the failure says the endpoint is another
+port of a broker (its metrics, remoting or replication port: `wire.ports`), the message says so and
+names the key of the port to use (`hint`). Thread-safety: immutable after construction.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
+
+from wire.ports import wrong_port
 
 
 class RocketStoreError(Exception):
@@ -38,14 +42,20 @@ class EndpointError(RocketStoreError, ValueError):
 
 
 class TransportError(RocketStoreError):
-    """The call did not reach the broker or got no answer in time (the broker may have acted)."""
+    """The call did not reach the broker or got no answer in time (the broker may have acted).
+    `hint`: what the endpoint most likely is instead, when the failure says (`wire.ports`)."""
 
-    def __init__(self, endpoint: str, code: str, details: str = "") -> None:
+    def __init__(self, endpoint: str, code: str, details: str = "", hint: str = "") -> None:
         self.endpoint = endpoint
         self.code = code
         self.details = details
-        text = f"cannot reach the broker at {endpoint} ({code})"
-        super().__init__(f"{text}: {details}" if details else text)
+        self.hint = hint
+        if hint:
+            text = f"{hint} (gRPC: {code}: {details})"
+        else:
+            text = f"cannot reach the broker at {endpoint} ({code})"
+            text = f"{text}: {details}" if details else text
+        super().__init__(text)
 
 
 class AuthenticationError(RocketStoreError):
@@ -111,8 +121,12 @@ def from_rpc_error(exc: grpc.RpcError, endpoint: str) -> RocketStoreError:
     if code in _AUTH_CODES:
         return AuthenticationError(endpoint, details)
     if code in _TRANSPORT_CODES or code is None:
-        return TransportError(endpoint, code.name if code is not None else "UNKNOWN", details)
+        name = code.name if code is not None else "UNKNOWN"
+        return TransportError(endpoint, name, details, wrong_port(name, details, endpoint) or "")
     if code == grpc.StatusCode.UNIMPLEMENTED:
+        hint = wrong_port(code.name, details, endpoint)
+        if hint:
+            return BrokerError("UNIMPLEMENTED", f"{hint} (gRPC: {details})")
         return BrokerError(
             "UNIMPLEMENTED",
             f"{endpoint} does not serve this call ({details})" if details else f"{endpoint} does not serve this call",

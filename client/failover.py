@@ -13,6 +13,13 @@ each send, keeps a `SendAttempts` that says what to do after each attempt:
 | `BrokerError` INTERNAL_SERVER_ERROR (the v2 API's "cannot serve this now": e.g. a new master whose in-sync set is still too small) | REDISCOVER after a pause |
 | anything else, including a `PartialBatchError` (part of the batch is stored) and a call this process cancelled | GIVE_UP: raise it |
 
+Until some broker of the group has answered the producer once (`KnownEndpoints.reached`), a
+connection that cannot be made (`TransportError` UNAVAILABLE with gRPC's "failed to connect":
+refused, or the endpoint is another kind of port) is no failover in progress but a broker that
+is not there: each other known
+endpoint is tried once at once, and when none answers the send fails then, not after the retry
+budget, unless the policy says `wait_for_broker` (a producer started before its brokers).
+
 A retryable failure while another send of the same producer has meanwhile found a different
 master skips the rediscovery: the send goes straight there (once per pause). REDISCOVER carries
 the endpoints to ask QueryRoute of, in order (the others first, the failed one last); the adapter
@@ -58,6 +65,9 @@ class RetryPolicy:
     retry_timeout_s: float = 10.0
     backoff_min_s: float = 0.02
     backoff_max_s: float = 0.1
+    # Retry a group none of whose brokers ever answered as one that went away (see the module
+    # docstring); False: such a send fails once every known endpoint refused it.
+    wait_for_broker: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.retry_timeout_s < float("inf"):
@@ -94,6 +104,9 @@ class KnownEndpoints:
         self._lock = threading.Lock()
         self._known = list(dict.fromkeys(endpoints))
         self._current = self._known[0]
+        # Some broker of the group answered once (a success or a refusal): failures since are
+        # failovers, not a group that is not there.
+        self.reached = False
 
     @property
     def current(self) -> Endpoint:
@@ -123,11 +136,28 @@ class KnownEndpoints:
 
     def settle(self, endpoint: Endpoint) -> Endpoint | None:
         """A send succeeded at `endpoint`: it is current now. Returns the one it replaced, if any."""
+        self.reached = True
         with self._lock:
             if endpoint not in self._known:
                 self._known.append(endpoint)
             previous, self._current = self._current, endpoint
         return previous if previous != endpoint else None
+
+
+# gRPC's words for a channel that could not connect (refused, not gRPC, no such host), as opposed
+# to an UNAVAILABLE a server answered.
+NEVER_CONNECTED_DETAILS = ("failed to connect", "dns resolution failed")
+
+
+def never_connected(error: RocketStoreError) -> bool:
+    """The call found no broker to talk to: the connection was refused, the name did not resolve,
+    or the endpoint is not a gRPC client API (a dropped connection, a timeout or a server's own
+    UNAVAILABLE may be a broker that is there but busy)."""
+    return (
+        isinstance(error, TransportError)
+        and error.code == "UNAVAILABLE"
+        and any(marker in error.details.lower() for marker in NEVER_CONNECTED_DETAILS)
+    )
 
 
 def is_retryable(error: RocketStoreError) -> bool:
@@ -164,6 +194,7 @@ class SendAttempts:
         self._start_endpoint = self.endpoint
         self._backoff = policy.backoff_min_s
         self._sent_since_pause: set[Endpoint] = set()
+        self._refused: set[Endpoint] = set()  # endpoints that never connected, before any answer
 
     def first(self) -> Step:
         return self._retry(self.endpoint, 0.0)
@@ -177,9 +208,15 @@ class SendAttempts:
         """The attempt at `self.endpoint` failed with `error`: what next."""
         self.attempts += 1
         self.last_error = error
+        if not isinstance(error, TransportError):
+            self.known.reached = True  # the broker answered, if only to refuse
         if self.policy.retry_timeout_s == 0 or not is_retryable(error):
             return self._give_up()
         tried = self.endpoint
+        if not self.known.reached and not self.policy.wait_for_broker and never_connected(error):
+            self._refused.add(tried)
+            untried = [e for e in self.known.all if e not in self._refused]
+            return self._retry(untried[0], 0.0) if untried else self._give_up()
         if isinstance(error, NotMasterError) and error.master_endpoint:
             named = self.known.learn(error.master_endpoint)
             if named is not None and named != tried:

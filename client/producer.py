@@ -15,6 +15,8 @@ known endpoint) for its master after a short pause. The request is built once, s
 re-sends the same message ids (at least once: a broker may have stored a message whose answer
 was lost). Retries stop `retry_timeout_s` after the send began (0: the first failure is
 raised); the last error is raised with `.attempts` set and a note saying how many were made.
+Until a broker of the group has answered once, endpoints that refuse the connection are not
+waited for: the send fails as soon as each was tried, unless `wait_for_broker=True`.
 `timeout_s` bounds each attempt. The master that answered becomes `endpoint` for later sends
 (logged at INFO as "master of GROUP moved from A to B"). Channels to endpoints other than the
 first are opened when first needed and kept; `close()` closes them all.
@@ -129,6 +131,7 @@ class _ProducerBase:
         retry_policy: RetryPolicy | None = None,
         credentials: Credentials | None = None,
         route_refresh_s: float = ROUTE_REFRESH_S,
+        wait_for_broker: bool = False,
     ) -> None:
         self._group = KnownEndpoints(parse_endpoints(endpoints))
         # The topics' routes, the groups' fault record and the round robin over their queues
@@ -138,7 +141,11 @@ class _ProducerBase:
         self._chooser = QueueChooser()
         self._given = self._group.all
         self._timeout_s = check_timeout(timeout_s)
-        self._policy = retry_policy if retry_policy is not None else RetryPolicy(retry_timeout_s=retry_timeout_s)
+        self._policy = (
+            retry_policy
+            if retry_policy is not None
+            else RetryPolicy(retry_timeout_s=retry_timeout_s, wait_for_broker=wait_for_broker)
+        )
         self._stubs = MessagingStubs(
             self._closed_error, tls_ca_file=tls_ca_file, credentials=credentials, aio=self._AIO
         )
@@ -243,7 +250,11 @@ class _ProducerBase:
         error = step.error
         assert error is not None
         error.attempts = step.attempts
-        if self._policy.retry_timeout_s > 0 and is_retryable(error):
+        if not self._group.reached and not self._policy.wait_for_broker and is_retryable(error):
+            error.add_note(
+                f"no broker answered at {';'.join(self.endpoints)}: not waiting for one (wait_for_broker=False)"
+            )
+        elif self._policy.retry_timeout_s > 0 and is_retryable(error):
             error.add_note(
                 f"gave up after {step.attempts} attempt(s) in retry_timeout_s={self._policy.retry_timeout_s:g}; "
                 f"endpoints known: {';'.join(self.endpoints)}"
@@ -279,6 +290,7 @@ class Producer(_ProducerBase):
         retry_policy: RetryPolicy | None = None,
         credentials: Credentials | None = None,
         route_refresh_s: float = ROUTE_REFRESH_S,
+        wait_for_broker: bool = False,
     ) -> None:
         super().__init__(
             endpoints,
@@ -288,6 +300,7 @@ class Producer(_ProducerBase):
             retry_policy=retry_policy,
             credentials=credentials,
             route_refresh_s=route_refresh_s,
+            wait_for_broker=wait_for_broker,
         )
         self._stubs.get(self._group.current)
 
@@ -422,6 +435,7 @@ class AsyncProducer(_ProducerBase):
         retry_policy: RetryPolicy | None = None,
         credentials: Credentials | None = None,
         route_refresh_s: float = ROUTE_REFRESH_S,
+        wait_for_broker: bool = False,
     ) -> None:
         super().__init__(
             endpoints,
@@ -431,6 +445,7 @@ class AsyncProducer(_ProducerBase):
             retry_policy=retry_policy,
             credentials=credentials,
             route_refresh_s=route_refresh_s,
+            wait_for_broker=wait_for_broker,
         )
 
     async def send(

@@ -48,10 +48,32 @@ def perm_text(perm: int) -> str:
 
 
 def utc_text(ms: int) -> str:
-    """A time in Unix ms as ISO 8601 in UTC to the millisecond; '-' for none (0 or less)."""
+    """A time in Unix ms as ISO 8601 in UTC to the millisecond; '-' for none (0 or less); the
+    number itself (`<n> ms`) for one that is no date (past the year 9999)."""
     if ms <= 0:
         return "-"
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+    return moment.isoformat(timespec="milliseconds")
+
+
+def parse_moment_ms(text: str) -> int:
+    """A time as Unix milliseconds: digits are ms; otherwise ISO 8601 (no zone: UTC). ValueError
+    saying what is expected."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"expected Unix milliseconds or an ISO 8601 time such as 2026-11-24T10:00:00+01:00, got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp() * 1000)
 
 
 def body_preview(body: bytes, limit: int = _PREVIEW_CHARS) -> str:
@@ -154,42 +176,66 @@ def format_status(rows: list[dict[str, Any]], asked: dict[str, Any]) -> str:
     lines = [f"cluster {asked['cluster_name']}, epoch {asked['epoch']}", table]
     if asked.get("controller_mode"):
         master_id = asked.get("master_broker_id", -1)
+        # The master's log end as etcd recorded it lags the live one by up to a second of writes:
+        # shown only when an unclean election makes it matter (it is in --json always).
         lines.append(
             f"controller mode: master {'none elected' if master_id < 0 else f'broker {master_id}'}, in-sync "
-            f"{sorted(asked.get('in_sync_replica_ids') or [])}, group max offset {asked.get('group_max_offset', 0)}"
+            f"{sorted(asked.get('in_sync_replica_ids') or [])}"
             + (f", lease left {asked['lease_valid_ms']} ms" if asked.get("lease_valid_ms") else "")
             + (
-                f", LAST ELECTION WAS UNCLEAN: up to {asked['unclean_lost_bytes']} bytes may be lost"
+                f", LAST ELECTION WAS UNCLEAN: up to {asked['unclean_lost_bytes']} bytes may be lost (the master's "
+                f"log end as last recorded in etcd: {asked.get('group_max_offset', 0)})"
                 if asked.get("unclean_lost_bytes")
                 else ""
             )
         )
         if asked.get("controller_error"):
             lines.append(f"etcd: {asked['controller_error']}")
-    for r in rows:
+    # The asked slave's own replication state is said once, below.
+    for r in rows[1:] if asked["role"] == "SLAVE" else rows:
         if not r["reachable"]:
             lines.append(f"slave {r['id']} at {r['endpoint']}: unreachable: {r['error']}")
         elif r.get("replication_error"):
             lines.append(f"slave {r['id']} at {r['endpoint']}: last replication error: {r['replication_error']}")
     if asked["role"] == "SLAVE":
-        state = "connected" if asked.get("master_connected") else "NOT connected"
-        behind = max(asked.get("master_max_offset", 0) - asked["max_offset"], 0)
-        lines.append(
-            f"replicating from {asked.get('master_ha_address') or 'an unknown master'}: {state}, "
-            f"master max offset {asked.get('master_max_offset', 0)} ({behind} bytes behind)"
-        )
-        if asked.get("replication_error"):
-            lines.append(f"last replication error: {asked['replication_error']}")
-        synced = asked.get("metadata_synced_ms", 0)
-        copied = f"last at {_when(synced)}" if synced else "not yet"
-        lines.append(
-            f"topics, consumer offsets and delay cursors copied from the master: {copied}"
-            + (f" (last attempt failed: {asked['metadata_error']})" if asked.get("metadata_error") else "")
-        )
+        lines.extend(_slave_lines(asked))
     elif not asked.get("slaves"):
         lines.append("no slave connected")
     lines.extend(damage_lines(asked))
     return "\n".join(lines)
+
+
+def _slave_lines(asked: dict[str, Any]) -> list[str]:
+    """A slave's view of its master: connected (and how far behind), or unreachable (since when,
+    why, and what the slave still serves), then its copy of the master's metadata."""
+    master = asked.get("master_ha_address") or "an unknown master"
+    error = asked.get("replication_error") or ""
+    if asked.get("master_connected"):
+        behind = max(asked.get("master_max_offset", 0) - asked["max_offset"], 0)
+        lines = [
+            f"replicating from {master}: connected, master max offset {asked.get('master_max_offset', 0)} "
+            f"({behind} bytes behind)"
+        ]
+        if error:
+            lines.append(f"last replication error: {error}")
+    else:
+        contact = asked.get("master_last_contact_ms", 0)
+        heard = f"last heard from at {_when(contact)}" if contact else "never heard from"
+        lines = [f"master {master} UNREACHABLE ({heard}): {error or 'connecting'}"]
+        if asked.get("acting_master"):
+            lines.append("this slave serves reads for it (enableSlaveActingMaster); no writes until a master is back")
+        else:
+            lines.append("this slave serves what it holds; no writes until a master is back")
+    synced = asked.get("metadata_synced_ms", 0)
+    copied = f"last at {_when(synced)}" if synced else "not yet"
+    failed = asked.get("metadata_error") or ""
+    if failed and failed.endswith(error) and error:
+        failed = "the master is unreachable"  # the same failure as replication's, said above
+    lines.append(
+        f"topics, consumer offsets and delay cursors copied from the master: {copied}"
+        + (f" (last attempt failed: {failed})" if failed else "")
+    )
+    return lines
 
 
 def _damage(asked: dict[str, Any]) -> dict[str, Any]:
@@ -227,3 +273,31 @@ def status_problems(rows: list[dict[str, Any]], asked: dict[str, Any]) -> bool:
     if asked["role"] == "SLAVE":
         return not asked.get("master_connected")
     return any(not r["reachable"] or r["fit"] is False for r in rows[1:])
+
+
+# -- paging through a topic by time ------------------------------------------------------------
+
+
+def cursor_text(cursor: dict[int, int]) -> str:
+    """A `list_messages` cursor as one word, QUEUE:OFFSET pairs by queue: "0:12,3:7" ("" for none)."""
+    return ",".join(f"{queue_id}:{offset}" for queue_id, offset in sorted(cursor.items()))
+
+
+def parse_cursor(text: str) -> dict[int, int]:
+    """The cursor `cursor_text` wrote; ValueError saying what is wrong."""
+    cursor: dict[int, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        queue, sep, offset = part.partition(":")
+        if not sep or not queue.isdigit() or not offset.isdigit():
+            raise ValueError(f"a cursor is QUEUE:OFFSET pairs separated by commas (0:12,3:7), not {text!r}")
+        if int(queue) in cursor:
+            raise ValueError(f"queue {queue} appears twice in the cursor {text!r}")
+        cursor[int(queue)] = int(offset)
+    return cursor
+
+
+def consumed_text(consumed_by: Sequence[dict[str, Any]]) -> str:
+    """Which groups committed past a message: "billing (yes), audit (no)"; "no group" for none."""
+    if not consumed_by:
+        return "no group has offsets in its queue"
+    return ", ".join(f"{c['group']} ({'yes' if c['consumed'] else 'no'})" for c in consumed_by)

@@ -2,17 +2,19 @@
 what the test rigs (`harness/`) and benchmarks build their groups on.
 
 `LocalBroker` runs `python -m rocketstore.cli broker --key=value ...` as a child process, waits for
-its ready line (with a deadline) to learn the ports it bound (port 0), and stops it with SIGTERM
-(clean), SIGKILL (crash), SIGSTOP/SIGCONT (pause). Its stdout and stderr go to files under its
-directory so a failure can show them. `LocalCluster` builds a master and its slaves of one broker
-group sharing a generated secret (kept in a 0600 file, passed by path, never on a command line),
-and asks the master through the client how far its slaves have acknowledged.
+its ready line (with a deadline; plain, or a JSON record under logFormat=json) to learn the ports
+it bound (port 0), and stops it with SIGTERM (clean), SIGKILL (crash), SIGSTOP/SIGCONT (pause).
+Its stdout and stderr go to files under its directory so a failure can show them. `LocalCluster`
+builds a master and its slaves of one broker group sharing a generated secret (kept in a 0600
+file, passed by path, never on a command line), and asks the master through the client how far its
+slaves have acknowledged.
 
 Thread-safety: none; drive each object from one thread.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -146,6 +148,11 @@ class LocalBroker:
         except FileNotFoundError:
             return None
         for line in text.splitlines():
+            if line.startswith("{"):  # logFormat=json: the line is the record's message
+                try:
+                    line = str(json.loads(line).get("message", ""))
+                except ValueError:
+                    continue  # cut short: the rest of it comes with the next read
             if line.startswith(READY_PREFIX):
                 return line
         return None

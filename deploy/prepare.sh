@@ -115,15 +115,18 @@ base_image() {
 
 wheels() {
     local wheels="$CLUSTER/wheels" stamp="$CLUSTER/wheels/.deps" want
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
     mkdir -p "$wheels"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         say "downloading the dependencies' wheels"
         rm -f "$wheels"/*.whl
+        # The package's requirements (ranges; environment markers dropped: the image is Linux),
+        # at the versions constraints.txt pins.
         local deps
         deps=$("$PYTHON" - <<'PY'
 import tomllib
-print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))
+requirements = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+print(" ".join(r.split(";")[0].replace(" ", "") for r in requirements))
 PY
 )
         local binary=() source=()
@@ -132,17 +135,28 @@ PY
         done
         "$PYTHON" -m pip download --quiet --only-binary=:all: --python-version 3.11 --implementation cp \
             --abi cp311 --abi abi3 --abi none --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-            --platform manylinux2014_x86_64 -d "$wheels" "${binary[@]}"
+            --platform manylinux2014_x86_64 -c constraints.txt -d "$wheels" "${binary[@]}"
         # crcmod publishes no wheel: build it here (its C extension, for this machine's glibc).
         if ((${#source[@]})); then
-            "$PYTHON" -m pip wheel --quiet --no-deps -w "$wheels" "${source[@]}"
+            "$PYTHON" -m pip wheel --quiet --no-deps -c constraints.txt -w "$wheels" "${source[@]}"
         fi
         echo "$want" >"$stamp"
     fi
-    rm -f "$wheels"/rocketstore-*.whl
     # setuptools packs whatever an earlier build left in build/lib, packages no longer shipped too.
     rm -rf "$ROOT/build"
-    "$PYTHON" -m pip wheel --quiet --no-deps -w "$wheels" "$ROOT"
+    # Byte for byte the same wheel from the same sources (fixed timestamps in the archive): the
+    # image build then hits its cache, the image keeps its id, and `compose up -d` on a running
+    # cluster has nothing to recreate.
+    local built
+    built=$(mktemp -d)
+    # PIP_CONSTRAINT reaches the isolated build's own pip: the pinned setuptools builds it.
+    SOURCE_DATE_EPOCH=315532800 PIP_CONSTRAINT="$ROOT/constraints.txt" "$PYTHON" -m pip wheel --quiet --no-deps \
+        -w "$built" "$ROOT"
+    if ! cmp -s "$built"/rocketstore-*.whl "$wheels"/rocketstore-*.whl 2>/dev/null; then
+        rm -f "$wheels"/rocketstore-*.whl
+        mv "$built"/rocketstore-*.whl "$wheels"/
+    fi
+    rm -rf "$built"
 }
 
 # -- 4. etcd and the secret ---------------------------------------------------------------------

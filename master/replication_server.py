@@ -45,6 +45,12 @@ named. Without it (mutual TLS), the TLS layer authenticates both ends and none o
 `HandBackPopEvents` takes back the pop journal of a slave that served reads while this master was
 down (`take_pop_events` appends it to the log); a broker that is not master refuses it.
 
+Requests whose bytes do not decode never reach these methods: the server the broker builds
+(`rocketstore.broker.replication_role`) carries `wire.request_guard.ThreadedMalformedRequestGuard`,
+which answers them INVALID_ARGUMENT and logs at most a line per peer host per 10 s; a report of a
+`Replicate` stream that does not decode (read on the stream's helper thread) closes the stream
+INVALID_ARGUMENT.
+
 Every exit path removes the session from the tracker at once, so waiting puts learn that the
 slave is gone. Sessions are logged when they open (peer, slave, start offset) and close (reason).
 
@@ -100,6 +106,7 @@ from store.pop_state import Event as PopEvent
 from store.pop_state import decode_events
 from store.service_thread import ServiceThread
 from wire.log_limit import LogLimiter, peer_host
+from wire.request_guard import MalformedRequest
 from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -439,6 +446,9 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     return
         except grpc.RpcError:
             reason = "the stream was cancelled"
+        except MalformedRequest as exc:  # a report that does not decode (the server's guard)
+            self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {exc}")
+            return
         except Exception:  # noqa: BLE001 - a reader must end its session, whatever went wrong
             log.exception("replication session %d: reading reports failed", stream.session_id)
             reason = "reading the slave's reports failed"

@@ -7,31 +7,70 @@
   slave's end (a lagging slave is fine: it must match the master as far as it goes). A slave whose
   log runs past the master's end diverges at the master's end; a log that stops before `up_to`
   diverges where it stops;
-- the first divergent offset (bytes compared by Spark tasks, one per segment range) and the
-  records around it on both sides (decoded by `store.codec`);
-- and, over the master's log up to the bound, with the Spark source: messages per broker and
-  topic, error rows (corrupt records), duplicates by UNIQ_KEY (the client's message id) and by
-  KEYS within a topic, and gaps in queue offsets (per topic and queue; prepared and rolled-back
-  transaction messages take no queue offset).
+- the first divergent offset (bytes compared by Spark tasks, whole segments in `COMPARE_CHUNK`
+  chunks) and the records around it on both sides (decoded by `store.codec`);
+- and, over every store up to `up_to`: messages per broker and topic and error rows (corrupt
+  records); over the master's log up to the bound: duplicates by UNIQ_KEY (the client's message
+  id) and by KEYS within a topic, and gaps in queue offsets (per topic and queue; prepared and
+  rolled-back transaction messages take no queue offset).
+
+How it runs, in bounded memory whatever the store's size (`pipeline.audit_stats` holds the per-range
+arithmetic):
+
+1. One Spark job decodes the master's ranges (`RangeStats`: counts, errors, queue-offset runs, key
+   hashes) while other tasks of the same job compare the segments of the master and each slave
+   chunk by chunk. Hashes and runs go through a shuffle into buckets of bounded size, where the
+   repeated hashes (duplicate candidates) and the queue-offset gaps are found; only those, the
+   comparison results and the per-range counts reach the driver.
+2. A slave's range is decoded only where its stats can differ from the master's: its segment is not
+   byte-identical to the master's, or the master's range met something whose reading depends on
+   the store's checkpoint (an error row, a stop, or the end of the data where the two stores'
+   checkpoints differ; see `_reads_alike`). For an identical replica that is the range where the
+   log ends.
+3. Only when step 1 found candidates, a last job reads the master's records whose key hashes are
+   candidates and counts their keys exactly.
 
 `AuditReport.ok` is False on a divergence, a corrupt record or a queue-offset gap; duplicates are
 reported but do not fail the audit (a producer's retry stores a message twice by design). The
-comparison helpers are plain functions of paths and offsets, run inside Spark tasks; the report is
-a frozen dataclass (`to_dict()` for JSON, `format_audit` for text). Driver-thread only.
+comparison and statistics helpers are plain functions of paths, offsets and batches, run inside
+Spark tasks; the report is a frozen dataclass (`to_dict()` for JSON, `format_audit` for text).
+Driver-thread only.
 """
 
 from __future__ import annotations
 
+import heapq
 import mmap
 import os
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from operator import add
+from typing import Any
 
-from .decode import decode_row
-from .layout import StoreLayout, read_layout
+import numpy as np
+
+from .audit_stats import (
+    BUCKET_BYTES,
+    STATS_COLUMNS,
+    RangeStats,
+    batch_keys,
+    gaps_of_runs,
+    range_stats,
+    repeated_hashes,
+)
+from .decode import decode_row, find_chain
+from .layout import ScanRange, StoreLayout, plan_ranges, read_layout
+from .scan import WalkOutcome, read_range
 from .walk import chain_end, hop_chain
 
-COMPARE_CHUNK = 16 << 20
-PIECE = 1 << 20
+COMPARE_CHUNK = 64 << 20
+# Bytes of the master's log per task: each task costs Spark a fixed overhead, and holds no more
+# than its range's key hashes (16 bytes per message) whatever the range's size.
+AUDIT_PARTITION_BYTES = 128 << 20
+PIECE = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +143,12 @@ def log_end(layout: StoreLayout) -> int:
     with open(seg.path, "rb") as f:
         buf = mmap.mmap(f.fileno(), layout.segment_size, access=mmap.ACCESS_READ)
     try:
-        return last + chain_end(buf, last, layout.segment_size)
+        return last + chain_end(buf, last, layout.segment_size, finder=find_chain)
     finally:
-        buf.close()
+        try:
+            buf.close()
+        except BufferError:
+            pass  # a numpy view of the mapping is still alive; the mapping goes with it
 
 
 def compare_chunk(task: tuple[str, str, int, int, int, int]) -> int | None:
@@ -116,20 +158,17 @@ def compare_chunk(task: tuple[str, str, int, int, int, int]) -> int | None:
     for path in (master_path, slave_path):
         if not os.path.exists(path):
             return start
-    with open(master_path, "rb") as fm, open(slave_path, "rb") as fs:
+    with open(master_path, "rb", buffering=0) as fm, open(slave_path, "rb", buffering=0) as fs:
         pos = start - seg_start
         stop = end - seg_start
         while pos < stop:
             n = min(PIECE, stop - pos)
-            fm.seek(pos)
-            fs.seek(pos)
-            a = fm.read(n)
-            b = fs.read(n)
+            a = os.pread(fm.fileno(), n, pos)
+            b = os.pread(fs.fileno(), n, pos)
             if a != b:
-                for i in range(min(len(a), len(b))):
-                    if a[i] != b[i]:
-                        return seg_start + pos + i
-                return seg_start + pos + min(len(a), len(b))
+                same = min(len(a), len(b))
+                differ = np.flatnonzero(np.frombuffer(a, np.uint8, same) != np.frombuffer(b, np.uint8, same))
+                return seg_start + pos + (int(differ[0]) if len(differ) else same)
             pos += n
     return None
 
@@ -195,6 +234,118 @@ def context_around(layout: StoreLayout, offset: int, count: int) -> tuple[Record
 
 
 # ---------------------------------------------------------------------------------------------
+# The audit's Spark tasks (plain functions of plain values: they run in Spark's Python workers)
+
+# What reaches the driver of a range: good messages per topic, error rows, the first of them, and
+# how its walk went (`scan.WalkOutcome`: stops met, whether it ended inside the range).
+Summary = tuple[dict[str, int], int, list[tuple[int, str]], int, bool]
+
+
+def _read_stats(scan_range: ScanRange, **kwargs) -> tuple[RangeStats, Summary]:
+    outcome = WalkOutcome()
+    stats = range_stats(read_range(scan_range, columns=STATS_COLUMNS, outcome=outcome), scan_range.broker, **kwargs)
+    return stats, (stats.counts, stats.error_count, stats.errors, outcome.stops, outcome.ended)
+
+
+def _reads_alike(master: ScanRange, slave: ScanRange, summary: Summary) -> bool:
+    """Whether the slave's range, its segment byte-identical to the master's, reads as the master's
+    did. The walk's course depends on the bytes alone, except where it meets a bad spot, a hole,
+    a torn tail or the end of the data: there whether the segment is the log's last holding data,
+    and in it the checkpoint's flushed offset, decide. A range that met none of them (no error
+    row, no stop) and went on past its end reads alike whatever its store's checkpoint says."""
+    _, errors, _, stops, ended = summary
+    if errors or stops:
+        return False
+    if not ended:
+        return True
+    return master.last_data_segment == slave.last_data_segment and (
+        not master.last_data_segment or master.flushed_offset == slave.flushed_offset
+    )
+
+
+def _gap_bucket(topic: str, queue_id: int, buckets: int) -> int:
+    return zlib.crc32(f"{queue_id}:{topic}".encode()) % buckets
+
+
+def _first_stage(task: tuple, *, bound: int, examples: int, buckets: int) -> Iterator[tuple[int, object]]:
+    """A master range (stats, key hashes by bucket, queue runs by bucket) or a chunk comparison.
+    Keys: [0, buckets) hash buckets, [buckets, 2 * buckets) gap buckets, 2 * buckets the rest."""
+    rest = 2 * buckets
+    if task[0] == "compare":
+        _, slave, chunks = task
+        for chunk in chunks:
+            yield rest, ("compare", slave, chunk, compare_chunk(chunk))
+        return
+    _, index, scan_range = task
+    stats, summary = _read_stats(scan_range, examples=examples, master_bound=bound, buckets=buckets)
+    yield rest, ("range", index, summary)
+    for bucket, hashes in enumerate(stats.hashes):
+        if len(hashes):
+            yield bucket, hashes.tobytes()
+    for (topic, queue_id), runs in stats.runs.items():
+        yield buckets + _gap_bucket(topic, queue_id, buckets), (topic, queue_id, runs)
+
+
+def _second_stage(index: int, items: Iterator[tuple[int, Any]], *, examples: int, buckets: int) -> Iterator:
+    if index < buckets:
+        repeated = repeated_hashes(np.frombuffer(value, np.uint64) for _, value in items)
+        if len(repeated):
+            yield "candidates", repeated.tobytes()
+    elif index < 2 * buckets:
+        queues: dict[tuple[str, int], list[list[int]]] = {}
+        for _, (name, number, queue_runs) in items:
+            queues.setdefault((name, number), []).extend(queue_runs)
+        count = 0
+        rows: list[tuple[str, int, int, int]] = []
+        for (topic, queue_id), runs in queues.items():
+            found, first = gaps_of_runs(runs, examples)
+            count += found
+            rows = heapq.nsmallest(
+                examples, rows + [(topic, queue_id, before, after) for before, after in first], key=_gap_order
+            )
+        yield "gaps", count, rows
+    else:
+        for _, value in items:
+            yield value
+
+
+def _gap_order(row: tuple[str, int, int, int]) -> tuple:
+    topic, queue_id, before, after = row
+    return topic, queue_id, after, before
+
+
+def _slave_range(task: tuple[int, ScanRange], *, examples: int) -> tuple[int, Summary]:
+    slave, scan_range = task
+    return slave, _read_stats(scan_range, examples=examples)[1]
+
+
+def _candidate_keys(scan_range: ScanRange, *, bound: int, candidates) -> Iterator[tuple[tuple[str, str, str], int]]:
+    wanted = np.frombuffer(candidates.value, np.uint64)
+    for batch in read_range(scan_range, columns=STATS_COLUMNS):
+        good = np.asarray(batch.column("error").is_null()) & (np.asarray(batch.column("physical_offset")) < bound)
+        for kind, topics, values, hashes in batch_keys(batch.filter(good)):
+            hit = np.isin(hashes, wanted)
+            if hit.any():
+                keep = np.flatnonzero(hit)
+                for topic, value in zip(topics.take(keep).to_pylist(), values.take(keep).to_pylist()):
+                    yield (topic, kind, value), 1
+
+
+def _duplicate_order(row: tuple[str, str, str, int]) -> tuple:
+    topic, kind, value, copies = row
+    return -copies, topic, value, kind
+
+
+def _top_duplicates(items: Iterator[tuple[tuple[str, str, str], int]], *, examples: int) -> Iterator:
+    count = 0
+    best: list[tuple[str, str, str, int]] = []
+    for (topic, kind, value), copies in items:
+        count += 1
+        best = heapq.nsmallest(examples, [*best, (topic, kind, value, copies)], key=_duplicate_order)
+    yield count, best
+
+
+# ---------------------------------------------------------------------------------------------
 # The audit
 
 
@@ -206,39 +357,65 @@ def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, com
     *,
     context: int = 3,
     examples: int = 20,
-    on_progress=None,
+    on_progress: Callable[[str], None] | None = None,
+    partition_bytes: int = AUDIT_PARTITION_BYTES,
 ) -> AuditReport:
-    from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
+    from functools import partial
 
-    from .spark import register
-
-    register(spark)
     say = on_progress or (lambda text: None)
+    sc = spark.sparkContext
     master = read_layout(master_dir)
-    master_end = log_end(master)
-    replicas = []
+    slaves = [read_layout(d) for d in slave_dirs]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        master_end, *slave_ends = pool.map(log_end, [master, *slaves])
     bound_for_stats = up_to if up_to is not None else master_end
-    for slave_dir in slave_dirs:
-        slave = read_layout(slave_dir)
-        slave_end = log_end(slave)
+    master_ranges = plan_ranges([master], end_offset=up_to, partition_bytes=partition_bytes, plan_id=uuid.uuid4().hex)
+    buckets = max(1, -(-sum(r.hi - r.lo for r in master_ranges) // BUCKET_BYTES))
+    compare: list[tuple] = []
+    for i, slave in enumerate(slaves):
+        if _comparable(master, slave):
+            by_segment: dict[int, list[tuple]] = {}
+            for chunk in compare_tasks(master, slave, *_extent(master, slave)):
+                by_segment.setdefault(chunk[2], []).append(chunk)
+            compare += [("compare", i, chunks) for chunks in by_segment.values()]
+    # One comparison task per segment (its chunks in turn), first: they are the longest.
+    tasks: list[tuple] = compare + [("range", k, r) for k, r in enumerate(master_ranges)]
+    say(f"audit: {len(master_ranges)} range(s) of the master, {len(compare)} segment comparison(s) with the slaves")
+    master_summaries: dict[int, Summary] = {}
+    compared: dict[int, list[tuple[tuple, int | None]]] = {i: [] for i in range(len(slaves))}
+    candidates: list[np.ndarray] = []
+    gap_count = 0
+    gaps: list[tuple[str, int, int, int]] = []
+    if tasks:
+        for result in (
+            sc.parallelize(tasks, len(tasks))
+            .flatMap(partial(_first_stage, bound=bound_for_stats, examples=examples, buckets=buckets))
+            .partitionBy(2 * buckets + 1, _bucket_of)
+            .mapPartitionsWithIndex(partial(_second_stage, examples=examples, buckets=buckets))
+            .collect()
+        ):
+            if result[0] == "range":
+                master_summaries[result[1]] = result[2]
+            elif result[0] == "compare":
+                compared[result[1]].append((result[2], result[3]))
+            elif result[0] == "candidates":
+                candidates.append(np.frombuffer(result[1], np.uint64))
+            else:
+                gap_count += result[1]
+                gaps = heapq.nsmallest(examples, gaps + result[2], key=_gap_order)
+
+    replicas = []
+    identical_segments: list[set[int]] = []
+    for i, (slave_dir, slave, slave_end) in enumerate(zip(slave_dirs, slaves, slave_ends)):
         start = max(master.min_offset, slave.min_offset)
         bound = up_to if up_to is not None else slave_end
-        first = None
-        reason = None
-        if slave.segment_size != master.segment_size and slave.segments and master.segments:
+        first: int | None = None
+        reason: str | None = None
+        if not _comparable(master, slave):
             first, reason = start, f"segment sizes differ: master {master.segment_size}, slave {slave.segment_size}"
         else:
             limit = min(bound, master_end, slave_end)
-            tasks = compare_tasks(master, slave, start, limit)
-            say(f"audit: comparing {slave_dir} with {master_dir} over [{start}, {limit}) in {len(tasks)} task(s)")
-            found = []
-            if tasks:
-                found = [
-                    o
-                    for o in spark.sparkContext.parallelize(tasks, len(tasks)).map(compare_chunk).collect()
-                    if o is not None
-                ]
+            found = [o for chunk, o in compared[i] if o is not None and start <= o < limit and chunk[4] < limit]
             if found:
                 first, reason = min(found), "bytes differ"
             elif up_to is not None and min(master_end, slave_end) < up_to:
@@ -247,6 +424,7 @@ def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, com
                 reason = f"the {who}'s log ends at {first}, below the acknowledged offset {up_to}"
             elif up_to is None and slave_end > master_end:
                 first, reason = master_end, f"the slave's log runs past the master's end {master_end} to {slave_end}"
+        identical_segments.append(_identical_segments(compared[i]))
         replicas.append(
             ReplicaResult(
                 slave=str(slave_dir),
@@ -262,78 +440,88 @@ def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, com
             )
         )
 
-    say("audit: counting messages, errors, duplicates and queue-offset gaps")
-    stores = [str(master_dir), *map(str, slave_dirs)]
-    reader = spark.read.format("rocketstore-commitlog").option("paths", ",".join(stores))
-    if up_to is not None:
-        reader = reader.option("endOffset", str(up_to))
-    df = reader.load()
-    df = df.select(
-        "broker", "physical_offset", "topic", "queue_id", "queue_offset", "sys_flag", "properties", "keys", "error"
-    )
-    df.cache()
-    try:
-        counts = [
-            (r["broker"], r["topic"], r["count"])
-            for r in df.where("error is null").groupBy("broker", "topic").count().orderBy("broker", "topic").collect()
-        ]
-        errors_df = df.where("error is not null")
-        error_count = errors_df.count()
-        error_rows = [
-            (r["broker"], r["physical_offset"], r["error"])
-            for r in errors_df.orderBy("broker", "physical_offset").limit(examples).collect()
-        ]
-        m = df.where(
-            (F.col("broker") == str(master_dir))
-            & F.col("error").isNull()
-            & (F.col("physical_offset") < F.lit(bound_for_stats))
-        )
-        dup_uniq = (
-            m.where(F.col("properties").getItem("UNIQ_KEY").isNotNull())
-            .groupBy("topic", F.col("properties").getItem("UNIQ_KEY").alias("value"))
-            .count()
-            .where("count > 1")
-            .withColumn("kind", F.lit("UNIQ_KEY"))
-        )
-        dup_keys = (
-            m.where(F.col("keys").isNotNull() & (F.col("keys") != ""))
-            .groupBy("topic", F.col("keys").alias("value"))
-            .count()
-            .where("count > 1")
-            .withColumn("kind", F.lit("KEYS"))
-        )
-        dups = dup_uniq.unionByName(dup_keys)
-        duplicate_count = dups.count()
-        duplicates = [
-            (r["topic"], r["kind"], r["value"], r["count"])
-            for r in dups.orderBy(F.desc("count"), "topic", "value").limit(examples).collect()
-        ]
-        queued = m.where(~((F.col("sys_flag").bitwiseAND(12) == 4) | (F.col("sys_flag").bitwiseAND(12) == 12)))
-        w = Window.partitionBy("topic", "queue_id").orderBy("queue_offset")
-        gaps_df = (
-            queued.select("topic", "queue_id", "queue_offset")
-            .withColumn("previous", F.lag("queue_offset").over(w))
-            .where(F.col("previous").isNotNull() & (F.col("queue_offset") != F.col("previous") + 1))
-        )
-        gap_count = gaps_df.count()
-        gaps = [
-            (r["topic"], r["queue_id"], r["previous"], r["queue_offset"])
-            for r in gaps_df.orderBy("topic", "queue_id", "queue_offset").limit(examples).collect()
-        ]
-    finally:
-        df.unpersist()
+    # Every store's counts and errors; a slave's ranges come from the master's where they must agree.
+    by_range = {(r.seg_start, r.lo, r.hi): (r, master_summaries[k]) for k, r in enumerate(master_ranges)}
+    summaries: list[tuple[str, Summary]] = [(master.store_dir, s) for s in master_summaries.values()]
+    to_read: list[tuple[int, ScanRange]] = []
+    seen = {master.store_dir}
+    for i, slave in enumerate(slaves):
+        if slave.store_dir in seen:
+            continue  # a store named twice is counted once
+        seen.add(slave.store_dir)
+        for r in plan_ranges([slave], end_offset=up_to, partition_bytes=partition_bytes, plan_id=uuid.uuid4().hex):
+            same = by_range.get((r.seg_start, r.lo, r.hi))
+            if same is not None and r.seg_start in identical_segments[i] and _reads_alike(same[0], r, same[1]):
+                summaries.append((slave.store_dir, same[1]))
+            else:
+                to_read.append((i, r))
+    say(f"audit: {len(to_read)} range(s) of the slaves differ from the master's or end a log; reading them")
+    if to_read:
+        for i, summary in sc.parallelize(to_read, len(to_read)).map(partial(_slave_range, examples=examples)).collect():
+            summaries.append((slaves[i].store_dir, summary))
+    counts: dict[tuple[str, str], int] = {}
+    error_count = 0
+    error_rows: list[tuple[str, int, str]] = []
+    for broker, (topic_counts, errors, first_errors, _, _) in summaries:
+        for topic, n in topic_counts.items():
+            counts[(broker, topic)] = counts.get((broker, topic), 0) + n
+        error_count += errors
+        error_rows = heapq.nsmallest(examples, error_rows + [(broker, o, e) for o, e in first_errors])
+
+    duplicate_count = 0
+    duplicates: list[tuple[str, str, str, int]] = []
+    if candidates and master_ranges:
+        wanted = np.unique(np.concatenate(candidates))
+        say(f"audit: resolving {len(wanted)} repeated key hash(es) exactly")
+        shared = sc.broadcast(wanted.tobytes())
+        try:
+            for count, best in (
+                sc.parallelize(master_ranges, len(master_ranges))
+                .flatMap(partial(_candidate_keys, bound=bound_for_stats, candidates=shared))
+                .reduceByKey(add)
+                .filter(lambda kv: kv[1] > 1)
+                .mapPartitions(partial(_top_duplicates, examples=examples))
+                .collect()
+            ):
+                duplicate_count += count
+                duplicates = heapq.nsmallest(examples, duplicates + best, key=_duplicate_order)
+        finally:
+            shared.unpersist()
     return AuditReport(
         master=str(master_dir),
         up_to=up_to,
         replicas=tuple(replicas),
-        topic_counts=tuple(counts),
+        topic_counts=tuple((broker, topic, n) for (broker, topic), n in sorted(counts.items())),
         error_rows=tuple(error_rows),
         error_count=error_count,
-        duplicate_keys=tuple(duplicates),
+        duplicate_keys=tuple((topic, kind, value, copies) for topic, kind, value, copies in duplicates),
         duplicate_count=duplicate_count,
         gaps=tuple(gaps),
         gap_count=gap_count,
     )
+
+
+def _bucket_of(key: int) -> int:
+    return key
+
+
+def _comparable(master: StoreLayout, slave: StoreLayout) -> bool:
+    return not (slave.segment_size != master.segment_size and slave.segments and master.segments)
+
+
+def _extent(master: StoreLayout, slave: StoreLayout) -> tuple[int, int]:
+    """From the first segment of either store to the end of the last one."""
+    segments = [*master.segments, *slave.segments]
+    if not segments:
+        return 0, 0
+    size = master.segment_size or slave.segment_size
+    return min(s.start for s in segments), max(s.start for s in segments) + size
+
+
+def _identical_segments(compared: list[tuple[tuple, int | None]]) -> set[int]:
+    """Segment starts whose every chunk compared equal (both files present)."""
+    differ = {chunk[2] for chunk, found in compared if found is not None}
+    return {chunk[2] for chunk, _ in compared} - differ
 
 
 def format_audit(report: AuditReport) -> str:

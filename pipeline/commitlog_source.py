@@ -23,18 +23,20 @@ those columns; any other user schema is refused.
 Partitions are `ScanRange`s (`pipeline.layout`); tasks walk records with `pipeline.walk` and decode
 them with `pipeline.decode`, opening each segment read-only (mmap) inside `read()`: readers carry
 plain values only, nothing open (Spark pickles them). Every row's `broker` is the store directory as
-given. Thread-safety: each task's reader is used by one Spark task thread; nothing is shared.
+given.
+
+Each task reads its range with `pipeline.scan.read_range`.
+
+Thread-safety: each task's reader is used by one Spark task thread; nothing is shared.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
-import os
+import uuid
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (
     BinaryType,
@@ -47,13 +49,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from .decode import COLUMN_NAMES, COLUMNS, SCHEMA_DDL, decode_records, error_row, find_chain, rows_to_batch
+from .decode import COLUMN_NAMES, COLUMNS, SCHEMA_DDL
 from .layout import DEFAULT_PARTITION_BYTES, ScanRange, plan_ranges, read_layout
-from .walk import Stop, walk_segment
+from .scan import TORN_END, TORN_REPORT, read_range
 
 FORMAT = "rocketstore-commitlog"
-TORN_END = "end"
-TORN_REPORT = "report"
 
 
 class SourceOptionError(ValueError):
@@ -189,11 +189,16 @@ class CommitLogReader(DataSourceReader):
         self.torn_tail = str(options.get("tornTail", TORN_END)).lower()
         if self.torn_tail not in (TORN_END, TORN_REPORT):
             raise SourceOptionError(f"{FORMAT}: option tornTail must be {TORN_END} or {TORN_REPORT}")
+        self.plan_id = uuid.uuid4().hex
 
     def partitions(self) -> list[RangePartition]:
         layouts = [read_layout(p, self.broker_names.get(p, "")) for p in self.paths]
         ranges = plan_ranges(
-            layouts, start_offset=self.start_offset, end_offset=self.end_offset, partition_bytes=self.partition_bytes
+            layouts,
+            start_offset=self.start_offset,
+            end_offset=self.end_offset,
+            partition_bytes=self.partition_bytes,
+            plan_id=self.plan_id,
         )
         return [RangePartition(r) for r in ranges]
 
@@ -207,97 +212,3 @@ class CommitLogReader(DataSourceReader):
             torn_tail=self.torn_tail,
             batch_rows=self.batch_rows,
         )
-
-
-def read_range(
-    scan_range: ScanRange,
-    *,
-    columns: list[str] | tuple[str, ...] = COLUMN_NAMES,
-    verify_crc: bool = True,
-    topics: list[str] | None = None,
-    torn_tail: str = TORN_END,
-    batch_rows: int = 32768,
-) -> Iterator[pa.RecordBatch]:
-    """The Arrow batches of one range; usable without Spark (the audit's context, tests)."""
-    named = "broker_name" in columns
-    for batch in _read_range(
-        scan_range,
-        columns=[c for c in columns if c != "broker_name"],
-        verify_crc=verify_crc,
-        topics=topics,
-        torn_tail=torn_tail,
-        batch_rows=batch_rows,
-    ):
-        if named:
-            value = pa.array([scan_range.broker_name] * batch.num_rows, pa.string())
-            batch = pa.RecordBatch.from_arrays([*batch.columns, value], names=[*batch.schema.names, "broker_name"])
-            batch = batch.select(list(columns))
-        yield batch
-
-
-def _read_range(
-    scan_range: ScanRange,
-    *,
-    columns: list[str],
-    verify_crc: bool,
-    topics: list[str] | None,
-    torn_tail: str,
-    batch_rows: int,
-) -> Iterator[pa.RecordBatch]:
-    r = scan_range
-    wanted = pa.array(topics, pa.string()) if topics else None
-    decoded = list(columns) if wanted is None or "topic" in columns else [*columns, "topic"]
-    try:
-        fd = os.open(r.path, os.O_RDONLY)
-    except FileNotFoundError:
-        # Retention deleted the segment since planning: say so, never return nothing silently.
-        yield rows_to_batch(
-            [error_row(r.start_offset, f"segment {r.path} disappeared (deleted by retention?)", r.broker)], columns
-        )
-        return
-    try:
-        buf = mmap.mmap(fd, r.seg_size, access=mmap.ACCESS_READ)
-    finally:
-        os.close(fd)
-    try:
-        walk = walk_segment(
-            buf,
-            r.seg_start,
-            r.seg_size,
-            r.lo,
-            r.hi,
-            last_data_segment=r.last_data_segment,
-            flushed_offset=r.flushed_offset,
-            batch_records=batch_rows,
-            finder=find_chain,
-        )
-        for item in walk:
-            if isinstance(item, Stop):
-                if item.torn and torn_tail == TORN_END:
-                    continue
-                reason = item.reason
-                if item.torn:
-                    reason = f"torn tail: {reason}"
-                elif item.resume is not None:
-                    reason = (
-                        f"{reason}; {item.resume - item.offset} bytes skipped to the next valid record at {item.resume}"
-                    )
-                elif item.kind == "bad":
-                    reason = f"{reason}; no valid record follows in the segment"
-                yield rows_to_batch([error_row(item.offset, reason, r.broker)], columns)
-                continue
-            for batch in decode_records(
-                buf, r.seg_start, r.seg_size, item, broker=r.broker, verify_crc=verify_crc, columns=decoded
-            ):
-                if wanted is not None:
-                    topic = batch.column("topic")
-                    batch = batch.filter(pc.or_(pc.is_in(topic, value_set=wanted), pc.is_null(topic)))
-                    if len(decoded) != len(columns):
-                        batch = batch.select(list(columns))
-                if batch.num_rows:
-                    yield batch
-    finally:
-        try:
-            buf.close()
-        except BufferError:
-            pass  # an Arrow view of the mapping is still alive; the mapping goes with it

@@ -312,6 +312,28 @@ def _parse_properties(raw: pa.Array, n: int) -> tuple[pa.Array, pa.Array, pa.Arr
     return mapped, picked[0], picked[1]
 
 
+def property_values(properties: pa.MapArray, name: str, *, last: bool) -> pa.Array:
+    """Per record, the value of the first (or last) pair named `name` in its properties map, null
+    when none: the last is what the codec's dict keeps, the first what Spark's `properties[name]`
+    finds."""
+    n = len(properties)
+    offsets = np.asarray(properties.offsets)  # n + 1 positions into the (unsliced) child arrays
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    index = np.full(n, -1, np.int64)
+    if hi > lo:
+        named = pc.equal(properties.keys.slice(lo, hi - lo), name).fill_null(False)
+        hit = lo + np.flatnonzero(np.asarray(named))
+        if len(hit):
+            record = np.searchsorted(offsets, hit, side="right") - 1
+            if last:
+                record, hit = record[::-1], hit[::-1]
+            records, chosen = np.unique(record, return_index=True)
+            index[records] = hit[chosen]
+    if properties.null_count:
+        index[np.asarray(properties.is_null())] = -1
+    return properties.items.take(pa.array(index, mask=index < 0))
+
+
 def _crc_ok(bodies: pa.Array, crcs: np.ndarray) -> np.ndarray:
     computed = np.fromiter(map(zlib.crc32, bodies.to_pylist()), np.int64, count=len(bodies))
     return (computed & 0x7FFFFFFF) == crcs

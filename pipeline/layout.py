@@ -74,6 +74,9 @@ class ScanRange:
     last_data_segment: bool
     flushed_offset: int | None
     broker_name: str = ""
+    # Names the plan the range belongs to: tasks of one plan share the walk positions they learn
+    # (`pipeline.commitlog_source`); "" shares nothing.
+    plan_id: str = ""
 
     @property
     def start_offset(self) -> int:
@@ -128,6 +131,7 @@ def plan_ranges(
     start_offset: int = 0,
     end_offset: int | None = None,
     partition_bytes: int = DEFAULT_PARTITION_BYTES,
+    plan_id: str = "",
 ) -> list[ScanRange]:
     """Byte ranges covering every segment of every layout within [start_offset, end_offset)."""
     if partition_bytes <= 0:
@@ -154,6 +158,7 @@ def plan_ranges(
                         seg.start == last_data,
                         layout.flushed_offset,
                         layout.broker_name,
+                        plan_id,
                     )
                 )
     return ranges

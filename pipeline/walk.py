@@ -31,7 +31,7 @@ Pure functions over any buffer (bytes, bytearray, mmap); thread-safe.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import NamedTuple
 
 from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, RecordKind, check_record
@@ -156,16 +156,23 @@ def walk_segment(  # noqa: C901, PLR0915 - one walk of a segment, a branch per r
     batch_records: int = 32768,
     window_bytes: int = 8 << 20,
     finder: ChainFinder = hop_chain,
-) -> Iterator[Sequence[int] | Stop]:
+    start: int = 0,
+) -> Generator[Sequence[int] | Stop, None, int | None]:
     """Record positions (relative to the segment start, in batches of at most about
     `batch_records`) and `Stop`s for the records and bad spots whose start lies in the
     segment-relative range [lo, hi). Batches are lists or numpy arrays, as the finder returns.
 
+    `start` is a position the walk from the segment start visits (0, or a position an earlier
+    walk of the same bytes returned): the walk replays from there up to lo. The generator returns
+    the first position at or past hi that the walk visits, the `start` for a range beginning there;
+    None when the walk ends before it.
+
     The last record of the chain is held back until the chain goes on past it: when it is the
     log's last record and fails its full check (a header that reached the disk before the rest of
     the record), it is part of a torn tail, not a record."""
-    pos = 0
+    pos = start
     hi = min(hi, seg_size)
+    ended = False
     pending: list[Sequence[int]] = []
     pending_count = 0
     held: int | None = None
@@ -173,11 +180,22 @@ def walk_segment(  # noqa: C901, PLR0915 - one walk of a segment, a branch per r
     classified_at = -1
     while pos < hi:
         if pos < lo:
-            pos = (
-                skip_chain(buf, seg_start, seg_size, pos, lo)
-                if finder is hop_chain
-                else _skip_with(finder, buf, seg_start, seg_size, pos, lo, window_bytes)
+            skipped = advance(
+                buf,
+                seg_start,
+                seg_size,
+                pos,
+                lo,
+                last_data_segment=last_data_segment,
+                flushed_offset=flushed_offset,
+                finder=finder,
+                window_bytes=window_bytes,
             )
+            if skipped is None:
+                ended = True
+                break
+            pos = skipped
+            continue
         else:
             found, pos = finder(buf, seg_start, seg_size, pos, min(hi, pos + window_bytes))
             if len(found):
@@ -199,6 +217,7 @@ def walk_segment(  # noqa: C901, PLR0915 - one walk of a segment, a branch per r
         )
         classified_at = pos
         if stop is None or stop.resume is None:
+            ended = True
             break
         if pos >= lo:
             if held is not None:
@@ -230,6 +249,40 @@ def walk_segment(  # noqa: C901, PLR0915 - one walk of a segment, a branch per r
     yield from pending
     if stop is not None and pos >= lo and classified_at == pos:
         yield stop
+    return None if ended else pos
+
+
+def advance(
+    buf,
+    seg_start: int,
+    seg_size: int,
+    pos: int,
+    lo: int,
+    *,
+    last_data_segment: bool,
+    flushed_offset: int | None,
+    finder: ChainFinder = hop_chain,
+    window_bytes: int = 8 << 20,
+) -> int | None:
+    """From `pos`, a position the walk visits, the first position at or past `lo` it visits
+    (chain hops and resyncs, no decoding); None when the walk ends before `lo`."""
+    while pos < lo:
+        pos = (
+            skip_chain(buf, seg_start, seg_size, pos, lo)
+            if finder is hop_chain
+            else _skip_with(finder, buf, seg_start, seg_size, pos, lo, window_bytes)
+        )
+        if pos >= lo:
+            break
+        if _continues(buf, seg_start, seg_size, pos):
+            continue  # the finder stopped at a window limit, not at a broken chain
+        stop = classify(
+            buf, seg_start, seg_size, pos, last_data_segment=last_data_segment, flushed_offset=flushed_offset
+        )
+        if stop is None or stop.resume is None:
+            return None
+        pos = stop.resume - seg_start
+    return pos
 
 
 def _torn_record(buf, seg_start: int, seg_size: int, pos: int, flushed_offset: int | None) -> Stop | None:
@@ -259,10 +312,14 @@ def _skip_with(finder: ChainFinder, buf, seg_start: int, seg_size: int, pos: int
     return pos
 
 
-def chain_end(buf, seg_start: int, seg_size: int) -> int:
+def chain_end(buf, seg_start: int, seg_size: int, finder: ChainFinder = hop_chain) -> int:
     """Segment-relative position where the chain from the segment start first stops: the end of
     the segment's valid prefix (a blank record counts to the segment end)."""
-    pos = skip_chain(buf, seg_start, seg_size, 0, seg_size)
+    pos = (
+        skip_chain(buf, seg_start, seg_size, 0, seg_size)
+        if finder is hop_chain
+        else _skip_with(finder, buf, seg_start, seg_size, 0, seg_size, 8 << 20)
+    )
     if pos < seg_size and blank_magic_at(buf, pos):
         try:
             if check_record(buf, pos, seg_size, seg_start + pos, verify_crc=False).kind == RecordKind.BLANK:

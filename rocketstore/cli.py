@@ -100,8 +100,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "health",
-        "exit 0 when the broker answers its admin status call (for container health checks)",
-        "rocketstore.commands.status:status_arguments",
+        "exit 0 when the broker answers its admin status call (for container health checks; -c broker.conf)",
+        "rocketstore.commands.status:health_arguments",
         "rocketstore.commands.status:run_health",
     ),
     Command(
@@ -124,7 +124,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "message",
-        "look messages up by key, message id or CommitLog offset (admin API)",
+        "look messages up (key, id, offset), page through a topic by time, resend dead letters (admin API)",
         "rocketstore.commands.message:message_arguments",
         "rocketstore.commands.message:run_message",
     ),
@@ -133,6 +133,24 @@ COMMANDS: tuple[Command, ...] = (
         "a running broker's config: get it, set the keys that change live (also `broker config`)",
         "rocketstore.commands.config:config_arguments",
         "rocketstore.commands.config:run_config",
+    ),
+    Command(
+        "connections",
+        "the producers and consumers a broker heard from lately, by protocol (admin API)",
+        "rocketstore.commands.clients:connections_arguments",
+        "rocketstore.commands.clients:run_connections",
+    ),
+    Command(
+        "console",
+        "the operators' web console on 127.0.0.1: cluster, topics, groups, messages, connections, charts",
+        "rocketstore.commands.console:console_arguments",
+        "rocketstore.commands.console:run_console",
+    ),
+    Command(
+        "console-account",
+        "add a web console account or change its role and password (hashed, in the accounts file)",
+        "rocketstore.commands.console:account_arguments",
+        "rocketstore.commands.console:run_account",
     ),
     Command(
         "cluster",
@@ -157,11 +175,24 @@ def _version() -> str:
 
 class _Parser(argparse.ArgumentParser):
     """No prefix matching of long options (`--top` is not `--topic`), here and in every
-    subcommand's parser (argparse makes subparsers of the parent's class)."""
+    subcommand's parser (argparse makes subparsers of the parent's class); and every subcommand's
+    `--help` describes it: a subparser made with a `help` and no `description` takes the help."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def add_subparsers(self, **kwargs):
+        action = super().add_subparsers(**kwargs)
+        add_parser = action.add_parser
+
+        def described(name: str, **options):
+            if options.get("help") and not options.get("description"):
+                options["description"] = options["help"]
+            return add_parser(name, **options)
+
+        action.add_parser = described
+        return action
 
 
 def _aliased(argv: list[str]) -> list[str]:

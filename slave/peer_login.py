@@ -40,7 +40,7 @@ def login(
             timeout=timeout_s,
         )
     except grpc.RpcError as exc:
-        code, text = describe(exc, tls=tls)
+        code, text = describe(exc, tls=tls, address=address)
         raise LoginFailed(f"Hello: {text}", refusal=code in REFUSALS) from None
     hello = HelloAnswer(answer.server_nonce, answer.server_proof, Identity(answer.broker_name, answer.broker_id))
     try:

@@ -247,7 +247,7 @@ class SlaveReplicator:
                 master_address=self._address,
                 connected=connected,
                 master_max_offset=session.master_max_offset if session else 0,
-                durable_offset=session.durable_offset if session else self._store_durable(),
+                durable_offset=session.durable_offset if session and connected else self._store_durable(),
                 last_chunk_ms=self._last_chunk_wall_ms(session),
                 last_error=self._last_error,
                 master_client_endpoint=session.master_client_endpoint if session else "",
@@ -278,10 +278,13 @@ class SlaveReplicator:
         return 0 if age_ms is None else self._wall() - age_ms
 
     def _session_locked(self) -> tuple[SlaveSession | None, bool]:
-        """The current stream's session, else the last one's, and whether a stream is up."""
+        """The current stream's session once the master accepted it, else the last accepted one's
+        (what the master said last, and when, outlives the attempts to reach it again), and
+        whether a stream is up."""
         current = self._current
-        session = current.session if current is not None else self._last
-        return session, current is not None and session is not None and session.accepted
+        if current is not None and current.session.accepted:
+            return current.session, True
+        return self._last, False
 
     def _streaming(self) -> bool:
         return self.contact()[0]
@@ -480,7 +483,8 @@ class SlaveReplicator:
             with self._cond:
                 stream.ended = True
                 self._current = None
-                self._last = session
+                if session.accepted:
+                    self._last = session
                 self._cond.notify_all()
             if stream.call is not None:
                 stream.call.cancel()

@@ -39,6 +39,8 @@ from typing import NamedTuple
 
 from .message import (
     BORNHOST_V6_FLAG,
+    MAX_BORN_TIMESTAMP_MS,
+    MIN_BORN_TIMESTAMP_MS,
     PROPERTY_DELAY_TIME_LEVEL,
     STOREHOST_V6_FLAG,
     TRANSACTION_TYPE_MASK,
@@ -222,6 +224,10 @@ def body_crc(body: bytes | memoryview) -> int:
 # Encoding
 
 
+# Valid topic names and their encoded TOPIC field, keyed by what producers send, so bounded: a
+# flood of new names (refused later, by topic admission) once filled 65,536 entries, 23 MiB held for
+# good, and no later topic was cached. Full, it starts over: the topics in use return at their next put.
+TOPIC_CACHE_MAX = 4096
 _valid_topics: dict[str, bytes] = {}
 
 
@@ -243,8 +249,9 @@ def _topic_suffix(topic: object) -> bytes:
             PutMessageStatus.MESSAGE_ILLEGAL, f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
         )
     suffix = _U8.pack(len(encoded)) + encoded
-    if len(_valid_topics) < 65536:
-        _valid_topics[topic] = suffix
+    if len(_valid_topics) >= TOPIC_CACHE_MAX:
+        _valid_topics.clear()
+    _valid_topics[topic] = suffix
     return suffix
 
 
@@ -254,7 +261,7 @@ _INT_FIELDS = (
     ("sys_flag", _INT32_MIN, _INT32_MAX),
     ("reconsume_times", _INT32_MIN, _INT32_MAX),
     ("prepared_transaction_offset", -(1 << 63), (1 << 63) - 1),
-    ("born_timestamp_ms", -(1 << 63), (1 << 63) - 1),
+    ("born_timestamp_ms", MIN_BORN_TIMESTAMP_MS, MAX_BORN_TIMESTAMP_MS),
 )
 
 
@@ -362,6 +369,12 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
     born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
     if msg.queue_id < 0 if type(msg.queue_id) is int else True:
         raise _explain_bad_ints(msg)
+    if type(born_ts) is int and not MIN_BORN_TIMESTAMP_MS <= born_ts <= MAX_BORN_TIMESTAMP_MS:
+        raise MessageRejected(
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            f"born timestamp {born_ts} ms is not a time of the years 1 to 9999 "
+            f"([{MIN_BORN_TIMESTAMP_MS}, {MAX_BORN_TIMESTAMP_MS}] ms since the epoch)",
+        )
     try:
         head = fixed.pack(
             total,

@@ -69,6 +69,7 @@ DEFAULT_PROBE_BYTES = 64 * 1024
 RESERVE_STEP_BYTES = 64 * 1024
 
 _UNIT = struct.Struct(">qiq")
+_UNIT_HEAD = struct.Struct(">qi")
 _SIZE = struct.Struct(">i")
 _FILLER_SIZE_BYTES = _SIZE.pack(FILLER_SIZE)
 _ZERO_UNIT = bytes(UNIT_SIZE)
@@ -369,34 +370,88 @@ class ConsumeQueue:
         data = encode_unit(commit_log_offset, size, tags_code)
         if queue_offset < 0:
             raise ValueError(f"negative queue offset {queue_offset}")
-        unit = CqUnit(commit_log_offset, size, tags_code)
         with self._write_lock:
             if self._closed:
                 raise ConsumeQueueClosed(f"consume queue {self.topic}-{self.queue_id} is closed")
-            end = self._max_offset
-            if queue_offset < end:
-                return self._check_repeat(queue_offset, unit)
-            if commit_log_offset < self._max_physic_offset:
-                raise ConsumeQueueConflict(
-                    f"{self.topic}-{self.queue_id}: unit for queue offset {queue_offset} points at CommitLog "
-                    f"offset {commit_log_offset}, below the end {self._max_physic_offset} already indexed"
-                )
-            if not self._files.files:
-                self._start_at(queue_offset)
-            elif queue_offset > end:
-                log.warning(
-                    "consume queue %s-%d: put at queue offset %d beyond the end %d; filling %d places",
-                    self.topic,
-                    self.queue_id,
-                    queue_offset,
-                    end,
-                    queue_offset - end,
-                )
-                self._fill_to(queue_offset)
-            self._write_unit(data)
-            self._max_physic_offset = commit_log_offset + size
-            self._max_offset = queue_offset + 1  # publish last: the unit is complete
+            if queue_offset < self._max_offset:
+                return self._check_repeat(queue_offset, CqUnit(commit_log_offset, size, tags_code))
+            self._append(queue_offset, data, commit_log_offset)
             return True
+
+    def put_run(self, queue_offset: int, units: bytes | bytearray | memoryview) -> int:
+        """Append consecutive units, already encoded (20 bytes each, `encode_unit`'s layout), for
+        queue offsets `queue_offset`, `queue_offset` + 1, ...: what as many `put` calls write when
+        `queue_offset` is at or past the queue's end (a gap before it gets fillers, as `put` does).
+        Their CommitLog offsets must ascend, each unit starting at or past the previous one's end.
+        Every unit is checked before anything is written (ValueError for a unit no message can
+        have or a run out of CommitLog order, ConsumeQueueConflict as `put`); units land in
+        ascending order, each with its size last, so a crash leaves a prefix of them. Returns how
+        many were written. For an offline rebuild: one call per run instead of one per message."""
+        if queue_offset < 0:
+            raise ValueError(f"negative queue offset {queue_offset}")
+        if len(units) % UNIT_SIZE:
+            raise ValueError(f"units are {UNIT_SIZE} bytes each; got {len(units)} bytes")
+        if not units:
+            return 0
+        first = last_end = None
+        for offset, size, _ in _UNIT.iter_unpack(units):
+            if offset < 0 or not 0 < size < FILLER_SIZE:
+                raise ValueError(f"unit ({offset}, {size}) is no message's")
+            if last_end is not None and offset < last_end:
+                raise ValueError(f"unit at CommitLog offset {offset} comes before the previous unit's end {last_end}")
+            if first is None:
+                first = offset
+            last_end = offset + size
+        assert first is not None and last_end is not None
+        with self._write_lock:
+            if self._closed:
+                raise ConsumeQueueClosed(f"consume queue {self.topic}-{self.queue_id} is closed")
+            if queue_offset < self._max_offset:
+                raise ValueError(f"put_run appends: queue offset {queue_offset} is below the end {self._max_offset}")
+            self._append(queue_offset, units, first)
+        return len(units) // UNIT_SIZE
+
+    def _append(self, queue_offset: int, units, first_offset: int) -> None:
+        """Units for `queue_offset` on, at or past the end; under the write lock."""
+        end = self._max_offset
+        if first_offset < self._max_physic_offset:
+            raise ConsumeQueueConflict(
+                f"{self.topic}-{self.queue_id}: unit for queue offset {queue_offset} points at CommitLog "
+                f"offset {first_offset}, below the end {self._max_physic_offset} already indexed"
+            )
+        if not self._files.files:
+            self._start_at(queue_offset)
+        elif queue_offset > end:
+            log.warning(
+                "consume queue %s-%d: put at queue offset %d beyond the end %d; filling %d places",
+                self.topic,
+                self.queue_id,
+                queue_offset,
+                end,
+                queue_offset - end,
+            )
+            self._fill_to(queue_offset)
+        done = 0
+        total = len(units)
+        while done < total:
+            segment = self._files.last_for_append()
+            pos = segment.wrote_position
+            block = units[done : done + min(total - done, self.file_size - pos)]
+            stop = pos + len(block)
+            segment.ensure_reserved(stop)
+            # Sizes last: until a unit's size lands it reads as zeros, the end of the queue.
+            unsized = bytearray(block)
+            with memoryview(unsized).cast("i") as fields, memoryview(bytes(len(block) // 5)).cast("i") as zeros:
+                fields[2::5] = zeros
+            segment.write_at(pos, memoryview(unsized))
+            with memoryview(segment.buf) as mapped, mapped[pos:stop].cast("i") as fields:
+                with memoryview(block).cast("i") as given:
+                    fields[2::5] = given[2::5]
+            segment.wrote_position = segment.committed_position = stop
+            done += len(block)
+            last_offset, last_size = _UNIT_HEAD.unpack_from(block, len(block) - UNIT_SIZE)
+            self._max_physic_offset = last_offset + last_size
+            self._max_offset = queue_offset + done // UNIT_SIZE  # publish last: the units are complete
 
     def _check_repeat(self, queue_offset: int, unit: CqUnit) -> bool:
         existing = self._read_unit(queue_offset)
@@ -436,16 +491,6 @@ class ConsumeQueue:
                 segment.write_at(at, _FILLER_SIZE_BYTES)
             segment.wrote_position = segment.committed_position = stop
             self._max_offset += count  # fillers may be published as they land
-
-    def _write_unit(self, data: bytes) -> None:
-        segment = self._files.last_for_append()
-        pos = segment.wrote_position
-        segment.ensure_reserved(pos + UNIT_SIZE)
-        # Size last: until it lands the unit reads as zeros, the end of the queue.
-        segment.write_at(pos, data[:8])
-        segment.write_at(pos + 12, data[12:])
-        segment.write_at(pos + 8, data[8:12])
-        segment.wrote_position = segment.committed_position = pos + UNIT_SIZE
 
     def flush(self, least_pages: int = 0) -> bool:
         """fdatasync written units, file after file, when at least `least_pages` pages are dirty in

@@ -201,6 +201,11 @@ class ConsumerOffsetManager:
         with self._lock:
             return {g for (t, g) in self._table if t == topic}
 
+    def groups(self) -> set[str]:
+        """Every group with an offset in some topic."""
+        with self._lock:
+            return {g for (_, g) in self._table}
+
     def topics_of(self, group: str) -> set[str]:
         with self._lock:
             return {t for (t, g) in self._table if g == group}

@@ -47,7 +47,7 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -70,6 +70,7 @@ INT32_MAX = 2**31 - 1
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
+_DIFF_LIMIT_MS = (INT32_MAX + 1) * 1000  # a timeDiff from here on is clamped to INT32_MAX
 _HEADER = struct.Struct(">qqqqii")
 _ENTRY = struct.Struct(">iqii")
 _I32 = struct.Struct(">i")
@@ -424,53 +425,73 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp_ms: int) -> bool:
         """Index `key` (already `topic#key`); False when the file is full."""
+        return self.put_hashes((key_hash(key),), (phy_offset,), (store_timestamp_ms,)) == 1
+
+    def put_hashes(
+        self, hashes: Sequence[int], phy_offsets: Sequence[int], timestamps: Sequence[int], start: int = 0
+    ) -> int:
+        """Entries for keys whose hashes (`key_hash` of `topic#key`) are given, from position
+        `start` of the three sequences on, as many as fit: what `put_key` writes for each, in
+        order. Returns how many were written (fewer when the file fills up). Each entry is written
+        whole, then its slot; the header, with the count that publishes them, once at the end. A
+        reader racing a call of several entries may therefore miss the older entries of a slot the
+        call touched until it returns: the dispatcher puts one key at a time, a bulk build (the
+        pipeline's rebuild) is alone with its files. ValueError for a hash, offset or timestamp out
+        of range (the entries before it are kept)."""
         if not self._pin():
             raise ValueError(f"index file {self.path} is closed")
         try:
             count = self.index_count
-            if count >= self.index_num:
-                return False
-            if not (0 <= phy_offset <= INT64_MAX and INT64_MIN <= store_timestamp_ms <= INT64_MAX):
-                raise ValueError(f"phy_offset {phy_offset} / store timestamp {store_timestamp_ms} out of range")
-            buf = self._buf
-            entry_pos = entry_position(self.hash_slot_num, count)
-            if entry_pos + INDEX_ENTRY_SIZE > self._reserved_end:
+            n = min(len(hashes) - start, self.index_num - count)
+            if n <= 0:
+                return 0
+            slots = self.hash_slot_num
+            end_pos = entry_position(slots, count + n)
+            if end_pos > self._reserved_end:
+                step = max(_RESERVE_STEP, end_pos - self._reserved_end)
                 self._reserved_end = reserve_blocks(
-                    self._fd, self._reserved_end, min(_RESERVE_STEP, self.file_size - self._reserved_end)
+                    self._fd, self._reserved_end, min(step, self.file_size - self._reserved_end)
                 )
-            hash_ = key_hash(key)
-            slot_pos = slot_position(slot_of(hash_, self.hash_slot_num))
-            prev = _I32.unpack_from(buf, slot_pos)[0]
-            if prev <= INVALID_INDEX or prev >= count:
-                prev = INVALID_INDEX  # empty, or left by a put the header never published
-            first = count <= 1
-            # RocketMQ computes the first entry's timeDiff from the begin the header had before it
-            # (the previous file's end), then moves begin to this entry: the entry then reads as
-            # later than it was stored. It becomes the begin, so its diff is 0 here.
-            diff = 0 if first else time_diff_seconds(store_timestamp_ms, self.begin_timestamp)
-            _ENTRY.pack_into(buf, entry_pos, hash_, phy_offset, diff, prev)
-            _I32.pack_into(buf, slot_pos, count)
-            if first:
-                self.begin_phy_offset = phy_offset
-                self.begin_timestamp = store_timestamp_ms
-            if prev == INVALID_INDEX:
-                self.hash_slot_count += 1
-            self.end_phy_offset = phy_offset
-            self.end_timestamp = store_timestamp_ms
-            _HEADER.pack_into(
-                buf,
-                0,
-                self.begin_timestamp,
-                store_timestamp_ms,
-                self.begin_phy_offset,
-                phy_offset,
-                self.hash_slot_count,
-                count + 1,
-            )
-            self._dirty = True
-            # Published last: readers bound every walk by index_count.
-            self.index_count = count + 1
-            return True
+            buf = self._buf
+            read_slot, write_slot, write_entry = _I32.unpack_from, _I32.pack_into, _ENTRY.pack_into
+            entry_pos = entry_position(slots, count)
+            begin_ts, begin_phy, used = self.begin_timestamp, self.begin_phy_offset, self.hash_slot_count
+            end_phy, end_ts = self.end_phy_offset, self.end_timestamp
+            try:
+                for i in range(start, start + n):
+                    hash_, phy, ts = hashes[i], phy_offsets[i], timestamps[i]
+                    if not (0 <= hash_ <= INT32_MAX and 0 <= phy <= INT64_MAX and INT64_MIN <= ts <= INT64_MAX):
+                        raise ValueError(f"key hash {hash_} / phy_offset {phy} / store timestamp {ts} out of range")
+                    slot_pos = HEADER_SIZE + hash_ % slots * HASH_SLOT_SIZE
+                    prev = read_slot(buf, slot_pos)[0]
+                    if prev <= INVALID_INDEX or prev >= count:
+                        prev = INVALID_INDEX  # empty, or left by a put the header never published
+                        used += 1
+                    if count <= 1:
+                        # RocketMQ computes the first entry's timeDiff from the begin the header had
+                        # before it (the previous file's end), then moves begin to this entry: the
+                        # entry then reads as later than it was stored. It becomes the begin, so its
+                        # diff is 0 here.
+                        diff = 0
+                        begin_ts, begin_phy = ts, phy
+                    elif begin_ts <= 0 or ts <= begin_ts:
+                        diff = 0  # time_diff_seconds, inlined: this loop runs per entry
+                    else:
+                        diff = (ts - begin_ts) // 1000 if ts - begin_ts < _DIFF_LIMIT_MS else INT32_MAX
+                    write_entry(buf, entry_pos, hash_, phy, diff, prev)
+                    write_slot(buf, slot_pos, count)
+                    end_phy, end_ts = phy, ts
+                    entry_pos += INDEX_ENTRY_SIZE
+                    count += 1
+            finally:
+                if count > self.index_count:
+                    self.begin_timestamp, self.begin_phy_offset, self.hash_slot_count = begin_ts, begin_phy, used
+                    self.end_phy_offset, self.end_timestamp = end_phy, end_ts
+                    _HEADER.pack_into(buf, 0, begin_ts, end_ts, begin_phy, end_phy, used, count)
+                    self._dirty = True
+                    # Published last: readers bound every walk by index_count.
+                    self.index_count = count
+            return n
         finally:
             self._unpin()
 
@@ -682,6 +703,20 @@ class IndexService:
                 index_file = self._writable_file()
             written += 1
         return written
+
+    def put_hashes(self, hashes: Sequence[int], phy_offsets: Sequence[int], timestamps: Sequence[int]) -> int:
+        """Entries for keys whose hashes (`key_hash` of `topic#key`) are given, in CommitLog
+        order, into the newest file and new ones as files fill: what `build_index` writes for
+        them, without its per-message decisions (rolled-back transactions, re-dispatched messages,
+        a key named twice), which the caller has made. For a bulk build alone with the files (see
+        `IndexFile.put_hashes`). Returns how many were written (all of them)."""
+        done = 0
+        while done < len(hashes):
+            index_file = self._writable_file()
+            done += index_file.put_hashes(hashes, phy_offsets, timestamps, done)
+            if done < len(hashes):
+                log.info("index file %s is full; starting another", index_file.path)
+        return done
 
     def _writable_file(self) -> IndexFile:
         if self._closed:

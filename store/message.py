@@ -1,6 +1,7 @@
 """Message values: what a producer hands the store (`Message`) and what a read returns (`MessageExt`).
 
-Also RocketMQ's system-flag bits and the property keys the store interprets. Immutable values,
+Also RocketMQ's system-flag bits, the property keys the store interprets and the range of born
+times the store accepts (`MIN_BORN_TIMESTAMP_MS`..`MAX_BORN_TIMESTAMP_MS`). Immutable values,
 thread-safe.
 """
 
@@ -32,6 +33,18 @@ PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+
+# The born times the store accepts: the years 1 to 9999, protobuf's Timestamp range. RocketMQ's
+# field is any int64, but a RocketMQ 5 client reads it as a Timestamp, and a record whose time lies
+# outside that range could not be served to one (issue 30); a clock, however wrong, is never there.
+MIN_BORN_TIMESTAMP_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+MAX_BORN_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def clamp_timestamp_ms(ms: int) -> int:
+    """`ms` within the range of born times the store accepts, which protobuf's Timestamp holds
+    (for records stored before the store checked it)."""
+    return min(max(ms, MIN_BORN_TIMESTAMP_MS), MAX_BORN_TIMESTAMP_MS)
 
 
 def transaction_type(sys_flag: int) -> int:
@@ -104,7 +117,9 @@ class MessageExt:
 
     def to_message(self, **changes: Any) -> Message:
         """This stored message as a `Message` to put again (a delayed delivery, a transaction's
-        end), with `changes` applied; properties are copied, never shared."""
+        end), with `changes` applied; properties are copied, never shared. A born time out of the
+        range the store accepts (a record from before it checked) is clamped into it, so the put
+        is not refused every time it is tried."""
         fields: dict[str, Any] = {
             "topic": self.topic,
             "queue_id": self.queue_id,
@@ -114,7 +129,7 @@ class MessageExt:
             "sys_flag": self.sys_flag,
             "born_host": self.born_host,
             "store_host": self.store_host,
-            "born_timestamp_ms": self.born_timestamp_ms,
+            "born_timestamp_ms": clamp_timestamp_ms(self.born_timestamp_ms),
             "reconsume_times": self.reconsume_times,
             "prepared_transaction_offset": self.prepared_transaction_offset,
         }

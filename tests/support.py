@@ -1,6 +1,7 @@
 """Helpers the test suites share: threads run together, child processes whose stdout lines are
-read on a thread so that every wait on them has a deadline, and the `rocketstore` CLI run in
-this process.
+read on a thread so that every wait on them has a deadline, the `rocketstore` CLI run in this
+process, an HTTP GET of a broker's metrics port, a gRPC error made up for sans-IO tests, and small
+stores and records changed at rest in their segment files.
 
 Importable as `support` from any test (pytest puts `tests/` on sys.path for its conftest).
 """
@@ -9,14 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import queue
 import signal
+import struct
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+import grpc
 
 
 def run_threads(targets, timeout_s: float = 120) -> None:
@@ -78,10 +85,10 @@ class LineProcess:
                 self._take(self._lines.get(timeout=remaining))
         return condition()
 
-    def kill(self) -> None:
-        """SIGKILL the child and take every line it wrote before dying."""
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the child (SIGKILL unless told) and take every line it wrote before it ended."""
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            os.kill(self.proc.pid, sig)
         self.proc.wait(timeout=30)
         self._reader.join(timeout=30)
         while not self.eof:
@@ -91,6 +98,16 @@ class LineProcess:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+
+class ManualClock:
+    """A clock in Unix ms that moves only when the test sets `now`."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now = now_ms
+
+    def __call__(self) -> int:
+        return self.now
 
 
 def wait_until(condition, timeout_s: float = 30.0, what: str = "condition"):
@@ -154,6 +171,45 @@ def run_cli(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`rocketstore ARGV...` in this process under pytest's capsys: (exit code, stdout, stderr)."""
+    from rocketstore.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli_json(capsys, *argv: str):
+    """`rocketstore ARGV... --json`, which must succeed: its answer."""
+    code, out, err = cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def http_get(endpoint: str, path: str) -> tuple[int, str]:
+    """GET http://ENDPOINT/PATH: (status, body), error statuses included."""
+    try:
+        with urllib.request.urlopen(f"http://{endpoint}{path}", timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+class FakeRpcError(grpc.RpcError):
+    """A failed gRPC call's error with this code and details."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
 def small_store_config(root: Path, segment_size: int, **overrides):
     """A StoreConfig at `root` with `segment_size` CommitLog segments and small ConsumeQueue and
     IndexFile geometry, as small segments: tests copy and scan whole stores."""
@@ -166,18 +222,22 @@ def small_store_config(root: Path, segment_size: int, **overrides):
     return StoreConfig(store_path_root_dir=str(root), **overrides)
 
 
+def _segment_of(commit_log_dir: Path, segment_size: int, physical_offset: int) -> tuple[Path, int]:
+    """The segment file holding CommitLog offset `physical_offset`, and the offset's position in it."""
+    start = physical_offset - physical_offset % segment_size
+    return commit_log_dir / f"{start:020d}", physical_offset - start
+
+
 def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int) -> int:
     """Damage the message at CommitLog offset `physical_offset` as bytes changed at rest do: one
     byte of its body flipped in its segment file, in place (a running store sees it through its
     shared mapping). Returns the file position changed."""
     from store.codec import check_record, decode_checked
 
-    start = physical_offset - physical_offset % segment_size
-    path = commit_log_dir / f"{start:020d}"
+    path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
     fd = os.open(path, os.O_RDWR)
     try:
         segment = os.pread(fd, segment_size, 0)
-        pos = physical_offset - start
         check = check_record(segment, pos, len(segment), physical_offset)
         message = decode_checked(segment, pos, check)
         assert message.body, "a message with an empty body has no body byte to damage"
@@ -187,3 +247,18 @@ def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int
     finally:
         os.close(fd)
     return body_at
+
+
+def set_born_timestamp(commit_log_dir: Path, segment_size: int, physical_offset: int, born_ms: int) -> None:
+    """Give the message at CommitLog offset `physical_offset` another born time, in place in its
+    segment file, as a broker that did not check the field stored it (the body CRC does not cover
+    it; a running store sees it through its shared mapping)."""
+    from store.codec import BORN_HOST_POS
+
+    path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, struct.pack(">q", born_ms), pos + BORN_HOST_POS - 8)  # BORNTIMESTAMP precedes BORNHOST
+        os.fsync(fd)
+    finally:
+        os.close(fd)

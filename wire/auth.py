@@ -20,17 +20,22 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def check_private_file(path: str | os.PathLike[str], what: str) -> None:
+    """ValueError when users other than the file's owner may read or write it (like ssh with a
+    private key); OSError when it cannot be asked."""
+    mode = os.stat(path).st_mode
+    if mode & 0o077:
+        raise ValueError(
+            f"{what} {path} is accessible by group or others (mode {mode & 0o777:o}): run chmod 600 {path}"
+        )
+
+
 def load_secret(secret: str = "", secret_file: str = "") -> bytes:
     """The shared secret from the config: inline, or the first line of a file. Empty when
     neither is set. ValueError for one shorter than MIN_SECRET_BYTES (it would be guessable) and
     for a file that users other than its owner may read or write (like ssh with a private key)."""
     if secret_file:
-        mode = os.stat(secret_file).st_mode
-        if mode & 0o077:
-            raise ValueError(
-                f"the secret file {secret_file} is accessible by group or others (mode {mode & 0o777:o}): "
-                f"run chmod 600 {secret_file}"
-            )
+        check_private_file(secret_file, "the secret file")
         text = Path(secret_file).read_text(encoding="utf-8").strip()
     else:
         text = secret

@@ -20,7 +20,7 @@ from google.protobuf import duration_pb2
 
 from client import AdminClient, BrokerError, Credentials, Producer, PullConsumer, PullStatus, RocketStoreError
 from client.remoting import AsyncRemotingProducer, AsyncRemotingPullConsumer
-from wire import auth, client_signature
+from wire import admin_auth, client_signature
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
@@ -217,19 +217,27 @@ def admin_replay(env: AttackEnv) -> Result:
     )
     method = METHODS["/rocketstore.admin.v1.Admin/SetBrokerConfig"]
     with env.group(result) as cluster:
-        header = auth.Signer(cluster.admin_secret()).header(method.path)
-        metadata = ((auth.HEADER, header),)
+        slave = cluster.slave_brokers[0]
+
+        def body(value: str) -> bytes:
+            return method.request(values={"autoCreateTopicPerMinute": value}).SerializeToString()
+
+        channel = RawChannel(slave.client_endpoint)
+        try:  # what an operator's client signs for the slave, and the attacker captures
+            header = admin_auth.Signer(cluster.admin_secret()).header(method.path, channel.identify(), body("60"))
+        finally:
+            channel.close()
+        metadata = ((admin_auth.HEADER, header),)
 
         def call(endpoint: str, value: str) -> str:
             channel = RawChannel(endpoint)
             try:
-                body = method.request(values={"autoCreateTopicPerMinute": value}).SerializeToString()
-                outcome = channel.call(method, [body], metadata, 10)
+                outcome = channel.call(method, [body(value)], metadata, 10)
             finally:
                 channel.close()
             return outcome.answer or f"no answer ({outcome.transport})"
 
-        on_slave = call(cluster.slave_brokers[0].client_endpoint, "60")
+        on_slave = call(slave.client_endpoint, "60")
         on_master = call(cluster.master.client_endpoint, "61")
         again_on_slave = call(cluster.slave_brokers[0].client_endpoint, "62")
     result.figure("the header used once on the slave (body autoCreateTopicPerMinute=60)", on_slave)

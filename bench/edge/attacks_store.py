@@ -18,6 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from google.protobuf.message import Message
+
 from client import Producer, PullConsumer, PullStatus, RocketStoreError
 from client.endpoint import parse_endpoint
 from harness.local_cluster import LocalBroker, LocalCluster, poll_until
@@ -202,7 +204,10 @@ def replication_refusal_logs(env: AttackEnv) -> Result:
     )
     seconds = env.seconds(10)
     methods = [METHODS["/rocketstore.ha.v1.Replication/" + name] for name in ("GetEpochs", "GetMetadata")]
-    requests = [ha_pb2.EpochsRequest(broker_name="broker-a"), ha_pb2.MetadataRequest(broker_name="broker-a")]
+    requests: list[Message] = [
+        ha_pb2.EpochsRequest(broker_name="broker-a"),
+        ha_pb2.MetadataRequest(broker_name="broker-a"),
+    ]
     with env.group(result, slaves=0, master_role="ASYNC_MASTER") as cluster:
         master = cluster.master
         before = log_file_bytes(master.directory)

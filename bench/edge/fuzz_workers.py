@@ -28,7 +28,18 @@ from wire.rpc import messaging_pb2 as pb
 
 from .brokers import ADMIN as ADMIN_CREDENTIALS
 from .brokers import APP, OUTSIDER, TOPIC, stop_timed
-from .grpc_calls import ACL_AUTH, ADMIN, ADMIN_AUTH, MESSAGING, REPLICATION, AdminAuth, Method, RawChannel, acl_metadata
+from .grpc_calls import (
+    ACL_AUTH,
+    ADMIN,
+    ADMIN_AUTH,
+    MESSAGING,
+    REPLICATION,
+    AdminAuth,
+    Headers,
+    Method,
+    RawChannel,
+    acl_metadata,
+)
 from .grpc_inputs import FuzzContext, defang, defang_bytes, valid_request
 from .mutation import mutate_bytes, mutate_message, random_bytes
 from .remoting_inputs import SERVED, UNSERVED, encodable, mutate_command, raw_frame, valid_command
@@ -139,14 +150,16 @@ class GrpcWorker(Worker):
 
     def __init__(self, name: str, target: Target, seed: int, deadline: float, max_requests: int) -> None:
         super().__init__(name, target, seed, deadline, max_requests)
-        self.admin_auth = AdminAuth(target.secret, self.rng)
+        assert target.channel is not None
+        self.admin_auth = AdminAuth(target.secret, target.channel.identify(), self.rng)
         self.ha_channel = RawChannel(target.broker.ha_endpoint) if target.master else None
 
-    def _metadata(self, method: Method) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def _metadata(self, method: Method) -> tuple[str, Headers]:
+        """How the call is authenticated, and its metadata (an admin call's is made by `_sign`,
+        once its bytes are known)."""
         rng = self.rng
         if method.service == "Admin":
-            how = rng.choice(ADMIN_AUTH)
-            return how, self.admin_auth.metadata(how, method.path)
+            return rng.choice(ADMIN_AUTH), ()
         if method.service == "Replication":
             how = rng.choice(("none", "none", "garbage"))
             header = f"v2 {rng.randbytes(32).hex()} {rng.randbytes(32).hex()}"
@@ -178,6 +191,8 @@ class GrpcWorker(Worker):
             payloads = [random_bytes(rng) for _ in payloads]
         if authenticated and mode in ("raw", "random"):
             payloads = [defang_bytes(method.request, method.name, p) for p in payloads]
+        if method.service == "Admin":  # unary: one payload, and the signature covers its bytes
+            metadata, payloads[0] = self.admin_auth.sign(how, method.path, payloads[0])
         channel = self.ha_channel if method.service == "Replication" else self.target.channel
         assert channel is not None
         outcome = channel.call(method, payloads, metadata, GRPC_TIMEOUT_S)

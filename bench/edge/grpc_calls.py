@@ -13,9 +13,11 @@ reach the broker) and classifies the outcome:
   answer;
 - `detail`: the status message, for the report of unexpected answers.
 
-Credentials: `admin_metadata` makes an `x-rs-auth` header (`wire.auth`) in one of `ADMIN_AUTH`'s
-ways (signed, missing, wrong secret, signed for another method, stale, replayed, malformed);
-`acl_metadata` a client signature (`wire.client_signature`) in one of `ACL_AUTH`'s ways.
+Credentials: `AdminAuth.sign` makes an `x-rs-auth` header (`wire.admin_auth`, bound to the broker's
+identity that `RawChannel.identify` learns and to the request's bytes) in one of `ADMIN_AUTH`'s
+ways (signed, missing, wrong secret, signed for another method, for another broker or for another
+body, stale, replayed, malformed); `acl_metadata` a client signature (`wire.client_signature`) in
+one of `ACL_AUTH`'s ways.
 
 Thread-safety: a `RawChannel` may be shared by threads (gRPC channels are); `AdminAuth` keeps the
 last header per method for replays and locks nothing: one per thread.
@@ -33,7 +35,8 @@ from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
 
 from client.signing import Credentials
-from wire import auth, client_signature
+from wire import admin_auth, client_signature
+from wire.auth import wall_clock_ms
 from wire.rpc import admin_pb2, ha_pb2, messaging_pb2
 
 
@@ -111,6 +114,14 @@ class RawChannel:
     def close(self) -> None:
         self._channel.close()
 
+    def identify(self, timeout_s: float = 10.0) -> admin_auth.BrokerIdentity:
+        """The broker's identity, which admin signatures bind (`Admin/Identify`, unsigned)."""
+        outcome = self.call(METHODS[admin_auth.IDENTIFY_METHOD], [b""], timeout_s=timeout_s)
+        if outcome.answer != "OK":
+            raise RuntimeError(f"Identify answered {outcome.answer or outcome.transport}: {outcome.detail}")
+        answer = admin_pb2.BrokerIdentity.FromString(outcome.responses[0])
+        return admin_auth.BrokerIdentity(answer.cluster_name, answer.broker_name, answer.broker_id)
+
     def call(
         self,
         method: Method,
@@ -140,7 +151,7 @@ class RawChannel:
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
             detail = (exc.details() if hasattr(exc, "details") else str(exc)) or ""
-            if code in _TRANSPORT:
+            if code is not None and code in _TRANSPORT:
                 return Outcome(None, code.name, detail[:300])
             return Outcome(code.name if code is not None else type(exc).__name__, None, detail[:300])
         return Outcome(_status_label(method, responses), responses=tuple(responses))
@@ -158,48 +169,84 @@ def _take(stream, limit: int) -> list[bytes]:
 
 # -- credentials --------------------------------------------------------------------------------
 
-ADMIN_AUTH = ("signed", "signed", "signed", "none", "wrong-secret", "other-method", "stale", "replayed", "malformed")
+ADMIN_AUTH = (
+    "signed",
+    "signed",
+    "signed",
+    "none",
+    "wrong-secret",
+    "other-method",
+    "other-broker",
+    "other-body",
+    "stale",
+    "replayed",
+    "malformed",
+)
+Headers = tuple[tuple[str, str], ...]
 
 
 class AdminAuth:
-    """`x-rs-auth` headers for one thread: `metadata(mode, path)`."""
+    """`x-rs-auth` headers for one thread's calls to the broker `identity`: `sign(mode, path, body)`."""
 
-    def __init__(self, secret: bytes, rng: random.Random) -> None:
+    def __init__(self, secret: bytes, identity: admin_auth.BrokerIdentity, rng: random.Random) -> None:
         self._secret = secret
-        self._signer = auth.Signer(secret)
-        self._stranger = auth.Signer(b"not-the-secret-of-this-group")
+        self._identity = identity
+        self._signer = admin_auth.Signer(secret)
+        self._stranger = admin_auth.Signer(b"not-the-secret-of-this-group")
         self._rng = rng
-        self._last: dict[str, str] = {}
+        self._last: dict[str, tuple[str, bytes]] = {}  # path -> the last signed header and its body
 
-    def metadata(self, mode: str, path: str) -> tuple[tuple[str, str], ...]:
+    def sign(self, mode: str, path: str, body: bytes) -> tuple[Headers, bytes]:
+        """The metadata of a call to `path` with `body` in `mode`, and the body to send: a replay
+        sends the body its header was signed for, so that only the nonce can refuse it."""
+        rng, identity = self._rng, self._identity
         if mode == "none":
-            return ()
+            return (), body
         if mode == "signed":
-            header = self._last[path] = self._signer.header(path)
+            header = self._signer.header(path, identity, body)
+            self._last[path] = (header, body)
+        elif mode == "replayed":
+            header, body = self._last.get(path) or (self._signer.header(path, identity, body), body)
+            self._last[path] = (header, body)
         elif mode == "wrong-secret":
-            header = self._stranger.header(path)
+            header = self._stranger.header(path, identity, body)
         elif mode == "other-method":
             # Never this method itself: that header would authenticate the call.
-            header = self._signer.header(self._rng.choice([p for p in METHODS if p != path]))
+            header = self._signer.header(rng.choice([p for p in METHODS if p != path]), identity, body)
+        elif mode == "other-broker":
+            header = self._signer.header(path, self._another_broker(), body)
+        elif mode == "other-body":
+            header = self._signer.header(path, identity, body + rng.randbytes(rng.randint(1, 8)))
         elif mode == "stale":
-            old = auth.wall_clock_ms() - self._rng.choice((6, 60, 24 * 60)) * 60_000
-            header = auth.Signer(self._secret, clock_ms=lambda: old).header(path)
-        elif mode == "replayed":
-            header = self._last.get(path) or self._signer.header(path)
-            self._last[path] = header
+            old = wall_clock_ms() - rng.choice((6, 60, 24 * 60)) * 60_000
+            header = admin_auth.Signer(self._secret, clock_ms=lambda: old).header(path, identity, body)
         else:  # printable ASCII only: gRPC refuses to send other header values
-            header = self._rng.choice(
+            header = rng.choice(
                 (
                     "v1",
                     "v1 x y z",
-                    "v2 1 2 3",
                     f"v1 {time.time_ns()} n {'0' * 64}",
                     "v1 1 12345678 ",
-                    "v1  1  2",
+                    "v2 1 2 3",
+                    f"v2 {wall_clock_ms()} short {identity.tag()} {'0' * 64}",
+                    f"v2 -1 {'a' * 24} {identity.tag()} {'0' * 64}",
+                    "v2  1  2  3",
                     "=" * 300,
                 )
             )
-        return ((auth.HEADER, header),)
+        return ((admin_auth.HEADER, header),), body
+
+    def _another_broker(self) -> admin_auth.BrokerIdentity:
+        """A broker of the same group (the attack of issue 30: a header used on the slave), of
+        another group, or of another cluster."""
+        me = self._identity
+        return self._rng.choice(
+            (
+                admin_auth.BrokerIdentity(me.cluster, me.broker_name, me.broker_id + 1),
+                admin_auth.BrokerIdentity(me.cluster, me.broker_name + "-other", me.broker_id),
+                admin_auth.BrokerIdentity(me.cluster + "-other", me.broker_name, me.broker_id),
+            )
+        )
 
 
 ACL_AUTH = ("app", "app", "admin", "outsider", "wrong-secret", "unknown-key", "none", "malformed")

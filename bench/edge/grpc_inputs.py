@@ -7,7 +7,8 @@ retention to nothing or delete the topics the end-of-run check uses; those are a
 choices, not hostile input, and they would make the rest of a run measure another setup. So an
 authenticated ElectMaster never names a broker of the group, TakeOver never asks for a master
 role, SetBrokerConfig keeps only `autoCreateTopicPerMinute` (other keys it sends are ones a running
-broker refuses), and CreateTopic/DeleteTopic never touch the fuzzer's or the system's topics.
+broker refuses), CreateTopic/DeleteTopic never touch the fuzzer's or the system's topics, and
+ResendDeadLetter is always a dry run (a resend adds a message to a topic the end check counts).
 Everything else goes as built or mutated.
 
 Plain functions over a `FuzzContext`; every choice is drawn from the `random.Random` passed in.
@@ -241,7 +242,9 @@ def _query_message(rng: random.Random, ctx: FuzzContext) -> apb.QueryMessageRequ
 
 
 def _reset(rng: random.Random, ctx: FuzzContext) -> apb.ResetOffsetRequest:
-    request = apb.ResetOffsetRequest(group=rng.choice(ctx.groups), topic=TOPIC, dry_run=rng.random() < 0.5)
+    request = apb.ResetOffsetRequest(
+        group=rng.choice(ctx.groups), topic=TOPIC, dry_run=rng.random() < 0.5, force=rng.random() < 0.5
+    )
     which = rng.randrange(4)
     if which == 0:
         request.timestamp_ms = ctx.now_ms - rng.randint(0, 60_000)
@@ -253,6 +256,8 @@ def _reset(rng: random.Random, ctx: FuzzContext) -> apb.ResetOffsetRequest:
         request.latest = True
     return request
 
+
+_KINDS = (apb.CLIENT_KIND_UNSPECIFIED, apb.PRODUCER, apb.CONSUMER)
 
 _ADMIN: dict[str, Callable[[random.Random, FuzzContext], Message]] = {
     "GetStatus": lambda r, c: apb.GetStatusRequest(),
@@ -277,6 +282,20 @@ _ADMIN: dict[str, Callable[[random.Random, FuzzContext], Message]] = {
     "GetBrokerConfig": lambda r, c: apb.GetBrokerConfigRequest(),
     "SetBrokerConfig": lambda r, c: apb.SetBrokerConfigRequest(values={SETTABLE: str(r.choice((60, 120)))}),
     "DescribeCluster": lambda r, c: apb.DescribeClusterRequest(),
+    "ListMessages": lambda r, c: apb.ListMessagesRequest(
+        topic=r.choice(c.topics),
+        begin_timestamp_ms=r.choice((0, c.now_ms - 60_000)),
+        end_timestamp_ms=r.choice((0, c.now_ms + 60_000)),
+        max_messages=r.choice((1, 32)),
+        cursor=[apb.QueueCursor(queue_id=0, queue_offset=r.randint(0, c.max_queue_offset + 1))]
+        if r.random() < 0.5
+        else [],
+    ),
+    "ResendDeadLetter": lambda r, c: apb.ResendDeadLetterRequest(
+        commit_log_offset=r.choice(c.commit_log_offsets or [0]), dry_run=True, new_client_msg_id="FUZZRESEND"
+    ),
+    "ListConsumerGroups": lambda r, c: apb.ListConsumerGroupsRequest(),
+    "ListClients": lambda r, c: apb.ListClientsRequest(group=r.choice(("", *c.groups)), kind=r.choice(_KINDS)),
 }
 
 _REPLICATION: dict[str, Callable[[random.Random, FuzzContext], Message | list[Message]]] = {
@@ -311,6 +330,8 @@ def defang(method: str, request: Message) -> Message:
         request.topic = "FuzzScratch0"
     elif isinstance(request, apb.CreateTopicRequest) and request.topic.name in PROTECTED_TOPICS:
         request.topic.name = "FuzzScratch0"
+    elif isinstance(request, apb.ResendDeadLetterRequest):
+        request.dry_run = True
     return request
 
 

@@ -7,9 +7,10 @@ the cluster as this broker sees it.
   naming its master). Zero queue counts mean defaultTopicQueueNums and a zero perm means
   READ|WRITE (proto3 cannot tell an unset field from 0, and a topic nobody may use is never what
   a caller means). System topics cannot be changed.
-- ListTopics: every topic the store serves, by name (system topics included).
+- ListTopics: every topic the store serves, by name (system topics included, marked `system`).
 - GetClusterView: a master fills `master` with its own status, a slave fills `self`.
-- ElectMaster: a planned switchover to the given slave, asked of the master: it stops taking
+- ElectMaster: a planned switchover to the given slave, asked of the master (asked for itself, it
+  answers at once that it is master already): it stops taking
   writes, waits until that slave holds its whole log, and hands over: the master key in
   controller mode (`controller_agent.ControllerAgent.hand_over`), `TakeOver` on the slave and role
   overrides in static mode (`switchover`). FAILED_PRECONDITION when this broker is not the master
@@ -23,14 +24,25 @@ the cluster as this broker sees it.
   consume time (`admin_queries`); NOT_FOUND when the group has no offsets there.
 - ResetOffset (a master only): moves the group's offsets in a topic to a time, an offset, the
   earliest or the latest; `dry_run` only answers the plan. FAILED_PRECONDITION for a group that
-  consumes the topic by pop (its progress is the pop state's). Consumers that keep their own
-  offsets (or are running) may write theirs over it: stop them first, as with mqadmin
-  resetOffsetByTime.
-- QueryMessage: by key (the index), by either form of message id, or by CommitLog offset.
+  consumes the topic by pop (its progress is the pop state's), and for a group with consumers
+  online (`client_registry`) unless `force`: a running consumer writes its own offsets over the
+  reset (Kafka refuses an active group the same way).
+- QueryMessage: by key (the index), by either form of message id, or by CommitLog offset; each
+  message with the consumer groups that committed past it (`admin_messages`).
+- ListMessages: a topic's messages stored within a time range, oldest first, a page at a time
+  (`admin_messages`).
+- ResendDeadLetter (a master only, unless a dry run): a message of a `%DLQ%<group>` topic put again
+  into the topic it came from, under the caller's new client id (`admin_messages`); a master fenced
+  (`write_refusal`) before or during the put refuses, as a client's put does.
 - DescribeCluster: the cluster's brokers as this broker last read them from the registry in
   etcd (`coordination.cluster_registrar`), and whether that read is fresh enough for routes.
-- GetBrokerConfig / SetBrokerConfig: the effective config (secrets hidden) and the keys a running
-  broker may change (`store.message_store.LIVE_CONFIG_KEYS`); changes last until a restart.
+- GetBrokerConfig / SetBrokerConfig: the effective config (secrets hidden; brokerRole as the broker
+  serves now, with the configured one beside it when they differ) and the keys a running broker
+  may change (`store.message_store.LIVE_CONFIG_KEYS`); changes last until a restart. A key the
+  broker does not know is refused with the nearest known one.
+- ListConsumerGroups / ListClients: the consumer groups this broker knows (offsets, pop state,
+  members online) and the clients it heard from lately (`client_registry`), for `rocketstore
+  consumer list|progress` and consoles.
 
 Bad input is INVALID_ARGUMENT with a message saying what is wrong; an unexpected exception is
 logged and answered INTERNAL. Authentication is not this module's: the broker installs
@@ -56,13 +68,14 @@ from store.clock import wall_clock_ms
 from store.codec import CorruptMessage, DamagedMessage
 from store.damage import describe
 from store.message import MessageExt
-from store.properties import ConfigError
+from store.properties import ConfigError, unknown_keys_text
 from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
 from wire.admin_auth import identity_answer
 from wire.rpc import admin_pb2, admin_pb2_grpc
 
-from . import admin_queries
-from .config import BrokerConfigs
+from . import admin_messages, admin_queries
+from .client_registry import ClientKind, ClientRegistry
+from .config import BrokerConfigs, known_keys
 from .view import BrokerView
 
 
@@ -100,6 +113,7 @@ def topic_spec(config: TopicConfig) -> admin_pb2.TopicSpec:
         write_queue_nums=config.write_queue_nums,
         perm=config.perm,
         order=config.order,
+        system=config.topic_name in SYSTEM_TOPICS,
     )
 
 
@@ -112,8 +126,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
         consumes_by_pop: Callable[[str, str], bool] = lambda group, topic: False,
+        clients: ClientRegistry | None = None,
     ) -> None:
         self._consumes_by_pop = consumes_by_pop
+        self._clients = clients if clients is not None else ClientRegistry(configs.broker.client_limits)
         self._store = store
         self._configs = configs
         self._view = view
@@ -147,7 +163,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             in_sync_replicas=self._configs.ha.in_sync_replicas,
             master_client_endpoint=view.master_client_endpoint(),
             stats_json=json.dumps(store.stats_snapshot().as_dict(), sort_keys=True),
+            write_refusal=view.write_refusal() or "",
         )
+        status.disk_total_bytes, status.disk_free_bytes, status.commit_log_file_bytes = admin_queries.storage_use(store)
         if role is not BrokerRole.SLAVE:
             for snap in view.slave_snapshots(now):
                 status.slaves.append(
@@ -181,6 +199,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             status.replication_error = state.last_error or ""
             status.metadata_synced_ms = state.metadata_synced_ms
             status.metadata_error = state.metadata_error
+            status.master_last_contact_ms = state.last_chunk_ms
+            status.acting_master = view.acting_master()
         return status
 
     @_guarded
@@ -232,6 +252,16 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         hand_over = getattr(self._view, "hand_over", None)
         if hand_over is None:
             await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "this broker cannot hand over")
+        me = self._configs.broker.broker_id
+        if request.broker_id == me and self._view.role is not BrokerRole.SLAVE:
+            endpoint = self._view.client_endpoint()
+            return admin_pb2.ElectMasterResponse(
+                epoch=self._view.epoch(),
+                master_broker_id=me,
+                master_client_endpoint=endpoint,
+                handover_offset=self._store.max_offset,
+                message=f"broker {me} at {endpoint} is master already (epoch {self._view.epoch()}): nothing to do",
+            )
         timeout_s = (request.timeout_ms or 30_000) / 1000
         try:
             broker_id, epoch, endpoint, offset = await asyncio.to_thread(hand_over, request.broker_id, timeout_s)
@@ -401,6 +431,16 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"topic {config.topic_name} has queues 0..{config.read_queue_nums - 1}, not {request.queue_id}",
             )
+        if not request.dry_run and not request.force:
+            online = self._clients.clients(self._clock(), group=request.group, kind=ClientKind.CONSUMER)
+            if online:
+                named = ", ".join(f"{c.client_id} ({c.protocol.name} from {c.address})" for c in online[:5])
+                await _abort(
+                    context,
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"group {request.group} has {len(online)} consumer(s) online ({named}): they would write their "
+                    "own offsets over the reset. Stop them first, or force the reset",
+                )
         if self._consumes_by_pop(request.group, config.topic_name):
             await _abort(
                 context,
@@ -464,13 +504,112 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             await _abort(
                 context, grpc.StatusCode.INVALID_ARGUMENT, "say what to look for: key, msg_id or commit_log_offset"
             )
-        return admin_pb2.QueryMessageResponse(messages=[admin_queries.message_view(m) for m in list(found)[:limit]])
+        shown = list(found)[:limit]
+        return admin_pb2.QueryMessageResponse(messages=await asyncio.to_thread(admin_messages.views, store, shown))
+
+    @_guarded
+    async def ListMessages(self, request: admin_pb2.ListMessagesRequest, context) -> admin_pb2.ListMessagesResponse:
+        config = await self._topic(context, request.topic)
+        cursor = {c.queue_id: c.queue_offset for c in request.cursor}
+        try:
+            limit = admin_messages.page_size(request.max_messages)
+            page = await asyncio.to_thread(
+                admin_messages.list_messages,
+                self._store,
+                config,
+                request.begin_timestamp_ms,
+                request.end_timestamp_ms,
+                limit,
+                cursor,
+            )
+        except ValueError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return admin_pb2.ListMessagesResponse(
+            messages=await asyncio.to_thread(admin_messages.views, self._store, page.messages),
+            next_cursor=[
+                admin_pb2.QueueCursor(queue_id=q, queue_offset=o) for q, o in sorted(page.next_cursor.items())
+            ],
+            more=page.more,
+            damaged_offsets=page.damaged_offsets,
+        )
+
+    @_guarded
+    async def ResendDeadLetter(
+        self, request: admin_pb2.ResendDeadLetterRequest, context
+    ) -> admin_pb2.ResendDeadLetterResponse:
+        if not request.dry_run:
+            await self._master_only(context, "resend dead letters")
+        which = request.WhichOneof("dead_letter")
+        if which is None:
+            await _abort(
+                context, grpc.StatusCode.INVALID_ARGUMENT, "say which dead letter: commit_log_offset or msg_id"
+            )
+        offset = request.commit_log_offset if which == "commit_log_offset" else None
+        try:
+            if not request.dry_run:
+                admin_messages.check_client_id(request.new_client_msg_id)
+            dead = await asyncio.to_thread(admin_messages.find_dead_letter, self._store, offset, request.msg_id)
+            origin = admin_messages.origin_topic(dead)
+        except DamagedMessage as exc:
+            await _abort(context, grpc.StatusCode.DATA_LOSS, f"{describe(exc)}: not served")
+        except ValueError as exc:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        config = self._store.topics.get(origin)
+        if config is None:
+            await _abort(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"the dead letter came from topic {origin}, which does not exist on {self._configs.broker.broker_name}",
+            )
+        answer = admin_pb2.ResendDeadLetterResponse(
+            dead_letter=admin_queries.message_view(dead),
+            origin_topic=origin,
+            queue_id=admin_messages.resend_queue(config, request.new_client_msg_id or dead.msg_id),
+        )
+        if request.dry_run:
+            return answer
+        fenced = self._view.write_refusal()
+        if fenced:
+            await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"this broker takes no writes now: {fenced}")
+        copy = admin_messages.resent_copy(dead, config, request.new_client_msg_id)
+        result = await self._store.async_put_message(copy)
+        fenced = self._view.write_refusal()
+        if fenced:
+            # As a client put fenced while it waited: the copy may be stored but is not confirmed.
+            await _abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"this broker was fenced during the resend ({fenced}): the copy is not confirmed; "
+                "send the same request again to the new master",
+            )
+        if not result.status.is_stored:
+            await _abort(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                f"the copy was not stored ({result.status.name}{': ' + result.reason if result.reason else ''})",
+            )
+        log.info(
+            "admin: dead letter at CommitLog offset %d resent to %s queue %d as %s (%s)",
+            dead.physical_offset,
+            origin,
+            copy.queue_id,
+            request.new_client_msg_id,
+            result.status.name,
+        )
+        answer.resent = True
+        answer.put_status = result.status.name
+        answer.offset_msg_id = result.msg_id or ""
+        answer.client_msg_id = request.new_client_msg_id
+        answer.queue_offset = result.queue_offset
+        return answer
 
     @_guarded
     async def GetBrokerConfig(
         self, request: admin_pb2.GetBrokerConfigRequest, context
     ) -> admin_pb2.BrokerConfigResponse:
-        return admin_pb2.BrokerConfigResponse(entries=admin_queries.config_entries(self._configs, self._store))
+        return admin_pb2.BrokerConfigResponse(
+            entries=admin_queries.config_entries(self._configs, self._store, self._view.role)
+        )
 
     @_guarded
     async def SetBrokerConfig(
@@ -479,9 +618,27 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         changes = dict(request.values)
         if not changes:
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "no key to change")
+        known = known_keys()
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, unknown_keys_text(unknown, known))
         try:
             await asyncio.to_thread(self._store.update_config, changes)
         except ConfigError as exc:
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        entries = admin_queries.config_entries(self._configs, self._store)
+        entries = admin_queries.config_entries(self._configs, self._store, self._view.role)
         return admin_pb2.BrokerConfigResponse(entries=[e for e in entries if e.key in changes])
+
+    @_guarded
+    async def ListClients(self, request: admin_pb2.ListClientsRequest, context) -> admin_pb2.ListClientsResponse:
+        kind = ClientKind(request.kind) if request.kind else None
+        seen = self._clients.clients(self._clock(), group=request.group or None, kind=kind)
+        return admin_pb2.ListClientsResponse(clients=[admin_queries.client_connection(c) for c in seen])
+
+    @_guarded
+    async def ListConsumerGroups(
+        self, request: admin_pb2.ListConsumerGroupsRequest, context
+    ) -> admin_pb2.ListConsumerGroupsResponse:
+        members = self._clients.groups(self._clock())
+        groups = await asyncio.to_thread(admin_queries.consumer_groups, self._store, members, self._consumes_by_pop)
+        return admin_pb2.ListConsumerGroupsResponse(groups=groups)

@@ -1,8 +1,8 @@
 """What the operator's admin calls read and decide, over one store: a topic's queues, a consumer
-group's progress and lag, an offset reset's plan, messages by key, id or offset, and the broker's
-effective config. Plain functions that take the store (and configs) and return admin protos or
-plain values; `admin.AdminServicer` runs them off the event loop and turns bad input into gRPC
-codes.
+group's progress and lag, the consumer groups known here and their clients, an offset reset's plan,
+messages by key, id or offset, and the broker's effective config. Plain functions that take the
+store (and configs) and return admin protos or plain values; `admin.AdminServicer` runs them off
+the event loop and turns bad input into gRPC codes.
 
 Definitions (mqadmin's consumerProgress and Kafka's --describe):
 - a queue's broker offset is its max queue offset (one past the last message), its lag the broker
@@ -17,9 +17,10 @@ consumer offset table, which takes its own lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from store import MessageStore, TopicConfig
+from store import BrokerRole, MessageStore, TopicConfig
 from store.codec import CorruptMessage, DamagedMessage
 from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from store.message_store import LIVE_CONFIG_KEYS
@@ -27,6 +28,7 @@ from store.properties import to_properties
 from store.topic_config import SYSTEM_TOPICS
 from wire.rpc import admin_pb2
 
+from .client_registry import ClientSeen
 from .config import BrokerConfigs
 
 HIDDEN = "<hidden>"
@@ -45,6 +47,17 @@ def store_time_at(store: MessageStore, topic: str, queue_id: int, queue_offset: 
         return store.read_message(unit.commit_log_offset).store_timestamp_ms
     except CorruptMessage:
         return 0  # deleted by retention since
+
+
+def storage_use(store: MessageStore) -> tuple[int, int, int]:
+    """(bytes of the store's file system, free bytes there, bytes of CommitLog segment files);
+    the first two are 0 when the file system cannot be asked."""
+    files = len(store.queue.files) * store.queue.file_size
+    try:
+        disk = shutil.disk_usage(store.config.root)
+    except OSError:
+        return 0, 0, files
+    return disk.total, disk.free, files
 
 
 def queue_statuses(store: MessageStore, config: TopicConfig) -> list[admin_pb2.QueueStatus]:
@@ -130,7 +143,7 @@ def _host(host) -> str:
     return f"{host[0]}:{host[1]}" if host else ""
 
 
-def message_view(message: MessageExt) -> admin_pb2.MessageView:
+def message_view(message: MessageExt, consumed_by: Iterable[admin_pb2.GroupConsumption] = ()) -> admin_pb2.MessageView:
     return admin_pb2.MessageView(
         topic=message.topic,
         queue_id=message.queue_id,
@@ -147,6 +160,7 @@ def message_view(message: MessageExt) -> admin_pb2.MessageView:
         reconsume_times=message.reconsume_times,
         properties=dict(message.properties),
         body=message.body,
+        consumed_by=consumed_by,
     )
 
 
@@ -171,15 +185,72 @@ def find_by_id(store: MessageStore, msg_id: str, topic: str, limit: int) -> list
     return [found[offset] for offset in sorted(found)][:limit]
 
 
-def config_entries(configs: BrokerConfigs, store: MessageStore) -> list[admin_pb2.BrokerConfigEntry]:
-    """Every key of the broker's effective config (the store's as it runs now), secrets hidden."""
+def config_entries(
+    configs: BrokerConfigs, store: MessageStore, role: BrokerRole | None = None
+) -> list[admin_pb2.BrokerConfigEntry]:
+    """Every key of the broker's effective config (the store's as it runs now), secrets hidden;
+    brokerRole is `role`, the one the broker serves now (an election or a switchover may have
+    changed it), with the configured one beside it when they differ."""
     values: dict[str, str] = {}
     for config in (configs.broker, store.config, configs.ha):
         values.update(to_properties(config))
+    configured: dict[str, str] = {}
+    if role is not None:
+        # The running store's own config may still say the role it opened with (controller
+        # mode opens every store as a slave): the view knows the role now.
+        values["brokerRole"] = role.name
+        if role.name != configs.store.broker_role.name:
+            configured["brokerRole"] = configs.store.broker_role.name
     entries = []
     for key in sorted(values, key=str.lower):
         value = values[key]
         if value and any(word in key.lower() for word in _SECRET_KEYS) and not key.lower().endswith("file"):
             value = HIDDEN
-        entries.append(admin_pb2.BrokerConfigEntry(key=key, value=value, changeable=key in LIVE_CONFIG_KEYS))
+        entries.append(
+            admin_pb2.BrokerConfigEntry(
+                key=key, value=value, changeable=key in LIVE_CONFIG_KEYS, configured_value=configured.get(key, "")
+            )
+        )
     return entries
+
+
+def client_connection(client: ClientSeen) -> admin_pb2.ClientConnection:
+    return admin_pb2.ClientConnection(
+        client_id=client.client_id,
+        protocol=client.protocol.name,
+        kind=client.kind.name,
+        group=client.group,
+        address=client.address,
+        topics=sorted(client.topics),
+        first_seen_ms=client.first_seen_ms,
+        last_seen_ms=client.last_seen_ms,
+        language=client.language,
+        version=client.version,
+    )
+
+
+def consumer_groups(
+    store: MessageStore,
+    members: Mapping[str, Sequence[ClientSeen]],
+    consumes_by_pop: Callable[[str, str], bool],
+) -> list[admin_pb2.ConsumerGroupSummary]:
+    """Every group with offsets here or a member online (`members`), by name, with its topics,
+    members, how they connect, its lag over its committed offsets and whether it pops."""
+    offsets = store.consumer_offsets
+    summaries = []
+    for group in sorted(offsets.groups() | set(members)):
+        online = members.get(group, ())
+        committed = offsets.topics_of(group)
+        topics = sorted(committed | {t for c in online for t in c.topics})
+        summaries.append(
+            admin_pb2.ConsumerGroupSummary(
+                group=group,
+                topics=topics,
+                online_clients=len(online),
+                protocols=sorted({c.protocol.name for c in online}),
+                lag=sum(lag for topic in committed for *_, lag in queue_lags(store, group, topic)),
+                pop=any(consumes_by_pop(group, topic) for topic in topics),
+                last_seen_ms=max((c.last_seen_ms for c in online), default=0),
+            )
+        )
+    return summaries

@@ -4,13 +4,17 @@
 client API). `load_broker_config` reads the file and `--key=value` overrides once and binds them
 to `BrokerConfig`, `store.StoreConfig` and `ha.config.HaConfig`; a key none of them knows is an
 error naming it. `load_secrets` reads the secrets the configs name and refuses a config that
-would leave the replication or admin endpoint unauthenticated. Frozen, thread-safe.
+would leave the replication or admin endpoint unauthenticated. `path_problem` turns an OSError on
+a path the config names (a store or log directory that cannot be written, a file that is not
+there) into a sentence naming the key, the path and the fix. Frozen, thread-safe.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
+import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -326,3 +330,52 @@ def load_secrets(configs: BrokerConfigs) -> Secrets:
         if not etcd_password:
             raise ConfigError(f"etcdPasswordFile {ha.etcd_password_file} is empty")
     return Secrets(ha_secret, admin_secret, etcd_password)
+
+
+# What to do about a path the broker could not use, by errno.
+_PATH_FIXES = {
+    errno.EACCES: "give the broker's user (uid {uid}) that directory (chown or chmod), or point {key} elsewhere",
+    errno.EPERM: "give the broker's user (uid {uid}) that directory (chown or chmod), or point {key} elsewhere",
+    errno.ENOTDIR: "a part of that path is a file, not a directory: point {key} at a directory",
+    errno.EISDIR: "that path is a directory: point {key} at a file",
+    errno.ENOENT: "no such file or directory: create it, or point {key} at one that exists",
+    errno.EROFS: "the file system is read-only: point {key} at a writable one",
+    errno.ENOSPC: "the disk is full: free space, or point {key} at another disk",
+}
+
+
+def _paths(configs: BrokerConfigs) -> list[tuple[str, str]]:
+    """(key, path) of every path the config names, the most specific first (a log directory
+    inside the store directory is named as the log directory; without brokerLogDir the logs are
+    the store directory's)."""
+    broker, store, ha = configs
+    named = [
+        ("brokerLogDir", broker.broker_log_dir),
+        ("haSecretFile", ha.ha_secret_file),
+        ("adminSecretFile", broker.admin_secret_file),
+        ("aclFile", broker.acl_file),
+        ("tlsServerCertPath", broker.tls_server_cert_path),
+        ("tlsServerKeyPath", broker.tls_server_key_path),
+        ("haTlsCertFile", ha.ha_tls_cert_file),
+        ("haTlsKeyFile", ha.ha_tls_key_file),
+        ("haTlsCaFile", ha.ha_tls_ca_file),
+        ("etcdPasswordFile", ha.etcd_password_file),
+        ("storePathRootDir", store.store_path_root_dir),
+    ]
+    return [(key, path) for key, path in named if path]
+
+
+def path_problem(exc: OSError, configs: BrokerConfigs) -> str | None:
+    """What went wrong with a path of the config, for the operator: the key, its value, the path
+    that failed and the fix; None when `exc` is about no path the config names."""
+    failed = exc.filename if isinstance(exc.filename, str) else None
+    if failed is None:
+        return None
+    target = Path(failed).absolute()
+    for key, value in _paths(configs):
+        root = Path(value).absolute()
+        if target == root or target.is_relative_to(root):
+            reason = exc.strerror or str(exc)
+            fix = _PATH_FIXES.get(exc.errno or 0, "check the path, or point {key} elsewhere")
+            return f"{key}={value}: cannot use {failed}: {reason}; {fix.format(key=key, uid=os.getuid())}"
+    return None

@@ -8,7 +8,9 @@ library's `RotatingFileHandler`). `logFormat=text` (the default) writes one line
 
 with the local time, its UTC offset and milliseconds; `logFormat=json` writes one JSON object per
 line with the keys time, level, thread, logger, message (and exception when there is one), for
-log collectors. Secrets never reach a log line: the code that holds them never formats them.
+log collectors; the ready line the broker prints on stdout is then such an object too, with its
+fields under `ready` (`ready_json`). Secrets never reach a log line: the code that holds them never
+formats them.
 
 Native libraries (gRPC's C core, absl) write to file descriptor 2 themselves, in their own format.
 `capture_native_stderr` puts a pipe there: a thread reads it line by line and logs each line
@@ -63,6 +65,15 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False)
+
+
+def ready_json(line: str, logger: str) -> str:
+    """The ready line ("rocketstore broker ready: name=... client=...") as `logFormat=json` writes
+    a record, with its key=value fields under "ready"."""
+    record = logging.LogRecord(logger, logging.INFO, __file__, 0, line, None, None)
+    document = json.loads(JsonFormatter().format(record))
+    document["ready"] = dict(part.split("=", 1) for part in line.partition(": ")[2].split() if "=" in part)
+    return json.dumps(document, ensure_ascii=False)
 
 
 # glog's prefix, as gRPC's core writes it: "E1125 07:36:35.143211   12345 file.cc:42] message".

@@ -27,8 +27,9 @@ Wire facts this module and `v2_messages.py` own (the rest is messaging.proto):
 
 Every answer carries a status; expected failures are codes (`codes.py`), and an unexpected
 exception is logged and answered INTERNAL_ERROR, never surfacing as a gRPC UNKNOWN. Bytes that
-do not decode as the request never reach the servicer: `guard.MalformedRequestGuard`, a grpc.aio
-interceptor for the server, answers them INVALID_ARGUMENT (grpc.aio itself would say UNKNOWN).
+do not decode as the request never reach the servicer: `wire.request_guard.MalformedRequestGuard`,
+a grpc.aio interceptor for the server, answers them INVALID_ARGUMENT (grpc.aio itself would say
+UNKNOWN).
 
 Thread-safety: the servicer runs on one event loop; `on_arrival` is the one method other threads
 call (it only reads a dict and schedules a callback on the loop). Store calls that read files or

@@ -56,19 +56,21 @@ from store.properties import ConfigError
 from store.topic_config import SYSTEM_TOPICS
 from wire.admin_auth import AsyncAuthInterceptor, Verifier
 from wire.auth import server_credentials
+from wire.request_guard import MalformedRequestGuard
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 
 from . import crash_seam
 from .acl import AclGuard, load_acl
 from .admin import AdminServicer
+from .client_registry import ClientRegistry
+from .client_sightings import ClientSightings
 from .config import BrokerConfigs, is_loopback, load_secrets
 from .core.services import BrokerCore
 from .event_loop import new_event_loop
-from .guard import MalformedRequestGuard
 from .listening import bind, host_port
-from .logs import capture_native_stderr, setup_logging
+from .logs import capture_native_stderr, ready_json, setup_logging
 from .messaging import MessagingServicer
-from .metrics import BrokerCollector, Connections, MetricsServer, readiness
+from .metrics import BrokerCollector, Connections, MetricsServer, readiness, serving
 from .remoting_server import RemotingServer
 from .replication_role import ReplicationRole
 from .view import acts_for_master
@@ -217,6 +219,9 @@ class Broker:
         self.metrics_endpoint = ""
         self._etcd: EtcdClient | None = None
         self.registrar: ClusterRegistrar | None = None
+        # The clients heard from lately (remoting consumer lists; admin API: consumer groups, their
+        # members), within remotingMax* and channelExpiredTimeout.
+        self.clients = ClientRegistry(configs.broker.client_limits)
         self._view: BrokerState | None = None
         self._stopped = False
         # Controller mode only.
@@ -285,6 +290,8 @@ class Broker:
                 "the client API on %s accepts unsigned calls from anyone who can reach it (aclEnable=false)",
                 broker.host,
             )
+        # After the ACL guard: a call it refuses names no client.
+        interceptors.append(ClientSightings(self.clients))
         return grpc.aio.server(
             interceptors=interceptors,
             options=[
@@ -342,14 +349,16 @@ class Broker:
         """The client and admin APIs on the client server, remoting and metrics when configured."""
         assert self._client_server is not None
         broker = self.configs.broker
-        core = self._core = BrokerCore(store, self.configs, view)
+        core = self._core = BrokerCore(store, self.configs, view, self.clients)
         messaging = MessagingServicer(
             core,
             receipt_secret=self.secrets.ha or self.secrets.admin,
             pop_journal=self.pop_journal,
             telemetry_check=self._acl_guard.telemetry_check if self._acl_guard is not None else None,
         )
-        admin = AdminServicer(store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop)
+        admin = AdminServicer(
+            store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop, clients=self.clients
+        )
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
         store.add_arrival_listener(messaging.on_arrival)
@@ -433,7 +442,7 @@ class Broker:
 
     def _start_metrics(self, view: BrokerState, host: str, port: int) -> None:
         collector = BrokerCollector(self.store, self.configs, view, self._connections)
-        metrics = MetricsServer(collector, lambda: readiness(self.store, view))
+        metrics = MetricsServer(collector, lambda: readiness(self.store, view), lambda: serving(view))
         try:
             bound = metrics.start(host, port)
         except OSError as exc:
@@ -546,7 +555,7 @@ async def serve(configs: BrokerConfigs) -> int:
         raise
     line = broker.ready_line()
     log.info(line)
-    print(line, flush=True)
+    print(ready_json(line, log.name) if configs.broker.log_format == "json" else line, flush=True)
     await stop_requested.wait()
     await broker.stop()
     return 0

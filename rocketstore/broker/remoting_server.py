@@ -9,8 +9,8 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 | PULL_MESSAGE | stored records as the body, next/min/max offsets; long polling (suspend flag); offset commit |
 | QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (QUERY_NOT_FOUND when none) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
-| HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | the consumers of each group, from their heartbeats |
-| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker: its queues and its address |
+| HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | each group's consumers, in the broker's ClientRegistry |
+| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker group: its queues and its address |
 
 A protocol adapter: each request is decoded, handed to a service of the broker core (`core/`:
 sends, pulls, offsets, routes, clients) and its result or refusal encoded as a response code
@@ -29,11 +29,11 @@ SLAVE_NOT_AVAILABLE (stored, the guarantee missing), IN_SYNC_REPLICAS_NOT_ENOUGH
 (as RocketMQ 5 answers it), bad input -> MESSAGE_ILLEGAL, a slave or a fenced master ->
 SERVICE_NOT_AVAILABLE (nothing stored).
 
-Limits (`remoting_limits.py`, `client_table.py`, keys in docs/brokers.md): connections, bytes of
-incomplete frames across connections, idle connections and frames that do not complete in time
+Limits (`remoting_limits.py`, `client_registry.py`, keys in docs/brokers.md): connections, bytes
+of incomplete frames across connections, idle connections and frames that do not complete in time
 are closed; heartbeats register clients within per-group, group and total counts, and clients
-expire on the server's own schedule. A connection whose answers the peer does not read stops
-being read until they drain (asyncio's write flow control).
+expire on the registry's own schedule (this server's sweep runs it). A connection whose answers
+the peer does not read stops being read until they drain (asyncio's write flow control).
 
 Threads: the server runs its own event loop (uvloop when installed) on a thread of its own, so
 neither the gRPC loop nor its per-call cost is on this path. Store calls that may block (reads,
@@ -72,6 +72,7 @@ from wire.remoting import (
     string_to_properties,
 )
 
+from .client_registry import Heartbeat
 from .config import remoting_max_frame_bytes
 from .core.long_polling import ArrivalWatch
 from .core.pull import PullAction, PullRequest
@@ -96,6 +97,8 @@ MAX_REQUESTS_PER_CONNECTION = 1024
 # A heartbeat body is a small JSON document (a client's groups and subscriptions); parsing one runs
 # on the loop's thread, so a larger one is refused unparsed.
 MAX_HEARTBEAT_BYTES = 1024 * 1024
+# A 4.x consumer subscribes to its group's retry topic by itself: not a topic it chose.
+RETRY_PREFIX = "%RETRY%"
 
 
 class BadRequest(Exception):
@@ -134,6 +137,37 @@ def _value(found: int | Refusal) -> int:
     if isinstance(found, Refusal):
         raise BadRequest(REASON_CODES[found.reason], found.text)
     return found
+
+
+def heartbeat_of(doc: object, address: str) -> Heartbeat:
+    """A 4.x HEART_BEAT body (`clientID`, `language`, `version`, `producerDataSet`,
+    `consumerDataSet` with each group's `subscriptionDataSet`) as the core's `Heartbeat`; the
+    names in it are the core's to check. BadRequest when its shape is wrong."""
+    if not isinstance(doc, dict):
+        raise BadRequest(R.INVALID_PARAMETER, "the heartbeat body is not a JSON object")
+    client_id = doc.get("clientID", "")
+    consumers = doc.get("consumerDataSet") or []
+    if not isinstance(client_id, str) or not isinstance(consumers, list):
+        raise BadRequest(R.INVALID_PARAMETER, "the heartbeat's clientID or consumerDataSet has the wrong type")
+    groups: dict[str, frozenset[str]] = {}
+    for consumer in consumers:
+        group = consumer.get("groupName") if isinstance(consumer, dict) else None
+        if not isinstance(group, str):
+            raise BadRequest(R.INVALID_PARAMETER, "a consumerDataSet entry lacks a groupName string")
+        subscriptions = consumer.get("subscriptionDataSet")
+        groups[group] = frozenset(
+            s["topic"]
+            for s in (subscriptions if isinstance(subscriptions, list) else ())
+            if isinstance(s, dict) and isinstance(s.get("topic"), str) and not s["topic"].startswith(RETRY_PREFIX)
+        )
+    producers = doc.get("producerDataSet")
+    producer_groups = tuple(
+        p["groupName"]
+        for p in (producers if isinstance(producers, list) else ())
+        if isinstance(p, dict) and isinstance(p.get("groupName"), str) and p["groupName"]
+    )
+    language, version = str(doc.get("language", "")), str(doc.get("version", ""))
+    return Heartbeat(client_id, address, groups, producer_groups, language, version)
 
 
 class _Connection(asyncio.Protocol):
@@ -606,26 +640,15 @@ class RemotingServer:
             doc = json.loads(request.body or b"{}")
         except (ValueError, RecursionError) as exc:
             raise BadRequest(R.INVALID_PARAMETER, f"the heartbeat body is not JSON: {str(exc)[:200]}") from None
-        if not isinstance(doc, dict):
-            raise BadRequest(R.INVALID_PARAMETER, "the heartbeat body is not a JSON object")
-        client_id = doc.get("clientID", "")
-        consumers = doc.get("consumerDataSet") or []
-        if not isinstance(client_id, str) or not isinstance(consumers, list):
-            raise BadRequest(R.INVALID_PARAMETER, "the heartbeat's clientID or consumerDataSet has the wrong type")
-        groups: list[str] = []
-        for consumer in consumers:
-            group = consumer.get("groupName") if isinstance(consumer, dict) else None
-            if not isinstance(group, str):
-                raise BadRequest(R.INVALID_PARAMETER, "a consumerDataSet entry lacks a groupName string")
-            groups.append(group)
-        _refuse(self._core.clients.heartbeat(client_id, groups, self._clock()))
+        heartbeat = heartbeat_of(doc, f"{conn.peer[0]}:{conn.peer[1]}")
+        _refuse(self._core.clients.heartbeat(heartbeat, self._clock()))
         return request.answer(R.SUCCESS)
 
     def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
-        group, client_id = f.get("consumerGroup"), f.get("clientID", "")
-        if group:
-            self._core.clients.unregister(group, client_id)
+        # A consumer's goodbye names its group, a producer's its producer group; neither: all.
+        group = f.get("consumerGroup") or f.get("producerGroup") or None
+        self._core.clients.gone(f.get("clientID", ""), group)
         return request.answer(R.SUCCESS)
 
     def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:

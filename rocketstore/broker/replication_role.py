@@ -54,6 +54,7 @@ from store import BrokerRole, MessageStore
 from store.pop_journal import PopJournal
 from store.pop_state import Event as PopEvent
 from wire.auth import channel_credentials, server_credentials
+from wire.request_guard import ThreadedMalformedRequestGuard
 
 from .config import BrokerConfigs
 from .listening import bind, host_port
@@ -188,9 +189,11 @@ class ReplicationRole:
         """The replication server (not bound, not started) and its servicer over `tracker`."""
         broker, ha, epochs = self._configs.broker, self._configs.ha, self._epochs
         # The servicer authenticates every replication call itself in shared-secret mode (its
-        # answers are MACed under a per-call key only it can derive): no interceptor in front.
+        # answers are MACed under a per-call key only it can derive); the one interceptor answers
+        # requests that do not decode (grpc's own answer is INTERNAL and a logged traceback each).
         server = grpc.server(
             ThreadPoolExecutor(max_workers=HA_MAX_STREAMS + 4, thread_name_prefix="ha-stream"),
+            interceptors=[ThreadedMalformedRequestGuard()],
             options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)],
             maximum_concurrent_rpcs=HA_MAX_STREAMS,
         )

@@ -29,9 +29,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 import grpc
 
 from wire.log_limit import LogLimiter, peer_host
+from wire.request_guard import MalformedRequest
 from wire.rpc import messaging_pb2 as pb
 
-from .guard import MalformedRequest
 from .transaction_api import TransactionApi
 
 log = logging.getLogger("rocketstore.broker.telemetry")

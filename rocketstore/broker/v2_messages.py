@@ -29,6 +29,7 @@ from store.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_TYPE_MASK,
+    clamp_timestamp_ms,
     producer_sys_flag,
 )
 from store.timer_state import PROPERTY_TIMER_DELIVER_MS
@@ -375,8 +376,10 @@ def send_entry(outcome: SendOutcome) -> pb.SendResultEntry:
 
 
 def _timestamp(ms: int) -> timestamp_pb2.Timestamp:
+    # A Timestamp holds the years 1 to 9999 only (FromMilliseconds raises past them): a record
+    # stored before the store refused such born times is served with its time clamped.
     ts = timestamp_pb2.Timestamp()
-    ts.FromMilliseconds(ms)
+    ts.FromMilliseconds(clamp_timestamp_ms(ms))
     return ts
 
 

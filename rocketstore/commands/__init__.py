@@ -8,6 +8,8 @@ names them and `main` are in `rocketstore/cli.py`.
 - `topic`, `consumer`, `message`, `config`: the admin API's operator commands
 - `cluster`: a cluster of broker groups (`cluster list|drain`) and the registry lookups `topic`
   uses to act across groups
+- `clients`: `connections`, the clients a broker heard from, by protocol (admin API)
+- `console`: `console` (the web console, in the `console` package) and `console-account`
 - `inspect_repair`: `inspect` and `repair` over a store on disk (the logic is in `ops/`)
 - `demo`: `demo` and `crash-demo` (the demos are in `demos/`)
 - `pipeline`, `pipeline_stream`: the Spark jobs (the logic is in `pipeline/`)

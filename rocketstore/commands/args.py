@@ -12,7 +12,6 @@ that never reach a broker do not load gRPC. Stateless; thread-safe.
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 from pathlib import Path
 
@@ -126,14 +125,9 @@ def key_value(text: str) -> tuple[str, str]:
 
 def moment_ms(text: str) -> int:
     """A time as Unix milliseconds: digits are ms; otherwise ISO 8601 (no zone: UTC)."""
-    if text.isdigit():
-        return int(text)
+    from client.report import parse_moment_ms  # here: the commands that take no time load no gRPC
+
     try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected Unix milliseconds or an ISO 8601 time such as 2026-11-24T10:00:00+01:00, got {text!r}"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return int(moment.timestamp() * 1000)
+        return parse_moment_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -1,13 +1,17 @@
 """`rocketstore broker -c broker.conf [--key=value ...]`: arguments and the run function, on the
-command's main thread (the broker then runs its own event loop and service threads)."""
+command's main thread (the broker then runs its own event loop and service threads). A path of
+the config the broker cannot use (a store or log directory it may not write, a missing file)
+ends it with one line naming the key, the path and the fix."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from rocketstore.broker.config import load_broker_config, load_secrets
+from rocketstore.broker.config import load_broker_config, load_secrets, path_problem
 from store.properties import parse_overrides
+
+from .common import CommandError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,4 +34,10 @@ def run(args: argparse.Namespace) -> int:
     configs = load_broker_config(args.config, overrides)
     # Refuse an unauthenticated config before anything is written (the log directory included).
     load_secrets(configs)
-    return run_broker(configs, verbose=args.verbose + args.sub_verbose)
+    try:
+        return run_broker(configs, verbose=args.verbose + args.sub_verbose)
+    except OSError as exc:
+        problem = path_problem(exc, configs)
+        if problem is None:
+            raise
+        raise CommandError(problem) from None

@@ -1,5 +1,6 @@
-"""How a subcommand reaches a broker: its `--endpoint` (one, or several of one broker group),
-`--json`, `--tls-ca-file`, `--request-timeout-s` and, for the admin API, `--secret-file` or the
+"""How a subcommand reaches a broker: its `--endpoint` (one, or several of one broker group;
+default the ROCKETSTORE_ENDPOINT environment variable, else 127.0.0.1:10911), `--json`,
+`--tls-ca-file`, `--request-timeout-s` and, for the admin API, `--secret-file` or the
 ROCKETSTORE_ADMIN_SECRET environment variable (the secret never appears on a command line or in
 output); and an admin call run with the client's errors turned into one-line `CommandError`s.
 
@@ -21,6 +22,7 @@ from .args import seconds, whole_number
 from .common import CommandError
 
 SECRET_ENV = "ROCKETSTORE_ADMIN_SECRET"
+ENDPOINT_ENV = "ROCKETSTORE_ENDPOINT"
 T = TypeVar("T")
 
 
@@ -65,25 +67,34 @@ def batch_size(text: str) -> int:
 # -- the options -------------------------------------------------------------------------------
 
 
-def add_connection_arguments(p: argparse.ArgumentParser, *, admin: bool = False, several: bool = False) -> None:
+def default_endpoint() -> str:
+    """What --endpoint is when not given: $ROCKETSTORE_ENDPOINT, else the default listenPort here."""
+    return os.environ.get(ENDPOINT_ENV, "").strip() or DEFAULT_ENDPOINT
+
+
+def add_connection_arguments(
+    p: argparse.ArgumentParser, *, admin: bool = False, several: bool = False, json: bool = True
+) -> None:
+    default = f"${ENDPOINT_ENV}, else {DEFAULT_ENDPOINT}"
     if several:
         p.add_argument(
             "--endpoint",
             type=endpoint_group,
-            default=DEFAULT_ENDPOINT,
+            default=default_endpoint(),
             metavar="HOST:PORT[;HOST:PORT...]",
             help=f"the broker's client endpoint, or several of one broker group separated by ';' or ',' "
-            f"to follow its master across failovers (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)",
+            f"to follow its master across failovers (default {default}; IPv6 as [::1]:10911)",
         )
     else:
         p.add_argument(
             "--endpoint",
             type=endpoint_arg,
-            default=DEFAULT_ENDPOINT,
+            default=default_endpoint(),
             metavar="HOST:PORT",
-            help=f"the broker's client endpoint (default {DEFAULT_ENDPOINT}; IPv6 as [::1]:10911)",
+            help=f"the broker's client endpoint (default {default}; IPv6 as [::1]:10911)",
         )
-    p.add_argument("--json", action="store_true", help="print results as JSON")
+    if json:
+        p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--tls-ca-file", metavar="FILE", help="use TLS, trusting this CA certificate")
     p.add_argument(
         "--request-timeout-s", type=seconds, default=10.0, metavar="S", help="deadline of each call (default 10)"

@@ -3,6 +3,8 @@ JSON line) per message and a summary; starts at `--from-offset`, at a `--group`'
 (BEGINNING when it has none; its progress is committed at the end), or at BEGINNING. A queue is
 done when it has had no new message for `--wait-ms` (long polls on the broker). Exit 1 when a
 message fails its body digest check or a queue's offset is illegal with nowhere else to go.
+Ctrl-C (SIGINT) stops the pulls, commits the group's offsets just past what was printed, prints
+the summary and exits 130; a second one stops at once, committing nothing.
 
 Runs on the command's main thread (one asyncio loop, a task per queue).
 """
@@ -13,6 +15,7 @@ import argparse
 import asyncio
 import base64
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +26,7 @@ from client import ReceivedMessage, RocketStoreError
 from client.report import body_preview
 
 from .args import at_least_one, natural, non_empty
-from .common import EXIT_OK, EXIT_PROBLEMS, CommandError
+from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, INTERRUPTED, CommandError
 from .connection import add_connection_arguments, batch_size, check_tls_file, failure
 
 CLI_GROUP = "rocketstore-cli"
@@ -98,9 +101,15 @@ class _QueueProgress:
 _MAX_ILLEGAL_IN_A_ROW = 3
 
 
-async def _consume(  # noqa: C901, PLR0915 - the consume loop with each of its stop conditions
-    args: argparse.Namespace, emit: Callable[[ReceivedMessage], None]
-) -> tuple[list[int], dict[int, _QueueProgress], bool]:
+@dataclass
+class _Run:
+    queue_ids: list[int]
+    progress: dict[int, _QueueProgress]
+    committed: bool = False
+    interrupted: bool = False
+
+
+async def _consume(args: argparse.Namespace, emit: Callable[[ReceivedMessage], None]) -> _Run:
     from client.consumer import AsyncPullConsumer
 
     consumer = AsyncPullConsumer(
@@ -174,14 +183,31 @@ async def _consume(  # noqa: C901, PLR0915 - the consume loop with each of its s
                 if result.messages:
                     last_news = time.monotonic()
 
-        await asyncio.gather(*(drain(qid) for qid in queue_ids))
-        committed = False
+        run = _Run(queue_ids, progress)
+        drains = asyncio.gather(*(drain(qid) for qid in queue_ids))
+        loop = asyncio.get_running_loop()
+
+        def on_interrupt() -> None:
+            # Every message printed so far advanced its queue's next offset: stopping the pulls
+            # here loses nothing that was shown. The default handler is back for a second Ctrl-C.
+            run.interrupted = True
+            loop.remove_signal_handler(signal.SIGINT)
+            drains.cancel()
+
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            await drains
+        except asyncio.CancelledError:
+            if not run.interrupted:
+                raise
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
         if args.group:
             for qid, state in progress.items():
                 if state.next_offset != state.start:
                     await consumer.update_offset(args.topic, qid, state.next_offset)
-            committed = True
-        return queue_ids, progress, committed
+            run.committed = True
+        return run
     finally:
         await consumer.close()
 
@@ -196,9 +222,10 @@ def run_consume(args: argparse.Namespace) -> int:
         print(json.dumps(message_json(m)) if args.json else message_line(m))
 
     try:
-        queue_ids, progress, committed = asyncio.run(_consume(args, emit))
+        run = asyncio.run(_consume(args, emit))
     except RocketStoreError as exc:
         raise failure(exc) from None
+    queue_ids, progress, committed = run.queue_ids, run.progress, run.committed
     total = sum(p.messages for p in progress.values())
     problems = {qid: p.problem for qid, p in progress.items() if p.problem}
     summary = {
@@ -209,6 +236,7 @@ def run_consume(args: argparse.Namespace) -> int:
         "next_offsets": {str(qid): p.next_offset for qid, p in progress.items()},
         "group": args.group,
         "committed": committed,
+        "interrupted": run.interrupted,
         "problems": {str(k): v for k, v in problems.items()},
     }
     if args.json:
@@ -219,10 +247,14 @@ def run_consume(args: argparse.Namespace) -> int:
             f"consumed {total} messages from {args.topic} (queues {', '.join(map(str, queue_ids))}); "
             f"next offsets {offsets}"
         )
+        if run.interrupted:
+            print(f"stopped: {INTERRUPTED}")
         if committed:
             print(f"committed these offsets for group {args.group}")
         if corrupt:
             print(f"{corrupt} messages failed their body digest check")
         for qid, problem in problems.items():
             print(f"queue {qid}: {problem}")
+    if run.interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_PROBLEMS if corrupt or problems else EXIT_OK

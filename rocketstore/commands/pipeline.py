@@ -1,12 +1,13 @@
 """`rocketstore pipeline scan|audit|rebuild|export`: the Spark pipeline from the command line.
 
-    rocketstore pipeline [--master SPARK_MASTER] scan    --store-dir DIR [--store-dir DIR ...]
+    rocketstore pipeline [--master SPARK_MASTER] [--conf KEY=VALUE ...] scan --store-dir DIR [--store-dir DIR ...]
     rocketstore pipeline [--master SPARK_MASTER] audit   --master DIR --slave DIR [--slave DIR] [--up-to OFFSET]
     rocketstore pipeline rebuild --store-dir DIR --out-dir DIR
     rocketstore pipeline [--master SPARK_MASTER] export  --store-dir DIR --out-dir DIR [--topics A,B]
 
-`--master` before the job names the Spark master (default local[*], bound to 127.0.0.1); the
-audit's own `--master` after the job names the master broker's store directory. The project's
+`--master` before the job names the Spark master (default local[*], bound to 127.0.0.1) and
+`--conf KEY=VALUE` adds a Spark setting (executor memory, ...); the audit's own `--master` after
+the job names the master broker's store directory. The project's
 CLI conventions (rocketstore/commands/common.py): results on stdout (`--json` for JSON), progress on stderr,
 exit 0 when all is well, 1 when problems were found (corrupt records, a divergence, a gap, a rebuild stopped by a bad
 record) or the job failed, 2 for usage errors; expected failures print one line. Runs on the
@@ -42,6 +43,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _spark_setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
 def _topics(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -74,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="local[*]",
         metavar="SPARK_MASTER",
         help="Spark master URL (default local[*])",
+    )
+    parser.add_argument(
+        "--conf",
+        dest="spark_conf",
+        action="append",
+        default=[],
+        type=_spark_setting,
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeat for several)",
     )
     jobs = parser.add_subparsers(dest="pipeline_command", metavar="JOB", required=True)
 
@@ -162,13 +179,30 @@ def _session(args):
     from pipeline.spark import session
 
     _progress(f"pipeline {args.pipeline_command}: starting Spark ({args.spark_master})")
-    return session(args.spark_master, progress_bar=sys.stderr.isatty())
+    return session(args.spark_master, progress_bar=sys.stderr.isatty(), conf=dict(args.spark_conf))
+
+
+# What the pipeline imports that a plain `pip install rocketstore` does not bring.
+SPARK_MODULES = ("pyspark", "pyarrow", "numpy")
+
+
+def missing_extra() -> str | None:
+    """The Spark extra's modules that are not installed, with how to install them; None when all are."""
+    import importlib.util
+
+    missing = [name for name in SPARK_MODULES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (
+        f"the Spark pipeline needs {', '.join(missing)}, which are not installed: "
+        "pip install 'rocketstore[spark]' (the same as rocketstore[pipeline]); in a checkout, make setup"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.java_check import java_problem
 
-    problem = java_problem()
+    problem = missing_extra() or java_problem()
     if problem is not None:
         raise CommandError(problem)
     job = {

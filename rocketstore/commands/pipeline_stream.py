@@ -103,12 +103,14 @@ def _partition_by(text: str) -> list[str]:
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     from client import DEFAULT_ENDPOINT
 
+    from .connection import ENDPOINT_ENV, default_endpoint
+
     parser.add_argument(
         "--endpoint",
         type=_endpoint,
-        default=DEFAULT_ENDPOINT,
+        default=default_endpoint(),
         metavar="HOST:PORT",
-        help=f"the broker's client endpoint, master or slave (default {DEFAULT_ENDPOINT})",
+        help=f"the broker's client endpoint, master or slave (default ${ENDPOINT_ENV}, else {DEFAULT_ENDPOINT})",
     )
     parser.add_argument("--topics", required=True, type=_topics, metavar="A,B", help="the topics to read")
     parser.add_argument("--out-dir", required=True, metavar="DIR", help="where the Parquet files go")
@@ -276,7 +278,7 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
 
     master = getattr(args, "spark_master", None) or "local[*]"
     _progress(f"pipeline stream: starting Spark ({master})")
-    spark = session(master, progress_bar=False)
+    spark = session(master, progress_bar=False, conf=dict(getattr(args, "spark_conf", [])))
     register(spark)
     reader = spark.readStream.format("rocketstore")
     for name, value in options.items():

@@ -5,7 +5,9 @@ messages per request; a summary of statuses, errors, throughput (MB = 10^6 bytes
 latency. `--endpoint` may name several brokers of one group (`h1:p1;h2:p2`): the producer follows
 its master. Transport, authentication, not-master and protocol errors stop the run (every later
 request would fail the same way); other refusals are counted and the run goes on. Bounded by
-`--timeout-s`; a progress line on stderr every 5 s.
+`--timeout-s`; a progress line on stderr every 5 s. Messages given with `--body` or `--stdin` are
+printed as they are stored (message id, queue, offset). Ctrl-C (SIGINT) stops taking new messages,
+lets the requests in flight finish, prints the summary and exits 130; a second one stops at once.
 
 Runs on the command's main thread; the tally takes a lock for the `--api threads` senders.
 """
@@ -16,12 +18,13 @@ import argparse
 import asyncio
 import math
 import random
+import signal
 import string
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +42,7 @@ from client import (
 from client.convert import MAX_BATCH
 
 from .args import at_least_one, key_value, natural, non_empty, non_negative_seconds, seconds, single_tag
-from .common import EXIT_OK, EXIT_PROBLEMS, CommandError, print_json
+from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, INTERRUPTED, CommandError, print_json
 from .connection import add_connection_arguments, batch_size, check_tls_file
 
 _FILLER_PERIOD = 251  # bodies rotate through a filler block of size + this many characters
@@ -101,6 +104,11 @@ def produce_arguments(p: argparse.ArgumentParser) -> None:
         help="how long one send may follow a moving master or retry a broker that cannot take it now "
         "(default 10; 0: fail at once)",
     )
+    p.add_argument(
+        "--wait-for-broker",
+        action="store_true",
+        help="when no broker answers yet, keep trying for --retry-timeout-s (default: fail at once)",
+    )
     p.add_argument("--timeout-s", type=seconds, default=300.0, metavar="S", help="stop after this long (default 300)")
 
 
@@ -157,6 +165,9 @@ class ProduceTally:
     latencies_s: list[float] = field(default_factory=list)
     bytes_stored: int = 0
     stopped_by: str | None = None
+    interrupted: bool = False
+    # Called with each stored message's result (under the lock, in the order answers came).
+    on_stored: Callable[[SendResult], None] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _started: float = field(default_factory=time.perf_counter, repr=False)
 
@@ -164,12 +175,24 @@ class ProduceTally:
     def stopped(self) -> bool:
         return self.stopped_by is not None
 
+    def interrupt(self) -> None:
+        """Ctrl-C: no new request starts."""
+        with self._lock:
+            self.interrupted = True
+            if self.stopped_by is None:
+                self.stopped_by = INTERRUPTED
+
     def record_results(self, results: Sequence[SendResult], sizes: Sequence[int], latency_s: float) -> None:
         with self._lock:
             for result, size in zip(results, sizes):
-                self.statuses[result.status.name] += 1
-                self.bytes_stored += size
+                self._stored(result, size)
             self.latencies_s.append(latency_s)
+
+    def _stored(self, result: SendResult, size: int) -> None:
+        self.statuses[result.status.name] += 1
+        self.bytes_stored += size
+        if self.on_stored is not None:
+            self.on_stored(result)
 
     def report_progress(self, total: int) -> None:
         with self._lock:
@@ -183,8 +206,7 @@ class ProduceTally:
             if isinstance(exc, PartialBatchError):
                 for outcome, size in zip(exc.outcomes, sizes):
                     if isinstance(outcome, SendResult):
-                        self.statuses[outcome.status.name] += 1
-                        self.bytes_stored += size
+                        self._stored(outcome, size)
                     else:
                         self._count_error(outcome, 1)
             else:
@@ -206,7 +228,14 @@ class ProduceTally:
             self.stopped_by = f"the first {streak} answers were all {kind}, so the rest would be too: {exc}"
 
 
-def produce_summary(args: argparse.Namespace, tally: ProduceTally, elapsed_s: float, timed_out: bool) -> dict[str, Any]:
+def produce_summary(
+    args: argparse.Namespace,
+    tally: ProduceTally,
+    elapsed_s: float,
+    timed_out: bool,
+    sent: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The run's figures; `sent`: the stored messages' ids, for runs of given bodies (--json)."""
     stored = sum(tally.statuses.values())
     latencies = sorted(tally.latencies_s)
     rate = stored / elapsed_s if elapsed_s > 0 else 0.0
@@ -234,8 +263,10 @@ def produce_summary(args: argparse.Namespace, tally: ProduceTally, elapsed_s: fl
             "max": round((latencies[-1] if latencies else 0.0) * 1000, 3),
         },
         "timed_out": timed_out,
+        "interrupted": tally.interrupted,
         "stopped_by": tally.stopped_by,
-        "ok": all_ok,
+        "sent": sent or [],
+        "ok": all_ok and not tally.interrupted,
     }
 
 
@@ -312,6 +343,7 @@ async def _produce_asyncio(args: argparse.Namespace, plan: _Plan, tally: Produce
         timeout_s=args.request_timeout_s,
         tls_ca_file=args.tls_ca_file,
         retry_timeout_s=args.retry_timeout_s,
+        wait_for_broker=args.wait_for_broker,
     )
 
     async def sender() -> None:
@@ -334,15 +366,26 @@ async def _produce_asyncio(args: argparse.Namespace, plan: _Plan, tally: Produce
             tally.report_progress(args.count)
 
     progress = asyncio.create_task(reporter())
+    senders = asyncio.gather(*(sender() for _ in range(args.concurrency)))
+    loop = asyncio.get_running_loop()
+
+    def on_interrupt() -> None:
+        if tally.interrupted:
+            senders.cancel()  # the second Ctrl-C: the requests in flight are abandoned too
+        tally.interrupt()
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
     try:
-        await asyncio.wait_for(
-            asyncio.gather(*(sender() for _ in range(args.concurrency))),
-            timeout=max(deadline - time.monotonic(), 0.001),
-        )
+        await asyncio.wait_for(senders, timeout=max(deadline - time.monotonic(), 0.001))
         return False
     except asyncio.TimeoutError:
         return True
+    except asyncio.CancelledError:
+        if not tally.interrupted:
+            raise
+        return False
     finally:
+        loop.remove_signal_handler(signal.SIGINT)
         progress.cancel()
         await producer.close()
 
@@ -356,6 +399,7 @@ def _produce_threads(args: argparse.Namespace, plan: _Plan, tally: ProduceTally,
         timeout_s=args.request_timeout_s,
         tls_ca_file=args.tls_ca_file,
         retry_timeout_s=args.retry_timeout_s,
+        wait_for_broker=args.wait_for_broker,
     ) as producer:
 
         def sender() -> None:
@@ -376,18 +420,30 @@ def _produce_threads(args: argparse.Namespace, plan: _Plan, tally: ProduceTally,
                     tally.record_results(results, sizes, time.perf_counter() - started)
 
         threads = [threading.Thread(target=sender, name=f"produce-{i}", daemon=True) for i in range(args.concurrency)]
+        abandon = threading.Event()
+
+        def on_interrupt(signum, frame) -> None:
+            if tally.interrupted:
+                abandon.set()  # the second Ctrl-C: stop waiting for the requests in flight
+            tally.interrupt()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
         for t in threads:
             t.start()
         # Each request ends by its own deadline, so a sender outlives the run by at most one.
         join_by = deadline + args.request_timeout_s + 5
         next_report = time.monotonic() + PROGRESS_EVERY_S
-        for t in threads:
-            while t.is_alive() and time.monotonic() < join_by:
-                t.join(max(min(join_by, next_report) - time.monotonic(), 0))
-                if time.monotonic() >= next_report:
-                    tally.report_progress(args.count)
-                    next_report += PROGRESS_EVERY_S
-        if any(t.is_alive() for t in threads):
+        try:
+            for t in threads:
+                # Short joins: the main thread runs the SIGINT handler between them.
+                while t.is_alive() and time.monotonic() < join_by and not abandon.is_set():
+                    t.join(max(min(join_by, next_report, time.monotonic() + 0.2) - time.monotonic(), 0))
+                    if time.monotonic() >= next_report:
+                        tally.report_progress(args.count)
+                        next_report += PROGRESS_EVERY_S
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if any(t.is_alive() for t in threads) and not tally.interrupted:
             timed_out.set()
     return timed_out.is_set()
 
@@ -411,19 +467,42 @@ def _given_bodies(args: argparse.Namespace) -> list[bytes] | None:
     return given
 
 
+def sent_line(result: SendResult) -> str:
+    group = f" broker={result.broker_name}" if result.broker_name else ""
+    return (
+        f"sent msgId={result.msg_id} topic={result.topic} queue={result.queue_id} offset={result.queue_offset}"
+        f"{group} status={result.status.name}"
+    )
+
+
 def run_produce(args: argparse.Namespace) -> int:
     check_tls_file(args)
-    plan = _Plan(args, _given_bodies(args))
-    tally = ProduceTally()
+    given = _given_bodies(args)
+    plan = _Plan(args, given)
+    sent: list[dict[str, Any]] = []
+
+    def on_stored(result: SendResult) -> None:
+        # Messages the user wrote: each one's id, as it is stored (JSON: in the summary).
+        if args.json:
+            sent.append(
+                {"msg_id": result.msg_id, "queue_id": result.queue_id, "queue_offset": result.queue_offset}
+                | {"broker_name": result.broker_name, "status": result.status.name}
+            )
+        else:
+            print(sent_line(result), flush=True)
+
+    tally = ProduceTally(on_stored=on_stored if given is not None else None)
     started = time.perf_counter()
     deadline = time.monotonic() + args.timeout_s
     if args.api == "asyncio":
         timed_out = asyncio.run(_produce_asyncio(args, plan, tally, deadline))
     else:
         timed_out = _produce_threads(args, plan, tally, deadline)
-    summary = produce_summary(args, tally, time.perf_counter() - started, timed_out)
+    summary = produce_summary(args, tally, time.perf_counter() - started, timed_out, sent)
     if args.json:
         print_json(summary)
     else:
         print(format_produce_summary(summary))
+    if tally.interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_OK if summary["ok"] else EXIT_PROBLEMS

@@ -1,13 +1,15 @@
 """`rocketstore topic`: a broker's topics over the admin API, or a cluster's across its groups.
 
     rocketstore topic create --topic T [--queues N | --read-queues R --write-queues W] [--perm P] [--order]
-    rocketstore topic list | describe --topic T | delete --topic T [--yes]
+    rocketstore topic list [--system] | describe --topic T | delete --topic T [--yes]
     rocketstore topic create --topic T ... --groups all|G1,G2  create on several groups' masters
     rocketstore topic status --topic T                         per group: queues, offsets, last store
     rocketstore topic list                                     (with a registry: every group's topics)
     rocketstore topic delete --topic T --groups ... --yes      delete on several groups
 
-`topic delete` only says what it would delete without `--yes`. Across groups, the broker at
+`topic list` leaves out the topics the broker keeps for itself (schedules, transactions, pop
+state) unless `--system`; `--json` marks each topic's `system`. `topic delete` only says what it
+would delete without `--yes`. Across groups, the broker at
 `--endpoint` names the groups from the cluster's registry (`cluster.py`) and each group's master
 does its part; a group that fails is reported in its row and the command exits 1 after the others
 are done. Runs on the command's main thread.
@@ -44,7 +46,10 @@ def topic_arguments(p: argparse.ArgumentParser) -> None:
         help="create it on these broker groups of the cluster (their masters), or all of them; "
         "default: the broker at --endpoint only",
     )
-    admin_action(actions, "list", "list the topics (of every group, when the broker is in a cluster)")
+    listing = admin_action(actions, "list", "list the topics (of every group, when the broker is in a cluster)")
+    listing.add_argument(
+        "--system", action="store_true", help="also the broker's own topics (schedules, transactions, pop state)"
+    )
     status = admin_action(actions, "status", "a topic across the cluster: per group its queues, offsets and last store")
     status.add_argument("--topic", required=True, type=non_empty, help="the topic's name")
     describe = admin_action(actions, "describe", "a topic's route and, per queue, min/max offsets and last store time")
@@ -120,6 +125,8 @@ def run_topic(args: argparse.Namespace) -> int:
         else:
             across = cluster_topics(args, admin)
             topics = across if across is not None else sorted(admin.list_topics(), key=lambda t: t["name"])
+            if not args.system:
+                topics = [t for t in topics if not t.get("system")]
             if args.json:
                 print_json(topics)
                 return EXIT_OK
@@ -132,9 +139,11 @@ def run_topic(args: argparse.Namespace) -> int:
                     f"{t['perm']} ({perm_text(t['perm'])})",
                     "yes" if t.get("order") else "",
                 )
+                + (("yes" if t.get("system") else "",) if args.system else ())
                 + ((",".join(t["groups"]),) if across is not None else ())
                 for t in topics
             ]
+            header += ("system",) if args.system else ()
             print(format_table(header + (("groups",) if across is not None else ()), listed))
         return EXIT_OK
 

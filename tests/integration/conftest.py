@@ -43,3 +43,11 @@ def make_cluster(tmp_path, request):
         except RuntimeError as exc:
             errors.append(str(exc))
     assert not errors, "\n".join(errors)
+
+
+@pytest.fixture
+def admin_cluster(make_cluster, monkeypatch):
+    """A started SYNC_MASTER and its slave, with ROCKETSTORE_ADMIN_SECRET set for the admin commands."""
+    started = make_cluster()
+    monkeypatch.setenv("ROCKETSTORE_ADMIN_SECRET", started.admin_secret().decode())
+    return started

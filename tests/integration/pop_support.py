@@ -1,4 +1,4 @@
-"""Pop consumption calls straight on the wire, for the tests (no client-side retry)."""
+"""Pop consumption and heartbeat calls straight on the wire, for the tests (no client-side retry)."""
 
 from __future__ import annotations
 
@@ -61,3 +61,15 @@ class Pop:
             group=self.group, topic=self.topic, receipt_handle=handle, message_id="m", delivery_attempt=1
         )
         return self._stub.ForwardMessageToDeadLetterQueue(request, timeout=10)
+
+
+def heartbeat(endpoint: str, client_id: str, client_type: int = pb.PRODUCER, group: str = "") -> int:
+    """One Heartbeat as an official RocketMQ 5 client sends it (its id in x-mq-client-id); the
+    answer's status code."""
+    with grpc.insecure_channel(endpoint) as channel:
+        request = pb.HeartbeatRequest(client_type=client_type)
+        if group:
+            request.group.name = group
+        stub = messaging_pb2_grpc.MessagingServiceStub(channel)
+        answer = stub.Heartbeat(request, timeout=10, metadata=(("x-mq-client-id", client_id),))
+    return answer.status.code

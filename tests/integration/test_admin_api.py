@@ -15,12 +15,12 @@ from ha.replica_tracker import SlaveSnapshot
 from rocketstore.broker.admin import AdminServicer
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.core.services import BrokerCore
-from rocketstore.broker.guard import MalformedRequestGuard
 from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
 from slave.replication_client import ReplicationState
 from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
 from wire.admin_auth import AsyncAuthInterceptor, BrokerIdentity, Signer, Verifier
+from wire.request_guard import MalformedRequestGuard
 from wire.rpc import admin_pb2, admin_pb2_grpc, messaging_pb2_grpc
 from wire.rpc import messaging_pb2 as pb
 
@@ -237,8 +237,10 @@ def test_create_and_list_topics(tmp_path):
             names = [t.name for t in listed.topics]
             assert "Orders" in names and "Defaults" in names and names == sorted(names)
             route = await h.messaging.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Orders")), timeout=10)
-            # The master's 8 queues (its connected slave's follow, read-only, under its own id).
-            assert len([q for q in route.message_queues if q.broker.id == 0]) == 8
+            # The master's 8 queues (id 0), and its connected slave's 8 read-only ones beside them.
+            on_master = [q for q in route.message_queues if q.broker.id == 0]
+            assert len(on_master) == 8
+            assert all(q.permission == pb.READ for q in route.message_queues if q.broker.id != 0)
 
             bad_specs = [
                 admin_pb2.TopicSpec(name="bad name"),

@@ -16,31 +16,15 @@ import pytest
 
 from client import BrokerError, Producer, PullConsumer, SendStatus
 from pop_support import Pop
-from rocketstore.cli import main
-from support import wait_until
+from support import cli, cli_json, wait_until
 
 TOPIC = "AdminTopic"
 GROUP = "admin-group"
 
 
 @pytest.fixture
-def cluster(make_cluster, monkeypatch):
-    started = make_cluster()
-    monkeypatch.setenv("ROCKETSTORE_ADMIN_SECRET", started.admin_secret().decode())
-    return started
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def cli_json(capsys, *argv: str):
-    code, out, err = cli(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+def cluster(admin_cluster):
+    return admin_cluster
 
 
 def test_topic_create_describe_and_delete(cluster, capsys):
@@ -110,7 +94,7 @@ def test_consumer_progress_and_reset_by_time(cluster, capsys):
     with PullConsumer(master.client_endpoint, group=GROUP) as consumer:
         page = consumer.pull(TOPIC, 0, 0, max_messages=4)
         consumer.update_offset(TOPIC, 0, len(page.messages))
-    progress = {q["queue_id"]: q for q in cli_json(capsys, "consumer", "progress", *at, "--group", GROUP)}
+    progress = {q["queue_id"]: q for q in cli_json(capsys, "consumer", "progress", *at, "--group", GROUP)["queues"]}
     assert [(progress[q]["broker_offset"], progress[q]["consumer_offset"], progress[q]["lag"]) for q in (0, 1)] == [
         (8, 4, 4),
         (8, -1, 8),
@@ -125,12 +109,12 @@ def test_consumer_progress_and_reset_by_time(cluster, capsys):
     assert plan["applied"] is False
     assert [(q["queue_id"], q["old_offset"], q["new_offset"]) for q in plan["queues"]] == [(0, 4, 5), (1, -1, 5)]
     # The dry run changed nothing.
-    assert cli_json(capsys, "consumer", "progress", *at, "--group", GROUP)[0]["consumer_offset"] == 4
+    assert cli_json(capsys, "consumer", "progress", *at, "--group", GROUP)["queues"][0]["consumer_offset"] == 4
     done = cli_json(
         capsys, "consumer", "reset", *at, "--group", GROUP, "--topic", TOPIC, "--to-time", when, "--execute"
     )
     assert done["applied"] is True
-    progress = cli_json(capsys, "consumer", "progress", *at, "--group", GROUP)
+    progress = cli_json(capsys, "consumer", "progress", *at, "--group", GROUP)["queues"]
     assert [(q["consumer_offset"], q["lag"]) for q in progress] == [(5, 3), (5, 3)]
     with PullConsumer(master.client_endpoint, group=GROUP) as consumer:
         resumed = consumer.pull(TOPIC, 0, consumer.get_offset(TOPIC, 0), max_messages=10)
@@ -192,7 +176,7 @@ def test_config_get_hides_secrets_and_set_changes_live_keys(cluster, capsys):
     assert entries["haSecretFile"]["value"].endswith("secret")
     # `broker config` is the same command.
     one = cli_json(capsys, "broker", "config", "get", *at, "--key", "flushDiskType")
-    assert one == [{"key": "flushDiskType", "value": "SYNC_FLUSH", "changeable": False}]
+    assert one == [{"key": "flushDiskType", "value": "SYNC_FLUSH", "changeable": False, "configured_value": ""}]
     code, _, err = cli(capsys, "config", "get", *at, "--key", "flushDiskTyp")
     assert code == 1 and "unknown key: flushDiskTyp (did you mean flushDiskType?)" in err
 
@@ -220,7 +204,15 @@ def test_produce_sends_real_messages_and_stops_on_a_repeated_refusal(cluster, ca
         "--tag", "greeting", "--property", "origin=cli", "--property", "n=1",
     )  # fmt: skip
     assert summary["count"] == 1 and summary["statuses"] == {"SEND_OK": 1} and summary["ok"]
-    [found] = cli_json(capsys, "message", "query", *at, "--key", "k2", "--topic", TOPIC)
+    # SEND_OK comes once the message is stored; the key index follows when it is dispatched.
+    [found] = wait_until(
+        lambda: (
+            (a := cli(capsys, "message", "query", *at, "--key", "k2", "--topic", TOPIC, "--json"))[0] == 0
+            and json.loads(a[1])
+        ),
+        timeout_s=20,
+        what="the message to be found by its key",
+    )
     assert base64.b64decode(found["body_base64"]) == b"hello, broker"
     assert (found["tags"], found["keys"]) == ("greeting", "k1 k2")
     assert found["properties"]["origin"] == "cli" and found["properties"]["n"] == "1"

@@ -540,7 +540,14 @@ def test_admin_client(broker):
         status["role"] == "SYNC_MASTER" and status["max_offset"] == 4096 and status["stats"] == {"puts": {"PUT_OK": 12}}
     )
     assert view["master"]["broker_name"] == "broker-a" and view["self"] is None
-    assert created == {"name": "Payments", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6, "order": False}
+    assert created == {
+        "name": "Payments",
+        "read_queue_nums": 8,
+        "write_queue_nums": 8,
+        "perm": 6,
+        "order": False,
+        "system": False,
+    }
     assert [t["name"] for t in topics] == ["Payments"]
     assert invalid.value.code_name == "INVALID_ARGUMENT"
     assert "secret" not in repr(AdminClient(broker.endpoint, SECRET)).replace("<secret>", "").replace("secret=", "")

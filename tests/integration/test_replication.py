@@ -26,6 +26,7 @@ from store import BrokerRole, FlushDiskType, Message, MessageStore, StoreConfig
 from store import PutMessageStatus as S
 from store.clock import wall_clock_ms
 from support import run_threads, wait_until
+from wire.request_guard import ThreadedMalformedRequestGuard
 from wire.rpc import ha_pb2, ha_pb2_grpc
 
 SEGMENT = 64 * 1024
@@ -92,7 +93,9 @@ class Master:
         ha = ha or ha_config()
         self.tracker = tracker_class(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
         self.store.set_replica_gate(self.tracker)
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
+        # As the broker builds it (rocketstore.broker.replication_role): undecodable requests are
+        # answered by the guard.
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=8), interceptors=[ThreadedMalformedRequestGuard()])
         auth = MasterAuth(secret, Identity(BROKER, 0)) if secret else None
         self.servicer = ReplicationServicer(
             self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
@@ -811,6 +814,28 @@ def test_a_relayed_or_replayed_header_gets_nothing_from_the_real_master(tmp_path
             stub.GetEpochs(request, metadata=old, timeout=5)
         assert old_style.value.code() is grpc.StatusCode.UNAUTHENTICATED
     assert not connected(master)
+
+
+def test_a_replication_report_that_does_not_decode_ends_its_stream_invalid_argument(tmp_path, closing, caplog):
+    """Issue 30: a report that did not decode ended the stream's reader with a logged traceback.
+    It closes the stream INVALID_ARGUMENT now, before or after the handshake, and slaves that send
+    good reports still replicate."""
+    master = make_master(tmp_path, closing)
+    put_all(master.store, 0, 5)
+    caplog.set_level(logging.INFO, logger="master.replication_server")
+    handshake = ha_pb2.SlaveReport(durable_offset=0, broker_name=BROKER, broker_id=1).SerializeToString()
+    garbage = bytes(range(256))
+    with grpc.insecure_channel(master.address) as channel:
+        replicate = channel.stream_stream("/rocketstore.ha.v1.Replication/Replicate")
+        for reports in ([garbage], [handshake, garbage]):
+            with pytest.raises(grpc.RpcError) as ended:
+                for _ in replicate(iter(reports), timeout=30):
+                    pass
+            assert ended.value.code() is grpc.StatusCode.INVALID_ARGUMENT, ended.value
+            assert "malformed request" in ended.value.details()
+    assert not [r for r in caplog.records if r.exc_info is not None or r.levelno >= logging.ERROR]
+    slave = make_slave(tmp_path, closing, master.address, secret=None)
+    wait_until(lambda: slave.store.max_offset == master.store.max_offset, 20, "the slave to catch up")
 
 
 def test_a_flood_of_refused_calls_costs_one_log_line_per_peer(tmp_path, closing, caplog):

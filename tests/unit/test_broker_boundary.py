@@ -143,11 +143,12 @@ def accesses(source: str, path: str = "<snippet>") -> list[Access]:
 
 
 def python_files(root: Path) -> list[Path]:
-    """Our Python sources: everything but virtualenvs, dot-directories and generated code."""
+    """Our Python sources: everything but virtualenvs, dot-directories, build output (setuptools'
+    `build/` holds old copies of the tree) and generated code."""
     return sorted(
         path
         for path in root.rglob("*.py")
-        if not any(part.startswith(".") or part == "node_modules" for part in path.relative_to(root).parts)
+        if not any(part.startswith(".") or part in ("node_modules", "build") for part in path.relative_to(root).parts)
         and not path.name.endswith(("_pb2.py", "_pb2_grpc.py"))
     )
 

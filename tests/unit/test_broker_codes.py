@@ -3,6 +3,7 @@ texts, and the pure conversions of the messaging servicer."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -19,6 +20,7 @@ from rocketstore.broker.v2_messages import (
 )
 from store import Message, MessageExt, PutMessageResult, PutMessageStatus
 from store.codec import MessageRejected, encode_batch, encode_message
+from store.message import MAX_BORN_TIMESTAMP_MS, MIN_BORN_TIMESTAMP_MS
 from store.schedule import to_schedule_message
 from wire.rpc import messaging_pb2 as pb
 
@@ -86,6 +88,7 @@ def test_illegal_message_reasons_from_the_store_map_to_precise_codes():
         (lambda: to_schedule_message(Message("T", 0, b"x", {"DELAY": "soon"}), (1000,)), pb.ILLEGAL_DELIVERY_TIME),
         (lambda: _encode(Message("T", -1, b"x")), pb.BAD_REQUEST),
         (lambda: _encode(Message("T", 0, b"x", {"k\x01": "v"})), pb.BAD_REQUEST),
+        (lambda: _encode(Message("T", 0, b"x", born_timestamp_ms=10**16)), pb.BAD_REQUEST),
     ]
     for build, code in cases:
         rejected = _rejection(build)
@@ -243,6 +246,18 @@ def test_stored_message_to_v2():
     assert (sp.born_host, sp.store_host) == ("10.0.0.2:4000", "[::1]:10911")
     assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt) == (2, 41, 3)
     assert (sp.commit_log_offset, sp.sys_flag, sp.reconsume_times, sp.flag) == (9000, 0, 2, 7)
+
+
+def test_a_stored_time_beyond_what_a_timestamp_holds_is_served_clamped():
+    """Issue 30: a born time past the year 9999 (stored before the store refused one) made every
+    read of its queue fail (`Timestamp is not valid`). It is served clamped into the range."""
+    ext = MessageExt("T", 0, b"x", {}, 0, 0, ("10.0.0.2", 1), ("10.0.0.1", 2), 10**16, 2**63 - 1, 0, 0, 0, 0, 90, 0, "")
+    sp = to_pb_message(ext).system_properties
+    assert sp.born_timestamp.ToMilliseconds() == MAX_BORN_TIMESTAMP_MS
+    assert sp.store_timestamp.ToMilliseconds() == MAX_BORN_TIMESTAMP_MS
+    early = to_pb_message(dataclasses.replace(ext, born_timestamp_ms=-(2**63), store_timestamp_ms=-1))
+    assert early.system_properties.born_timestamp.ToMilliseconds() == MIN_BORN_TIMESTAMP_MS
+    assert early.system_properties.store_timestamp.ToMilliseconds() == -1
 
 
 def test_settings_reply_for_producer_and_consumer():

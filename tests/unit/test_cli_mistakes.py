@@ -1,14 +1,19 @@
 """How the `rocketstore` command answers mistakes: no prefix matching of options, an unknown
-argument answered with the subcommand's own usage, help text on every option of every command,
-and "did you mean" for unknown broker.conf keys and --key=value flags (the flag named as such)."""
+argument answered with the subcommand's own usage, help text on every option and a description on
+every subcommand of every command, "did you mean" for unknown broker.conf keys and --key=value
+flags (the flag named as such), a pipeline job without the Spark extra, and a path of a broker's
+config it cannot use (named with its key and the fix)."""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import sys
 
 import pytest
 
-from rocketstore.broker.config import load_broker_config
+from rocketstore.broker.config import load_broker_config, path_problem
 from rocketstore.cli import COMMANDS, EXIT_USAGE, build_parser, main
 from store import ConfigError
 from store.properties import did_you_mean
@@ -33,6 +38,49 @@ def test_every_option_of_every_command_has_help(command):
         if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)) and not action.help
     ]
     assert not missing
+
+
+@pytest.mark.parametrize("command", [c.name for c in COMMANDS])
+def test_every_subcommand_describes_itself_in_its_help(command):
+    parser = build_parser([command])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    assert not [path for path, p in _parsers(sub, command) if not p.description]
+
+
+def test_admin_elect_and_pipeline_scan_help_say_what_they_do(capsys):
+    for argv, words in (
+        (["admin", "elect", "--help"], "planned switchover"),
+        (["pipeline", "scan", "--help"], "read CommitLogs"),
+    ):
+        assert main(argv) == 0
+        usage, _, rest = capsys.readouterr().out.partition("\n\n")
+        assert words in rest.split("\n\n")[0]
+
+
+def test_pipeline_commands_say_to_install_the_spark_extra(tmp_path, capsys, monkeypatch):
+    """`pip install rocketstore` has no PySpark: the job says which extra brings it."""
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if it were not installed
+    assert main(["pipeline", "scan", "--store-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "needs pyspark, which are not installed" in err and "pip install 'rocketstore[spark]'" in err
+    assert "ModuleNotFoundError" not in err
+
+
+def test_a_path_the_broker_cannot_use_is_named_with_its_key_and_fix(tmp_path):
+    configs = load_broker_config(
+        None,
+        {"storePathRootDir": str(tmp_path / "store"), "brokerLogDir": str(tmp_path / "logs"), "haSecret": "s" * 20},
+    )
+    denied = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "logs"))
+    assert path_problem(denied, configs) == (
+        f"brokerLogDir={tmp_path / 'logs'}: cannot use {tmp_path / 'logs'}: Permission denied; give the broker's user "
+        f"(uid {os.getuid()}) that directory (chown or chmod), or point brokerLogDir elsewhere"
+    )
+    deep = NotADirectoryError(errno.ENOTDIR, "Not a directory", str(tmp_path / "store" / "commitlog" / "0"))
+    assert path_problem(deep, configs).startswith(f"storePathRootDir={tmp_path / 'store'}: cannot use ")
+    assert "point storePathRootDir at a directory" in path_problem(deep, configs)
+    assert path_problem(OSError(errno.EACCES, "Permission denied", "/elsewhere"), configs) is None
+    assert path_problem(OSError("no file named"), configs) is None
 
 
 def test_options_are_never_matched_by_prefix(capsys):

@@ -20,6 +20,7 @@ from client.errors import (
 )
 from client.failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
 from client.producer import master_of
+from support import FakeRpcError
 from wire.rpc import messaging_pb2 as pb
 
 A, B, C = (parse_endpoint(t) for t in ("10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"))
@@ -27,24 +28,19 @@ T0 = 100.0
 PAUSES = [0.02, 0.04, 0.08, 0.1, 0.1, 0.1]
 
 
-def group(*endpoints: Endpoint) -> KnownEndpoints:
-    return KnownEndpoints(list(endpoints or (A, B, C)))
+def group(*endpoints: Endpoint, reached: bool = True) -> KnownEndpoints:
+    """The endpoints of a producer that has reached its group before (failovers), unless `reached`
+    is False (a producer's first sends)."""
+    known = KnownEndpoints(list(endpoints or (A, B, C)))
+    known.reached = reached
+    return known
 
 
-def start(known: KnownEndpoints | None = None, timeout_s: float = 10.0) -> SendAttempts:
-    policy = RetryPolicy(retry_timeout_s=timeout_s, backoff_min_s=0.02, backoff_max_s=0.1)
+def start(known: KnownEndpoints | None = None, timeout_s: float = 10.0, wait_for_broker: bool = False) -> SendAttempts:
+    policy = RetryPolicy(
+        retry_timeout_s=timeout_s, backoff_min_s=0.02, backoff_max_s=0.1, wait_for_broker=wait_for_broker
+    )
     return SendAttempts(policy, known if known is not None else group(), now=T0)
-
-
-class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 def rpc(code: grpc.StatusCode, details: str = "") -> RocketStoreError:
@@ -267,11 +263,11 @@ def test_a_zero_budget_raises_the_first_failure_even_with_a_master_named():
 # -- a whole failover, driven by a fake clock --------------------------------------------------
 
 
-def drive(known, outcomes, routes, timeout_s=10.0, rpc_s=0.001):
+def drive(known, outcomes, routes, timeout_s=10.0, rpc_s=0.001, wait_for_broker=False):
     """Runs one send against scripted brokers. `outcomes[endpoint]` is a list of what successive
     attempts there return (an exception, or "ok"); `routes` is a list of what successive
     rediscoveries find. Returns (final step, endpoints tried, rediscoveries, seconds spent)."""
-    attempts = start(known, timeout_s)
+    attempts = start(known, timeout_s, wait_for_broker)
     now, tried, asked = T0, [], []
     step = attempts.first()
     for _ in range(1000):
@@ -314,6 +310,54 @@ def test_failover_that_never_ends_gives_up_after_the_budget():
     assert step.action is Action.GIVE_UP and step.attempts == len(tried) == 1
     assert isinstance(step.error, TransportError) and 1.9 < spent < 2.1
     assert all(a == (B, A) for a in asked) and known.current == A
+
+
+# -- a group never reached -----------------------------------------------------------------------
+
+
+def refused(endpoint: Endpoint) -> TransportError:
+    return TransportError(
+        endpoint.target,
+        "UNAVAILABLE",
+        f"failed to connect to all addresses; last error: UNKNOWN: ipv4:{endpoint.target}: Failed to connect to "
+        "remote host: Connection refused",
+    )
+
+
+def test_a_group_never_reached_fails_at_once_when_every_endpoint_refuses():
+    known = group(reached=False)
+    outcomes = {e: [refused(e)] * 100 for e in (A, B, C)}
+    step, tried, asked, spent = drive(known, outcomes, [])
+    assert step.action is Action.GIVE_UP and step.attempts == 3 and isinstance(step.error, TransportError)
+    assert tried == [A, B, C] and asked == [] and spent < 0.01 and not known.reached
+
+
+def test_a_group_never_reached_goes_on_at_the_first_endpoint_that_answers():
+    known = group(reached=False)
+    outcomes = {A: [refused(A)] * 100, B: [NotMasterError(C.target)], C: [refused(C), "ok"]}
+    step, tried, asked, _ = drive(known, outcomes, [C.target])
+    # B answered (a refusal is an answer): from then on C's refusal is a failover, retried.
+    assert step.action is Action.RETURN and step.endpoint == C and known.reached
+    assert tried == [A, B, C, C] and asked == [(A, B, C)]
+
+
+def test_a_group_never_reached_is_waited_for_when_asked():
+    known = group(A, B, reached=False)
+    outcomes = {A: [refused(A)] * 1000, B: [refused(B)] * 1000}
+    step, tried, asked, spent = drive(known, outcomes, [], timeout_s=2.0, wait_for_broker=True)
+    assert step.action is Action.GIVE_UP and 1.9 < spent < 2.1 and len(asked) > 5
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TransportError(A.target, "DEADLINE_EXCEEDED"), TransportError(A.target, "UNAVAILABLE", "the broker is stopping")],
+    ids=["timeout", "a server's unavailable"],
+)
+def test_a_first_answer_that_times_out_or_comes_from_a_server_is_retried_as_before(error):
+    known = group(A, reached=False)
+    outcomes = {A: [error, "ok"]}
+    step, tried, _, _ = drive(known, outcomes, [A.target])
+    assert step.action is Action.RETURN and tried == [A, A] and known.reached
 
 
 # -- the endpoints a producer knows ------------------------------------------------------------

@@ -16,6 +16,8 @@ from store import codec
 from store.codec import CorruptMessage, DamagedMessage, MessageRejected, RecordKind
 from store.message import (
     COMPRESSED_FLAG,
+    MAX_BORN_TIMESTAMP_MS,
+    MIN_BORN_TIMESTAMP_MS,
     MULTI_TAGS_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -29,6 +31,7 @@ STORE_HOST = ("10.0.6.82", 8123)
 MAX_SIZE = 4 * 1024 * 1024
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
+BORN_MS = st.integers(MIN_BORN_TIMESTAMP_MS, MAX_BORN_TIMESTAMP_MS)
 OFFSETS = st.integers(0, 2**62)
 
 
@@ -73,7 +76,7 @@ def messages(draw, topic=topics, queue_id=st.integers(0, 2**31 - 1), sys_flag=IN
         sys_flag=draw(sys_flag),
         born_host=draw(hosts),
         store_host=draw(st.none() | hosts),
-        born_timestamp_ms=draw(st.none() | INT64),
+        born_timestamp_ms=draw(st.none() | BORN_MS),
         reconsume_times=draw(INT32),
         prepared_transaction_offset=draw(INT64),
     )
@@ -396,6 +399,17 @@ def test_topic_must_be_legal(topic):
     rejected(topic=topic)
 
 
+def test_the_topic_cache_stays_small_and_still_caches_after_a_flood_of_names():
+    """Issue 30 (memory under fuzzing): the cache of encoded topic names is keyed by what clients
+    send. A flood of new names filled 65,536 entries (23 MiB at 127 bytes a name) for good, and no
+    topic after it was cached."""
+    for i in range(70_000):
+        encode(Message(topic=f"Flood{i}", queue_id=0, body=b"x"))
+    assert len(codec._valid_topics) <= codec.TOPIC_CACHE_MAX
+    encode(Message(topic="Orders", queue_id=0, body=b"x"))
+    assert "Orders" in codec._valid_topics
+
+
 def test_topic_with_trailing_newline_rejected():
     # A topic names a ConsumeQueue directory; "\n" is outside [%|a-zA-Z0-9_-] like any other.
     rejected(topic="FooBar\n")
@@ -439,6 +453,28 @@ def test_bad_properties(props):
 )
 def test_bad_numbers(fields):
     rejected(**fields)
+
+
+@pytest.mark.parametrize("born_ms", [MAX_BORN_TIMESTAMP_MS + 1, 10**16, 2**63 - 1, MIN_BORN_TIMESTAMP_MS - 1, -(2**63)])
+def test_a_born_time_past_the_years_1_to_9999_is_refused_with_its_reason(born_ms):
+    """Issue 30: such a time fits the record but no RocketMQ 5 client can read it back (protobuf's
+    Timestamp range); a send carrying one is refused, over every front end, here."""
+    with pytest.raises(MessageRejected) as info:
+        encode(Message(topic="T", queue_id=0, body=b"b", born_timestamp_ms=born_ms))
+    assert info.value.status is ILLEGAL and "years 1 to 9999" in str(info.value), info.value
+    for edge in (MIN_BORN_TIMESTAMP_MS, MAX_BORN_TIMESTAMP_MS):
+        stored = codec.decode_message(stamped(Message(topic="T", queue_id=0, body=b"b", born_timestamp_ms=edge)), 0)
+        assert stored.born_timestamp_ms == edge
+
+
+def test_a_stored_born_time_out_of_range_is_clamped_when_put_again():
+    """A record stored before the store checked born times (a timed or delayed message, a
+    transaction half) is put again at its delivery: the copy's time is clamped, not refused forever."""
+    for stored, put in ((10**16, MAX_BORN_TIMESTAMP_MS), (-(2**63), MIN_BORN_TIMESTAMP_MS), (5, 5)):
+        ext = codec.decode_message(stamped(Message(topic="T", queue_id=0, body=b"b", born_timestamp_ms=1)), 0)
+        again = dataclasses.replace(ext, born_timestamp_ms=stored).to_message(topic="U")
+        assert again.born_timestamp_ms == put
+        assert codec.decode_message(stamped(again), 0).born_timestamp_ms == put
 
 
 @pytest.mark.parametrize("body", ["text", None, 5, [1, 2]])

@@ -79,7 +79,7 @@ def test_defaults():
         (["produce", "--topic", "T", "--body", "x", "--stdin"], "not allowed with"),
         (["produce", "--topic", "T", "--property", "novalue"], "KEY=VALUE"),
         (["consumer", "reset", "--group", "G", "--topic", "T", "--to-offset", "-1"], "--to-offset"),
-        (["message", "query", "--key", "k", "--id", "i"], "not allowed with"),
+        (["message", "query", "--key", "k", "--id", "7F000001" * 4], "not allowed with"),
         (["topic", "create"], "--topic"),
         (["topic", "create", "--topic", "T", "--queues", "0"], "--queues"),
         (["topic", "create", "--topic", "T", "--perm", "16"], "--perm"),

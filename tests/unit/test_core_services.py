@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
+from rocketstore.broker.client_registry import ClientKind, ClientRegistry, Heartbeat
 from rocketstore.broker.client_table import ClientLimits
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.core.clients import ClientService
@@ -458,15 +459,27 @@ def test_routes_of_a_master_its_slave_and_a_slave_acting_for_it(store):
 
 
 def test_heartbeats_register_consumers_within_the_limits(store):
-    clients = ClientService(ClientLimits(expiry_ms=1000, max_clients_per_group=1))
-    assert clients.heartbeat("p-1", [], 0) is None  # a producer's: not tracked
-    assert clients.heartbeat("", ["billing"], 0).reason is Reason.BAD_REQUEST
-    assert clients.heartbeat("c-1", ["bad group!"], 0).reason is Reason.ILLEGAL_GROUP
-    assert clients.heartbeat("c-1", ["billing"], 0) is None
-    full = clients.heartbeat("c-2", ["billing"], 0)
+    registry = ClientRegistry(ClientLimits(expiry_ms=1000, max_clients_per_group=1))
+    clients = ClientService(registry)
+
+    def beat(client_id: str, *groups: str, producers: tuple[str, ...] = ()) -> Refusal | None:
+        consumer_groups = {g: frozenset({"Orders"}) for g in groups}
+        return clients.heartbeat(Heartbeat(client_id, "10.0.0.5:6000", consumer_groups, producers), 0)
+
+    # A producer's heartbeat is recorded for the admin API, never refused, and lists no consumer.
+    assert beat("p-1", producers=("order-producers",)) is None
+    assert [(c.client_id, c.kind) for c in registry.clients(0)] == [("p-1", ClientKind.PRODUCER)]
+    assert beat("", "billing").reason is Reason.BAD_REQUEST
+    assert beat("c-1", "bad group!").reason is Reason.ILLEGAL_GROUP
+    assert beat("c-1", "billing") is None
+    full = beat("c-2", "billing")
     assert full is not None and full.reason is Reason.TABLE_FULL and "remotingMaxClientsPerGroup" in full.text
     assert clients.consumers("billing", 500) == ["c-1"]
     assert clients.consumers("billing", 5000).reason is Reason.CONSUMER_NOT_ONLINE
+    assert clients.consumers("bad group!", 500).reason is Reason.ILLEGAL_GROUP
+    # A goodbye naming no group leaves every group of the client.
+    clients.gone("c-1")
+    assert clients.consumers("billing", 500).reason is Reason.CONSUMER_NOT_ONLINE
 
 
 def test_auto_creation_faster_than_its_rate_is_throttled(tmp_path):

@@ -11,7 +11,8 @@ from bench.edge.grpc_inputs import FuzzContext, defang, defang_bytes, valid_requ
 from bench.edge.mutation import mutate_bytes, mutate_message
 from bench.edge.observe import scan_lines
 from bench.edge.remoting_inputs import SERVED, encodable, mutate_command, raw_frame, valid_command
-from wire import auth
+from wire import admin_auth
+from wire.auth import wall_clock_ms
 from wire.remoting import FrameDecoder, RemotingProtocolError
 from wire.rpc import admin_pb2
 
@@ -117,16 +118,33 @@ def test_the_log_scan_counts_tracebacks_by_first_and_last_line():
 
 def test_only_the_signed_and_first_replayed_headers_authenticate_a_call():
     secret = b"a-secret-of-sixteen-bytes"
-    verifier = auth.Verifier(secret)
-    admin_auth = AdminAuth(secret, random.Random(4))
+    identity = admin_auth.BrokerIdentity("FuzzCluster", "broker-a", 0)
+    verifier = admin_auth.Verifier(secret, identity)
+    signer = AdminAuth(secret, identity, random.Random(4))
     path = "/rocketstore.admin.v1.Admin/ElectMaster"
-    now = auth.wall_clock_ms()
+    body = admin_pb2.ElectMasterRequest(broker_id=99).SerializeToString()
+    now = wall_clock_ms()
 
-    def accepted(mode: str) -> bool:
-        header = dict(admin_auth.metadata(mode, path)).get(auth.HEADER)
-        return verifier.check(header, path, now) is None
+    def refusal(mode: str) -> str | None:
+        metadata, sent = signer.sign(mode, path, body)
+        return verifier.check(dict(metadata).get(admin_auth.HEADER), path, sent, now)
 
-    for _ in range(200):  # "other-method" draws among the other methods: never this one
-        for mode in ("none", "wrong-secret", "other-method", "stale", "malformed"):
-            assert not accepted(mode), mode
-    assert accepted("signed") and not accepted("replayed")
+    # Each way of failing is refused for its own reason, not by a check that happens to come first.
+    reasons = {
+        "none": "no credentials",
+        "wrong-secret": "bad signature",
+        "other-method": "bad signature",
+        "other-body": "bad signature",
+        "other-broker": admin_auth.ANOTHER_BROKER,
+        "stale": "credentials expired",
+    }
+    for _ in range(200):  # each draws among methods, bodies, brokers and ages: never the call's own
+        for mode, reason in reasons.items():
+            refused = refusal(mode)
+            assert refused is not None and refused.startswith(reason), (mode, refused)
+        refused = refusal("malformed")
+        assert refused is not None and ("malformed" in refused or "v1" in refused), refused
+    assert refusal("signed") is None and refusal("replayed") == "replayed credentials"
+    fresh = AdminAuth(secret, identity, random.Random(5))
+    metadata, sent = fresh.sign("replayed", path, body)  # nothing to replay yet: a signed call
+    assert verifier.check(dict(metadata)[admin_auth.HEADER], path, sent, now) is None

@@ -21,16 +21,30 @@ ALLOWED = {
     "pipeline": {"wire", "store", "client"},
     "ops": {"store"},
     "demos": {"wire", "store", "client", "ops"},
+    "console": {"wire", "store", "client"},
     # Of the application, only the etcd client (the local etcd waits with it): see the test below.
     "harness": {"wire", "store", "client", "demos", "rocketstore"},
-    "rocketstore": {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "demos"},
-    "bench": {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "demos", "rocketstore", "harness"},
+    "rocketstore": {"wire", "store", "ha", "master", "slave", "client", "pipeline", "ops", "demos", "console"},
+    "bench": {
+        "wire",
+        "store",
+        "ha",
+        "master",
+        "slave",
+        "client",
+        "pipeline",
+        "ops",
+        "demos",
+        "console",
+        "rocketstore",
+        "harness",
+    },
 }
 
 
 def test_the_broker_itself_imports_no_client_tool_or_harness():
     """Only the command line of the application uses the libraries built on the broker."""
-    above_the_broker = {"client", "ops", "demos", "pipeline", "harness"}
+    above_the_broker = {"client", "ops", "demos", "pipeline", "console", "harness"}
     core = {
         m: ours
         for m, ours in imports_of("rocketstore").items()

@@ -1,10 +1,33 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ClientProtocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLIENT_PROTOCOL_UNSPECIFIED: _ClassVar[ClientProtocol]
+    GRPC: _ClassVar[ClientProtocol]
+    GRPC_POP: _ClassVar[ClientProtocol]
+    GRPC_PULL: _ClassVar[ClientProtocol]
+    REMOTING: _ClassVar[ClientProtocol]
+
+class ClientKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLIENT_KIND_UNSPECIFIED: _ClassVar[ClientKind]
+    PRODUCER: _ClassVar[ClientKind]
+    CONSUMER: _ClassVar[ClientKind]
+CLIENT_PROTOCOL_UNSPECIFIED: ClientProtocol
+GRPC: ClientProtocol
+GRPC_POP: ClientProtocol
+GRPC_PULL: ClientProtocol
+REMOTING: ClientProtocol
+CLIENT_KIND_UNSPECIFIED: ClientKind
+PRODUCER: ClientKind
+CONSUMER: ClientKind
 
 class SlaveStatus(_message.Message):
     __slots__ = ("ha_peer", "broker_id", "client_endpoint", "ack_offset", "lag_bytes", "lag_seconds", "fit", "connected_at_ms", "silent_ms")
@@ -29,7 +52,7 @@ class SlaveStatus(_message.Message):
     def __init__(self, ha_peer: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ack_offset: _Optional[int] = ..., lag_bytes: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., fit: _Optional[bool] = ..., connected_at_ms: _Optional[int] = ..., silent_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerStatus(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "role", "epoch", "client_endpoint", "ha_endpoint", "flush_disk_type", "min_offset", "max_offset", "flushed_offset", "confirmed_offset", "dispatched_offset", "dispatch_lag_bytes", "slaves", "master_ha_address", "master_connected", "master_max_offset", "uptime_ms", "in_sync_replicas", "stats_json", "replication_error", "controller_mode", "master_broker_id", "in_sync_replica_ids", "lease_valid_ms", "controller_error", "unclean_lost_bytes", "master_client_endpoint", "group_max_offset", "metadata_synced_ms", "metadata_error")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "role", "epoch", "client_endpoint", "ha_endpoint", "flush_disk_type", "min_offset", "max_offset", "flushed_offset", "confirmed_offset", "dispatched_offset", "dispatch_lag_bytes", "slaves", "master_ha_address", "master_connected", "master_max_offset", "uptime_ms", "in_sync_replicas", "stats_json", "replication_error", "controller_mode", "master_broker_id", "in_sync_replica_ids", "lease_valid_ms", "controller_error", "unclean_lost_bytes", "master_client_endpoint", "group_max_offset", "metadata_synced_ms", "metadata_error", "master_last_contact_ms", "acting_master", "disk_total_bytes", "disk_free_bytes", "commit_log_file_bytes", "write_refusal")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +85,12 @@ class BrokerStatus(_message.Message):
     GROUP_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     METADATA_SYNCED_MS_FIELD_NUMBER: _ClassVar[int]
     METADATA_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MASTER_LAST_CONTACT_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTING_MASTER_FIELD_NUMBER: _ClassVar[int]
+    DISK_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LOG_FILE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_REFUSAL_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -94,25 +123,33 @@ class BrokerStatus(_message.Message):
     group_max_offset: int
     metadata_synced_ms: int
     metadata_error: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ha_endpoint: _Optional[str] = ..., flush_disk_type: _Optional[str] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., dispatched_offset: _Optional[int] = ..., dispatch_lag_bytes: _Optional[int] = ..., slaves: _Optional[_Iterable[_Union[SlaveStatus, _Mapping]]] = ..., master_ha_address: _Optional[str] = ..., master_connected: _Optional[bool] = ..., master_max_offset: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., in_sync_replicas: _Optional[int] = ..., stats_json: _Optional[str] = ..., replication_error: _Optional[str] = ..., controller_mode: _Optional[bool] = ..., master_broker_id: _Optional[int] = ..., in_sync_replica_ids: _Optional[_Iterable[int]] = ..., lease_valid_ms: _Optional[int] = ..., controller_error: _Optional[str] = ..., unclean_lost_bytes: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ..., group_max_offset: _Optional[int] = ..., metadata_synced_ms: _Optional[int] = ..., metadata_error: _Optional[str] = ...) -> None: ...
+    master_last_contact_ms: int
+    acting_master: bool
+    disk_total_bytes: int
+    disk_free_bytes: int
+    commit_log_file_bytes: int
+    write_refusal: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., client_endpoint: _Optional[str] = ..., ha_endpoint: _Optional[str] = ..., flush_disk_type: _Optional[str] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., flushed_offset: _Optional[int] = ..., confirmed_offset: _Optional[int] = ..., dispatched_offset: _Optional[int] = ..., dispatch_lag_bytes: _Optional[int] = ..., slaves: _Optional[_Iterable[_Union[SlaveStatus, _Mapping]]] = ..., master_ha_address: _Optional[str] = ..., master_connected: _Optional[bool] = ..., master_max_offset: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., in_sync_replicas: _Optional[int] = ..., stats_json: _Optional[str] = ..., replication_error: _Optional[str] = ..., controller_mode: _Optional[bool] = ..., master_broker_id: _Optional[int] = ..., in_sync_replica_ids: _Optional[_Iterable[int]] = ..., lease_valid_ms: _Optional[int] = ..., controller_error: _Optional[str] = ..., unclean_lost_bytes: _Optional[int] = ..., master_client_endpoint: _Optional[str] = ..., group_max_offset: _Optional[int] = ..., metadata_synced_ms: _Optional[int] = ..., metadata_error: _Optional[str] = ..., master_last_contact_ms: _Optional[int] = ..., acting_master: _Optional[bool] = ..., disk_total_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., commit_log_file_bytes: _Optional[int] = ..., write_refusal: _Optional[str] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class TopicSpec(_message.Message):
-    __slots__ = ("name", "read_queue_nums", "write_queue_nums", "perm", "order")
+    __slots__ = ("name", "read_queue_nums", "write_queue_nums", "perm", "order", "system")
     NAME_FIELD_NUMBER: _ClassVar[int]
     READ_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
     WRITE_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
     PERM_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
     name: str
     read_queue_nums: int
     write_queue_nums: int
     perm: int
     order: bool
-    def __init__(self, name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., order: _Optional[bool] = ...) -> None: ...
+    system: bool
+    def __init__(self, name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., order: _Optional[bool] = ..., system: _Optional[bool] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("topic",)
@@ -311,7 +348,7 @@ class ConsumerProgressResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueProgress, _Mapping]]] = ...) -> None: ...
 
 class ResetOffsetRequest(_message.Message):
-    __slots__ = ("group", "topic", "timestamp_ms", "queue_offset", "earliest", "latest", "dry_run", "queue_id")
+    __slots__ = ("group", "topic", "timestamp_ms", "queue_offset", "earliest", "latest", "dry_run", "queue_id", "force")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
@@ -320,6 +357,7 @@ class ResetOffsetRequest(_message.Message):
     LATEST_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     group: str
     topic: str
     timestamp_ms: int
@@ -328,7 +366,8 @@ class ResetOffsetRequest(_message.Message):
     latest: bool
     dry_run: bool
     queue_id: int
-    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., queue_offset: _Optional[int] = ..., earliest: _Optional[bool] = ..., latest: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., queue_id: _Optional[int] = ...) -> None: ...
+    force: bool
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., timestamp_ms: _Optional[int] = ..., queue_offset: _Optional[int] = ..., earliest: _Optional[bool] = ..., latest: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., queue_id: _Optional[int] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class OffsetChange(_message.Message):
     __slots__ = ("queue_id", "old_offset", "new_offset")
@@ -363,7 +402,7 @@ class QueryMessageRequest(_message.Message):
     def __init__(self, key: _Optional[str] = ..., msg_id: _Optional[str] = ..., commit_log_offset: _Optional[int] = ..., topic: _Optional[str] = ..., max_messages: _Optional[int] = ...) -> None: ...
 
 class MessageView(_message.Message):
-    __slots__ = ("topic", "queue_id", "queue_offset", "commit_log_offset", "offset_msg_id", "client_msg_id", "tags", "keys", "born_timestamp_ms", "store_timestamp_ms", "born_host", "store_host", "reconsume_times", "properties", "body")
+    __slots__ = ("topic", "queue_id", "queue_offset", "commit_log_offset", "offset_msg_id", "client_msg_id", "tags", "keys", "born_timestamp_ms", "store_timestamp_ms", "born_host", "store_host", "reconsume_times", "properties", "body", "consumed_by")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -386,6 +425,7 @@ class MessageView(_message.Message):
     RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_BY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     queue_offset: int
@@ -401,7 +441,18 @@ class MessageView(_message.Message):
     reconsume_times: int
     properties: _containers.ScalarMap[str, str]
     body: bytes
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commit_log_offset: _Optional[int] = ..., offset_msg_id: _Optional[str] = ..., client_msg_id: _Optional[str] = ..., tags: _Optional[str] = ..., keys: _Optional[str] = ..., born_timestamp_ms: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ..., born_host: _Optional[str] = ..., store_host: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ...) -> None: ...
+    consumed_by: _containers.RepeatedCompositeFieldContainer[GroupConsumption]
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commit_log_offset: _Optional[int] = ..., offset_msg_id: _Optional[str] = ..., client_msg_id: _Optional[str] = ..., tags: _Optional[str] = ..., keys: _Optional[str] = ..., born_timestamp_ms: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ..., born_host: _Optional[str] = ..., store_host: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., consumed_by: _Optional[_Iterable[_Union[GroupConsumption, _Mapping]]] = ...) -> None: ...
+
+class GroupConsumption(_message.Message):
+    __slots__ = ("group", "consumer_offset", "consumed")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    consumer_offset: int
+    consumed: bool
+    def __init__(self, group: _Optional[str] = ..., consumer_offset: _Optional[int] = ..., consumed: _Optional[bool] = ...) -> None: ...
 
 class QueryMessageResponse(_message.Message):
     __slots__ = ("messages",)
@@ -410,14 +461,16 @@ class QueryMessageResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[MessageView, _Mapping]]] = ...) -> None: ...
 
 class BrokerConfigEntry(_message.Message):
-    __slots__ = ("key", "value", "changeable")
+    __slots__ = ("key", "value", "changeable", "configured_value")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     CHANGEABLE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_VALUE_FIELD_NUMBER: _ClassVar[int]
     key: str
     value: str
     changeable: bool
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., changeable: _Optional[bool] = ...) -> None: ...
+    configured_value: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., changeable: _Optional[bool] = ..., configured_value: _Optional[str] = ...) -> None: ...
 
 class GetBrokerConfigRequest(_message.Message):
     __slots__ = ()
@@ -441,6 +494,138 @@ class SetBrokerConfigRequest(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     values: _containers.ScalarMap[str, str]
     def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class QueueCursor(_message.Message):
+    __slots__ = ("queue_id", "queue_offset")
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    queue_id: int
+    queue_offset: int
+    def __init__(self, queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class ListMessagesRequest(_message.Message):
+    __slots__ = ("topic", "begin_timestamp_ms", "end_timestamp_ms", "max_messages", "cursor")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    begin_timestamp_ms: int
+    end_timestamp_ms: int
+    max_messages: int
+    cursor: _containers.RepeatedCompositeFieldContainer[QueueCursor]
+    def __init__(self, topic: _Optional[str] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., max_messages: _Optional[int] = ..., cursor: _Optional[_Iterable[_Union[QueueCursor, _Mapping]]] = ...) -> None: ...
+
+class ListMessagesResponse(_message.Message):
+    __slots__ = ("messages", "next_cursor", "more", "damaged_offsets")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[MessageView]
+    next_cursor: _containers.RepeatedCompositeFieldContainer[QueueCursor]
+    more: bool
+    damaged_offsets: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, messages: _Optional[_Iterable[_Union[MessageView, _Mapping]]] = ..., next_cursor: _Optional[_Iterable[_Union[QueueCursor, _Mapping]]] = ..., more: _Optional[bool] = ..., damaged_offsets: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ResendDeadLetterRequest(_message.Message):
+    __slots__ = ("commit_log_offset", "msg_id", "dry_run", "new_client_msg_id")
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    NEW_CLIENT_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    commit_log_offset: int
+    msg_id: str
+    dry_run: bool
+    new_client_msg_id: str
+    def __init__(self, commit_log_offset: _Optional[int] = ..., msg_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., new_client_msg_id: _Optional[str] = ...) -> None: ...
+
+class ResendDeadLetterResponse(_message.Message):
+    __slots__ = ("dead_letter", "origin_topic", "queue_id", "resent", "put_status", "offset_msg_id", "client_msg_id", "queue_offset")
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    RESENT_FIELD_NUMBER: _ClassVar[int]
+    PUT_STATUS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    dead_letter: MessageView
+    origin_topic: str
+    queue_id: int
+    resent: bool
+    put_status: str
+    offset_msg_id: str
+    client_msg_id: str
+    queue_offset: int
+    def __init__(self, dead_letter: _Optional[_Union[MessageView, _Mapping]] = ..., origin_topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., resent: _Optional[bool] = ..., put_status: _Optional[str] = ..., offset_msg_id: _Optional[str] = ..., client_msg_id: _Optional[str] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class ClientConnection(_message.Message):
+    __slots__ = ("client_id", "protocol", "kind", "group", "address", "topics", "first_seen_ms", "last_seen_ms", "language", "version")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    protocol: ClientProtocol
+    kind: ClientKind
+    group: str
+    address: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    first_seen_ms: int
+    last_seen_ms: int
+    language: str
+    version: str
+    def __init__(self, client_id: _Optional[str] = ..., protocol: _Optional[_Union[ClientProtocol, str]] = ..., kind: _Optional[_Union[ClientKind, str]] = ..., group: _Optional[str] = ..., address: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., first_seen_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., language: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+
+class ListClientsRequest(_message.Message):
+    __slots__ = ("group", "kind")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    kind: ClientKind
+    def __init__(self, group: _Optional[str] = ..., kind: _Optional[_Union[ClientKind, str]] = ...) -> None: ...
+
+class ListClientsResponse(_message.Message):
+    __slots__ = ("clients",)
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    clients: _containers.RepeatedCompositeFieldContainer[ClientConnection]
+    def __init__(self, clients: _Optional[_Iterable[_Union[ClientConnection, _Mapping]]] = ...) -> None: ...
+
+class ConsumerGroupSummary(_message.Message):
+    __slots__ = ("group", "topics", "online_clients", "protocols", "lag", "pop", "last_seen_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    POP_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    online_clients: int
+    protocols: _containers.RepeatedScalarFieldContainer[ClientProtocol]
+    lag: int
+    pop: bool
+    last_seen_ms: int
+    def __init__(self, group: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., online_clients: _Optional[int] = ..., protocols: _Optional[_Iterable[_Union[ClientProtocol, str]]] = ..., lag: _Optional[int] = ..., pop: _Optional[bool] = ..., last_seen_ms: _Optional[int] = ...) -> None: ...
+
+class ListConsumerGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListConsumerGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[ConsumerGroupSummary]
+    def __init__(self, groups: _Optional[_Iterable[_Union[ConsumerGroupSummary, _Mapping]]] = ...) -> None: ...
 
 class IdentifyRequest(_message.Message):
     __slots__ = ()

@@ -109,6 +109,26 @@ class AdminStub:
                 request_serializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.ListMessages = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ListMessages',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ListMessagesRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ListMessagesResponse.FromString,
+                _registered_method=True)
+        self.ResendDeadLetter = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ResendDeadLetter',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterResponse.FromString,
+                _registered_method=True)
+        self.ListConsumerGroups = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ListConsumerGroups',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ListConsumerGroupsRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ListConsumerGroupsResponse.FromString,
+                _registered_method=True)
+        self.ListClients = channel.unary_unary(
+                '/rocketstore.admin.v1.Admin/ListClients',
+                request_serializer=wire_dot_rpc_dot_admin__pb2.ListClientsRequest.SerializeToString,
+                response_deserializer=wire_dot_rpc_dot_admin__pb2.ListClientsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -204,6 +224,30 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMessages(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResendDeadLetter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConsumerGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListClients(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +325,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.FromString,
                     response_serializer=wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'ListMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMessages,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ListMessagesRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ListMessagesResponse.SerializeToString,
+            ),
+            'ResendDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResendDeadLetter,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ResendDeadLetterResponse.SerializeToString,
+            ),
+            'ListConsumerGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConsumerGroups,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ListConsumerGroupsRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ListConsumerGroupsResponse.SerializeToString,
+            ),
+            'ListClients': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListClients,
+                    request_deserializer=wire_dot_rpc_dot_admin__pb2.ListClientsRequest.FromString,
+                    response_serializer=wire_dot_rpc_dot_admin__pb2.ListClientsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -688,6 +752,114 @@ class Admin:
             '/rocketstore.admin.v1.Admin/DescribeCluster',
             wire_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
             wire_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ListMessages',
+            wire_dot_rpc_dot_admin__pb2.ListMessagesRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ListMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResendDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ResendDeadLetter',
+            wire_dot_rpc_dot_admin__pb2.ResendDeadLetterRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ResendDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConsumerGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ListConsumerGroups',
+            wire_dot_rpc_dot_admin__pb2.ListConsumerGroupsRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ListConsumerGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListClients(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rocketstore.admin.v1.Admin/ListClients',
+            wire_dot_rpc_dot_admin__pb2.ListClientsRequest.SerializeToString,
+            wire_dot_rpc_dot_admin__pb2.ListClientsResponse.FromString,
             options,
             channel_credentials,
             insecure,

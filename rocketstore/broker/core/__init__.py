@@ -11,7 +11,7 @@ layers hand off to:
 | `pull`, `long_polling` | pulls: checks, size limits, status classification; waiting for arrivals |
 | `offsets` | consumer offsets and queue bounds |
 | `routes` | a topic's route, protocol-neutral |
-| `clients` | consumers of each group, from heartbeats |
+| `clients` | heartbeats, goodbyes and consumer lists, over the broker's one `ClientRegistry` |
 | `services` | `BrokerCore`: the services of one broker, shared by its front ends |
 
 The front ends (`messaging.py` for gRPC, `remoting_server.py` for remoting) decode a request, call
