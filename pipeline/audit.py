@@ -44,9 +44,9 @@ import mmap
 import os
 import uuid
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from operator import add
 from typing import Any
 
@@ -349,7 +349,7 @@ def _top_duplicates(items: Iterator[tuple[tuple[str, str, str], int]], *, exampl
 # The audit
 
 
-def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, compare, report
+def audit_replicas(
     spark,
     master_dir: str,
     slave_dirs: list[str] | tuple[str, ...],
@@ -381,49 +381,24 @@ def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, com
     # One comparison task per segment (its chunks in turn), first: they are the longest.
     tasks: list[tuple] = compare + [("range", k, r) for k, r in enumerate(master_ranges)]
     say(f"audit: {len(master_ranges)} range(s) of the master, {len(compare)} segment comparison(s) with the slaves")
-    master_summaries: dict[int, Summary] = {}
-    compared: dict[int, list[tuple[tuple, int | None]]] = {i: [] for i in range(len(slaves))}
-    candidates: list[np.ndarray] = []
-    gap_count = 0
-    gaps: list[tuple[str, int, int, int]] = []
-    if tasks:
-        for result in (
-            sc.parallelize(tasks, len(tasks))
-            .flatMap(partial(_first_stage, bound=bound_for_stats, examples=examples, buckets=buckets))
-            .partitionBy(2 * buckets + 1, _bucket_of)
-            .mapPartitionsWithIndex(partial(_second_stage, examples=examples, buckets=buckets))
-            .collect()
-        ):
-            if result[0] == "range":
-                master_summaries[result[1]] = result[2]
-            elif result[0] == "compare":
-                compared[result[1]].append((result[2], result[3]))
-            elif result[0] == "candidates":
-                candidates.append(np.frombuffer(result[1], np.uint64))
-            else:
-                gap_count += result[1]
-                gaps = heapq.nsmallest(examples, gaps + result[2], key=_gap_order)
+    results = (
+        sc.parallelize(tasks, len(tasks))
+        .flatMap(partial(_first_stage, bound=bound_for_stats, examples=examples, buckets=buckets))
+        .partitionBy(2 * buckets + 1, _bucket_of)
+        .mapPartitionsWithIndex(partial(_second_stage, examples=examples, buckets=buckets))
+        .collect()
+        if tasks
+        else []
+    )
+    stage = _FirstStage.of(results, len(slaves), examples)
+    master_summaries, compared, candidates = stage.master_summaries, stage.compared, stage.candidates
 
     replicas = []
     identical_segments: list[set[int]] = []
     for i, (slave_dir, slave, slave_end) in enumerate(zip(slave_dirs, slaves, slave_ends)):
         start = max(master.min_offset, slave.min_offset)
         bound = up_to if up_to is not None else slave_end
-        first: int | None = None
-        reason: str | None = None
-        if not _comparable(master, slave):
-            first, reason = start, f"segment sizes differ: master {master.segment_size}, slave {slave.segment_size}"
-        else:
-            limit = min(bound, master_end, slave_end)
-            found = [o for chunk, o in compared[i] if o is not None and start <= o < limit and chunk[4] < limit]
-            if found:
-                first, reason = min(found), "bytes differ"
-            elif up_to is not None and min(master_end, slave_end) < up_to:
-                first = min(master_end, slave_end)
-                who = "master" if master_end < slave_end else "slave"
-                reason = f"the {who}'s log ends at {first}, below the acknowledged offset {up_to}"
-            elif up_to is None and slave_end > master_end:
-                first, reason = master_end, f"the slave's log runs past the master's end {master_end} to {slave_end}"
+        first, reason = _divergence(master, slave, compared[i], start, bound, master_end, slave_end, up_to)
         identical_segments.append(_identical_segments(compared[i]))
         replicas.append(
             ReplicaResult(
@@ -468,25 +443,7 @@ def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, com
         error_count += errors
         error_rows = heapq.nsmallest(examples, error_rows + [(broker, o, e) for o, e in first_errors])
 
-    duplicate_count = 0
-    duplicates: list[tuple[str, str, str, int]] = []
-    if candidates and master_ranges:
-        wanted = np.unique(np.concatenate(candidates))
-        say(f"audit: resolving {len(wanted)} repeated key hash(es) exactly")
-        shared = sc.broadcast(wanted.tobytes())
-        try:
-            for count, best in (
-                sc.parallelize(master_ranges, len(master_ranges))
-                .flatMap(partial(_candidate_keys, bound=bound_for_stats, candidates=shared))
-                .reduceByKey(add)
-                .filter(lambda kv: kv[1] > 1)
-                .mapPartitions(partial(_top_duplicates, examples=examples))
-                .collect()
-            ):
-                duplicate_count += count
-                duplicates = heapq.nsmallest(examples, duplicates + best, key=_duplicate_order)
-        finally:
-            shared.unpersist()
+    duplicate_count, duplicates = _duplicate_keys(sc, master_ranges, candidates, bound_for_stats, examples, say)
     return AuditReport(
         master=str(master_dir),
         up_to=up_to,
@@ -496,9 +453,97 @@ def audit_replicas(  # noqa: PLR0915 - the Spark job's steps in order: scan, com
         error_count=error_count,
         duplicate_keys=tuple((topic, kind, value, copies) for topic, kind, value, copies in duplicates),
         duplicate_count=duplicate_count,
-        gaps=tuple(gaps),
-        gap_count=gap_count,
+        gaps=tuple(stage.gaps),
+        gap_count=stage.gap_count,
     )
+
+
+@dataclass
+class _FirstStage:
+    """What the first Spark stage found: each master range's summary, each slave's compared
+    chunks, the key hashes seen more than once, and the queue gaps."""
+
+    master_summaries: dict[int, Summary]
+    compared: dict[int, list[tuple[tuple, int | None]]]
+    candidates: list[np.ndarray]
+    gap_count: int = 0
+    gaps: list[tuple[str, int, int, int]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, results: Iterable[tuple], slaves: int, examples: int) -> _FirstStage:
+        found = cls({}, {i: [] for i in range(slaves)}, [])
+        for result in results:
+            if result[0] == "range":
+                found.master_summaries[result[1]] = result[2]
+            elif result[0] == "compare":
+                found.compared[result[1]].append((result[2], result[3]))
+            elif result[0] == "candidates":
+                found.candidates.append(np.frombuffer(result[1], np.uint64))
+            else:
+                found.gap_count += result[1]
+                found.gaps = heapq.nsmallest(examples, found.gaps + result[2], key=_gap_order)
+        return found
+
+
+def _divergence(
+    master: StoreLayout,
+    slave: StoreLayout,
+    compared: list[tuple[tuple, int | None]],
+    start: int,
+    bound: int,
+    master_end: int,
+    slave_end: int,
+    up_to: int | None,
+) -> tuple[int | None, str | None]:
+    """Where a slave's log first departs from the master's, and why (None, None: nowhere)."""
+    if not _comparable(master, slave):
+        return start, f"segment sizes differ: master {master.segment_size}, slave {slave.segment_size}"
+    limit = min(bound, master_end, slave_end)
+    found = [o for chunk, o in compared if o is not None and start <= o < limit and chunk[4] < limit]
+    if found:
+        return min(found), "bytes differ"
+    if up_to is not None and min(master_end, slave_end) < up_to:
+        first = min(master_end, slave_end)
+        who = "master" if master_end < slave_end else "slave"
+        return first, f"the {who}'s log ends at {first}, below the acknowledged offset {up_to}"
+    if up_to is None and slave_end > master_end:
+        return master_end, f"the slave's log runs past the master's end {master_end} to {slave_end}"
+    return None, None
+
+
+def _duplicate_keys(
+    sc,
+    master_ranges: list[ScanRange],
+    candidates: list[np.ndarray],
+    bound: int,
+    examples: int,
+    say: Callable[[str], None],
+) -> tuple[int, list[tuple[str, str, str, int]]]:
+    """The keys stored more than once among the candidate hashes, resolved exactly: how many, and
+    the first `examples` of them."""
+    from functools import partial
+
+    duplicate_count = 0
+    duplicates: list[tuple[str, str, str, int]] = []
+    if not candidates or not master_ranges:
+        return duplicate_count, duplicates
+    wanted = np.unique(np.concatenate(candidates))
+    say(f"audit: resolving {len(wanted)} repeated key hash(es) exactly")
+    shared = sc.broadcast(wanted.tobytes())
+    try:
+        for count, best in (
+            sc.parallelize(master_ranges, len(master_ranges))
+            .flatMap(partial(_candidate_keys, bound=bound, candidates=shared))
+            .reduceByKey(add)
+            .filter(lambda kv: kv[1] > 1)
+            .mapPartitions(partial(_top_duplicates, examples=examples))
+            .collect()
+        ):
+            duplicate_count += count
+            duplicates = heapq.nsmallest(examples, duplicates + best, key=_duplicate_order)
+    finally:
+        shared.unpersist()
+    return duplicate_count, duplicates
 
 
 def _bucket_of(key: int) -> int:

@@ -122,94 +122,120 @@ async def _consume(args: argparse.Namespace, emit: Callable[[ReceivedMessage], N
             queue_ids = await consumer.queues(args.topic)
             if not queue_ids:
                 raise CommandError(f"topic {args.topic} has no readable queue on {args.endpoint}")
-        progress: dict[int, _QueueProgress] = {}
-        for qid in queue_ids:
-            if args.from_offset is not None:
-                start = args.from_offset
-            else:
-                committed = await consumer.get_offset(args.topic, qid) if args.group else None
-                start = (
-                    committed if committed is not None else await consumer.query_offset(args.topic, qid, "BEGINNING")
-                )
-            progress[qid] = _QueueProgress(start, start)
+        run = _Run(queue_ids, await _start_offsets(consumer, args, queue_ids))
         budget = {"left": args.count}
-
-        async def drain(qid: int) -> None:
-            state = progress[qid]
-            last_news = time.monotonic()
-            illegal_in_a_row = 0
-            while budget["left"] is None or budget["left"] > 0:
-                wait_ms = max(int(args.wait_ms - (time.monotonic() - last_news) * 1000), 0)
-                asked = time.monotonic()
-                result = await consumer.pull(
-                    args.topic,
-                    qid,
-                    state.next_offset,
-                    max_messages=args.batch,
-                    tag_filter=args.tag,
-                    long_polling_ms=wait_ms,
-                )
-                name = result.status.name
-                if name == "OFFSET_ILLEGAL":
-                    illegal_in_a_row += 1
-                    if result.next_offset == state.next_offset or illegal_in_a_row >= _MAX_ILLEGAL_IN_A_ROW:
-                        state.problem = f"offset {state.next_offset} is illegal and the broker offers no other"
-                        return
-                    print(
-                        f"consume: queue {qid}: offset {state.next_offset} is illegal; continuing at "
-                        f"{result.next_offset}",
-                        file=sys.stderr,
-                    )
-                    state.next_offset = result.next_offset
-                    continue
-                illegal_in_a_row = 0
-                if name == "NO_NEW_MSG":
-                    if wait_ms <= 0:
-                        return
-                    # A broker that answers long before the wait asked for is not long polling:
-                    # pace the retries instead of spinning.
-                    if time.monotonic() - asked < wait_ms / 2000:
-                        await asyncio.sleep(min(0.05, wait_ms / 1000))
-                    continue
-                for m in result.messages:
-                    if budget["left"] is not None:
-                        if budget["left"] <= 0:
-                            return
-                        budget["left"] -= 1
-                    emit(m)
-                    state.messages += 1
-                    state.next_offset = m.queue_offset + 1
-                state.next_offset = max(state.next_offset, result.next_offset)
-                if result.messages:
-                    last_news = time.monotonic()
-
-        run = _Run(queue_ids, progress)
-        drains = asyncio.gather(*(drain(qid) for qid in queue_ids))
-        loop = asyncio.get_running_loop()
-
-        def on_interrupt() -> None:
-            # Every message printed so far advanced its queue's next offset: stopping the pulls
-            # here loses nothing that was shown. The default handler is back for a second Ctrl-C.
-            run.interrupted = True
-            loop.remove_signal_handler(signal.SIGINT)
-            drains.cancel()
-
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
-        try:
-            await drains
-        except asyncio.CancelledError:
-            if not run.interrupted:
-                raise
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
+        await _until_interrupted(
+            asyncio.gather(*(_drain(consumer, args, run.progress[qid], qid, budget, emit) for qid in queue_ids)), run
+        )
         if args.group:
-            for qid, state in progress.items():
+            for qid, state in run.progress.items():
                 if state.next_offset != state.start:
                     await consumer.update_offset(args.topic, qid, state.next_offset)
             run.committed = True
         return run
     finally:
         await consumer.close()
+
+
+async def _start_offsets(consumer, args: argparse.Namespace, queue_ids: list[int]) -> dict[int, _QueueProgress]:
+    """Each queue's first offset: --from-offset, else the group's committed one, else BEGINNING."""
+    progress: dict[int, _QueueProgress] = {}
+    for qid in queue_ids:
+        if args.from_offset is not None:
+            start = args.from_offset
+        else:
+            committed = await consumer.get_offset(args.topic, qid) if args.group else None
+            start = committed if committed is not None else await consumer.query_offset(args.topic, qid, "BEGINNING")
+        progress[qid] = _QueueProgress(start, start)
+    return progress
+
+
+async def _until_interrupted(drains: asyncio.Future, run: _Run) -> None:
+    """Await the queues' pulls until they are done or Ctrl-C stops them (`run.interrupted`)."""
+    loop = asyncio.get_running_loop()
+
+    def on_interrupt() -> None:
+        # Every message printed so far advanced its queue's next offset: stopping the pulls
+        # here loses nothing that was shown. The default handler is back for a second Ctrl-C.
+        run.interrupted = True
+        loop.remove_signal_handler(signal.SIGINT)
+        drains.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    try:
+        await drains
+    except asyncio.CancelledError:
+        if not run.interrupted:
+            raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _drain(
+    consumer,
+    args: argparse.Namespace,
+    state: _QueueProgress,
+    qid: int,
+    budget: dict[str, int | None],
+    emit: Callable[[ReceivedMessage], None],
+) -> None:
+    """Pull queue `qid` until the budget is spent, it has been quiet for --wait-ms, or its offset
+    is illegal with nowhere else to go (`state.problem`)."""
+    last_news = time.monotonic()
+    illegal_in_a_row = 0
+    while budget["left"] is None or budget["left"] > 0:
+        wait_ms = max(int(args.wait_ms - (time.monotonic() - last_news) * 1000), 0)
+        asked = time.monotonic()
+        result = await consumer.pull(
+            args.topic,
+            qid,
+            state.next_offset,
+            max_messages=args.batch,
+            tag_filter=args.tag,
+            long_polling_ms=wait_ms,
+        )
+        name = result.status.name
+        if name == "OFFSET_ILLEGAL":
+            illegal_in_a_row += 1
+            if result.next_offset == state.next_offset or illegal_in_a_row >= _MAX_ILLEGAL_IN_A_ROW:
+                state.problem = f"offset {state.next_offset} is illegal and the broker offers no other"
+                return
+            print(
+                f"consume: queue {qid}: offset {state.next_offset} is illegal; continuing at {result.next_offset}",
+                file=sys.stderr,
+            )
+            state.next_offset = result.next_offset
+            continue
+        illegal_in_a_row = 0
+        if name == "NO_NEW_MSG":
+            if wait_ms <= 0:
+                return
+            # A broker that answers long before the wait asked for is not long polling:
+            # pace the retries instead of spinning.
+            if time.monotonic() - asked < wait_ms / 2000:
+                await asyncio.sleep(min(0.05, wait_ms / 1000))
+            continue
+        if not _take(result.messages, state, budget, emit):
+            return
+        state.next_offset = max(state.next_offset, result.next_offset)
+        if result.messages:
+            last_news = time.monotonic()
+
+
+def _take(
+    messages, state: _QueueProgress, budget: dict[str, int | None], emit: Callable[[ReceivedMessage], None]
+) -> bool:
+    """Emit the pulled messages within the budget; False when it ran out before the last one."""
+    for m in messages:
+        left = budget["left"]
+        if left is not None:
+            if left <= 0:
+                return False
+            budget["left"] = left - 1
+        emit(m)
+        state.messages += 1
+        state.next_offset = m.queue_offset + 1
+    return True
 
 
 def run_consume(args: argparse.Namespace) -> int:
