@@ -10,9 +10,8 @@ from __future__ import annotations
 import threading
 import time
 
-from failover_support import TOPIC, Load
-
 from client import PullConsumer, RocketStoreError
+from failover_support import TOPIC, Load
 from harness import verify
 from harness.containers import GROUP_SETTINGS, ContainerGroup, Node
 from harness.local_cluster import poll_until

@@ -12,10 +12,10 @@ import json
 import time
 
 import pytest
-from console_support import Browser, ConsoleProcess, chromium, listening_addresses, screenshot_dir
 
 from client import AdminClient, Producer, PullConsumer
 from console.accounts import Role, set_account
+from console_support import Browser, ConsoleProcess, chromium, listening_addresses, screenshot_dir
 from harness.local_cluster import ControllerCluster
 from pop_support import Pop, heartbeat
 from support import BROKER_TEST_SETTINGS, wait_until

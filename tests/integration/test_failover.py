@@ -13,10 +13,10 @@ import time
 
 import grpc
 import pytest
-from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
 from test_timers import send_at, visible
 
 from client import Producer, PullConsumer
+from failover_support import TOPIC, Load, first_difference, messages_by_offset, missing_acknowledged, open_store
 from harness.local_cluster import ControllerCluster, LocalBroker, poll_until
 from pop_support import Pop
 from support import BROKER_TEST_SETTINGS

@@ -10,9 +10,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from speclog import LogWriter, Msg
 
 from pipeline.audit import audit_replicas
+from speclog import LogWriter, Msg
 from store.checkpoint import CheckpointState, encode_checkpoint
 
 EXAMPLES = 20

@@ -10,11 +10,11 @@ import struct
 from pathlib import Path
 
 import pytest
-from speclog import LogWriter, Msg
 
 from pipeline.audit import audit_replicas
 from pipeline.export import export_topics
 from pipeline.rebuild import rebuild_store
+from speclog import LogWriter, Msg
 from store import Message, MessageStore, StoreConfig
 
 SEG = 64 * 1024

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from standalone import StandaloneCluster, listening_addresses
 
 from bench.pipeline_store import write_store
 from pipeline.walk import hop_chain
+from standalone import StandaloneCluster, listening_addresses
 from support import run_cli
 
 pytestmark = pytest.mark.timeout(1200)  # JVMs on a shared 2-core machine: generous, never tight

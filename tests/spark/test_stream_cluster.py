@@ -9,11 +9,11 @@ import json
 from collections import Counter
 
 import pytest
-from stream_support import stream
 
 from client import Producer, PullConsumer
 from harness.local_cluster import LocalCluster, write_secret
 from pipeline.stream_source import register
+from stream_support import stream
 from support import BROKER_TEST_SETTINGS, run_cli, wait_until
 
 TOPIC = "Clustered"

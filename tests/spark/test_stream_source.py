@@ -11,13 +11,13 @@ import time
 from collections import Counter
 
 import pytest
-from stream_support import QUERY_TIMEOUT_S, stream
 
 from client import Producer, PullConsumer
 from harness.local_cluster import LocalCluster
 from pipeline.stream_source import lag_from_progress, register
 from rocketstore.commands.common import CommandError
 from rocketstore.commands.pipeline_stream import add_stream_arguments, query_error_line, run_stream
+from stream_support import QUERY_TIMEOUT_S, stream
 from support import BROKER_TEST_SETTINGS
 
 SETTINGS = BROKER_TEST_SETTINGS
