@@ -62,7 +62,7 @@ from bench.common import (
 )
 from ha.chunks import crc32c, intact_prefix, next_chunk
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
-from store.codec import RecordKind, check_record
+from store.log.codec import RecordKind, check_record
 
 TITLE = "RocketStore body CRC cost benchmark (bench/crc_cost_bench.py)"
 SEGMENT = 64 * MiB

@@ -25,7 +25,7 @@ from typing import Any
 from bench.common import default_parent_dir, environment
 from ha.metadata_sync import MetadataSnapshot, apply_snapshot, take_snapshot
 from store import BrokerRole, MessageStore, StoreConfig
-from store.topic_config import TopicConfig
+from store.metadata.topic_config import TopicConfig
 
 
 def percentile(ordered: list[float], p: float) -> float:

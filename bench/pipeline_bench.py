@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.codec import CorruptMessage, RecordKind, check_record, decode_checked
+from store.log.codec import CorruptMessage, RecordKind, check_record, decode_checked
 
 from .common import default_parent_dir, environment, progress
 from .pipeline_store import StoreSummary, cached_store, default_cache_dir, write_store

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from store.codec import BLANK_MAGIC_CODE, encode_message
+from store.log.codec import BLANK_MAGIC_CODE, encode_message
 from store.message import Message
 
 TOPICS = 4

@@ -87,15 +87,15 @@ from bench.common import (
     size_label,
 )
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
-from store import recovery as commitlog_recovery
-from store.checkpoint import StoreCheckpoint
-from store.consume_queue import ConsumeQueueTable
-from store.dispatch import Dispatcher, index_consumer, queue_consumer
-from store.flush import wall_clock_ms
-from store.index_file import IndexService, index_file_size
-from store.lifecycle import AbortFile
-from store.mapped_file_queue import MappedFileQueue
-from store.message_filter import TagFilter
+from store.index.index_file import IndexService, index_file_size
+from store.log.flush import wall_clock_ms
+from store.log.mapped_file_queue import MappedFileQueue
+from store.queue.consume_queue import ConsumeQueueTable
+from store.queue.dispatch import Dispatcher, index_consumer, queue_consumer
+from store.queue.message_filter import TagFilter
+from store.recovery import recovery as commitlog_recovery
+from store.recovery.checkpoint import StoreCheckpoint
+from store.recovery.lifecycle import AbortFile
 from store.schedule import delivery_time_ms, parse_delay_levels
 from store.stats import StoreStats
 

@@ -13,7 +13,7 @@ from flask import Blueprint, abort, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from client import AdminClient
-from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SYSTEM_TOPICS
+from store.metadata.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SYSTEM_TOPICS
 
 from .web import ask, ask_every_group, audit, broker_groups, change, say
 

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops.inspect import human_bytes, inspect_store, list_segments
-from store.codec import BLANK_MAGIC_CODE, CorruptMessage
 from store.config import StoreConfig
+from store.log.codec import BLANK_MAGIC_CODE, CorruptMessage
 from store.message import Message
 from store.message_store import MessageStore
 from store.status import FlushDiskType, PutMessageStatus

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import crcmod.predefined
 
-from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, check_record
+from store.log.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, check_record
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")

@@ -23,7 +23,7 @@ import logging
 import zlib
 from pathlib import Path
 
-from store.mapped_file import replace_durably
+from store.log.mapped_file import replace_durably
 
 from .epochs import EpochEntry, EpochHistory
 

@@ -48,8 +48,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
+from store.log.waiters import OffsetWaiters
 from store.status import BrokerRole, PutMessageStatus
-from store.waiters import OffsetWaiters
 
 log = logging.getLogger(__name__)
 

@@ -100,10 +100,10 @@ from ha.peer_auth import (
 from ha.replica_tracker import ReplicaTracker
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
-from store.codec import CorruptMessage
-from store.damage import Reader, describe
-from store.pop_state import Event as PopEvent
-from store.pop_state import decode_events
+from store.log.codec import CorruptMessage
+from store.log.damage import Reader, describe
+from store.pop.pop_state import Event as PopEvent
+from store.pop.pop_state import decode_events
 from store.service_thread import ServiceThread
 from wire.log_limit import LogLimiter, peer_host
 from wire.request_guard import MalformedRequest

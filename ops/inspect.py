@@ -42,11 +42,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from store.checkpoint import decode_checkpoint
-from store.codec import CorruptMessage, RecordKind, check_record, decode_checked
-from store.commitlog import NO_QUEUE_OFFSET_TYPES
-from store.commitlog_scan import QueueOffsets, find_valid_record, first_nonzero, last_nonzero_end
+from store.log.codec import CorruptMessage, RecordKind, check_record, decode_checked
+from store.log.commitlog import NO_QUEUE_OFFSET_TYPES
+from store.log.commitlog_scan import QueueOffsets, find_valid_record, first_nonzero, last_nonzero_end
 from store.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, transaction_type
+from store.recovery.checkpoint import decode_checkpoint
 
 PROGRESS_EVERY_BYTES = 64 * 1024 * 1024
 # How far past a zero TOTALSIZE the walk looks for non-zero bytes (a record written partly). The

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ops.inspect import InspectReport, OnProgress, inspect_store
-from store.checkpoint import StoreCheckpoint
-from store.codec import CorruptMessage, RecordKind, check_record
-from store.lifecycle import StoreLock
-from store.mapped_file import fsync_dir, reserve_blocks
-from store.mapped_file_queue import MappedFileQueue
+from store.log.codec import CorruptMessage, RecordKind, check_record
+from store.log.mapped_file import fsync_dir, reserve_blocks
+from store.log.mapped_file_queue import MappedFileQueue
+from store.recovery.checkpoint import StoreCheckpoint
+from store.recovery.lifecycle import StoreLock
 
 
 class RepairError(Exception):

@@ -52,7 +52,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from store.codec import CorruptMessage, RecordKind, check_record, decode_checked, decode_host, msg_id_from
+from store.log.codec import CorruptMessage, RecordKind, check_record, decode_checked, decode_host, msg_id_from
 from store.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 
 from .walk import CHAIN_HEAD, MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE, hop_chain

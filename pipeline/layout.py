@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.checkpoint import decode_checkpoint
+from store.recovery.checkpoint import decode_checkpoint
 
 COMMITLOG_DIR = "commitlog"
 DEFAULT_PARTITION_BYTES = 64 << 20

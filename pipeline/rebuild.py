@@ -38,16 +38,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from store.clock import wall_clock_ms
-from store.codec import CorruptMessage, RecordKind, check_record
 from store.config import DEFAULT_MESSAGE_DELAY_LEVEL
-from store.consume_queue import CONSUME_QUEUE_DIR, DEFAULT_FILE_SIZE, ConsumeQueueTable, tags_code
-from store.index_file import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, INT32_MAX, KEY_SEPARATOR, IndexService
+from store.index.index_file import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, INT32_MAX, KEY_SEPARATOR, IndexService
+from store.log.codec import CorruptMessage, RecordKind, check_record
 from store.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
+from store.queue.consume_queue import CONSUME_QUEUE_DIR, DEFAULT_FILE_SIZE, ConsumeQueueTable, tags_code
 from store.schedule import SCHEDULE_TOPIC, delay_level_of, delivery_time_ms, parse_delay_levels
 
 from .decode import decode_records, find_chain, property_values

@@ -34,8 +34,8 @@ import struct
 from collections.abc import Callable, Generator, Sequence
 from typing import NamedTuple
 
-from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, RecordKind, check_record
-from store.commitlog_scan import find_valid_record, first_nonzero
+from store.log.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, RecordKind, check_record
+from store.log.commitlog_scan import find_valid_record, first_nonzero
 
 # TOTALSIZE, MAGICCODE, PHYSICALOFFSET: the chain rule reads these three with one unpack.
 CHAIN_HEAD = struct.Struct(">ii20xq")

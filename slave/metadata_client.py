@@ -43,7 +43,7 @@ from slave.peer_login import LoginFailed, login
 from slave.rpc_failure import describe
 from store import MessageStore
 from store.clock import wall_clock_ms
-from store.pop_journal import PopJournal
+from store.pop.pop_journal import PopJournal
 from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)

@@ -85,7 +85,7 @@ from slave.peer_login import REFUSALS, LoginFailed, login
 from slave.rpc_failure import describe
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
 from store.clock import monotonic_ms, wall_clock_ms
-from store.pop_journal import PopJournal
+from store.pop.pop_journal import PopJournal
 from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)

@@ -5,21 +5,21 @@ Public API: `MessageStore`, `StoreConfig`, `Message`, `MessageExt`, `PutMessageR
 status enums, and the errors a load, a read of one message or a replicated append can raise.
 """
 
-from .codec import CorruptMessage, DamagedMessage, decode_msg_id, make_msg_id
-from .commitlog import CommitLogClosed, ReplicatedAppendError
-from .commitlog_scan import StoreCorruptedError
 from .config import StoreConfig
-from .lifecycle import StoreLockedError
-from .mapped_file_queue import SegmentLayoutError
+from .log.codec import CorruptMessage, DamagedMessage, decode_msg_id, make_msg_id
+from .log.commitlog import CommitLogClosed, ReplicatedAppendError
+from .log.commitlog_scan import StoreCorruptedError
+from .log.mapped_file_queue import SegmentLayoutError
 from .message import Message, MessageExt
-from .message_filter import TagFilter
 from .message_store import MessageStore
+from .metadata.topic_config import TopicConfig
 from .properties import ConfigError
-from .reads import GetMessageResult, QueryMessageResult
+from .queue.message_filter import TagFilter
+from .queue.reads import GetMessageResult, QueryMessageResult
+from .recovery.lifecycle import StoreLockedError
 from .results import PutMessageResult, RecoveryReport
 from .stats import StoreStatsSnapshot
 from .status import BrokerRole, FlushDiskType, GetMessageStatus, PutMessageStatus
-from .topic_config import TopicConfig
 
 __all__ = [
     "BrokerRole",

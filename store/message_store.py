@@ -35,27 +35,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 
-from .auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
-from .checkpoint import StoreCheckpoint
-from .codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, DamagedMessage
-from .commitlog import CommitLog, ReplicatedAppendError
 from .config import StoreConfig
-from .consume_queue import ConsumeQueue, ConsumeQueueTable
-from .consumer_offset import ConsumerOffsetManager
-from .damage import DamageLog, Reader
-from .dispatch import (
-    Dispatcher,
-    DispatchRequest,
-    ReputMessageService,
-    index_consumer,
-    queue_consumer,
-    recent_ids_consumer,
-)
-from .flush import CommitRealTimeService, FlushRealTimeService, GroupCommitService, wall_clock_ms
-from .index_file import IndexService
-from .lifecycle import AbortFile, StoreLock
-from .logic_flush import FlushConsumeQueueService
-from .mapped_file_queue import MappedFileQueue, SegmentAllocator, TransientStorePool
+from .index.index_file import IndexService
+from .log.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, CorruptMessage, DamagedMessage
+from .log.commitlog import CommitLog, ReplicatedAppendError
+from .log.damage import DamageLog, Reader
+from .log.flush import CommitRealTimeService, FlushRealTimeService, GroupCommitService, wall_clock_ms
+from .log.mapped_file_queue import MappedFileQueue, SegmentAllocator, TransientStorePool
+from .log.put_path import PutPath, PutServices
+from .log.recent_ids import RecentIds
 from .message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -64,22 +52,9 @@ from .message import (
     Message,
     MessageExt,
 )
-from .message_filter import TagFilter
-from .properties import ConfigError, replace_from_properties
-from .put_path import PutPath, PutServices
-from .reads import GetMessageResult, MessageReader, QueryMessageResult
-from .recent_ids import RecentIds
-from .recovery import recover_store
-from .replication import NoReplication, ReplicaGate
-from .results import PutMessageResult, RecoveryReport
-from .retention import CleanPolicy, CleanService
-from .role_change import demote, promote, topics_in_log
-from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
-from .service_thread import ServiceThread
-from .slave_truncation import CutParts, TruncateResult, cut_store, finish_cut, read_intent
-from .stats import StoreStats, StoreStatsSnapshot
-from .status import BrokerRole, FlushDiskType, PutMessageStatus
-from .topic_config import (
+from .metadata.auto_create import AutoCreateGate, AutoCreateLimits, AutoCreateRefusal
+from .metadata.consumer_offset import ConsumerOffsetManager
+from .metadata.topic_config import (
     MAX_QUEUE_NUMS,
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
@@ -88,6 +63,31 @@ from .topic_config import (
     TopicConfigManager,
     is_retry_or_dlq,
 )
+from .properties import ConfigError, replace_from_properties
+from .queue.consume_queue import ConsumeQueue, ConsumeQueueTable
+from .queue.dispatch import (
+    Dispatcher,
+    DispatchRequest,
+    ReputMessageService,
+    index_consumer,
+    queue_consumer,
+    recent_ids_consumer,
+)
+from .queue.logic_flush import FlushConsumeQueueService
+from .queue.message_filter import TagFilter
+from .queue.reads import GetMessageResult, MessageReader, QueryMessageResult
+from .recovery.checkpoint import StoreCheckpoint
+from .recovery.lifecycle import AbortFile, StoreLock
+from .recovery.recovery import recover_store
+from .recovery.role_change import demote, promote, topics_in_log
+from .recovery.slave_truncation import CutParts, TruncateResult, cut_store, finish_cut, read_intent
+from .replication import NoReplication, ReplicaGate
+from .results import PutMessageResult, RecoveryReport
+from .retention import CleanPolicy, CleanService
+from .schedule import ScheduleMessageService, delay_offset_path, delivery_time_ms, parse_delay_levels
+from .service_thread import ServiceThread
+from .stats import StoreStats, StoreStatsSnapshot
+from .status import BrokerRole, FlushDiskType, PutMessageStatus
 
 log = logging.getLogger(__name__)
 

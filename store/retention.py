@@ -63,9 +63,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from .config import StoreConfig
-from .flush import wall_clock_ms
-from .mapped_file import MappedFile, fsync_dir
-from .mapped_file_queue import MappedFileQueue
+from .log.flush import wall_clock_ms
+from .log.mapped_file import MappedFile, fsync_dir
+from .log.mapped_file_queue import MappedFileQueue
 from .properties import ConfigError
 from .service_thread import ServiceThread
 

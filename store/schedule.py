@@ -83,9 +83,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .codec import CorruptMessage, MessageRejected
-from .consume_queue import CqUnit
-from .json_file import read_json, write_json_atomically
+from .log.codec import CorruptMessage, MessageRejected
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -98,10 +96,12 @@ from .message import (
     parked,
     transaction_type,
 )
+from .metadata.json_file import read_json, write_json_atomically
+from .metadata.topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from .queue.consume_queue import CqUnit
 from .results import PutMessageResult
 from .service_thread import ServiceThread
 from .status import PutMessageStatus
-from .topic_config import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from .damage import DamageReport
+from .log.damage import DamageReport
 from .status import PutMessageStatus
 
 __all__ = [

@@ -232,7 +232,7 @@ def flip_body_byte(commit_log_dir: Path, segment_size: int, physical_offset: int
     """Damage the message at CommitLog offset `physical_offset` as bytes changed at rest do: one
     byte of its body flipped in its segment file, in place (a running store sees it through its
     shared mapping). Returns the file position changed."""
-    from store.codec import check_record, decode_checked
+    from store.log.codec import check_record, decode_checked
 
     path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
     fd = os.open(path, os.O_RDWR)
@@ -253,7 +253,7 @@ def set_born_timestamp(commit_log_dir: Path, segment_size: int, physical_offset:
     """Give the message at CommitLog offset `physical_offset` another born time, in place in its
     segment file, as a broker that did not check the field stored it (the body CRC does not cover
     it; a running store sees it through its shared mapping)."""
-    from store.codec import BORN_HOST_POS
+    from store.log.codec import BORN_HOST_POS
 
     path, pos = _segment_of(commit_log_dir, segment_size, physical_offset)
     fd = os.open(path, os.O_RDWR)

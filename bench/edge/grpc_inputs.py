@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import DecodeError, Message
 
 from store.message_store import LIVE_CONFIG_KEYS
-from store.topic_config import SYSTEM_TOPICS
+from store.metadata.topic_config import SYSTEM_TOPICS
 from wire.rpc import admin_pb2 as apb
 from wire.rpc import ha_pb2 as hpb
 from wire.rpc import messaging_pb2 as pb

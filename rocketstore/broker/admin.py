@@ -65,11 +65,17 @@ import grpc
 
 from store import BrokerRole, MessageStore, TopicConfig
 from store.clock import wall_clock_ms
-from store.codec import CorruptMessage, DamagedMessage
-from store.damage import describe
+from store.log.codec import CorruptMessage, DamagedMessage
+from store.log.damage import describe
 from store.message import MessageExt
+from store.metadata.topic_config import (
+    MAX_QUEUE_NUMS,
+    SYSTEM_TOPICS,
+    Permission,
+    validate_group_name,
+    validate_topic_name,
+)
 from store.properties import ConfigError, unknown_keys_text
-from store.topic_config import MAX_QUEUE_NUMS, SYSTEM_TOPICS, Permission, validate_group_name, validate_topic_name
 from wire.admin_auth import identity_answer
 from wire.rpc import admin_pb2, admin_pb2_grpc
 

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from store import MessageStore, TopicConfig
-from store.codec import CorruptMessage, DamagedMessage
+from store.log.codec import CorruptMessage, DamagedMessage
 from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message, MessageExt
-from store.topic_config import DLQ_TOPIC_PREFIX
+from store.metadata.topic_config import DLQ_TOPIC_PREFIX
 from wire.rpc import admin_pb2
 
 from .admin_queries import find_by_id, message_view

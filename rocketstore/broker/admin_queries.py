@@ -21,11 +21,11 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from store import BrokerRole, MessageStore, TopicConfig
-from store.codec import CorruptMessage, DamagedMessage
+from store.log.codec import CorruptMessage, DamagedMessage
 from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from store.message_store import LIVE_CONFIG_KEYS
+from store.metadata.topic_config import SYSTEM_TOPICS
 from store.properties import to_properties
-from store.topic_config import SYSTEM_TOPICS
 from wire.rpc import admin_pb2
 
 from .client_registry import ClientSeen

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from store import Message
-from store.codec import encode_properties, record_size
+from store.log.codec import encode_properties, record_size
 
 T = TypeVar("T")
 

@@ -46,8 +46,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import grpc
 
 from store.clock import wall_clock_ms
-from store.pop_journal import PopJournal
-from store.pop_state import Event as PopEvent
+from store.pop.pop_journal import PopJournal
+from store.pop.pop_state import Event as PopEvent
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 

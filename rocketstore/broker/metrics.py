@@ -48,8 +48,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from store import BrokerRole, MessageStore
 from store.clock import wall_clock_ms
+from store.metadata.topic_config import SYSTEM_TOPICS
 from store.stats import LATENCY_EDGES_US, BucketCounts
-from store.topic_config import SYSTEM_TOPICS
 
 from .admin_queries import queue_lags
 from .config import BrokerConfigs

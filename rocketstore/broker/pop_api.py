@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from google.protobuf import timestamp_pb2
 
 from store import MessageStore
-from store.topic_config import SYSTEM_TOPICS, TopicConfig
+from store.metadata.topic_config import SYSTEM_TOPICS, TopicConfig
 from wire.rpc import messaging_pb2 as pb
 
 from . import codes

@@ -38,15 +38,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rocketstore.broker.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store import BrokerRole, GetMessageStatus, MessageStore, TagFilter
-from store.auto_create import AutoCreateRefusal
 from store.message import PROPERTY_DELAY_TIME_LEVEL, Message, MessageExt
-from store.pop_journal import PopJournal
-from store.pop_state import POP_TOPIC, STALE, Event, Inflight, Key, PopState, Refused, decode_events, encode_events
+from store.metadata.auto_create import AutoCreateRefusal
+from store.metadata.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
+from store.pop.pop_journal import PopJournal
+from store.pop.pop_state import POP_TOPIC, STALE, Event, Inflight, Key, PopState, Refused, decode_events, encode_events
 from store.results import PutMessageResult
 from store.status import PutMessageStatus
-from store.timer_state import PROPERTY_TIMER_DELIVER_MS
-from store.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
 from wire.log_limit import LogLimiter
 
 from .core.pull import MAX_PULL_BYTES

@@ -50,10 +50,10 @@ from rocketstore.failover.controller_agent import ControllerAgent
 from rocketstore.failover.controller_roles import ControllerRoles
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
-from store.pop_journal import PopJournal
-from store.pop_state import Event as PopEvent
+from store.metadata.topic_config import SYSTEM_TOPICS
+from store.pop.pop_journal import PopJournal
+from store.pop.pop_state import Event as PopEvent
 from store.properties import ConfigError
-from store.topic_config import SYSTEM_TOPICS
 from wire.admin_auth import AsyncAuthInterceptor, Verifier
 from wire.auth import server_credentials
 from wire.request_guard import MalformedRequestGuard

@@ -51,8 +51,8 @@ from ha.replica_tracker import ReplicaTracker
 from master.replication_server import ReplicationServicer
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
-from store.pop_journal import PopJournal
-from store.pop_state import Event as PopEvent
+from store.pop.pop_journal import PopJournal
+from store.pop.pop_state import Event as PopEvent
 from wire.auth import channel_credentials, server_credentials
 from wire.request_guard import ThreadedMalformedRequestGuard
 

@@ -25,18 +25,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from rocketstore.broker.timer_state import PROPERTY_TIMER_DELIVER_MS, TimerState, decode_done, encode_done
 from store import MessageStore
-from store.codec import CorruptMessage
+from store.log.codec import CorruptMessage
 from store.message import PROPERTY_REAL_TOPIC, Message, MessageExt, parked
+from store.metadata.topic_config import TIMER_DONE_TOPIC, TIMER_TOPIC
 from store.schedule import restore_real_message
-from store.timer_state import (
-    PROPERTY_TIMER_DELIVER_MS,
-    TIMER_DONE_TOPIC,
-    TIMER_TOPIC,
-    TimerState,
-    decode_done,
-    encode_done,
-)
 
 from .repeating import Repeating
 from .system_queue import read_events, read_queue

@@ -31,8 +31,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from rocketstore.broker.transaction_state import (
+    Event,
+    Half,
+    Refused,
+    TransactionState,
+    decode_events,
+    encode_events,
+)
 from store import MessageStore
-from store.codec import CorruptMessage, decode_msg_id
+from store.log.codec import CorruptMessage, decode_msg_id
 from store.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -44,17 +52,9 @@ from store.message import (
     MessageExt,
     parked,
 )
+from store.metadata.topic_config import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from store.results import PutMessageResult
 from store.status import PutMessageStatus
-from store.topic_config import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from store.transaction_state import (
-    Event,
-    Half,
-    Refused,
-    TransactionState,
-    decode_events,
-    encode_events,
-)
 
 from .system_queue import read_events, read_queue
 

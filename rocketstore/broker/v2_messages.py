@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from rocketstore.broker.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store import Message, MessageExt, TagFilter
-from store.codec import MAX_PROPERTIES_LENGTH, encode_properties
+from store.log.codec import MAX_PROPERTIES_LENGTH, encode_properties
 from store.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -32,8 +33,7 @@ from store.message import (
     clamp_timestamp_ms,
     producer_sys_flag,
 )
-from store.timer_state import PROPERTY_TIMER_DELIVER_MS
-from store.topic_config import Permission, TopicConfig
+from store.metadata.topic_config import Permission, TopicConfig
 from wire.digests import digest_matches, md5_hex
 from wire.rpc import messaging_pb2 as pb
 

@@ -40,7 +40,7 @@ from rocketstore.broker.config import BrokerConfigs, Secrets
 from slave.metadata_client import MetadataSyncFailed
 from store import BrokerRole
 from store.clock import monotonic_ms
-from store.mapped_file import fsync_dir, replace_durably
+from store.log.mapped_file import fsync_dir, replace_durably
 from store.properties import ConfigError
 from wire.admin_auth import AdminCaller
 from wire.rpc import admin_pb2

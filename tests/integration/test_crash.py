@@ -33,7 +33,7 @@ import pytest
 from demos.store_demo import Ack, body_for, parse_ack, route_for, seq_of, writer_config
 from ops.inspect import inspect_store
 from store import MessageStore
-from store.codec import BLANK_MAGIC_CODE, RecordKind, check_record
+from store.log.codec import BLANK_MAGIC_CODE, RecordKind, check_record
 from support import LineProcess
 
 SEGMENT_SIZE = 32 * 1024

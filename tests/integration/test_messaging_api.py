@@ -20,7 +20,7 @@ from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.messaging import MessagingServicer
 from rocketstore.broker.view import StaticView
 from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig, TopicConfig, decode_msg_id
-from store.codec import java_string_hash
+from store.log.codec import java_string_hash
 from support import wait_for
 from wire.request_guard import MalformedRequestGuard
 from wire.rpc import messaging_pb2 as pb

@@ -13,7 +13,7 @@ from client import PullStatus, SendStatus
 from client.remoting import AsyncRemotingProducer, AsyncRemotingPullConsumer, RemotingConnection
 from harness.local_cluster import poll_until
 from remoting_support import pull, pull_all
-from store.codec import decode_message
+from store.log.codec import decode_message
 from wire.remoting import RequestCode, ResponseCode
 
 REMOTING = {"remotingListenPort": "0"}

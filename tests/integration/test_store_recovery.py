@@ -41,8 +41,6 @@ from pathlib import Path
 import pytest
 
 from store import CorruptMessage, Message, MessageStore, PutMessageStatus, StoreConfig
-from store.checkpoint import StoreCheckpoint
-from store.consume_queue import tags_code
 from store.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -50,6 +48,8 @@ from store.message import (
     TRANSACTION_ROLLBACK_TYPE,
     transaction_type,
 )
+from store.queue.consume_queue import tags_code
+from store.recovery.checkpoint import StoreCheckpoint
 from store.schedule import SCHEDULE_TOPIC
 from store.status import GetMessageStatus
 from support import LineProcess

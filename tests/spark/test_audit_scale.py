@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.audit import audit_replicas
 from speclog import LogWriter, Msg
-from store.checkpoint import CheckpointState, encode_checkpoint
+from store.recovery.checkpoint import CheckpointState, encode_checkpoint
 
 EXAMPLES = 20
 SEGMENT = 16384

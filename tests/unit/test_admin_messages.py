@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from rocketstore.broker import admin_messages
 from store import Message, MessageStore, PutMessageStatus
-from store.topic_config import TopicConfig
+from store.metadata.topic_config import TopicConfig
 from support import ManualClock, small_store_config
 
 TOPIC = "Browse"

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from rocketstore.broker.config import configs_from_properties, is_loopback
 from store import MessageStore, StoreConfig
-from store.auto_create import AutoCreateGate, AutoCreateLimit, AutoCreateLimits
+from store.metadata.auto_create import AutoCreateGate, AutoCreateLimit, AutoCreateLimits
 from store.properties import ConfigError
 
 

@@ -19,7 +19,7 @@ from rocketstore.broker.v2_messages import (
     to_pb_message,
 )
 from store import Message, MessageExt, PutMessageResult, PutMessageStatus
-from store.codec import MessageRejected, encode_batch, encode_message
+from store.log.codec import MessageRejected, encode_batch, encode_message
 from store.message import MAX_BORN_TIMESTAMP_MS, MIN_BORN_TIMESTAMP_MS
 from store.schedule import to_schedule_message
 from wire.rpc import messaging_pb2 as pb

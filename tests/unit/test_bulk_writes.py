@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.consume_queue import ConsumeQueue, ConsumeQueueConflict, encode_unit
-from store.index_file import IndexEntry, IndexService, decode_entry, entry_position, key_hash
+from store.index.index_file import IndexEntry, IndexService, decode_entry, entry_position, key_hash
+from store.queue.consume_queue import ConsumeQueue, ConsumeQueueConflict, encode_unit
 
 FILE = 20 * 6  # six units a file
 T0 = 1_700_000_000_000

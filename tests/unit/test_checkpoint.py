@@ -7,7 +7,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.checkpoint import FILE_SIZE, CheckpointState, StoreCheckpoint, decode_checkpoint, encode_checkpoint
+from store.recovery.checkpoint import FILE_SIZE, CheckpointState, StoreCheckpoint, decode_checkpoint, encode_checkpoint
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 states = st.builds(

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store import codec
-from store.codec import CorruptMessage, DamagedMessage, MessageRejected, RecordKind
+from store.log import codec
+from store.log.codec import CorruptMessage, DamagedMessage, MessageRejected, RecordKind
 from store.message import (
     COMPRESSED_FLAG,
     MAX_BORN_TIMESTAMP_MS,
@@ -742,7 +742,7 @@ def test_damaged_bytes_raise_only_corrupt_message(msg, data):
 
 @given(messages(), st.booleans())
 def test_record_size_is_the_encoded_size(msg, ipv6):
-    from store.codec import encode_message, encode_properties, record_size
+    from store.log.codec import encode_message, encode_properties, record_size
 
     host = ("::1", 10911) if ipv6 else ("127.0.0.1", 10911)
     msg = dataclasses.replace(msg, born_host=host, store_host=host)

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.consume_queue import (
+from store.log.mapped_file_queue import SegmentLayoutError
+from store.queue.consume_queue import (
     FILLER,
     FILLER_SIZE,
     UNIT_SIZE,
@@ -34,7 +35,6 @@ from store.consume_queue import (
     tags_code,
     unit_problem,
 )
-from store.mapped_file_queue import SegmentLayoutError
 
 UNITS = 8
 FS = UNITS * UNIT_SIZE  # 160-byte files: 8 units each
@@ -263,7 +263,7 @@ def allocated(path: Path) -> int:
 
 
 def test_a_queue_takes_disk_blocks_as_it_grows_not_a_whole_file_up_front(tmp_path):
-    from store.consume_queue import RESERVE_STEP_BYTES
+    from store.queue.consume_queue import RESERVE_STEP_BYTES
 
     queue = ConsumeQueue(tmp_path, "T", 0)
     assert queue.put(0, 0, 10, 0)
@@ -289,7 +289,7 @@ def test_a_queue_takes_disk_blocks_as_it_grows_not_a_whole_file_up_front(tmp_pat
 def test_a_full_disk_fails_the_reservation_before_any_unit_is_written(tmp_path, monkeypatch):
     import errno
 
-    import store.mapped_file as mapped_file
+    import store.log.mapped_file as mapped_file
 
     queue = ConsumeQueue(tmp_path, "T", 0, FS)
     fill(queue, 3)

@@ -14,7 +14,7 @@ from rocketstore.broker.core.queues import (
 )
 from rocketstore.broker.core.refusals import Reason
 from store import MessageStore, StoreConfig
-from store.topic_config import TopicConfig
+from store.metadata.topic_config import TopicConfig
 
 
 @pytest.fixture

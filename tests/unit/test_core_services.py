@@ -26,11 +26,10 @@ from rocketstore.broker.core.sender import Sender
 from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.view import StaticView
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, StoreConfig
-from store.codec import java_string_hash
+from store.log.codec import java_string_hash
 from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from store.metadata.topic_config import TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
 from store.status import PutMessageStatus
-from store.timer_state import TIMER_TOPIC
-from store.topic_config import TRANS_HALF_TOPIC, TopicConfig
 from support import small_store_config, wait_for
 
 MAX_BODY = 4096

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from store.codec import CorruptMessage, DamagedMessage
-from store.damage import DamageLog, Reader
+from store.log.codec import CorruptMessage, DamagedMessage
+from store.log.damage import DamageLog, Reader
 
 LOGGER = "rocketstore.store.damage"
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ha.chunks import ChunkVerdict, MalformedRecords, SlaveStreamCheck, crc32c, intact_prefix, next_chunk, whole_records
-from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, DamagedMessage
+from store.log.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, DamagedMessage
 
 HEADER = struct.Struct(">ii")
 
@@ -243,7 +243,7 @@ def test_chunk_must_hold_whole_records_inside_one_segment():
 
 def real_records(count: int, start: int = 0) -> tuple[bytearray, list[int]]:
     """`count` encoded messages as the CommitLog holds them from offset `start`; their offsets."""
-    from store.codec import encode_message
+    from store.log.codec import encode_message
     from store.message import Message
 
     data = bytearray()

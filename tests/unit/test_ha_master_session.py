@@ -13,7 +13,7 @@ from ha.chunks import crc32c, next_chunk
 from ha.epochs import EpochEntry, EpochHistory
 from ha.master_session import CloseKind, MasterSession, SlaveHandshake, Step, decide_start
 from ha.slave_session import ChunkFields, SlaveSession
-from store.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from store.log.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
 
 SEGMENT = 512
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ha.chunks import ChunkVerdict, crc32c
 from ha.slave_session import ChunkFields, ReconnectPolicy, SlaveSession
-from store.codec import MESSAGE_MAGIC_CODE
+from store.log.codec import MESSAGE_MAGIC_CODE
 
 SEGMENT = 4096
 HEARTBEAT = 200

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import index_file as ix
-from store.index_file import IndexEntry, IndexFile, IndexHeader, IndexService
+from store.index import index_file as ix
+from store.index.index_file import IndexEntry, IndexFile, IndexHeader, IndexService
 from store.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 SLOTS = 16

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from store.mapped_file import MappedFile
+from store.log.mapped_file import MappedFile
 
 SEGMENT = 64 << 20
 DEEP = 40 << 20  # past the 32 MiB after which the folios had grown to 2 MiB

@@ -27,8 +27,8 @@ from store import (
     decode_msg_id,
     make_msg_id,
 )
-from store import mapped_file as mapped_file_module
-from store.put_path import PutPath
+from store.log import mapped_file as mapped_file_module
+from store.log.put_path import PutPath
 from support import run_threads
 
 OK = PutMessageStatus.PUT_OK
@@ -1007,7 +1007,7 @@ def test_request_flush_is_none_under_async_flush(tmp_path):
 def test_every_put_is_dispatched_without_the_dispatchers_idle_timeout(tmp_path, monkeypatch, flush):
     """Under SYNC_FLUSH the flush that follows a put wakes the dispatcher, under ASYNC_FLUSH the put
     itself: with an idle timeout far beyond the test's deadline, each message arrives at once."""
-    from store.dispatch import ReputMessageService
+    from store.queue.dispatch import ReputMessageService
 
     monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
     with MessageStore(config(tmp_path, flush_disk_type=flush)) as store:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import store.consumer_offset as consumer_offset_module
+import store.metadata.consumer_offset as consumer_offset_module
 from store.config import StoreConfig
-from store.consumer_offset import ConsumerOffsetManager, OffsetCommit
-from store.topic_config import (
+from store.metadata.consumer_offset import ConsumerOffsetManager, OffsetCommit
+from store.metadata.topic_config import (
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
     TRANS_HALF_TOPIC,
@@ -618,7 +618,7 @@ def test_a_failed_write_changes_nothing(tmp_path, monkeypatch):
     def fail(path, content):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("store.topic_config.write_json_atomically", fail)
+    monkeypatch.setattr("store.metadata.topic_config.write_json_atomically", fail)
     with pytest.raises(OSError):
         m.create_or_update(TopicConfig("T", 8, 8))
 

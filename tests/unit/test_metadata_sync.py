@@ -12,7 +12,7 @@ from ha.chunks import whole_records
 from ha.metadata_sync import DelayCursors, MetadataSnapshot, apply_snapshot, take_snapshot
 from store import Message, MessageStore, StoreConfig
 from store.message import PROPERTY_DELAY_TIME_LEVEL
-from store.topic_config import SCHEDULE_TOPIC, TopicConfig
+from store.metadata.topic_config import SCHEDULE_TOPIC, TopicConfig
 
 T0 = 1_700_000_000_000
 

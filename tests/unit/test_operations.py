@@ -10,7 +10,7 @@ import pytest
 
 from rocketstore.broker.logs import native_record
 from store import ConfigError, Message, MessageStore, PutMessageStatus, StoreConfig
-from store.consumer_offset import ConsumerOffsetManager
+from store.metadata.consumer_offset import ConsumerOffsetManager
 from store.stats import StoreStats
 from store.status import FlushDiskType
 

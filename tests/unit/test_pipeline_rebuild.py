@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.rebuild import rebuild_store
-from store.codec import encode_blank, encode_message
 from store.config import DEFAULT_MESSAGE_DELAY_LEVEL
-from store.consume_queue import ConsumeQueueTable
-from store.dispatch import Dispatcher, index_consumer, queue_consumer
-from store.index_file import IndexService
-from store.mapped_file_queue import MappedFileQueue
+from store.index.index_file import IndexService
+from store.log.codec import encode_blank, encode_message
+from store.log.mapped_file_queue import MappedFileQueue
 from store.message import Message
+from store.queue.consume_queue import ConsumeQueueTable
+from store.queue.dispatch import Dispatcher, index_consumer, queue_consumer
 from store.schedule import SCHEDULE_TOPIC, delivery_time_ms, parse_delay_levels
 from store.stats import StoreStats
 

@@ -21,7 +21,7 @@ from pipeline.layout import Segment, StoreLayout, plan_ranges, read_layout
 from pipeline.scan import KnownStarts, WalkOutcome, read_range
 from pipeline.strings import java_hashes, string_hashes
 from pipeline.walk import Stop, advance, walk_segment
-from store.codec import encode_message, java_string_hash
+from store.log.codec import encode_message, java_string_hash
 from store.message import Message
 
 # -- walks resumed from a remembered position -------------------------------------------------------

@@ -15,7 +15,7 @@ from pipeline.audit import compare_chunk, compare_tasks, log_end
 from pipeline.decode import DECODED_COLUMN_NAMES, decode_records, decode_row, find_chain, rows_to_batch
 from pipeline.layout import ScanRange, Segment, StoreLayout, plan_ranges, read_layout
 from pipeline.walk import KIND_HOLE, Stop, hop_chain, walk_segment
-from store.codec import encode_blank, encode_message
+from store.log.codec import encode_blank, encode_message
 from store.message import Message
 
 SEG = 16 * 1024

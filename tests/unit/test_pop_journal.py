@@ -3,8 +3,8 @@ a drop keeps the rest."""
 
 from __future__ import annotations
 
-from store.pop_journal import PopJournal
-from store.pop_state import Acked, Delivered
+from store.pop.pop_journal import PopJournal
+from store.pop.pop_state import Acked, Delivered
 
 KEY = ("g", "T", 0)
 D0 = Delivered(KEY, 0, 0, 1, 1, 5_000)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketstore.broker.receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
-from store.pop_state import (
+from store.pop.pop_state import (
     RETRIED,
     Acked,
     Delivered,

@@ -28,8 +28,8 @@ from store import (
     StoreConfig,
     StoreCorruptedError,
 )
-from store.checkpoint import CheckpointState, StoreCheckpoint, decode_checkpoint, encode_checkpoint
-from store.commitlog_scan import check_recoverable, choose_scan_start, scan_commitlog
+from store.log.commitlog_scan import check_recoverable, choose_scan_start, scan_commitlog
+from store.recovery.checkpoint import CheckpointState, StoreCheckpoint, decode_checkpoint, encode_checkpoint
 
 MESSAGE_MAGIC = -626843481
 BLANK_MAGIC = -875286124
@@ -662,7 +662,7 @@ def test_segment_not_on_a_segment_boundary_is_a_layout_error(tmp_path):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=st.lists(_message, min_size=2, max_size=25), data=st.data())
 def test_property_a_damaged_queue_offset_stops_the_scan_at_its_record(messages, data):
-    from store.commitlog_scan import QueueOffsets
+    from store.log.commitlog_scan import QueueOffsets
 
     log = _build(messages)
     index = data.draw(st.integers(1, len(log.messages) - 1), label="message")
@@ -688,7 +688,7 @@ def test_property_a_damaged_queue_offset_stops_the_scan_at_its_record(messages, 
 
 
 def test_the_first_message_of_a_queue_is_checked_against_its_consume_queue():
-    from store.commitlog_scan import QueueOffsets
+    from store.log.commitlog_scan import QueueOffsets
 
     log = Log(1024)
     first = log.add("T", 0, b"a")

@@ -174,7 +174,7 @@ hosts = st.sampled_from([("127.0.0.1", 10911), ("10.1.2.3", 1), ("::1", 10911), 
 )
 def test_pulled_records_decode_as_the_store_reads_them(topic, body, props, born, store_host, offsets):
     from store import Message
-    from store.codec import decode_message, encode_message
+    from store.log.codec import decode_message, encode_message
 
     msg = Message(topic, 3, body, props, flag=7, born_host=born, store_host=store_host, born_timestamp_ms=1234)
     encoded = encode_message(msg, default_store_host=store_host, max_message_size=1 << 20, now_ms=99)

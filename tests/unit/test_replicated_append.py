@@ -8,7 +8,7 @@ import pytest
 
 from ha.chunks import whole_records
 from store import BrokerRole, Message, MessageStore, PutMessageStatus, ReplicatedAppendError, StoreConfig
-from store.codec import check_record
+from store.log.codec import check_record
 
 SEGMENT = 64 * 1024
 

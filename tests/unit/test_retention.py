@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from store import CorruptMessage, Message, MessageStore, StoreConfig
-from store.mapped_file import MappedFile
-from store.mapped_file_queue import MappedFileQueue
+from store.log.mapped_file import MappedFile
+from store.log.mapped_file_queue import MappedFileQueue
 from store.properties import ConfigError
 from store.retention import (
     HOUR_MS,

@@ -18,10 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import codec
-from store.codec import CorruptMessage, MessageRejected
 from store.config import DEFAULT_MESSAGE_DELAY_LEVEL
-from store.consume_queue import FILLER, UNIT_SIZE, ConsumeQueue, CqUnit, tags_code
+from store.log import codec
+from store.log.codec import CorruptMessage, MessageRejected
 from store.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -35,6 +34,7 @@ from store.message import (
     Message,
     MessageExt,
 )
+from store.queue.consume_queue import FILLER, UNIT_SIZE, ConsumeQueue, CqUnit, tags_code
 from store.results import PutMessageResult
 from store.schedule import (
     SCHEDULE_TOPIC,

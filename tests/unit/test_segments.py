@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from store import Message, MessageStore, PutMessageStatus, StoreConfig, decode_msg_id
-from store import mapped_file as mapped_file_module
+from store.log import mapped_file as mapped_file_module
 from support import small_store_config
 
 SEG = 4096

@@ -12,8 +12,8 @@ import pytest
 
 from rocketstore.broker.system_queue import read_queue
 from store import Message, MessageStore, PutMessageStatus, StoreConfig
-from store.codec import DamagedMessage
-from store.role_change import queue_offsets_through_log
+from store.log.codec import DamagedMessage
+from store.recovery.role_change import queue_offsets_through_log
 from store.status import GetMessageStatus
 from support import flip_body_byte, small_store_config
 

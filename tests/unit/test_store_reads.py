@@ -19,17 +19,17 @@ from pathlib import Path
 import pytest
 
 from store import CorruptMessage, Message, MessageStore, PutMessageStatus, StoreConfig, make_msg_id
-from store.codec import java_string_hash
+from store.log.codec import java_string_hash
 from store.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
-from store.message_filter import TagFilter
+from store.metadata.topic_config import Permission, TopicConfig
+from store.queue.message_filter import TagFilter
 from store.retention import CleanPolicy, CleanService
 from store.status import GetMessageStatus
-from store.topic_config import Permission, TopicConfig
 from support import run_threads
 
 OK = PutMessageStatus.PUT_OK

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_replicated_append import SEGMENT, config, copy_log
 
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
-from store.slave_truncation import STEPS, intent_path, read_intent
+from store.recovery.slave_truncation import STEPS, intent_path, read_intent
 
 
 class Crash(Exception):

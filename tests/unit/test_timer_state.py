@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.timer_state import TimerState, decode_done, encode_done
+from rocketstore.broker.timer_state import TimerState, decode_done, encode_done
 
 
 def test_messages_come_due_in_time_order_and_stay_due_until_delivered():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.transaction_state import (
+from rocketstore.broker.transaction_state import (
     Checked,
     Half,
     Pending,

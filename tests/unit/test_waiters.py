@@ -8,7 +8,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from store.waiters import OffsetWaiters
+from store.log.waiters import OffsetWaiters
 
 
 def waiters(*entries: tuple[int, int, str]) -> OffsetWaiters[str]:

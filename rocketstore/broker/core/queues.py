@@ -17,8 +17,14 @@ the store's tables; thread-safe as those are.
 from __future__ import annotations
 
 from store import MessageStore
-from store.consumer_offset import OffsetCommit
-from store.topic_config import MAX_QUEUE_NUMS, Permission, TopicConfig, validate_group_name, validate_topic_name
+from store.metadata.consumer_offset import OffsetCommit
+from store.metadata.topic_config import (
+    MAX_QUEUE_NUMS,
+    Permission,
+    TopicConfig,
+    validate_group_name,
+    validate_topic_name,
+)
 
 from .refusals import Reason, Refusal
 

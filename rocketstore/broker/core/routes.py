@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from rocketstore.coordination.cluster_routes import ClusterView, ServedTopic
 from store import MessageStore
 from store.clock import wall_clock_ms
-from store.topic_config import TopicConfig
+from store.metadata.topic_config import TopicConfig
 
 from ..config import BrokerConfigs
 from ..view import BrokerView

@@ -46,16 +46,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
-from store.auto_create import AutoCreateRefusal
-from store.codec import decode_msg_id, java_string_hash
+from store.log.codec import decode_msg_id, java_string_hash
 from store.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_TYPE_MASK,
 )
-from store.timer_state import TIMER_TOPIC
-from store.topic_config import SYSTEM_TOPICS, TRANS_HALF_TOPIC, TopicConfig
+from store.metadata.auto_create import AutoCreateRefusal
+from store.metadata.topic_config import SYSTEM_TOPICS, TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
 
 from ..batching import append_chunks
 from ..config import BrokerConfigs

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, transaction_type
 from .codec import MESSAGE_MAGIC_CODE, PHYSICAL_OFFSET_POS, CorruptMessage, RecordCheck, RecordKind, check_record
-from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, transaction_type
 
 # Prepared and rolled-back transaction messages get no queue offset (as in store/commitlog.py).
 _NO_QUEUE_OFFSET = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)

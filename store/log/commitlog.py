@@ -20,7 +20,8 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .clock import wall_clock_ms
+from ..clock import wall_clock_ms
+from ..message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, MessageExt
 from .codec import (
     CorruptMessage,
     DamagedMessage,
@@ -31,7 +32,6 @@ from .codec import (
     decode_message,
 )
 from .mapped_file_queue import MappedFileQueue
-from .message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, MessageExt
 
 # Prepared and rolled-back transaction messages keep no queue offset (they are never dispatched).
 NO_QUEUE_OFFSET_TYPES = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)

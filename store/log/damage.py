@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .clock import monotonic_ms, wall_clock_ms
+from ..clock import monotonic_ms, wall_clock_ms
 from .codec import CorruptMessage, DamagedMessage
 
 log = logging.getLogger("rocketstore.store.damage")

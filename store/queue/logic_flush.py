@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from .checkpoint import StoreCheckpoint
+from ..index.index_file import IndexService
+from ..recovery.checkpoint import StoreCheckpoint
+from ..service_thread import PagedService
 from .consume_queue import ConsumeQueueTable
 from .dispatch import Dispatcher
-from .index_file import IndexService
-from .service_thread import PagedService
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import os
 import threading
 from pathlib import Path
 
-from .mapped_file import fsync_dir, replace_durably
+from ..log.mapped_file import fsync_dir, replace_durably
 from .pop_state import Event, decode_events, encode_events
 
 FILE_NAME = "pop_journal"

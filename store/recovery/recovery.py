@@ -23,15 +23,15 @@ import os
 import time
 from dataclasses import dataclass
 
+from ..config import StoreConfig
+from ..index.index_file import IndexService
+from ..log.commitlog import NO_QUEUE_OFFSET_TYPES
+from ..log.commitlog_scan import QueueOffsets, check_recoverable, choose_scan_start, scan_commitlog
+from ..log.mapped_file_queue import MappedFileQueue
+from ..message import transaction_type
+from ..queue.consume_queue import ConsumeQueueTable
+from ..results import RecoveryReport
 from .checkpoint import StoreCheckpoint
-from .commitlog import NO_QUEUE_OFFSET_TYPES
-from .commitlog_scan import QueueOffsets, check_recoverable, choose_scan_start, scan_commitlog
-from .config import StoreConfig
-from .consume_queue import ConsumeQueueTable
-from .index_file import IndexService
-from .mapped_file_queue import MappedFileQueue
-from .message import transaction_type
-from .results import RecoveryReport
 
 log = logging.getLogger(__name__)
 

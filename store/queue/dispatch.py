@@ -17,23 +17,23 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .codec import CorruptMessage, RecordKind, check_record, decode_properties
-from .commitlog import NO_QUEUE_OFFSET_TYPES
-from .consume_queue import ConsumeQueueTable
-from .consume_queue import tags_code as consume_queue_tags_code
-from .index_file import IndexService
-from .mapped_file_queue import MappedFileQueue
-from .message import (
+from ..index.index_file import IndexService
+from ..log.codec import CorruptMessage, RecordKind, check_record, decode_properties
+from ..log.commitlog import NO_QUEUE_OFFSET_TYPES
+from ..log.mapped_file_queue import MappedFileQueue
+from ..log.recent_ids import Landed, RecentIds
+from ..message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_ROLLBACK_TYPE,
     transaction_type,
 )
-from .recent_ids import Landed, RecentIds
-from .schedule import SCHEDULE_TOPIC, delay_level_of
-from .service_thread import ServiceThread
-from .stats import StoreStats
+from ..schedule import SCHEDULE_TOPIC, delay_level_of
+from ..service_thread import ServiceThread
+from ..stats import StoreStats
+from .consume_queue import ConsumeQueueTable
+from .consume_queue import tags_code as consume_queue_tags_code
 
 log = logging.getLogger(__name__)
 

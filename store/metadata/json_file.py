@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .mapped_file import fsync_dir, mkdir_durable
+from ..log.mapped_file import fsync_dir, mkdir_durable
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from .message import (
+from ..message import (
     BORNHOST_V6_FLAG,
     MAX_BORN_TIMESTAMP_MS,
     MIN_BORN_TIMESTAMP_MS,
@@ -48,7 +48,7 @@ from .message import (
     Message,
     MessageExt,
 )
-from .status import PutMessageStatus
+from ..status import PutMessageStatus
 
 MESSAGE_MAGIC_CODE = -626843481
 BLANK_MAGIC_CODE = -875286124

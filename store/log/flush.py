@@ -21,10 +21,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 
-from .clock import wall_clock_ms
+from ..clock import wall_clock_ms
+from ..service_thread import PagedService, ServiceThread
+from ..status import PutMessageStatus
 from .mapped_file_queue import MappedFileQueue
-from .service_thread import PagedService, ServiceThread
-from .status import PutMessageStatus
 from .waiters import OffsetWaiters
 
 log = logging.getLogger(__name__)

@@ -35,11 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .clock import wall_clock_ms
-from .codec import MAX_TOPIC_LENGTH, NAME_PATTERN
+from ..clock import wall_clock_ms
+from ..log.codec import MAX_TOPIC_LENGTH, NAME_PATTERN
+from ..pop.pop_state import POP_TOPIC
 from .json_file import read_json, write_json_atomically
-from .pop_state import POP_TOPIC
-from .timer_state import TIMER_DONE_TOPIC, TIMER_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +65,9 @@ def is_retry_or_dlq(topic: str) -> bool:
 # System topics (RocketMQ's TopicValidator constants).
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+# Timed messages (the broker's rocketstore/broker/timer_state.py): those waiting, and those delivered.
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+TIMER_DONE_TOPIC = "RS_SYS_TIMER_DONE"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 SYSTEM_TOPICS = frozenset(
     {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, POP_TOPIC, TIMER_TOPIC, TIMER_DONE_TOPIC}

@@ -52,10 +52,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .clock import wall_clock_ms
-from .codec import java_string_hash
-from .mapped_file import create_file_atomically, mkdir_durable, reserve_blocks
-from .message import TRANSACTION_ROLLBACK_TYPE, transaction_type
+from ..clock import wall_clock_ms
+from ..log.codec import java_string_hash
+from ..log.mapped_file import create_file_atomically, mkdir_durable, reserve_blocks
+from ..message import TRANSACTION_ROLLBACK_TYPE, transaction_type
 
 log = logging.getLogger(__name__)
 

@@ -32,22 +32,22 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
-from .commitlog import AppendResult, CommitLog, CommitLogClosed
-from .config import StoreConfig
-from .message import (
+from ..config import StoreConfig
+from ..message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
 )
+from ..metadata.topic_config import RETRY_TOPIC_PREFIX
+from ..replication import ReplicaGate
+from ..results import PutMessageResult
+from ..schedule import to_schedule_message
+from ..stats import StoreStats
+from ..status import PutMessageStatus
+from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
+from .commitlog import AppendResult, CommitLog, CommitLogClosed
 from .recent_ids import Landed, RecentIds
-from .replication import ReplicaGate
-from .results import PutMessageResult
-from .schedule import to_schedule_message
-from .stats import StoreStats
-from .status import PutMessageStatus
-from .topic_config import RETRY_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 

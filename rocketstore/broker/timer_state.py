@@ -22,8 +22,6 @@ import heapq
 import json
 from collections.abc import Iterable
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-TIMER_DONE_TOPIC = "RS_SYS_TIMER_DONE"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog
-from .consume_queue import ConsumeQueueTable
-from .message import transaction_type
+from ..log.commitlog import NO_QUEUE_OFFSET_TYPES, CommitLog
+from ..message import transaction_type
+from ..queue.consume_queue import ConsumeQueueTable
 
 
 def queue_offsets_through_log(

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codec import CorruptMessage, DamagedMessage, decode_msg_id
-from .commitlog import CommitLog
+from ..index.index_file import IndexService
+from ..log.codec import CorruptMessage, DamagedMessage, decode_msg_id
+from ..log.commitlog import CommitLog
+from ..log.damage import describe
+from ..message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
+from ..status import GetMessageStatus
 from .consume_queue import ConsumeQueueTable
-from .damage import describe
-from .index_file import IndexService
-from .message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from .message_filter import TagFilter
-from .status import GetMessageStatus
 
 Status = GetMessageStatus
 

@@ -27,14 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..index.index_file import IndexService
+from ..log.commitlog import CommitLog
+from ..log.mapped_file import fsync_dir, replace_durably
+from ..log.mapped_file_queue import MappedFileQueue
+from ..log.recent_ids import RecentIds
+from ..queue.consume_queue import ConsumeQueueTable
+from ..queue.dispatch import Dispatcher
 from .checkpoint import StoreCheckpoint
-from .commitlog import CommitLog
-from .consume_queue import ConsumeQueueTable
-from .dispatch import Dispatcher
-from .index_file import IndexService
-from .mapped_file import fsync_dir, replace_durably
-from .mapped_file_queue import MappedFileQueue
-from .recent_ids import RecentIds
 
 INTENT_NAME = "truncating"
 STEPS = ("after_intent", "after_checkpoint", "after_commitlog", "after_queues")

@@ -51,10 +51,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .codec import java_string_hash
-from .commitlog_scan import first_nonzero
-from .mapped_file import MappedFile, fsync_dir, mkdir_durable
-from .mapped_file_queue import MappedFileQueue
+from ..log.codec import java_string_hash
+from ..log.commitlog_scan import first_nonzero
+from ..log.mapped_file import MappedFile, fsync_dir, mkdir_durable
+from ..log.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 

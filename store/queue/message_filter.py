@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codec import java_string_hash
+from ..log.codec import java_string_hash
 
 SUB_ALL = "*"
 

@@ -12,7 +12,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .mapped_file import fsync_dir
+from ..log.mapped_file import fsync_dir
 
 
 class StoreLockedError(RuntimeError):
