@@ -21,8 +21,9 @@ Wire facts this module and `v2_messages.py` own (the rest is messaging.proto):
 - A SendMessageResponse has one entry per message and a status summing them up (`codes.summarize`).
 - A stored message read back carries body_digest MD5 (upper-case hex; see `wire.digests`), message_type
   (NORMAL; FIFO with a group; DELAY once delayed; TRANSACTION once committed), delivery_attempt =
-  reconsume times + 1, and the RocketStore extensions commit_log_offset, sys_flag,
-  reconsume_times, flag.
+  reconsume times + 1, a timed message's delivery_timestamp (its TIMER_DELIVER_MS, as RocketMQ's
+  proxy answers it), and the RocketStore extensions commit_log_offset, sys_flag, reconsume_times,
+  flag.
 - PullMessage streams one Status, then the messages, then next_offset.
 
 Every answer carries a status; expected failures are codes (`codes.py`), and an unexpected
