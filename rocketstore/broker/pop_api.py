@@ -11,6 +11,9 @@ Wire facts owned here:
   long-polling time answers MESSAGE_NOT_FOUND, which the clients read as "nothing now".
 - Invisible durations are accepted from 1 s to 12 h (RocketMQ's proxy asks at least 10 s on
   receive; tests here use shorter ones); none given (PushConsumer) means 60 s.
+- An ack (or a dead-lettering) in a FIFO group, and any change of invisible time, wakes the
+  receives long-polling the topic: a FIFO group's next message goes out as soon as the one before
+  it is acked, not when a waiting receive's long poll runs out.
 - A receipt handle that does not verify, or names a delivery no longer current, is refused
   INVALID_RECEIPT_HANDLE; an ack or change that is not durable answers MASTER_PERSISTENCE_TIMEOUT.
 
@@ -172,8 +175,7 @@ class PopApi:
             due_ms = self._pop.next_due_ms(group, topic, queue_ids)
             return None if due_ms is None else max(0.0, (due_ms - self._clock()) / 1000) + 0.005
 
-        # Redeliveries come back through the group's retry topic: its arrivals wake the poll too.
-        keys = [(topic, q) for q in queue_ids] + [(retry_topic(group, topic), 0)]
+        keys = self._watched(group, topic, queue_ids)
         popped = await poll(self._arrivals, keys, self._wait_seconds(request, context), pop, wake_in_s)
         if not popped:
             yield pb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
@@ -190,6 +192,20 @@ class PopApi:
         now.GetCurrentTime()
         yield pb.ReceiveMessageResponse(delivery_timestamp=now)
 
+    @staticmethod
+    def _watched(group: str, topic: str, queue_ids: list[int]) -> list[tuple[str, int]]:
+        # Redeliveries come back through the group's retry topic: its arrivals wake the poll too.
+        return [(topic, q) for q in queue_ids] + [(retry_topic(group, topic), 0)]
+
+    def _release(self, group: str, topic: str, answers: list[PopAnswer], *, fifo_only: bool) -> None:
+        """Receives waiting on the topic read again now that a call changed what they may get: an
+        ack or dead-lettering lets a FIFO group's next message go out (issue 32: it waited for
+        the long poll to run out), a new invisible time moves when a message comes back."""
+        if fifo_only and group not in self._configs.broker.fifo_groups:
+            return
+        if any(a.status is PopStatus.OK for a in answers):
+            self._arrivals.wake(self._watched(group, topic, self._queue_ids(topic, 0)))
+
     # -- AckMessage, ChangeInvisibleDuration ----------------------------------------------------
 
     async def ack(self, request: pb.AckMessageRequest) -> pb.AckMessageResponse:
@@ -200,9 +216,9 @@ class PopApi:
             refused = status(pb.BAD_REQUEST, f"{len(request.entries)} entries in one ack; at most {MAX_ACK_ENTRIES}")
         if refused is not None:
             return pb.AckMessageResponse(status=refused)
-        answers = await self._pop.ack(
-            request.group.name, request.topic.name, [e.receipt_handle for e in request.entries]
-        )
+        group, topic = request.group.name, request.topic.name
+        answers = await self._pop.ack(group, topic, [e.receipt_handle for e in request.entries])
+        self._release(group, topic, answers, fifo_only=True)
         entries = [
             pb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=_pop_status(a))
             for e, a in zip(request.entries, answers)
@@ -216,7 +232,9 @@ class PopApi:
         refused = self._resource_problem(request.group.name, request.topic.name)
         if refused is not None:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=refused)
-        answer = await self._pop.dead_letter_now(request.group.name, request.topic.name, request.receipt_handle)
+        group, topic = request.group.name, request.topic.name
+        answer = await self._pop.dead_letter_now(group, topic, request.receipt_handle)
+        self._release(group, topic, [answer], fifo_only=True)
         return pb.ForwardMessageToDeadLetterQueueResponse(status=_pop_status(answer))
 
     async def change_invisible(self, request: pb.ChangeInvisibleDurationRequest) -> pb.ChangeInvisibleDurationResponse:
@@ -231,7 +249,9 @@ class PopApi:
                     pb.ILLEGAL_INVISIBLE_TIME, f"invisible_duration {ms} ms is outside 0..{MAX_INVISIBLE_MS} ms"
                 )
             )
-        answer = await self._pop.change_invisible(request.group.name, request.topic.name, request.receipt_handle, ms)
+        group, topic = request.group.name, request.topic.name
+        answer = await self._pop.change_invisible(group, topic, request.receipt_handle, ms)
+        self._release(group, topic, [answer], fifo_only=False)
         if answer.status is PopStatus.INVALID_RECEIPT_HANDLE:
             return pb.ChangeInvisibleDurationResponse(status=_pop_status(answer))
         return pb.ChangeInvisibleDurationResponse(status=_pop_status(answer), receipt_handle=answer.receipt_handle)

@@ -57,14 +57,26 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def serving(
-    root, *, broker_id: int = 0, long_polling_max_ms: int = 30_000, view: StaticView | None = None, **store_overrides
+    root,
+    *,
+    broker_id: int = 0,
+    long_polling_max_ms: int = 30_000,
+    view: StaticView | None = None,
+    fifo_consumer_groups: str = "",
+    **store_overrides,
 ):
     config = store_config(root, **store_overrides)
     store = MessageStore(config)
     store.load()
     store.start()
+    broker = BrokerConfig(
+        broker_name="broker-a",
+        broker_id=broker_id,
+        long_polling_max_ms=long_polling_max_ms,
+        fifo_consumer_groups=fifo_consumer_groups,
+    )
     configs = BrokerConfigs(
-        BrokerConfig(broker_name="broker-a", broker_id=broker_id, long_polling_max_ms=long_polling_max_ms),
+        broker,
         config,
         HaConfig(),
     )
@@ -265,6 +277,59 @@ def test_long_poll_is_woken_by_a_send(tmp_path):
             assert got.status.code == pb.OK
             assert [m.body for m in got.messages] == [b"second"] and got.next_offset == 2
             await wait_for(lambda: not h.servicer.waiting_pulls)
+
+    run(body())
+
+
+def _receive(h: Harness, group: str, wait_s: int) -> pb.ReceiveMessageRequest:
+    request = pb.ReceiveMessageRequest(
+        group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1)
+    )
+    request.batch_size = 1
+    request.invisible_duration.FromSeconds(60)
+    request.long_polling_timeout.FromSeconds(wait_s)
+    return request
+
+
+async def _received(h: Harness, request: pb.ReceiveMessageRequest) -> tuple[int, list[pb.Message]]:
+    code, got = None, []
+    async for answer in h.stub.ReceiveMessage(request, timeout=120):
+        if answer.HasField("status"):
+            code = answer.status.code
+        elif answer.HasField("message"):
+            got.append(answer.message)
+    assert code is not None
+    return code, got
+
+
+def test_an_ack_wakes_a_receive_waiting_for_the_next_message_of_its_fifo_group(tmp_path):
+    """Issue 32 item 2: a 30-message backlog in one message group drained in bursts, one per long
+    poll, because the ack that lets the next message go out did not wake the waiting receive."""
+
+    async def body():
+        async with serving(tmp_path, long_polling_max_ms=120_000, fifo_consumer_groups="fifo") as h:
+            bodies = [f"m{i}".encode() for i in range(30)]
+            sent = [message(b, send_queue_id=0, message_group="one-group") for b in bodies]
+            assert (await send(h, *sent)).status.code == pb.OK
+            code, (held,) = await _received(h, _receive(h, "fifo", 1))
+            assert code == pb.OK
+            delivered, expired = [held.body], 0
+            while len(delivered) < len(bodies) and expired == 0:
+                # The group's next message waits for this one's ack: the receive long-polls, and
+                # only the ack can end it well inside its 30 s.
+                waiting = asyncio.create_task(_received(h, _receive(h, "fifo", 30)))
+                await wait_for(lambda: h.servicer.waiting_pulls or waiting.done())
+                assert not waiting.done(), "a FIFO group's next message went out before the ack"
+                entry = pb.AckMessageEntry(message_id="m", receipt_handle=held.system_properties.receipt_handle)
+                request = pb.AckMessageRequest(group=pb.Resource(name="fifo"), topic=held.topic, entries=[entry])
+                assert (await h.stub.AckMessage(request, timeout=30)).status.code == pb.OK
+                code, got = await waiting
+                if code != pb.OK:
+                    expired += 1
+                    continue
+                (held,) = got
+                delivered.append(held.body)
+            assert expired == 0 and delivered == bodies
 
     run(body())
 
