@@ -25,6 +25,8 @@ Wire facts this module and `v2_messages.py` own (the rest is messaging.proto):
   proxy answers it), and the RocketStore extensions commit_log_offset, sys_flag, reconsume_times,
   flag.
 - PullMessage streams one Status, then the messages, then next_offset.
+- A call naming a namespace is refused UNSUPPORTED, naming it (`namespaces.py`): namespaces are
+  not isolated here.
 
 Every answer carries a status; expected failures are codes (`codes.py`), and an unexpected
 exception is logged and answered INTERNAL_ERROR, never surfacing as a gRPC UNKNOWN. Bytes that
@@ -60,6 +62,7 @@ from .core.queues import group_problem
 from .core.refusals import Refusal
 from .core.sender import Sender
 from .core.services import BrokerCore
+from .namespaces import namespace_refusal
 from .pop_api import PopApi
 from .pop_service import PopService, PopStatus
 from .receipt_handle import ReceiptSigner
@@ -87,11 +90,15 @@ log = logging.getLogger("rocketstore.broker.messaging")
 
 
 def _guarded(response_type):
-    """Unary methods: an unexpected exception is logged and answered INTERNAL_ERROR."""
+    """Unary methods: a namespace is refused (`namespaces.py`); an unexpected exception is logged
+    and answered INTERNAL_ERROR."""
 
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
+            refused = namespace_refusal(context.invocation_metadata(), request)
+            if refused is not None:
+                return response_type(status=refused)
             try:
                 return await method(self, request, context)
             except grpc.aio.AbortError:
@@ -108,12 +115,17 @@ def _guarded(response_type):
 
 
 def _guarded_stream(response_type):
-    """Server-streaming methods: an unexpected exception is answered INTERNAL_ERROR as the
-    stream's status, or, once a status went out, by aborting the call."""
+    """Server-streaming methods: a namespace is refused (`namespaces.py`); an unexpected exception
+    is answered INTERNAL_ERROR as the stream's status, or, once a status went out, by aborting
+    the call."""
 
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
+            refused = namespace_refusal(context.invocation_metadata(), request)
+            if refused is not None:
+                yield response_type(status=refused)
+                return
             sent_status = False
             try:
                 async for response in method(self, request, context):
@@ -377,5 +389,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         return self._telemetry.count
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
+        refused = namespace_refusal(context.invocation_metadata())
+        if refused is not None:
+            yield pb.TelemetryCommand(status=refused)
+            return
         async for command in self._telemetry.serve(request_iterator, context):
             yield command

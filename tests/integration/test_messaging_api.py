@@ -502,13 +502,13 @@ def test_offsets_api(tmp_path):
 def test_query_route_shape(tmp_path):
     async def body():
         async with serving(tmp_path, default_topic_queue_nums=4) as h:
-            request = pb.QueryRouteRequest(topic=pb.Resource(resource_namespace="ns1", name="RouteTopic"))
+            request = pb.QueryRouteRequest(topic=pb.Resource(name="RouteTopic"))
             route = await h.stub.QueryRoute(request, timeout=10)
             assert route.status.code == pb.OK
             assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
             host, port = h.endpoint.split(":")
             for q in route.message_queues:
-                assert (q.topic.resource_namespace, q.topic.name) == ("ns1", "RouteTopic")
+                assert (q.topic.resource_namespace, q.topic.name) == ("", "RouteTopic")
                 assert q.permission == pb.READ_WRITE
                 assert (q.broker.name, q.broker.id) == ("broker-a", 0)
                 assert q.broker.endpoints.scheme == pb.IPv4
@@ -521,6 +521,47 @@ def test_query_route_shape(tmp_path):
             assert [q.permission for q in uneven.message_queues] == [pb.READ_WRITE, pb.READ_WRITE, pb.READ]
             bad = await h.stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="no/slash")), timeout=10)
             assert bad.status.code == pb.ILLEGAL_TOPIC
+
+    run(body())
+
+
+def test_every_call_naming_a_namespace_is_refused_naming_it_and_changes_nothing(tmp_path):
+    """Issue 32 item 4: namespaces were echoed back but isolated nothing. A namespace, in the
+    x-mq-namespace header or in a resource, is refused UNSUPPORTED on every call, naming it."""
+
+    async def body():
+        async with serving(tmp_path) as h:
+
+            def topic(namespace: str = "tenant-a") -> pb.Resource:
+                return pb.Resource(resource_namespace=namespace, name="NsTopic")
+
+            group = pb.Resource(resource_namespace="tenant-a", name="ns-group")
+            header = (("x-mq-namespace", "tenant-b"),)
+            sent = pb.Message(topic=topic(), body=b"x", system_properties=pb.SystemProperties(message_id="id"))
+            answers = [
+                await h.stub.QueryRoute(pb.QueryRouteRequest(topic=topic()), timeout=10),
+                await h.stub.SendMessage(pb.SendMessageRequest(messages=[sent]), timeout=10),
+                await h.stub.Heartbeat(pb.HeartbeatRequest(group=group), timeout=10),
+                await h.stub.QueryAssignment(pb.QueryAssignmentRequest(topic=topic(), group=group), timeout=10),
+                await h.stub.AckMessage(
+                    pb.AckMessageRequest(topic=topic(""), group=pb.Resource(name="g")), timeout=10, metadata=header
+                ),
+            ]
+            receive = pb.ReceiveMessageRequest(group=group, message_queue=pb.MessageQueue(topic=topic()))
+            answers += [r async for r in h.stub.ReceiveMessage(receive, timeout=10)]
+            answers += [r async for r in h.stub.PullMessage(pull_request(topic="NsTopic"), timeout=10, metadata=header)]
+            telemetry = h.stub.Telemetry(timeout=10, metadata=header)
+            answers.append(await telemetry.read())
+            telemetry.cancel()
+            statuses = [a.status for a in answers]
+            assert [s.code for s in statuses] == [pb.UNSUPPORTED] * len(statuses), statuses
+            # The ack, the pull and Telemetry name theirs in the header, the others in a resource.
+            named = ["tenant-a"] * 4 + ["tenant-b", "tenant-a", "tenant-b", "tenant-b"]
+            assert all(f"namespace '{n}' is not supported" in s.message for n, s in zip(named, statuses)), statuses
+            assert h.store.topics.get("NsTopic") is None  # the refused send created nothing
+            # An empty namespace is no namespace.
+            plain = await h.stub.QueryRoute(pb.QueryRouteRequest(topic=topic("")), timeout=10)
+            assert plain.status.code == pb.OK
 
     run(body())
 
