@@ -39,7 +39,7 @@ from .convert import (
     queues_from_route,
     readable_queue_ids,
 )
-from .endpoint import Endpoint, open_channel, parse_endpoint
+from .endpoint import Endpoint, open_channel, parse_endpoint, route_request
 from .errors import RocketStoreError, from_rpc_error
 from .producer import check_timeout
 from .signing import Credentials
@@ -80,14 +80,7 @@ class _ConsumerBase:
 
     def _route_request(self, topic: str) -> pb.QueryRouteRequest:
         check_name("topic", topic)
-        ep = self._endpoint
-        return pb.QueryRouteRequest(
-            topic=pb.Resource(name=topic),
-            endpoints=pb.Endpoints(
-                scheme=pb.IPv6 if ep.is_ipv6 else pb.IPv4 if ep.is_ipv4 else pb.DOMAIN_NAME,
-                addresses=[pb.Address(host=ep.host, port=ep.port)],
-            ),
-        )
+        return route_request(topic, self._endpoint)
 
     def _get_offset_request(self, topic: str, queue_id: int) -> pb.GetOffsetRequest:
         return pb.GetOffsetRequest(group=pb.Resource(name=self._group), message_queue=message_queue(topic, queue_id))

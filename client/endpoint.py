@@ -5,6 +5,8 @@ Accepted forms: `host:port` where host is an IPv4 literal or a DNS name (RFC 112
 Ports run from 1 to 65535. Anything else raises `EndpointError` naming what is wrong.
 `Endpoint.target` is the form gRPC takes (brackets kept for IPv6).
 
+`route_request` asks a broker for a topic's route with every broker under its own id (slaves
+too, read-only): what this client's producers, consumers and tools read routes from.
 `open_channel` makes a plaintext channel, or a TLS one trusting `tls_ca_file`, sync or grpc.aio;
 `MessagingStubs` keeps one per endpoint for a client that talks to several brokers.
 Thread-safety: `Endpoint` is immutable; sync channels may be shared between threads; an aio
@@ -22,6 +24,7 @@ from typing import Any
 
 import grpc
 
+from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
 from .errors import EndpointError
@@ -123,6 +126,19 @@ def parse_endpoint(text: object, default_port: int | None = None) -> Endpoint:
             raise EndpointError(f"endpoint {text!r} has no port (expected HOST:PORT)")
         return Endpoint(host, default_port)
     return Endpoint(host, _check_port(port_text, text))
+
+
+def route_request(topic: str, endpoint: Endpoint) -> pb.QueryRouteRequest:
+    """QueryRoute of `topic`, naming the access point asked (`endpoint`) and asking for every
+    broker under its own id (`replicas`), not RocketMQ 5's one entry per group."""
+    return pb.QueryRouteRequest(
+        topic=pb.Resource(name=topic),
+        endpoints=pb.Endpoints(
+            scheme=pb.IPv6 if endpoint.is_ipv6 else pb.IPv4 if endpoint.is_ipv4 else pb.DOMAIN_NAME,
+            addresses=[pb.Address(host=endpoint.host, port=endpoint.port)],
+        ),
+        replicas=True,
+    )
 
 
 def open_channel(endpoint: Endpoint, *, tls_ca_file: str | None = None, aio: bool = False, credentials=None):

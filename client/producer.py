@@ -47,7 +47,7 @@ from wire.rpc import messaging_pb2 as pb
 
 from .cluster_sends import ClusterRoute, FaultRecord, QueueChooser, SpreadAction, SpreadSend, SpreadStep, TopicRoutes
 from .convert import ProducerMessage, SendResult, build_send_request, queues_from_route, send_results
-from .endpoint import Endpoint, MessagingStubs, parse_endpoint
+from .endpoint import Endpoint, MessagingStubs, parse_endpoint, route_request
 from .errors import RocketStoreError, from_rpc_error
 from .failover import Action, KnownEndpoints, RetryPolicy, SendAttempts, Step, is_retryable
 from .signing import Credentials
@@ -88,16 +88,6 @@ def parse_endpoints(endpoints: str | Endpoint | Sequence[str | Endpoint]) -> lis
     if not parsed:
         raise ValueError("a producer needs at least one endpoint")
     return parsed
-
-
-def _route_request(topic: str, endpoint: Endpoint) -> pb.QueryRouteRequest:
-    return pb.QueryRouteRequest(
-        topic=pb.Resource(name=topic),
-        endpoints=pb.Endpoints(
-            scheme=pb.IPv6 if endpoint.is_ipv6 else pb.IPv4 if endpoint.is_ipv4 else pb.DOMAIN_NAME,
-            addresses=[pb.Address(host=endpoint.host, port=endpoint.port)],
-        ),
-    )
 
 
 def master_of(topic: str, response: pb.QueryRouteResponse, group: str = "") -> tuple[str, str] | None:
@@ -371,7 +361,7 @@ class Producer(_ProducerBase):
         for endpoint in ask:
             try:
                 response = self._stubs.get(endpoint).QueryRoute(
-                    _route_request(topic, endpoint), timeout=self._route_timeout()
+                    route_request(topic, endpoint), timeout=self._route_timeout()
                 )
             except grpc.RpcError:
                 continue
@@ -515,7 +505,7 @@ class AsyncProducer(_ProducerBase):
         for endpoint in ask:
             try:
                 response = await self._stubs.get(endpoint).QueryRoute(
-                    _route_request(topic, endpoint), timeout=self._route_timeout()
+                    route_request(topic, endpoint), timeout=self._route_timeout()
                 )
             except grpc.RpcError:
                 continue

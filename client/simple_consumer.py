@@ -26,9 +26,9 @@ from google.protobuf import duration_pb2
 from wire.rpc import messaging_pb2 as pb
 
 from .convert import ReceivedMessage, check_name, check_ok, queues_from_route, received_message
-from .endpoint import Endpoint, MessagingStubs, parse_endpoint
+from .endpoint import Endpoint, MessagingStubs, parse_endpoint, route_request
 from .errors import RocketStoreError, TransportError, from_rpc_error
-from .producer import ROUTE_REFRESH_S, _route_request, check_timeout, parse_endpoints
+from .producer import ROUTE_REFRESH_S, check_timeout, parse_endpoints
 from .signing import Credentials
 
 # One non-blocking round over the groups waits this long per group at most.
@@ -92,7 +92,7 @@ class SimpleConsumer:
         for endpoint in dict.fromkeys(asked):
             try:
                 response = self._stubs.get(endpoint).QueryRoute(
-                    _route_request(self._topic.name, endpoint), timeout=min(2.0, self._timeout_s)
+                    route_request(self._topic.name, endpoint), timeout=min(2.0, self._timeout_s)
                 )
                 queues = queues_from_route(self._topic.name, response)
             except grpc.RpcError as exc:

@@ -3,7 +3,8 @@ what the test rigs (`harness/`) and benchmarks build their groups on.
 
 `LocalBroker` runs `python -m rocketstore.cli broker --key=value ...` as a child process, waits for
 its ready line (with a deadline; plain, or a JSON record under logFormat=json) to learn the ports
-it bound (port 0), and stops it with SIGTERM (clean), SIGKILL (crash), SIGSTOP/SIGCONT (pause).
+it bound (port 0), and stops it with SIGTERM (clean), SIGKILL (crash), SIGSTOP/SIGCONT (pause)
+(`child_process.ChildProcess`).
 Its stdout and stderr go to files under its directory so a failure can show them. `LocalCluster`
 builds a master and its slaves of one broker group sharing a generated secret (kept in a 0600
 file, passed by path, never on a command line), and asks the master through the client how far its
@@ -17,13 +18,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .child_process import ChildProcess
 
 READY_PREFIX = "rocketstore broker ready: "
 # Small segments keep the files of a local run small; everything else is RocketMQ's default.
@@ -63,7 +65,7 @@ def write_secret(path: Path) -> Path:
 
 
 @dataclass
-class LocalBroker:
+class LocalBroker(ChildProcess):
     name: str
     directory: Path
     settings: dict[str, str]
@@ -157,35 +159,15 @@ class LocalBroker:
                 return line
         return None
 
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit status."""
         if self.process is None:
             return 0
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.terminate()
-        try:
-            return self.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        status = self.terminate(timeout_s)
+        if status is None:
             self.kill()
-            raise RuntimeError(f"{self.name} did not stop within {timeout_s} s after SIGTERM:\n{self.tail()}") from None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=30)
-
-    def pause(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
+            raise RuntimeError(f"{self.name} did not stop within {timeout_s} s after SIGTERM:\n{self.tail()}")
+        return status
 
     def tail(self, lines: int = 60) -> str:
         """The end of this broker's stderr over every run, for failure reports."""

@@ -13,11 +13,11 @@ Thread-safety: none; drive it from one thread.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
+from demos.child_process import ChildProcess
 from harness.ports import port_for_later
 from rocketstore.coordination.etcd import EtcdClient, EtcdError
 
@@ -31,7 +31,9 @@ def etcd_binary() -> str:
     return path
 
 
-class EtcdServer:
+class EtcdServer(ChildProcess):
+    wait_s = 15.0
+
     def __init__(self, directory: Path, *, tls: tuple[str, str, str] | None = None) -> None:
         """`tls`: (server certificate, its key, the CA clients' certificates must chain to):
         https with client-certificate authentication."""
@@ -127,26 +129,8 @@ class EtcdServer:
         self.client_options = dict(self.client_options, user=user, password=password)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=15)
-
-    def pause(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
+        if self.running() and self.terminate() is None:
+            self.kill()
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -29,11 +29,8 @@ from wire.remoting import (
 from .attack_kit import AttackEnv, Result, closed_by_peer, cpu_share, put_latencies_ms, rss_mib
 from .brokers import stop_timed
 from .observe import Sampler, scan_broker_stderr
-from .remoting_inputs import send_header, v2_fields
+from .remoting_inputs import WEDGE_FRAME, send_header, v2_fields
 from .remoting_io import RemotingSocket, one_request
-
-# Item 1: a binary header whose extFields carry a negative key length.
-WEDGE_FRAME = bytes.fromhex("000000230100001f002200018f000000010000000000000008414141410000000400000002fff6")
 
 
 def _probe(endpoint: str, timeout_s: float = 5.0) -> str | None:

@@ -34,6 +34,11 @@ from .brokers import QUEUES
 from .grpc_inputs import FuzzContext
 from .mutation import EDGE_TEXTS, edge_int, edge_text, mutate_bytes, random_bytes
 
+# Issue 30 item 1: a binary header whose extFields carry a negative key length (39 bytes; it once
+# wedged the broker's remoting loop). The attack and tests/integration/test_remoting_hostile.py send
+# it; tests/unit/test_remoting_codec.py decodes it.
+WEDGE_FRAME = bytes.fromhex("000000230100001f002200018f000000010000000000000008414141410000000400000002fff6")
+
 SERVED = tuple(RequestCode)
 # Codes RocketMQ defines that this broker does not serve, and a few that mean nothing.
 UNSERVED = (0, 1, 12, 13, 36, 37, 41, 101, 200, 321, 340, 350, 1000, -1, 32767, -32768)

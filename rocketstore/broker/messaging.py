@@ -77,6 +77,7 @@ from .v2_messages import (
     _timestamp_ms,
     endpoints_of,
     filter_type,
+    group_message_queues,
     peer_host,
     route_message_queues,
     send_entry,
@@ -227,7 +228,11 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         route = self._core.routes.route(request.topic.name)
         if isinstance(route, Refusal):
             return pb.QueryRouteResponse(status=codes.refusal_status(route))
-        return pb.QueryRouteResponse(status=OK, message_queues=route_message_queues(request.topic, route.brokers))
+        if request.replicas:
+            queues = route_message_queues(request.topic, route.brokers)
+        else:
+            queues = group_message_queues(request.topic, route.groups())
+        return pb.QueryRouteResponse(status=OK, message_queues=queues)
 
     # -- Heartbeat, NotifyClientTermination -----------------------------------------------------
 

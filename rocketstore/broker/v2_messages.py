@@ -40,7 +40,7 @@ from wire.rpc import messaging_pb2 as pb
 from . import codes
 from .core.pull import SQL92, TAG, tag_filter
 from .core.refusals import Reason, Refusal
-from .core.routes import RouteBroker
+from .core.routes import RouteBroker, RouteGroup
 from .core.send import PROPERTY_SHARDING_KEY, SendItem, SendOutcome
 
 MAX_SEND_MESSAGES = 1024
@@ -177,11 +177,28 @@ def route_queues(
 
 
 def route_message_queues(topic: pb.Resource, brokers: Iterable[RouteBroker]) -> list[pb.MessageQueue]:
-    """A route of the broker core as this API's message queues, broker by broker."""
+    """A route of the broker core as this API's message queues, broker by broker: every member of
+    each group under its own id, slaves read-only (RocketStore's clients ask for it:
+    `QueryRouteRequest.replicas`)."""
     return [
         queue
         for b in brokers
         for queue in route_queues(topic, b.config, b.broker_name, b.broker_id, b.client_endpoint, b.read_only)
+    ]
+
+
+def group_message_queues(topic: pb.Resource, groups: Iterable[RouteGroup]) -> list[pb.MessageQueue]:
+    """A route as RocketMQ 5's clients take it: each group once, at broker id 0, with the queues,
+    permissions and endpoint of the broker serving there (they talk to no other id, and some
+    clients would send receives to a slave's entry). A group naming no broker at id 0 (electing a
+    master) is left out."""
+    return [
+        queue
+        for g in groups
+        if g.serving is not None
+        for queue in route_queues(
+            topic, g.serving.config, g.broker_name, 0, g.serving.client_endpoint, g.serving.read_only
+        )
     ]
 
 

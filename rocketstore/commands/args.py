@@ -5,15 +5,41 @@ naming the option.
 Two families with their own wording, kept as the commands had them: the store and demo commands'
 decimal numbers (`count`, `positive`; `offset` also takes 0x hex) and the broker commands' whole
 numbers (`natural`, `at_least_one`, `perm_bits`: decimal, 0x hex or 0o octal, with the bound in the
-message). Endpoints are parsed where the client is imported (`connection.py`), so that commands
-that never reach a broker do not load gRPC. Stateless; thread-safe.
+message). `parsed` turns a parser's ValueError into the usage error, so that each type states
+only its complaint and its bounds. Endpoints are parsed where the client is imported
+(`connection.py`), so that commands that never reach a broker do not load gRPC. Stateless;
+thread-safe.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def parsed(
+    text: str,
+    parse: Callable[[str], T],
+    complaint: str | None = None,
+    errors: tuple[type[Exception], ...] = (ValueError,),
+) -> T:
+    """`parse(text)`; when it raises one of `errors`, a usage error: `complaint` with the text's
+    repr in its `{}`, else the error's own message."""
+    try:
+        return parse(text)
+    except errors as exc:
+        message = str(exc) if complaint is None else complaint.format(repr(text))
+        raise argparse.ArgumentTypeError(message) from None
+
+
+def _any_base(text: str) -> int:
+    return int(text, 0)
+
 
 # -- store and demo commands -------------------------------------------------------------------
 
@@ -27,22 +53,22 @@ def existing_dir(text: str) -> Path:
     return path
 
 
+def existing_dir_text(text: str) -> str:
+    """As `existing_dir`, the directory as typed (the Spark jobs hand it on as text)."""
+    existing_dir(text)
+    return text
+
+
 def offset(text: str) -> int:
     """A CommitLog or queue offset: decimal or 0x hex, not negative."""
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an offset: {text!r}") from None
+    value = parsed(text, _any_base, "not an offset: {}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"an offset cannot be negative: {value}")
     return value
 
 
 def count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = parsed(text, int, "not a number: {}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"cannot be negative: {value}")
     return value
@@ -59,10 +85,7 @@ def positive(text: str) -> int:
 
 
 def whole_number(text: str, low: int, high: int | None = None) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = parsed(text, _any_base, "not a whole number: {}")
     if value < low:
         raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
     if high is not None and value > high:
@@ -83,20 +106,14 @@ def perm_bits(text: str) -> int:
 
 
 def non_negative_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    value = parsed(text, float, "{} is not a number of seconds")
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more seconds")
     return value
 
 
 def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    value = parsed(text, float, "not a number of seconds: {}")
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
@@ -109,11 +126,15 @@ def non_empty(text: str) -> str:
 
 
 def single_tag(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("cannot be empty")
+    non_empty(text)
     if "|" in text:
         raise argparse.ArgumentTypeError(f"a tag cannot contain '|': {text!r}")
     return text
+
+
+def names(text: str) -> list[str]:
+    """A comma-separated list (`A,B`): each name stripped, empty ones and repeats dropped."""
+    return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -127,7 +148,4 @@ def moment_ms(text: str) -> int:
     """A time as Unix milliseconds: digits are ms; otherwise ISO 8601 (no zone: UTC)."""
     from client.report import parse_moment_ms  # here: the commands that take no time load no gRPC
 
-    try:
-        return parse_moment_ms(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(text, parse_moment_ms)

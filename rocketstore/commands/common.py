@@ -1,5 +1,5 @@
-"""What every `rocketstore` subcommand shares: exit codes, the expected-failure exception and JSON
-output.
+"""What every `rocketstore` subcommand shares: exit codes, the expected-failure exception, JSON
+output and progress lines.
 
 Conventions: results on stdout, logs and progress on stderr; exit status 0 when all is well, 1 when
 problems were found or the job failed (`CommandError`: one clear line, no traceback), 2 for usage
@@ -10,6 +10,7 @@ errors (argparse's own), 130 when Ctrl-C stopped it (a command that streams, `pr
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 EXIT_OK = 0
@@ -26,3 +27,8 @@ class CommandError(Exception):
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=False))
+
+
+def print_progress(text: str) -> None:
+    """A progress line, on stderr (stdout holds only results)."""
+    print(text, file=sys.stderr, flush=True)

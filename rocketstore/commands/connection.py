@@ -18,7 +18,7 @@ from typing import TypeVar
 from client import DEFAULT_ENDPOINT, AdminClient, Endpoint, EndpointError, RocketStoreError, parse_endpoint
 from client.convert import MAX_BATCH
 
-from .args import seconds, whole_number
+from .args import parsed, seconds, whole_number
 from .common import CommandError
 
 SECRET_ENV = "ROCKETSTORE_ADMIN_SECRET"
@@ -30,10 +30,7 @@ T = TypeVar("T")
 
 
 def endpoint_arg(text: str) -> Endpoint:
-    try:
-        return parse_endpoint(text)
-    except EndpointError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(text, parse_endpoint, errors=(EndpointError,))
 
 
 class EndpointGroup(tuple):

@@ -19,16 +19,13 @@ from typing import Any
 from client import AdminClient
 from client.report import body_preview, consumed_text, cursor_text, parse_cursor, utc_text
 
-from .args import at_least_one, moment_ms, natural, non_empty, whole_number
+from .args import at_least_one, moment_ms, natural, non_empty, parsed, whole_number
 from .common import EXIT_OK, CommandError, print_json
 from .connection import admin_action, with_admin
 
 
 def cursor_arg(text: str) -> dict[int, int]:
-    try:
-        return parse_cursor(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(text, parse_cursor)
 
 
 def page_size(text: str) -> int:
@@ -146,10 +143,7 @@ def _resend(args: argparse.Namespace, admin: AdminClient) -> int:
 def message_id(text: str) -> str:
     from client.convert import check_message_id
 
-    try:
-        return check_message_id(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(text, check_message_id)
 
 
 def run_message(args: argparse.Namespace) -> int:

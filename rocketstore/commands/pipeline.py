@@ -22,36 +22,14 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from .args import at_least_one, existing_dir_text, key_value, names, natural
 from .args import offset as offset_arg
-from .common import CommandError
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-
-
-def _dir(text: str) -> str:
-    path = Path(text)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: no such directory")
-    return text
-
-
-def _positive(text: str) -> int:
-    value = offset_arg(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+from .common import EXIT_OK, EXIT_PROBLEMS, CommandError, print_progress
 
 
 def _spark_setting(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = key_value(text)
     return key.strip(), value
-
-
-def _topics(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 def _stores_and_range(job: argparse.ArgumentParser) -> None:
@@ -61,7 +39,7 @@ def _stores_and_range(job: argparse.ArgumentParser) -> None:
         dest="store_dirs",
         action="append",
         required=True,
-        type=_dir,
+        type=existing_dir_text,
         metavar="DIR",
         help="a store's root directory (repeat for several)",
     )
@@ -71,7 +49,7 @@ def _stores_and_range(job: argparse.ArgumentParser) -> None:
     job.add_argument(
         "--end-offset", type=offset_arg, metavar="OFFSET", help="CommitLog offset to stop before (default: the end)"
     )
-    job.add_argument("--topics", type=_topics, metavar="A,B", help="only these topics")
+    job.add_argument("--topics", type=names, metavar="A,B", help="only these topics")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,8 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     scan = jobs.add_parser("scan", help="read CommitLogs: messages per broker and topic, corrupt records")
     _stores_and_range(scan)
-    scan.add_argument("--show", type=offset_arg, default=0, metavar="N", help="also list the first N messages")
-    scan.add_argument("--partition-bytes", type=_positive, metavar="BYTES", help="CommitLog bytes per Spark partition")
+    scan.add_argument("--show", type=natural, default=0, metavar="N", help="also list the first N messages")
+    scan.add_argument(
+        "--partition-bytes", type=at_least_one, metavar="BYTES", help="CommitLog bytes per Spark partition"
+    )
     scan.add_argument("--json", action="store_true", help="print the result as JSON")
 
     audit = jobs.add_parser("audit", help="are the slaves' CommitLogs byte-identical to the master's?")
@@ -105,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--master",
         dest="master_dir",
         required=True,
-        type=_dir,
+        type=existing_dir_text,
         metavar="DIR",
         help="the master broker's store directory",
     )
@@ -114,27 +94,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="slave_dirs",
         action="append",
         required=True,
-        type=_dir,
+        type=existing_dir_text,
         metavar="DIR",
         help="a slave's store directory (repeat for several)",
     )
     audit.add_argument(
         "--up-to", type=offset_arg, metavar="OFFSET", help="acknowledged/confirmed offset both must hold"
     )
-    audit.add_argument("--context", type=offset_arg, default=3, metavar="N", help="records shown around a divergence")
+    audit.add_argument("--context", type=natural, default=3, metavar="N", help="records shown around a divergence")
     audit.add_argument("--json", action="store_true", help="print the result as JSON")
 
     rebuild = jobs.add_parser("rebuild", help="write ConsumeQueues and IndexFiles from a CommitLog")
-    rebuild.add_argument("--store-dir", required=True, type=_dir, metavar="DIR", help="the store's root directory")
+    rebuild.add_argument(
+        "--store-dir", required=True, type=existing_dir_text, metavar="DIR", help="the store's root directory"
+    )
     rebuild.add_argument("--out-dir", required=True, metavar="DIR", help="where consumequeue/ and index/ go")
     rebuild.add_argument(
         "--consume-queue-file-size",
-        type=_positive,
+        type=at_least_one,
         metavar="BYTES",
         help="mappedFileSizeConsumeQueue (default 6000000)",
     )
-    rebuild.add_argument("--hash-slot-num", type=_positive, metavar="N", help="maxHashSlotNum (default 5000000)")
-    rebuild.add_argument("--index-num", type=_positive, metavar="N", help="maxIndexNum (default 20000000)")
+    rebuild.add_argument("--hash-slot-num", type=at_least_one, metavar="N", help="maxHashSlotNum (default 5000000)")
+    rebuild.add_argument("--index-num", type=at_least_one, metavar="N", help="maxIndexNum (default 20000000)")
     rebuild.add_argument("--message-delay-level", metavar="LEVELS", help="messageDelayLevel (RocketMQ's default)")
     rebuild.add_argument("--no-index", action="store_true", help="ConsumeQueues only")
     rebuild.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -158,27 +140,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_stream_arguments(stream)
 
 
-def _progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def _fail(message: str):
-    return CommandError(message)
-
-
 def _layouts(dirs: list[str]):
     from pipeline.layout import LayoutError, read_layout
 
     try:
         return [read_layout(d) for d in dirs]
     except LayoutError as exc:
-        raise _fail(str(exc)) from None
+        raise CommandError(str(exc)) from None
 
 
 def _session(args):
     from pipeline.spark import session
 
-    _progress(f"pipeline {args.pipeline_command}: starting Spark ({args.spark_master})")
+    print_progress(f"pipeline {args.pipeline_command}: starting Spark ({args.spark_master})")
     return session(args.spark_master, progress_bar=sys.stderr.isatty(), conf=dict(args.spark_conf))
 
 
@@ -227,7 +201,7 @@ def run_scan(args: argparse.Namespace) -> int:
     layouts = _layouts(args.store_dirs)
     for layout in layouts:
         for problem in layout.problems:
-            _progress(f"pipeline scan: {problem}")
+            print_progress(f"pipeline scan: {problem}")
     spark = _session(args)
     reader = spark.read.format("rocketstore-commitlog").option("paths", json.dumps(args.store_dirs))
     for name, value in (
@@ -240,7 +214,7 @@ def run_scan(args: argparse.Namespace) -> int:
     if args.topics:
         reader = reader.option("topics", ",".join(args.topics))
     total = sum(layout.total_bytes for layout in layouts)
-    _progress(f"pipeline scan: {len(layouts)} store(s), {total >> 20} MiB of segments")
+    print_progress(f"pipeline scan: {len(layouts)} store(s), {total >> 20} MiB of segments")
     df = reader.load().cache()
     try:
         topics = (
@@ -325,7 +299,7 @@ def run_audit(args: argparse.Namespace) -> int:
     _layouts([args.master_dir, *args.slave_dirs])
     spark = _session(args)
     report = audit_replicas(
-        spark, args.master_dir, args.slave_dirs, args.up_to, context=args.context, on_progress=_progress
+        spark, args.master_dir, args.slave_dirs, args.up_to, context=args.context, on_progress=print_progress
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -348,13 +322,13 @@ def run_rebuild(args: argparse.Namespace) -> int:
         if value is not None:
             options[name] = value
 
-    def progress(done: int, total: int) -> None:
-        _progress(f"pipeline rebuild: dispatched {done >> 20} of {total >> 20} MiB")
+    def dispatched(done: int, total: int) -> None:
+        print_progress(f"pipeline rebuild: dispatched {done >> 20} of {total >> 20} MiB")
 
     try:
-        report = rebuild_store(args.store_dir, args.out_dir, index=not args.no_index, on_progress=progress, **options)
+        report = rebuild_store(args.store_dir, args.out_dir, index=not args.no_index, on_progress=dispatched, **options)
     except (RebuildError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise CommandError(str(exc)) from None
     if args.json:
         print(json.dumps({**asdict(report), "ok": report.ok}, indent=2))
     else:
@@ -368,7 +342,7 @@ def run_export(args: argparse.Namespace) -> int:
     _layouts(args.store_dirs)
     out = Path(args.out_dir)
     if args.mode == "errorifexists" and out.exists():
-        raise _fail(f"{out} exists; choose --mode append or overwrite, or another --out-dir")
+        raise CommandError(f"{out} exists; choose --mode append or overwrite, or another --out-dir")
     spark = _session(args)
     report = export_topics(
         spark,

@@ -26,13 +26,14 @@ import argparse
 import json
 import re
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .args import positive
+from .args import names, parsed, positive
+from .args import seconds as seconds_arg
+from .common import CommandError, print_progress
 
 AVAILABLE_NOW = "available-now"
 PROCESSING_TIME = "processing-time"
@@ -57,33 +58,17 @@ def parse_trigger(text: str) -> tuple[str, float | None]:
 
 
 def _trigger(text: str) -> tuple[str, float | None]:
-    try:
-        return parse_trigger(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
+    return parsed(text, parse_trigger)
 
 
 def _endpoint(text: str) -> str:
-    from client import EndpointError, parse_endpoint
+    from .connection import endpoint_arg
 
-    try:
-        return parse_endpoint(text).target
-    except EndpointError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return endpoint_arg(text).target
 
 
 def _topics(text: str) -> list[str]:
-    topics = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    topics = names(text)
     if not topics:
         raise argparse.ArgumentTypeError("name at least one topic")
     return topics
@@ -152,27 +137,17 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         "--pull-batch-size", type=positive, metavar="N", help="messages per pull (default 256, max 1024)"
     )
     parser.add_argument(
-        "--run-seconds", type=_seconds, metavar="S", help=f"with {PROCESSING_TIME}: stop after S seconds"
+        "--run-seconds", type=seconds_arg, metavar="S", help=f"with {PROCESSING_TIME}: stop after S seconds"
     )
     parser.add_argument("--tls-ca-file", metavar="FILE", help="use TLS, trusting this CA certificate")
     parser.add_argument(
         "--request-timeout-s",
-        type=_seconds,
+        type=seconds_arg,
         default=10.0,
         metavar="S",
         help="deadline of each broker call (default 10)",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-
-def _progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def _fail(message: str):
-    from .common import CommandError
-
-    return CommandError(message)
 
 
 def source_options(args: argparse.Namespace) -> dict[str, str]:
@@ -248,7 +223,7 @@ class _Run:
             lag = f", lag {report.total} messages over {len(report.lag)} queue(s)" if report is not None else ""
             durations = progress.get("durationMs") or {}
             if "addBatch" not in durations:
-                _progress(f"pipeline stream: idle{lag}")
+                print_progress(f"pipeline stream: idle{lag}")
                 continue
             if report is not None:
                 self.end = report.end
@@ -256,7 +231,7 @@ class _Run:
             self.batches.add(batch_id)
             self.messages += rows
             seconds = durations.get("triggerExecution", 0) / 1000
-            _progress(f"pipeline stream: batch {batch_id}: {rows} messages in {seconds:.1f} s{lag}")
+            print_progress(f"pipeline stream: batch {batch_id}: {rows} messages in {seconds:.1f} s{lag}")
 
 
 def _stop_on_signals(flag: dict) -> dict:
@@ -277,7 +252,7 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
     from pipeline.stream_source import register
 
     master = getattr(args, "spark_master", None) or "local[*]"
-    _progress(f"pipeline stream: starting Spark ({master})")
+    print_progress(f"pipeline stream: starting Spark ({master})")
     spark = session(master, progress_bar=False, conf=dict(getattr(args, "spark_conf", [])))
     register(spark)
     reader = spark.readStream.format("rocketstore")
@@ -303,7 +278,7 @@ def _run_query(args: argparse.Namespace, options: dict[str, str], kind: str, int
         started = time.monotonic()
         query = writer.start()
         every = f" every {interval_s:g} s" if interval_s else ""
-        _progress(f"pipeline stream: query {query.id} started, trigger {kind}{every}")
+        print_progress(f"pipeline stream: query {query.id} started, trigger {kind}{every}")
         while query.isActive:
             if flag.get("stop"):
                 break
@@ -330,18 +305,18 @@ def run_stream(args: argparse.Namespace) -> int:
 
     kind, interval_s = args.trigger
     if args.run_seconds is not None and kind != PROCESSING_TIME:
-        raise _fail(f"--run-seconds goes with --trigger {PROCESSING_TIME}:N")
+        raise CommandError(f"--run-seconds goes with --trigger {PROCESSING_TIME}:N")
     if args.tls_ca_file is not None and not Path(args.tls_ca_file).is_file():
-        raise _fail(f"--tls-ca-file {args.tls_ca_file}: no such file")
+        raise CommandError(f"--tls-ca-file {args.tls_ca_file}: no such file")
     options = source_options(args)
     try:
         probe = RocketStoreStreamReader(StreamOptions.parse(options))
     except StreamSourceError as exc:
-        raise _fail(str(exc)) from None
+        raise CommandError(str(exc)) from None
     # Ask the broker before starting Spark: a wrong endpoint fails in a second, not after a JVM start.
     try:
         before = probe.queue_offsets("END")
-        _progress(f"pipeline stream: {args.endpoint} holds {len(before)} queue(s) of {', '.join(args.topics)}")
+        print_progress(f"pipeline stream: {args.endpoint} holds {len(before)} queue(s) of {', '.join(args.topics)}")
         run, flag, error = _run_query(args, options, kind, interval_s)
         end = run.end if run.end is not None else checkpoint_end_offsets(args.checkpoint_dir)
         lag: dict | None = None
@@ -351,9 +326,9 @@ def run_stream(args: argparse.Namespace) -> int:
                 end = probe.resolve(end)
             lag = queue_lag(end, latest) if end is not None else None
         except (RocketStoreError, StreamSourceError) as exc:
-            _progress(f"pipeline stream: cannot measure the lag at the end: {exc}")
+            print_progress(f"pipeline stream: cannot measure the lag at the end: {exc}")
     except RocketStoreError as exc:
-        raise _fail(f"pipeline stream: {exc}") from None
+        raise CommandError(f"pipeline stream: {exc}") from None
     finally:
         probe.stop()
     stopped = flag.get("stop") or ("caught up with the broker" if kind == AVAILABLE_NOW else "the query ended")
@@ -385,5 +360,5 @@ def run_stream(args: argparse.Namespace) -> int:
         if summary["error"]:
             print(f"  ERROR: {summary['error']}")
     if error is not None:
-        raise _fail(f"pipeline stream: {summary['error']}")
+        raise CommandError(f"pipeline stream: {summary['error']}")
     return 0

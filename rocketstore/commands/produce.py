@@ -335,16 +335,20 @@ class _Plan:
         ]
 
 
+def _producer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What both kinds of producer take from the options, beside the endpoint."""
+    return {
+        "timeout_s": args.request_timeout_s,
+        "tls_ca_file": args.tls_ca_file,
+        "retry_timeout_s": args.retry_timeout_s,
+        "wait_for_broker": args.wait_for_broker,
+    }
+
+
 async def _produce_asyncio(args: argparse.Namespace, plan: _Plan, tally: ProduceTally, deadline: float) -> bool:
     from client.producer import AsyncProducer
 
-    producer = AsyncProducer(
-        args.endpoint,
-        timeout_s=args.request_timeout_s,
-        tls_ca_file=args.tls_ca_file,
-        retry_timeout_s=args.retry_timeout_s,
-        wait_for_broker=args.wait_for_broker,
-    )
+    producer = AsyncProducer(args.endpoint, **_producer_options(args))
 
     async def sender() -> None:
         while not tally.stopped and time.monotonic() < deadline:
@@ -394,13 +398,7 @@ def _produce_threads(args: argparse.Namespace, plan: _Plan, tally: ProduceTally,
     from client.producer import Producer
 
     timed_out = threading.Event()
-    with Producer(
-        args.endpoint,
-        timeout_s=args.request_timeout_s,
-        tls_ca_file=args.tls_ca_file,
-        retry_timeout_s=args.retry_timeout_s,
-        wait_for_broker=args.wait_for_broker,
-    ) as producer:
+    with Producer(args.endpoint, **_producer_options(args)) as producer:
 
         def sender() -> None:
             while not tally.stopped:

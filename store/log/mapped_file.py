@@ -51,11 +51,11 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def replace_durably(path: Path, data: bytes) -> None:
-    """Make `data` the content of `path`, all or nothing across a crash: written to `NAME.tmp`,
-    fsynced, renamed over `path`, the directory fsynced."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def write_synced(path: Path, data: bytes, flags: int = os.O_TRUNC) -> None:
+    """Write all of `data` to `path` (opened with `flags` beside O_WRONLY|O_CREAT; created mode
+    600) and fsync it: on disk when this returns. Naming a new file durably is the caller's part
+    (`fsync_dir`)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -63,6 +63,16 @@ def replace_durably(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_durably(path: Path, data: bytes, *, backup: Path | None = None) -> None:
+    """Make `data` the content of `path`, all or nothing across a crash: written to `NAME.tmp`,
+    fsynced, renamed over `path`, the directory fsynced. With `backup` (in the same directory),
+    the current `path` is renamed to it first."""
+    tmp = path.with_name(path.name + ".tmp")
+    write_synced(tmp, data)
+    if backup is not None:
+        os.replace(path, backup)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

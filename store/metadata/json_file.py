@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from pathlib import Path
 from typing import Any
 
-from ..log.mapped_file import fsync_dir, mkdir_durable
+from ..log.mapped_file import mkdir_durable, replace_durably
 
 log = logging.getLogger(__name__)
 
@@ -35,21 +34,10 @@ def _quote_int_keys(text: str) -> str:
 def write_json_atomically(path: Path, content: Any) -> None:
     mkdir_durable(path.parent)
     data = json.dumps(content, indent=2, sort_keys=True).encode("utf-8")
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if _parses(path):
-        os.replace(path, path.with_name(path.name + ".bak"))
     # A main file that does not parse is dropped rather than rotated: it must not replace the
     # backup a reader falls back to.
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    backup = path.with_name(path.name + ".bak") if _parses(path) else None
+    replace_durably(path, data, backup=backup)
 
 
 def _parse(raw: bytes) -> Any:

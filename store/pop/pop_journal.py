@@ -24,7 +24,7 @@ import os
 import threading
 from pathlib import Path
 
-from ..log.mapped_file import fsync_dir, replace_durably
+from ..log.mapped_file import fsync_dir, replace_durably, write_synced
 from .pop_state import Event, decode_events, encode_events
 
 FILE_NAME = "pop_journal"
@@ -48,14 +48,7 @@ class PopJournal:
         with self._lock:
             self._trim_torn_tail()
             created = not self.path.exists()
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            try:
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_synced(self.path, line, os.O_APPEND)
             if created:
                 fsync_dir(self.path.parent)  # the new file's name must survive a crash too
 

@@ -571,15 +571,8 @@ class ConsumeQueue:
             if not files:
                 return end
             head = files[0].file_from_offset // UNIT_SIZE
-
-            def dirty(p: int) -> bool:
-                q = self._next_real(p, end)
-                if q is None:
-                    return True
-                unit = self._read_unit(q)
-                return unit is None or unit.commit_log_offset >= commit_log_offset
-
-            p = _lower_bound(head, end, dirty)
+            # A unit that cannot be read is dropped with the rest.
+            p = self._first_from(head, end, commit_log_offset, unreadable=True)
             cut = self._next_real(p, end)
             if cut is None:
                 return end  # only fillers (or nothing) from p on: nothing indexes the dropped range
@@ -613,15 +606,7 @@ class ConsumeQueue:
         if not files:
             return self._min_offset
         head = files[0].file_from_offset // UNIT_SIZE
-
-        def kept(p: int) -> bool:
-            q = self._next_real(p, end)
-            if q is None:
-                return True
-            unit = self._read_unit(q)
-            return unit is not None and unit.commit_log_offset >= commit_log_min_offset
-
-        p = _lower_bound(head, end, kept)
+        p = self._first_from(head, end, commit_log_min_offset, unreadable=False)
         q = self._next_real(p, end) if p < end else None
         self._min_offset = end if q is None else q
         return self._min_offset
@@ -718,6 +703,20 @@ class ConsumeQueue:
                 hi = start
             else:
                 lo = stop
+
+    def _first_from(self, head: int, end: int, commit_log_offset: int, *, unreadable: bool) -> int:
+        """The first queue offset p in [head, end) whose next real unit, if any, indexes a message
+        at or beyond `commit_log_offset` (`end` when none); a real unit that cannot be read counts
+        as beyond it when `unreadable`. Units index messages in CommitLog order: a bisection."""
+
+        def from_here(p: int) -> bool:
+            q = self._next_real(p, end)
+            if q is None:
+                return True
+            unit = self._read_unit(q)
+            return unreadable if unit is None else unit.commit_log_offset >= commit_log_offset
+
+        return _lower_bound(head, end, from_here)
 
     def _next_real(self, lo: int, hi: int) -> int | None:
         """The first queue offset in [lo, hi) holding a real (non-filler) unit."""

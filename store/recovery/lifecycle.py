@@ -12,7 +12,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..log.mapped_file import fsync_dir
+from ..log.mapped_file import fsync_dir, write_synced
 
 
 class StoreLockedError(RuntimeError):
@@ -54,11 +54,7 @@ class AbortFile:
         return self.path.exists()
 
     def create(self) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(self.path, b"", 0)  # an empty marker; opened without O_TRUNC, as always
         fsync_dir(self.path.parent)
 
     def delete(self) -> None:

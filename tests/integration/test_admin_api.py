@@ -236,7 +236,8 @@ def test_create_and_list_topics(tmp_path):
             listed = await h.call("ListTopics", admin_pb2.ListTopicsRequest())
             names = [t.name for t in listed.topics]
             assert "Orders" in names and "Defaults" in names and names == sorted(names)
-            route = await h.messaging.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="Orders")), timeout=10)
+            ask = pb.QueryRouteRequest(topic=pb.Resource(name="Orders"), replicas=True)
+            route = await h.messaging.QueryRoute(ask, timeout=10)
             # The master's 8 queues (id 0), and its connected slave's 8 read-only ones beside them.
             on_master = [q for q in route.message_queues if q.broker.id == 0]
             assert len(on_master) == 8

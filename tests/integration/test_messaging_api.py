@@ -425,26 +425,27 @@ def test_pulls_work_on_a_slave(tmp_path):
                 rest = await pull(slave, pull_request(offset=got.next_offset))
                 assert first + [m.body for m in rest.messages] == [b"r0", b"r1", b"r2"]
                 ask = pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC))
-                route = await slave.stub.QueryRoute(ask, timeout=10)
-                assert route.status.code == pb.OK
-                # Its master as id 0 (where RocketMQ 5 clients write and pop), itself for reads.
-                by_id = {
-                    (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in route.message_queues
-                }
-                assert by_id == {(0, pb.READ_WRITE, port_of(master)), (1, pb.READ, port_of(slave))}
+                replicas = pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC), replicas=True)
+
+                async def named(broker, request) -> set[tuple[int, int, int]]:
+                    route = await broker.stub.QueryRoute(request, timeout=10)
+                    assert route.status.code == pb.OK
+                    return {
+                        (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in route.message_queues
+                    }
+
+                # RocketMQ 5's clients get its master alone, as id 0 (where they write and pop).
+                assert await named(slave, ask) == {(0, pb.READ_WRITE, port_of(master))}
+                # Asked for replicas (RocketStore's clients), itself for reads under its own id.
+                by_id = {(0, pb.READ_WRITE, port_of(master)), (1, pb.READ, port_of(slave))}
+                assert await named(slave, replicas) == by_id
                 # The master names its connected slave the same way, as the other groups do.
                 master.view.slaves = [SlaveSnapshot("ha", 1, slave.endpoint, 0, 0, 0.0, True, 0)]
-                mastered = await master.stub.QueryRoute(ask, timeout=10)
-                assert {
-                    (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in mastered.message_queues
-                } == by_id
+                assert await named(master, replicas) == by_id
+                assert await named(master, ask) == {(0, pb.READ_WRITE, port_of(master))}
                 # Standing in for a master that is down: itself as id 0, read-only.
                 slave.view.acting = True
-                route = await slave.stub.QueryRoute(ask, timeout=10)
-                by_id = {
-                    (q.broker.id, q.permission, q.broker.endpoints.addresses[0].port) for q in route.message_queues
-                }
-                assert by_id == {(0, pb.READ, port_of(slave))}
+                assert await named(slave, ask) == await named(slave, replicas) == {(0, pb.READ, port_of(slave))}
 
     run(body())
 

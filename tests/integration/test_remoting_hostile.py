@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
+from collections.abc import Callable, Coroutine
+from typing import Any
 
+from bench.edge.remoting_inputs import WEDGE_FRAME
 from client import Producer, SendStatus
 from client.remoting import AsyncRemotingProducer, RemotingConnection
 from harness.local_cluster import LocalBroker, poll_until
 from remoting_support import pull_all
 from store.message import COMPRESSED_FLAG, TRANSACTION_TYPE_MASK
+from support import proc_status
 from wire.remoting import (
     ONEWAY_FLAG,
     SEND_V1_FIELDS,
@@ -28,7 +31,6 @@ from wire.remoting import (
     properties_to_string,
 )
 
-WEDGE_FRAME = bytes.fromhex("000000230100001f002200018f000000010000000000000008414141410000000400000002fff6")
 MiB = 1024 * 1024
 
 
@@ -42,12 +44,12 @@ def start(make_cluster, **settings: str):
     ).master
 
 
-def memory_kib(broker: LocalBroker, field: str) -> int:
+def peak_growth_mib(broker: LocalBroker, scenario: Callable[[], Coroutine[Any, Any, None]]) -> float:
+    """How far above its resident memory before `scenario` the broker's peak (VmHWM) is after it."""
     assert broker.process is not None
-    for line in Path(f"/proc/{broker.process.pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {field} in /proc/{broker.process.pid}/status")
+    before = proc_status(broker.process.pid, "VmRSS")
+    asyncio.run(scenario())
+    return (proc_status(broker.process.pid, "VmHWM") - before) / MiB
 
 
 def host_port(endpoint: str) -> tuple[str, int]:
@@ -185,9 +187,7 @@ def test_a_heartbeat_flood_of_new_client_ids_keeps_memory_bounded_and_clients_ex
             writer.close()
         assert late.code == ResponseCode.SYSTEM_ERROR and "remotingMax" in (late.remark or ""), late
 
-    rss_before = memory_kib(master, "VmRSS")
-    asyncio.run(scenario())
-    grown_mib = (memory_kib(master, "VmHWM") - rss_before) / 1024
+    grown_mib = peak_growth_mib(master, scenario)
     # Before issue 30 this flood took the broker's peak up by about 100 MiB on a 2-core machine;
     # within the limits the table holds 300 entries (the peak grew about 13 MiB).
     assert grown_mib < 48, f"the broker's peak memory grew {grown_mib:.0f} MiB during the flood"
@@ -243,9 +243,7 @@ def test_slow_senders_holding_nearly_complete_frames_stay_within_the_buffer_cap_
         async with AsyncRemotingProducer(master.remoting_endpoint) as producer:
             assert (await producer.send("AfterSlow", b"ok", queue_id=0)).status is SendStatus.SEND_OK
 
-    rss_before = memory_kib(master, "VmRSS")
-    asyncio.run(scenario())
-    grown_mib = (memory_kib(master, "VmHWM") - rss_before) / 1024
+    grown_mib = peak_growth_mib(master, scenario)
     assert grown_mib < 60, f"the broker's peak memory grew {grown_mib:.0f} MiB during the flood"
     tail = master.tail(400)
     assert "remotingMaxBufferedBytes" in tail and "remotingFrameTimeout" in tail

@@ -57,10 +57,10 @@ def take(endpoint: str, home, want: int, ack: int, invisible_s: int) -> dict:
     return json.loads(run_official(TAKE, [endpoint, TOPIC, GROUP, str(want), str(ack), str(invisible_s)], home))
 
 
-def route(endpoint: str) -> pb.QueryRouteResponse:
+def route(endpoint: str, replicas: bool = False) -> pb.QueryRouteResponse:
     with grpc.insecure_channel(endpoint) as channel:
         stub = messaging_pb2_grpc.MessagingServiceStub(channel)
-        return stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)), timeout=5)
+        return stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=TOPIC), replicas=replicas), timeout=5)
 
 
 def id0_endpoints(answer: pb.QueryRouteResponse) -> set[tuple[str, int]]:
@@ -80,11 +80,12 @@ def test_consumers_keep_receiving_from_a_slave_while_the_master_is_down(make_clu
     with Producer(master.client_endpoint) as producer:
         for body in sorted(bodies):
             assert producer.send(TOPIC, body.encode()).ok
-    # The slave's route names its master as broker id 0 (the one RocketMQ 5 clients use), and
-    # itself, read-only, under its own id.
+    # The slave's route names its master as broker id 0, the only one RocketMQ 5 clients get;
+    # asked for replicas (RocketStore's clients), itself too, read-only, under its own id.
     assert poll_until(lambda: route(slave.client_endpoint).status.code == pb.OK, 20)
     assert id0_endpoints(route(slave.client_endpoint)) == {(master.client_endpoint, pb.READ_WRITE)}
-    assert {q.broker.id for q in route(slave.client_endpoint).message_queues} == {0, 1}
+    assert {q.broker.id for q in route(slave.client_endpoint).message_queues} == {0}
+    assert {q.broker.id for q in route(slave.client_endpoint, replicas=True).message_queues} == {0, 1}
 
     # Given only the slave's endpoint, the official client consumes through the master.
     first = take(slave.client_endpoint, tmp_path / "c1", want=2, ack=2, invisible_s=30)

@@ -18,7 +18,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from source_imports import ROOT, import_statements
+
 OWN_MODULE = "rocketstore/broker/process.py"
 BROKER_NAMES = frozenset({"broker", "_broker"})
 _BROKER_ANNOTATION = re.compile(r"\bBroker\b")
@@ -248,18 +249,10 @@ def _is_config(module: str) -> bool:
 def test_failover_imports_of_the_broker_only_its_config():
     """Failover is wired in by the process (`ReplicationSide`): it imports neither the process nor
     its replication side's implementation, so no cycle hides behind an untyped argument."""
-    package = ("rocketstore", "failover")
-    wrong = []
-    for path in python_files(ROOT.joinpath(*package)):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                base = ".".join(package[: len(package) - node.level + 1] if node.level else ())
-                module = ".".join(part for part in (base, node.module or "") if part)
-                names = [f"{module}.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            if any(n.startswith("rocketstore.broker") and not _is_config(n) for n in names):
-                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {names}")
+    wrong = [
+        f"{path.relative_to(ROOT)}:{statement.line}: {list(statement.names)}"
+        for path in python_files(ROOT / "rocketstore" / "failover")
+        for statement in import_statements(path)
+        if any(n.startswith("rocketstore.broker") and not _is_config(n) for n in statement.names)
+    ]
     assert not wrong, wrong

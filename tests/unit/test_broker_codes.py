@@ -11,16 +11,20 @@ import pytest
 from rocketstore.broker import codes, remoting_codes
 from rocketstore.broker.core.pull import PullAction
 from rocketstore.broker.core.refusals import Reason, Refusal
+from rocketstore.broker.core.routes import Route, RouteBroker
 from rocketstore.broker.v2_messages import (
     endpoints_of,
+    group_message_queues,
     message_properties,
     peer_host,
+    route_message_queues,
     settings_reply,
     to_pb_message,
 )
 from store import Message, MessageExt, PutMessageResult, PutMessageStatus
 from store.log.codec import MessageRejected, encode_batch, encode_message
 from store.message import MAX_BORN_TIMESTAMP_MS, MIN_BORN_TIMESTAMP_MS
+from store.metadata.topic_config import TopicConfig
 from store.schedule import to_schedule_message
 from wire.rpc import messaging_pb2 as pb
 
@@ -164,6 +168,24 @@ def test_endpoints_schemes():
     assert v6.scheme == pb.IPv6 and v6.addresses[0].host == "::1"
     assert endpoints_of("broker-a.example:8081").scheme == pb.DOMAIN_NAME
     assert not endpoints_of("nonsense").addresses
+
+
+def test_official_clients_get_each_group_once_at_id_0_and_ours_every_broker():
+    config = TopicConfig("T", 2, 2)
+    brokers = [
+        ("a", 0, "10.0.0.1:1", False),
+        ("a", 1, "10.0.0.2:1", True),
+        ("a", 2, "10.0.0.3:1", True),
+        ("b", 0, "10.0.1.2:1", True),  # a slave standing in for its master: read-only
+        ("c", 1, "10.0.2.2:1", True),  # electing a master: no broker at id 0
+    ]
+    route = Route("T", tuple(RouteBroker(n, i, e, config, ro) for n, i, e, ro in brokers), True)
+    queues = group_message_queues(pb.Resource(name="T"), route.groups())
+    named = {(q.broker.name, q.broker.id, q.permission, q.broker.endpoints.addresses[0].host) for q in queues}
+    assert named == {("a", 0, pb.READ_WRITE, "10.0.0.1"), ("b", 0, pb.READ, "10.0.1.2")}
+    assert [q.id for q in queues] == [0, 1, 0, 1]
+    replicas = route_message_queues(pb.Resource(name="T"), route.brokers)
+    assert {(q.broker.name, q.broker.id) for q in replicas} == {(n, i) for n, i, _, _ in brokers}
 
 
 def test_peer_host():

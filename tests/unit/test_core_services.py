@@ -21,6 +21,7 @@ from rocketstore.broker.core.clients import ClientService
 from rocketstore.broker.core.long_polling import ArrivalWatch, Read, Step, poll
 from rocketstore.broker.core.pull import PULL_ACTIONS, PullAction, PullRequest, classify, pull_action
 from rocketstore.broker.core.refusals import Reason, Refusal
+from rocketstore.broker.core.routes import Route
 from rocketstore.broker.core.send import Planned, PutEntry, SendItem, SendOutcome, SendService, batchable
 from rocketstore.broker.core.sender import Sender
 from rocketstore.broker.core.services import BrokerCore
@@ -460,6 +461,18 @@ def test_routes_of_a_master_its_slave_and_a_slave_acting_for_it(store):
     (acting,) = slave_routes.route("Orders").brokers
     assert (acting.broker_id, acting.client_endpoint, acting.read_only) == (0, "10.0.0.2:10911", True)
     assert slave_routes.own("Orders") == acting
+
+
+def test_a_route_names_each_group_once_at_id_0_with_every_member(store):
+    view = FencedView(BrokerRole.SYNC_MASTER, client="10.0.0.1:10911")
+    view.slaves = [SlaveSnapshot("ha", 1, "10.0.0.2:10911", 0, 0, 0.0, True, 0)]
+    route = core_of(store, view).routes.route("Orders")
+    (group,) = route.groups()
+    assert group.broker_name == "broker-a" and group.serving is route.brokers[0]
+    assert [(b.broker_id, b.client_endpoint) for b in group.members] == [(0, "10.0.0.1:10911"), (1, "10.0.0.2:10911")]
+    # A group electing a master has no broker at id 0: its members are still named.
+    slaves_only = Route("Orders", route.brokers[1:], True)
+    assert [(g.serving, len(g.members)) for g in slaves_only.groups()] == [(None, 1)]
 
 
 def test_heartbeats_register_consumers_within_the_limits(store):

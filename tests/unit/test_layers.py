@@ -4,11 +4,10 @@ packages below it (statically, anywhere in its modules, deferred imports include
 
 from __future__ import annotations
 
-import ast
 import importlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from source_imports import ROOT, import_statements, module_imports
 
 # Each package and what it may import of ours: docs/architecture.md draws the same picture.
 ALLOWED = {
@@ -56,19 +55,6 @@ def test_the_broker_itself_imports_no_client_tool_or_harness():
         if ours & above_the_broker
     ]
     assert not wrong, wrong
-
-
-def module_imports(path: Path) -> list[str]:
-    """The dotted names a module imports (`from x import y` gives x), relative imports resolved."""
-    package = str(path.relative_to(ROOT).with_suffix("")).replace("/", ".").split(".")[:-1]
-    names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            names.append(".".join([*base, node.module] if node.module else base))
-        elif isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-    return names
 
 
 def imports_of(package: str) -> dict[str, set[str]]:
@@ -181,14 +167,9 @@ def _application_module(name: str) -> Path | None:
 
 def _imported_modules(path: Path) -> list[str]:
     """As `module_imports`, plus the submodules a `from package import name` names."""
-    names = module_imports(path)
-    package = str(path.relative_to(ROOT).with_suffix("")).replace("/", ".").split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join([*base, node.module] if node.module else base)
-            names.extend(f"{module}.{alias.name}" for alias in node.names)
-    return names
+    statements = import_statements(path)
+    modules = [module for statement in statements for module in statement.modules]
+    return modules + [name for s in statements for name in s.names if name not in s.modules]
 
 
 def test_the_broker_core_speaks_no_protocol():

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import store.metadata.consumer_offset as consumer_offset_module
 from store.config import StoreConfig
 from store.metadata.consumer_offset import ConsumerOffsetManager, OffsetCommit
+from store.metadata.json_file import read_json, write_json_atomically
 from store.metadata.topic_config import (
     SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
@@ -682,6 +683,19 @@ def test_corrupt_main_file_falls_back_to_bak(tmp_path, caplog):
     assert again.get("First") is not None and again.get("Second") is None
     assert again.data_version.counter == 1
     assert "does not parse" in caplog.text
+
+
+def test_a_write_keeps_the_last_good_content_as_the_backup(tmp_path):
+    path = tmp_path / "config" / "table.json"
+    write_json_atomically(path, {"version": 1})
+    write_json_atomically(path, {"version": 2})
+    assert json.loads(path.with_name("table.json.bak").read_text()) == {"version": 1}
+    # A main file that does not parse is not rotated over the backup a reader falls back to.
+    path.write_bytes(b'{"version": 3, "tor')
+    write_json_atomically(path, {"version": 4})
+    assert json.loads(path.with_name("table.json.bak").read_text()) == {"version": 1}
+    assert read_json(path) == {"version": 4}
+    assert not path.with_name("table.json.tmp").exists()
 
 
 def test_corrupt_file_without_backup_is_an_error(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.edge.remoting_inputs import WEDGE_FRAME
 from wire.remoting import (
     JSON,
     ROCKETMQ,
@@ -25,8 +26,6 @@ from wire.remoting import (
     properties_to_string,
     string_to_properties,
 )
-
-WEDGE_FRAME = "000000230100001f002200018f000000010000000000000008414141410000000400000002fff6"
 
 
 def binary_frame(remark_len: int = 0, ext_len: int | None = None, ext: bytes = b"", body: bytes = b"") -> bytes:
@@ -114,7 +113,7 @@ def test_non_string_ext_fields_from_other_clients_become_text():
         (struct.pack(">ii", 6, 2) + b"{}", "lacks an integer code"),
         (struct.pack(">ii", 8, (1 << 24) | 4) + b"\0\0\0\0", "shorter than its fixed fields"),
         # The frame of issue 30: an extFields key of -10 bytes once moved the parse backwards.
-        (bytes.fromhex(WEDGE_FRAME), "an extFields key claims -10 bytes"),
+        (WEDGE_FRAME, "an extFields key claims -10 bytes"),
         (binary_frame(remark_len=-1), "the remark claims -1 bytes"),
         (binary_frame(remark_len=1 << 20), "the remark claims 1048576 bytes"),
         (binary_frame(ext_len=-4), "extFields claims -4 bytes"),

@@ -450,12 +450,14 @@ class Settings(_message.Message):
     def __init__(self, client_type: _Optional[_Union[ClientType, str]] = ..., access_point: _Optional[_Union[Endpoints, _Mapping]] = ..., backoff_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., request_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., publishing: _Optional[_Union[Publishing, _Mapping]] = ..., subscription: _Optional[_Union[Subscription, _Mapping]] = ..., metric: _Optional[_Union[Metric, _Mapping]] = ...) -> None: ...
 
 class QueryRouteRequest(_message.Message):
-    __slots__ = ("topic", "endpoints")
+    __slots__ = ("topic", "endpoints", "replicas")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     topic: Resource
     endpoints: Endpoints
-    def __init__(self, topic: _Optional[_Union[Resource, _Mapping]] = ..., endpoints: _Optional[_Union[Endpoints, _Mapping]] = ...) -> None: ...
+    replicas: bool
+    def __init__(self, topic: _Optional[_Union[Resource, _Mapping]] = ..., endpoints: _Optional[_Union[Endpoints, _Mapping]] = ..., replicas: _Optional[bool] = ...) -> None: ...
 
 class QueryRouteResponse(_message.Message):
     __slots__ = ("status", "message_queues")

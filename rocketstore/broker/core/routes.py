@@ -1,7 +1,7 @@
 """`RouteService`: where a topic is served, protocol-neutral: the brokers of the route, each with
 its broker id as routes name it, its endpoints, the topic's queue counts and permission there, and
 whether it is read-only. Each front end encodes a `Route` its own way (gRPC: one MessageQueue per
-queue and broker; remoting: RocketMQ's TopicRouteData).
+queue, either per group at id 0 or per broker; remoting: RocketMQ's TopicRouteData).
 
 This group's part, as this broker knows it first-hand (topic table, role, master):
 - a master names itself as broker id 0, read-only while drained, then its connected slaves
@@ -24,6 +24,9 @@ this group would only create, while other groups have it, is routed to those alo
 
 `own` is this broker's own entry alone (the remoting API's route names only the broker asked;
 its adapter fills in its own remoting endpoint, which the entries of this group do not carry).
+
+`Route.groups` is the same route per group: the broker at id 0 and the group's other members, for
+an encoding that names each group once (RocketMQ 5's clients talk to id 0 only).
 
 Thread-safety: reads the store's tables and the view; no state of its own.
 """
@@ -57,10 +60,32 @@ class RouteBroker:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteGroup:
+    """One group of a route: the broker clients write and pop at (id 0; None when the route names
+    none, as while a group elects a master) and every broker of the group, id 0 first."""
+
+    broker_name: str
+    serving: RouteBroker | None
+    members: tuple[RouteBroker, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     topic: str
     brokers: tuple[RouteBroker, ...]
     exists: bool  # False: no broker has the topic yet; the first send creates it
+
+    def groups(self) -> tuple[RouteGroup, ...]:
+        """The route per group, in the order the groups first appear."""
+        by_name: dict[str, list[RouteBroker]] = {}
+        for broker in self.brokers:
+            by_name.setdefault(broker.broker_name, []).append(broker)
+        groups = []
+        for name, members in by_name.items():
+            serving = next((b for b in members if b.broker_id == 0), None)
+            ordered = ([serving] if serving is not None else []) + [b for b in members if b is not serving]
+            groups.append(RouteGroup(name, serving, tuple(ordered)))
+        return tuple(groups)
 
 
 def slave_route_id(slave_id: int, master_id: int) -> int:
