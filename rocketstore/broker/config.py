@@ -97,6 +97,9 @@ class BrokerConfig:
     # Consumer groups that consume in FIFO order (RocketMQ's consumeMessageOrderly), comma-separated:
     # within a queue, a message is delivered only when the ones before it are acked or dead-lettered.
     fifo_consumer_groups: str = ""
+    # Pop deliveries whose invisible time ran out are revived (copied to the retry topic, or
+    # dead-lettered past their last attempt) this often, with no receive needed (RocketMQ's name).
+    revive_interval_ms: int = field(default=1000, metadata=_key("reviveInterval"))
     # Transactions, with RocketMQ's names and defaults: a half message still open after
     # transactionTimeOut is checked back with a producer, then every transactionCheckInterval,
     # and rolled back after transactionCheckMax checks.
@@ -124,6 +127,8 @@ class BrokerConfig:
             raise ConfigError(
                 f"clusterRouteRefreshInterval must be positive (ms), got {self.cluster_route_refresh_interval_ms}"
             )
+        if not 10 <= self.revive_interval_ms <= 3_600_000:
+            raise ConfigError(f"reviveInterval out of range (10..3600000 ms): {self.revive_interval_ms}")
         if not 0 <= self.retry_max_times <= 1000:
             raise ConfigError(f"retryMaxTimes out of range (0..1000): {self.retry_max_times}")
         if self.transaction_timeout_ms <= 0 or self.transaction_check_interval_ms <= 0:

@@ -175,6 +175,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             ReceiptSigner(secret),
             clock_ms,
             max_attempts=lambda group: max_attempts,
+            fifo=lambda group: group in broker.fifo_groups,
             journal=pop_journal or PopJournal(store.config.root),
         )
         roles = core.roles
@@ -196,11 +197,13 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         self._arrivals.bind_loop(loop)
         self._transactions.start()
         self._timers.start()
+        self._pop_service.start(self._configs.broker.revive_interval_ms / 1000)
 
     async def close(self) -> None:
         self._sender.close()
         await self._transactions.stop()
         await self._timers.stop()
+        await self._pop_service.stop()
         await asyncio.to_thread(self._pop_service.close)
 
     def consumes_by_pop(self, group: str, topic: str) -> bool:

@@ -15,6 +15,7 @@ from google.protobuf import duration_pb2
 
 from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
+from pop_support import received
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.messaging import MessagingServicer
@@ -292,14 +293,7 @@ def _receive(h: Harness, group: str, wait_s: int) -> pb.ReceiveMessageRequest:
 
 
 async def _received(h: Harness, request: pb.ReceiveMessageRequest) -> tuple[int, list[pb.Message]]:
-    code, got = None, []
-    async for answer in h.stub.ReceiveMessage(request, timeout=120):
-        if answer.HasField("status"):
-            code = answer.status.code
-        elif answer.HasField("message"):
-            got.append(answer.message)
-    assert code is not None
-    return code, got
+    return received([answer async for answer in h.stub.ReceiveMessage(request, timeout=120)])
 
 
 def test_an_ack_wakes_a_receive_waiting_for_the_next_message_of_its_fifo_group(tmp_path):

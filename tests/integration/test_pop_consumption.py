@@ -139,6 +139,21 @@ def test_official_simple_consumer_receives_acks_changes_and_is_redelivered_to(ma
     assert committed == 4
 
 
+def read_dead_letters(endpoint: str, group: str) -> list:
+    """What `group`'s dead-letter queue holds now (nothing before its first dead letter)."""
+    dlq_topic = "%DLQ%" + group
+    with PullConsumer(endpoint, group="dlq-reader") as consumer:
+        try:
+            return [m for q in consumer.queues(dlq_topic) for m in consumer.pull(dlq_topic, q, 0).messages]
+        except BrokerError as exc:
+            # The topic appears with the first dead letter. Until then its route is the one a
+            # send would create it by (defaultTopicQueueNums queues), so when it appears
+            # between the route and the pulls, with one queue, a later queue is out of range;
+            # the next poll reads the new route.
+            assert "does not exist" in str(exc) or "is out of range" in str(exc), exc
+            return []
+
+
 def test_official_push_consumer_retries_a_failing_message_then_dead_letters_it(make_cluster, tmp_path):
     # Three deliveries at most, one second apart (the consumers' backoff comes from the delay levels).
     settings = {"retryMaxTimes": "2", "messageDelayLevel": "1s 1s 1s 1s"}
@@ -152,19 +167,9 @@ def test_official_push_consumer_retries_a_failing_message_then_dead_letters_it(m
         text=True,
         env=dict(os.environ, HOME=str(tmp_path)),
     )
-    dlq_topic = "%DLQ%push-group"
 
     def dead_letters() -> list:
-        with PullConsumer(endpoint, group="dlq-reader") as consumer:
-            try:
-                return [m for q in consumer.queues(dlq_topic) for m in consumer.pull(dlq_topic, q, 0).messages]
-            except BrokerError as exc:
-                # The topic appears with the first dead letter. Until then its route is the one a
-                # send would create it by (defaultTopicQueueNums queues), so when it appears
-                # between the route and the pulls, with one queue, a later queue is out of range;
-                # the next poll reads the new route.
-                assert "does not exist" in str(exc) or "is out of range" in str(exc), exc
-                return []
+        return read_dead_letters(endpoint, "push-group")
 
     try:
         assert poll_until(lambda: dead_letters() != [], 60), "nothing reached the dead-letter queue"
@@ -179,6 +184,33 @@ def test_official_push_consumer_retries_a_failing_message_then_dead_letters_it(m
     assert dead.body == b"bad"
     assert dead.properties["RETRY_TOPIC"] == "PushTopic"
     assert dead.reconsume_times == 3
+
+
+def test_a_message_past_its_last_attempt_is_dead_lettered_with_no_consumer_receiving(make_cluster):
+    """Issue 32 item 3: retries and dead letters happened only inside a receive, so with no consumer
+    receiving, a message past its last attempt never reached %DLQ%<group>. The broker revives on
+    its own schedule: the unacked delivery is dead-lettered once its invisible time runs out."""
+    settings = {"retryMaxTimes": "0", "reviveInterval": "200"}
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1, settings=settings)
+    endpoint = cluster.master.client_endpoint
+    with Producer(endpoint) as producer:
+        assert producer.send("ReviveTopic", b"last-chance").ok
+    pop = Pop(endpoint, "ReviveTopic", "revive-group")
+    try:
+        code, [only] = pop.receive(invisible_s=1)
+        assert code == pb.OK and only.system_properties.delivery_attempt == 1
+    finally:
+        pop.close()  # no consumer receives from here on
+    assert poll_until(lambda: read_dead_letters(endpoint, "revive-group") != [], 30), "no dead letter"
+    [dead] = read_dead_letters(endpoint, "revive-group")
+    assert dead.body == b"last-chance" and dead.properties["RETRY_TOPIC"] == "ReviveTopic"
+    assert dead.reconsume_times == 1
+    # Dead-lettered means done: the group's progress moves past it, and it is not received again.
+    with PullConsumer(endpoint, group="revive-group") as consumer:
+        queue_id = only.system_properties.queue_id
+        assert poll_until(
+            lambda: consumer.get_offset("ReviveTopic", queue_id) == only.system_properties.queue_offset + 1, 10
+        )
 
 
 def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
@@ -426,7 +458,8 @@ def test_redeliveries_across_many_groups_and_topics_stay_within_the_retry_topic_
             )
             assert refused >= 4 + 2  # four retry topics, at least one try per group's dead-letter topic
             admin.set_broker_config({"autoCreateRetryTopicMaxTopics": "10"})
-            # Raised: the waiting messages are dead-lettered within their postponement (1 s here).
+            # Raised: the waiting messages are dead-lettered within their postponement (the
+            # receive's 1 s, or the broker's revive round's 5 s).
             dead = {g: [] for g in groups}
 
             def dead_lettered() -> bool:
