@@ -55,6 +55,7 @@ from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
 from . import codes
+from .client_sightings import client_id_of
 from .cluster_route import other_groups_assignments
 from .core.long_polling import ArrivalWatch
 from .core.pull import PullRequest
@@ -187,7 +188,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         period_s = min(max(min(settings.timeout_ms, settings.check_interval_ms) / 2000, 0.1), 5.0)
         transactions = TransactionService(store, clock_ms, settings)
         self._transactions = TransactionApi(transactions, roles.write_refusal, period_s)
-        self._telemetry = TelemetryStreams(self._settings_answer, self._transactions, telemetry_check)
+        self._telemetry = TelemetryStreams(
+            self._settings_answer, self._transactions, telemetry_check, on_end=self._pop.client_gone
+        )
         self._timers = TimerService(store, clock_ms, roles.write_refusal)
 
     # -- long-poll wakes ------------------------------------------------------------------------
@@ -198,11 +201,13 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         self._transactions.start()
         self._timers.start()
         self._pop_service.start(self._configs.broker.revive_interval_ms / 1000)
+        self._pop.start()
 
     async def close(self) -> None:
         self._sender.close()
         await self._transactions.stop()
         await self._timers.stop()
+        await self._pop.stop()
         await self._pop_service.stop()
         await asyncio.to_thread(self._pop_service.close)
 
@@ -249,6 +254,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     @_guarded(pb.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request, context) -> pb.NotifyClientTerminationResponse:
+        self._pop.client_gone(client_id_of(dict(context.invocation_metadata() or ()), context.peer()))
         return pb.NotifyClientTerminationResponse(status=OK)
 
     # -- SendMessage ----------------------------------------------------------------------------

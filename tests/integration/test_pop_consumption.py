@@ -213,6 +213,74 @@ def test_a_message_past_its_last_attempt_is_dead_lettered_with_no_consumer_recei
         )
 
 
+SLOW_PUSH_CONSUMER = r"""
+import json, os, sys, threading, time
+from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message,
+                      MessageListener, Producer, PushConsumer)
+
+endpoint, topic, group, stop_file, work_s = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+seen = []
+lock = threading.Lock()
+
+class Listener(MessageListener):
+    def consume(self, message):
+        with lock:
+            seen.append((message.body.decode(), message.delivery_attempt))
+        time.sleep(work_s)  # longer than the invisible time: only renewals keep it invisible
+        return ConsumeResult.SUCCESS
+
+consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression("*")})
+consumer.startup()
+deadline = time.time() + 120
+try:
+    while not os.path.exists(stop_file) and time.time() < deadline:
+        time.sleep(0.1)
+finally:
+    consumer.shutdown()
+print(json.dumps(seen))
+"""
+
+
+def test_a_push_consumer_slower_than_the_invisible_time_gets_each_message_once(make_cluster, tmp_path):
+    """Issue 32 item 1: auto_renew was ignored, so a listener slower than the invisible time saw
+    its message delivered again and its ack refused; in a FIFO group the rest of the message group
+    was never delivered and shutdown() hung. The broker renews auto-renew deliveries until acked."""
+    settings = {
+        "defaultInvisibleTimeMills": "2000",
+        "renewSliceTimeMillis": "2000",
+        "renewAheadTimeMillis": "1000",
+        "fifoConsumerGroups": "slow-fifo",
+    }
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings=settings)
+    endpoint = cluster.master.client_endpoint
+    bodies = ["slow-0", "slow-1", "slow-2"]
+    with Producer(endpoint) as producer:
+        sent = [producer.send("SlowTopic", body.encode(), message_group="one", queue_id=0) for body in bodies]
+    assert all(s.ok for s in sent)
+    for group in ("slow-fifo", "slow-plain"):
+        stop = tmp_path / f"stop-{group}"
+        process = subprocess.Popen(
+            [str(OFFICIAL_PYTHON), "-c", SLOW_PUSH_CONSUMER, endpoint, "SlowTopic", group, str(stop), "3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, HOME=str(tmp_path / group)),
+        )
+        try:
+            with PullConsumer(endpoint, group=group) as consumer:
+                # Every message acked (the acks were accepted): the group's offset is past them all.
+                assert poll_until(lambda: consumer.get_offset("SlowTopic", 0) == len(bodies), 90), group
+        finally:
+            stop.write_text("stop")
+            out, err = process.communicate(timeout=60)  # shutdown() returns
+        assert process.returncode == 0, err
+        seen = [tuple(d) for d in json.loads(out.strip().splitlines()[-1])]
+        assert sorted(seen) == [(body, 1) for body in bodies], (group, seen)  # once each, never again
+        if group == "slow-fifo":
+            assert seen == [(body, 1) for body in bodies]
+
+
 def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
     cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
     endpoint = cluster.master.client_endpoint
