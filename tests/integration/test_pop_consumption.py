@@ -68,13 +68,41 @@ finally:
 print(json.dumps(out))
 """
 
-PUSH_CONSUMER = r"""
+_PUSH_HEAD = r"""
 import json, os, sys, threading, time
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message,
                       MessageListener, Producer, PushConsumer)
 
 endpoint, topic, group, stop_file = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+"""
+
+# A PushConsumer whose listener records each delivery and answers `outcome(message)`, consuming
+# until the stop file appears; it prints the deliveries once shutdown() returned.
+_LISTEN_UNTIL_STOPPED = r"""
+seen = []
+lock = threading.Lock()
+
+class Listener(MessageListener):
+    def consume(self, message):
+        with lock:
+            seen.append((message.body.decode(), message.delivery_attempt))
+        return outcome(message)
+
+consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression("*")})
+consumer.startup()
+deadline = time.time() + 120
+try:
+    while not os.path.exists(stop_file) and time.time() < deadline:
+        time.sleep(0.1)
+finally:
+    consumer.shutdown()
+print(json.dumps(seen))
+"""
+
+PUSH_CONSUMER = (
+    _PUSH_HEAD
+    + r"""
 producer = Producer(config, (topic,))
 producer.startup()
 try:
@@ -84,25 +112,12 @@ try:
         producer.send(m)
 finally:
     producer.shutdown()
-seen = []
-lock = threading.Lock()
 
-class Listener(MessageListener):
-    def consume(self, message):
-        with lock:
-            seen.append((message.body.decode(), message.delivery_attempt))
-        return ConsumeResult.FAILURE if message.body == b"bad" else ConsumeResult.SUCCESS
-
-consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression("*")})
-consumer.startup()
-deadline = time.time() + 90
-try:
-    while not os.path.exists(stop_file) and time.time() < deadline:
-        time.sleep(0.1)
-finally:
-    consumer.shutdown()
-print(json.dumps(seen))
+def outcome(message):
+    return ConsumeResult.FAILURE if message.body == b"bad" else ConsumeResult.SUCCESS
 """
+    + _LISTEN_UNTIL_STOPPED
+)
 
 
 def run_official(
@@ -213,33 +228,17 @@ def test_a_message_past_its_last_attempt_is_dead_lettered_with_no_consumer_recei
         )
 
 
-SLOW_PUSH_CONSUMER = r"""
-import json, os, sys, threading, time
-from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message,
-                      MessageListener, Producer, PushConsumer)
+SLOW_PUSH_CONSUMER = (
+    _PUSH_HEAD
+    + r"""
+work_s = float(sys.argv[5])
 
-endpoint, topic, group, stop_file, work_s = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
-config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
-seen = []
-lock = threading.Lock()
-
-class Listener(MessageListener):
-    def consume(self, message):
-        with lock:
-            seen.append((message.body.decode(), message.delivery_attempt))
-        time.sleep(work_s)  # longer than the invisible time: only renewals keep it invisible
-        return ConsumeResult.SUCCESS
-
-consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression("*")})
-consumer.startup()
-deadline = time.time() + 120
-try:
-    while not os.path.exists(stop_file) and time.time() < deadline:
-        time.sleep(0.1)
-finally:
-    consumer.shutdown()
-print(json.dumps(seen))
+def outcome(message):
+    time.sleep(work_s)  # longer than the invisible time: only renewals keep it invisible
+    return ConsumeResult.SUCCESS
 """
+    + _LISTEN_UNTIL_STOPPED
+)
 
 
 def test_a_push_consumer_slower_than_the_invisible_time_gets_each_message_once(make_cluster, tmp_path):
