@@ -260,6 +260,8 @@ class PopApi:
         for key, handle in self._renewals.due(self._clock()):
             group, topic, _ = key
             async with self._renewing:
+                if self._renewals.handle_of(key) != handle:
+                    continue  # the client took it (ack, nack, dead letter) since the round began
                 answer = await self._pop.change_invisible(group, topic, handle, slice_ms)
                 if answer.status is PopStatus.OK:
                     self._renewals.renewed(key, answer.receipt_handle, self._clock() + slice_ms)

@@ -71,6 +71,11 @@ class RenewalSchedule:
             del self._entries[key]
         return out
 
+    def handle_of(self, key: RenewalKey) -> str | None:
+        """The delivery's current handle; None once its renewals ended."""
+        entry = self._entries.get(key)
+        return entry.handle if entry is not None else None
+
     def renewed(self, key: RenewalKey, handle: str, until_ms: int) -> None:
         """A renewal succeeded: its new handle and invisible time (nothing if it ended meanwhile)."""
         entry = self._entries.get(key)

@@ -17,8 +17,10 @@ def test_a_delivery_is_renewed_ahead_of_its_invisible_time_until_the_client_take
     assert (key, handle) == (("g", "T", "h1"), "h1")
     schedule.renewed(key, "h2", until_ms=6_000)
     assert schedule.due(4_999) == [] and schedule.due(5_000) == [(key, "h2")]
+    assert schedule.handle_of(key) == "h2"
     # The client acks with the handle it got: the current one is used, and renewals end.
     assert schedule.take("g", "T", "h1") == "h2"
+    assert schedule.handle_of(key) is None
     assert len(schedule) == 0 and schedule.due(100_000) == []
     assert schedule.take("g", "T", "never-renewed") == "never-renewed"
     schedule.renewed(key, "h3", 9_000)  # a renewal that ended meanwhile leaves nothing behind
