@@ -280,6 +280,39 @@ def test_a_push_consumer_slower_than_the_invisible_time_gets_each_message_once(m
             assert seen == [(body, 1) for body in bodies]
 
 
+def test_an_official_push_consumer_drains_a_fifo_backlog_in_order_once_each(make_cluster, tmp_path):
+    """Issue 32 item 2, as the official FIFO PushConsumer sees it: a 30-message backlog in one
+    message group is delivered in order, each message once, and every ack is accepted. (That an
+    ack wakes the receive waiting for the group's next message, rather than the long poll running
+    out, is asserted on the wire by test_messaging_api's
+    test_an_ack_wakes_a_receive_waiting_for_the_next_message_of_its_fifo_group: this client's
+    receive pattern does not let a deadline tell the two apart reliably.)"""
+    cluster = make_cluster(
+        master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings={"fifoConsumerGroups": "backlog"}
+    )
+    endpoint = cluster.master.client_endpoint
+    bodies = [f"b{i:02d}" for i in range(30)]
+    with Producer(endpoint) as producer:
+        assert all(producer.send("Backlog", b.encode(), message_group="one", queue_id=0).ok for b in bodies)
+    stop = tmp_path / "stop"
+    args = [endpoint, "Backlog", "backlog", str(stop), "0"]
+    process = subprocess.Popen(
+        [str(OFFICIAL_PYTHON), "-c", SLOW_PUSH_CONSUMER, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    try:
+        with PullConsumer(endpoint, group="backlog") as consumer:
+            assert poll_until(lambda: consumer.get_offset("Backlog", 0) == len(bodies), 150), "the backlog stalled"
+    finally:
+        stop.write_text("stop")
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert [tuple(d) for d in json.loads(out.strip().splitlines()[-1])] == [(b, 1) for b in bodies]
+
+
 def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
     cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
     endpoint = cluster.master.client_endpoint
