@@ -63,7 +63,7 @@ async def serving(
     broker_id: int = 0,
     long_polling_max_ms: int = 30_000,
     view: StaticView | None = None,
-    fifo_consumer_groups: str = "",
+    broker_settings: dict | None = None,
     **store_overrides,
 ):
     config = store_config(root, **store_overrides)
@@ -74,7 +74,7 @@ async def serving(
         broker_name="broker-a",
         broker_id=broker_id,
         long_polling_max_ms=long_polling_max_ms,
-        fifo_consumer_groups=fifo_consumer_groups,
+        **(broker_settings or {}),
     )
     configs = BrokerConfigs(
         broker,
@@ -282,12 +282,15 @@ def test_long_poll_is_woken_by_a_send(tmp_path):
     run(body())
 
 
-def _receive(h: Harness, group: str, wait_s: int) -> pb.ReceiveMessageRequest:
+def _receive(h: Harness, group: str, wait_s: int, *, auto_renew: bool = False) -> pb.ReceiveMessageRequest:
     request = pb.ReceiveMessageRequest(
         group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1)
     )
     request.batch_size = 1
-    request.invisible_duration.FromSeconds(60)
+    if auto_renew:
+        request.auto_renew = True  # and no invisible time, as a PushConsumer asks
+    else:
+        request.invisible_duration.FromSeconds(60)
     request.long_polling_timeout.FromSeconds(wait_s)
     return request
 
@@ -301,7 +304,9 @@ def test_an_ack_wakes_a_receive_waiting_for_the_next_message_of_its_fifo_group(t
     poll, because the ack that lets the next message go out did not wake the waiting receive."""
 
     async def body():
-        async with serving(tmp_path, long_polling_max_ms=120_000, fifo_consumer_groups="fifo") as h:
+        async with serving(
+            tmp_path, long_polling_max_ms=120_000, broker_settings={"fifo_consumer_groups": "fifo"}
+        ) as h:
             bodies = [f"m{i}".encode() for i in range(30)]
             sent = [message(b, send_queue_id=0, message_group="one-group") for b in bodies]
             assert (await send(h, *sent)).status.code == pb.OK
@@ -324,6 +329,39 @@ def test_an_ack_wakes_a_receive_waiting_for_the_next_message_of_its_fifo_group(t
                 (held,) = got
                 delivered.append(held.body)
             assert expired == 0 and delivered == bodies
+
+    run(body())
+
+
+def test_auto_renewed_deliveries_stay_invisible_until_acked_or_their_client_goes_away(tmp_path):
+    """Issue 32 item 1: a PushConsumer's auto-renew receive got a fixed invisible time. The broker
+    renews it while its client is there: acked by the handle the client got, after renewals; shown
+    again once the client's Telemetry stream ends."""
+    renew = {"default_invisible_time_ms": 3_000, "renew_slice_time_ms": 3_000, "renew_ahead_time_ms": 2_000}
+
+    async def body():
+        async with serving(tmp_path, long_polling_max_ms=120_000, broker_settings=renew) as h:
+            client = (("x-mq-client-id", "push-client-1"),)
+            telemetry = h.stub.Telemetry(timeout=120, metadata=client)
+            await telemetry.write(pb.TelemetryCommand(settings=pb.Settings(client_type=pb.PUSH_CONSUMER)))
+            assert (await telemetry.read()).status.code == pb.OK
+            await send(h, message(b"kept", send_queue_id=0), message(b"left", send_queue_id=0))
+
+            async def receive(wait_s: int) -> tuple[int, list[pb.Message]]:
+                request = _receive(h, "renewed", wait_s, auto_renew=True)
+                return received([a async for a in h.stub.ReceiveMessage(request, timeout=120, metadata=client)])
+
+            code, [kept] = await receive(5)
+            code, [left] = await receive(5)
+            assert [kept.body, left.body] == [b"kept", b"left"]
+            # Past three invisible times, renewed each time: nothing shows again.
+            assert await receive(10) == (pb.MESSAGE_NOT_FOUND, [])
+            entry = pb.AckMessageEntry(message_id="m", receipt_handle=kept.system_properties.receipt_handle)
+            ack = pb.AckMessageRequest(group=pb.Resource(name="renewed"), topic=kept.topic, entries=[entry])
+            assert (await h.stub.AckMessage(ack, timeout=30)).status.code == pb.OK  # the handle it got
+            await telemetry.done_writing()  # the client goes away: "left" is not renewed any more
+            code, again = await receive(30)
+            assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"left", 2)]
 
     run(body())
 
