@@ -7,7 +7,7 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 |---|---|
 | SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE | the put's status as a response code; `msgId`, `queueId`, `queueOffset` |
 | PULL_MESSAGE | stored records as the body, next/min/max offsets; long polling (suspend flag); offset commit |
-| QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (QUERY_NOT_FOUND when none) |
+| QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (none: 0 from a queue starting at 0) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
 | HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | each group's consumers, in the broker's ClientRegistry |
 | GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker group: its queues and its address |
@@ -605,7 +605,7 @@ class RemotingServer:
     def _query_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
-        offset = _value(self._core.offsets.consumer_offset(group, topic, queue_id))
+        offset = _value(self._core.offsets.start_offset(group, topic, queue_id))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
     def _update_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:

@@ -80,8 +80,9 @@ def test_a_waiting_pull_is_answered_when_a_message_arrives_and_offsets_are_kept(
         assert empty.code == ResponseCode.PULL_NOT_FOUND
 
         fields = {"consumerGroup": "g", "topic": "Late", "queueId": "0"}
-        missing = await conn.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
-        assert missing.code == ResponseCode.QUERY_NOT_FOUND
+        # No offset committed yet, and the queue still starts at 0: RocketMQ answers 0.
+        fresh = await conn.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
+        assert (fresh.code, fresh.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
         updated = await conn.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**fields, "commitOffset": "1"})
         assert updated.code == ResponseCode.SUCCESS
         found = await conn.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
@@ -89,6 +90,29 @@ def test_a_waiting_pull_is_answered_when_a_message_arrives_and_offsets_are_kept(
         top = await conn.request(RequestCode.GET_MAX_OFFSET, {"topic": "Late", "queueId": "0"})
         assert top.ext_fields["offset"] == "2"
         conn.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_new_group_consuming_from_the_last_offset_reads_what_was_sent_before_it_came(group):
+    """Issue 32 item 7: a 4.x consumer with CONSUME_FROM_LAST_OFFSET asks for the group's offset
+    and starts from the end of the queue only when told QUERY_NOT_FOUND."""
+
+    async def scenario():
+        async with AsyncRemotingProducer(group.master.remoting_endpoint) as producer:
+            for i in range(5):
+                await producer.send("Earlier", b"e%d" % i, queue_id=i % 2)
+        conn = await RemotingConnection.open(group.master.remoting_endpoint)
+        got = []
+        for queue_id in (0, 1):
+            fields = {"consumerGroup": "newcomers", "topic": "Earlier", "queueId": str(queue_id)}
+            answer = await conn.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
+            assert (answer.code, answer.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
+            want = 3 if queue_id == 0 else 2
+            pulled = await pull_all(conn, "Earlier", queue_id, want)
+            got += [m.body for m in records(pulled.body)]
+        conn.close()
+        assert sorted(got) == [b"e%d" % i for i in range(5)]
 
     asyncio.run(scenario())
 

@@ -436,6 +436,18 @@ def test_offsets_refuse_unknown_topics_and_commits_on_a_slave(store):
     assert offsets.consumer_offset("g", "Orders", 0) == 3
 
 
+def test_a_group_without_an_offset_starts_at_0_until_the_queue_loses_its_first_message(store, monkeypatch):
+    offsets = core_of(store).offsets
+    assert offsets.start_offset("new", "Orders", 1) == 0
+    assert offsets.commit("new", "Orders", 1, 2) is None and offsets.start_offset("new", "Orders", 1) == 2
+    # Messages deleted from the queue's start: RocketMQ answers QUERY_NOT_FOUND (start at the end).
+    monkeypatch.setattr(store, "min_queue_offset", lambda topic, queue_id: 5)
+    later = offsets.start_offset("later", "Orders", 1)
+    assert isinstance(later, Refusal) and later.reason is Reason.OFFSET_NOT_FOUND
+    assert offsets.start_offset("new", "Orders", 1) == 2
+    assert offsets.start_offset("new", "Nowhere", 0).reason is Reason.TOPIC_NOT_FOUND
+
+
 def test_routes_of_a_master_its_slave_and_a_slave_acting_for_it(store):
     view = FencedView(BrokerRole.SYNC_MASTER, client="10.0.0.1:10911")
     view.slaves = [SlaveSnapshot("ha", 1, "10.0.0.2:10911", 0, 0, 0.0, True, 0)]
