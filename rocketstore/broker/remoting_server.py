@@ -10,7 +10,7 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 | QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (none: 0 from a queue starting at 0) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
 | HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | each group's consumers, in the broker's ClientRegistry |
-| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker group: its queues and its address |
+| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup: every group, its brokers by id (`remoting_routes`) |
 
 A protocol adapter: each request is decoded, handed to a service of the broker core (`core/`:
 sends, pulls, offsets, routes, clients) and its result or refusal encoded as a response code
@@ -83,6 +83,7 @@ from .core.services import BrokerCore
 from .event_loop import new_event_loop
 from .remoting_codes import PULL_RESPONSE, PUT_RESPONSE, REASON_CODES, SEND_REASON_CODES
 from .remoting_limits import ConnectionBudget, ConnectionClock
+from .remoting_routes import topic_route_data
 
 log = logging.getLogger("rocketstore.broker.remoting")
 
@@ -659,31 +660,12 @@ class RemotingServer:
         return request.answer(R.SUCCESS, None, None, json.dumps({"consumerIdList": clients}).encode())
 
     def _route(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
-        own = self._core.routes.own(_text(dict(request.ext_fields), "topic"))
-        if isinstance(own, Refusal):
-            raise BadRequest(REASON_CODES[own.reason], own.text)
-        config = own.config
-        route: dict[str, object] = {
-            "orderTopicConf": None,
-            "queueDatas": [
-                {
-                    "brokerName": own.broker_name,
-                    "readQueueNums": config.read_queue_nums,
-                    "writeQueueNums": config.write_queue_nums,
-                    "perm": config.perm & ~2 if own.read_only else config.perm,
-                    "topicSysFlag": 0,
-                }
-            ],
-            "brokerDatas": [
-                {
-                    "cluster": self._core.configs.broker.broker_cluster_name,
-                    "brokerName": own.broker_name,
-                    "brokerAddrs": {str(own.broker_id): self.endpoint},
-                }
-            ],
-            "filterServerTable": {},
-        }
-        return request.answer(R.SUCCESS, None, None, json.dumps(route).encode())
+        route = self._core.routes.route(_text(dict(request.ext_fields), "topic"))
+        if isinstance(route, Refusal):
+            raise BadRequest(REASON_CODES[route.reason], route.text)
+        cluster = self._core.configs.broker.broker_cluster_name
+        body = topic_route_data(route, cluster, self._core.view.client_endpoint(), self.endpoint)
+        return request.answer(R.SUCCESS, None, None, json.dumps(body).encode())
 
     # Served on the loop as they arrive: they wait on nothing (no task, nothing held per request).
     _HANDLERS: dict[int, Callable] = {
