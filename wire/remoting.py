@@ -69,6 +69,7 @@ class RequestCode(enum.IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     GET_CONSUMER_LIST_BY_GROUP = 38
+    NOTIFY_CONSUMER_IDS_CHANGED = 40  # broker -> client, one-way
     GET_ROUTEINFO_BY_TOPIC = 105
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320

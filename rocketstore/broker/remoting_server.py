@@ -10,6 +10,7 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 | QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (none: 0 from a queue starting at 0) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
 | HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | each group's consumers, in the broker's ClientRegistry |
+| NOTIFY_CONSUMER_IDS_CHANGED (sent) | one-way, to a group's members when one joins, leaves or its connection closes |
 | GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup: every group, its brokers by id (`remoting_routes`) |
 
 A protocol adapter: each request is decoded, handed to a service of the broker core (`core/`:
@@ -44,6 +45,7 @@ the listener and the connections and joins the thread.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import threading
@@ -61,6 +63,7 @@ from store.message import (
 )
 from wire.log_limit import LogLimiter
 from wire.remoting import (
+    ONEWAY_FLAG,
     SEND_V2_FIELDS,
     FrameDecoder,
     RemotingCommand,
@@ -83,6 +86,7 @@ from .core.services import BrokerCore
 from .event_loop import new_event_loop
 from .remoting_codes import PULL_RESPONSE, PUT_RESPONSE, REASON_CODES, SEND_REASON_CODES
 from .remoting_limits import ConnectionBudget, ConnectionClock
+from .remoting_members import ConsumerConnections
 from .remoting_routes import topic_route_data
 
 log = logging.getLogger("rocketstore.broker.remoting")
@@ -211,6 +215,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._leave()
         self.transport = None
+        self._server.connection_closed(self)
         self.writable.set()  # waiting pulls go on, and find no one to answer
 
     def _leave(self) -> None:
@@ -312,6 +317,8 @@ class RemotingServer:
         self.limits = core.configs.broker.remoting_limits
         self.budget = ConnectionBudget(self.limits)
         self.connections: set[_Connection] = set()
+        self._members: ConsumerConnections[_Connection] = ConsumerConnections()
+        self._notices = itertools.count(1)
         self.endpoint = ""
         # Lines a peer can provoke at will: refused requests and closed connections, and failures
         # (a bug a request runs into, with its traceback), one per kind and peer host per 10 s.
@@ -642,15 +649,49 @@ class RemotingServer:
         except (ValueError, RecursionError) as exc:
             raise BadRequest(R.INVALID_PARAMETER, f"the heartbeat body is not JSON: {str(exc)[:200]}") from None
         heartbeat = heartbeat_of(doc, f"{conn.peer[0]}:{conn.peer[1]}")
-        _refuse(self._core.clients.heartbeat(heartbeat, self._clock()))
+        clients, now = self._core.clients, self._clock()
+        joined = [g for g in heartbeat.consumer_groups if heartbeat.client_id not in clients.members(g, now)]
+        _refuse(clients.heartbeat(heartbeat, now))
+        if heartbeat.consumer_groups:
+            self._members.heard(conn, heartbeat.client_id, heartbeat.consumer_groups)
+        for group in joined:
+            self._notify_members(group, now)
         return request.answer(R.SUCCESS)
 
     def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         # A consumer's goodbye names its group, a producer's its producer group; neither: all.
         group = f.get("consumerGroup") or f.get("producerGroup") or None
-        self._core.clients.gone(f.get("clientID", ""), group)
+        client_id = f.get("clientID", "")
+        left = [group] if group is not None else sorted(self._members.groups_of(client_id))
+        self._core.clients.gone(client_id, group)
+        if group is None:
+            self._members.forget(client_id)
+        now = self._clock()
+        for name in left:
+            self._notify_members(name, now)
         return request.answer(R.SUCCESS)
+
+    def connection_closed(self, conn: _Connection) -> None:
+        """The clients that heartbeated on `conn` leave their groups now, and the groups' other
+        members here are told (RocketMQ does so when a client's channel closes)."""
+        now = self._clock()
+        for client_id, groups in self._members.lost(conn).items():
+            for group in sorted(groups):
+                self._core.clients.gone(client_id, group)
+                log.debug("remoting: consumer %s left group %s: its connection closed", client_id, group)
+                self._notify_members(group, now)
+
+    def _notify_members(self, group: str, now_ms: int) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (one-way) to each member of `group` connected here."""
+        notice = RemotingCommand(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, next(self._notices), ONEWAY_FLAG, {"consumerGroup": group}
+        )
+        frame = encode(notice)
+        for client_id in self._core.clients.members(group, now_ms):
+            conn = self._members.connection_of(client_id)
+            if conn is not None and conn.transport is not None and not conn.transport.is_closing():
+                conn.transport.write(frame)
 
     def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         group = _text(dict(request.ext_fields), "consumerGroup")

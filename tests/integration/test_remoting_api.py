@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -206,5 +209,64 @@ def test_a_pull_right_after_an_acknowledged_send_never_answers_offset_moved(grou
             conn.close()
         assert set(answers) <= {(0, "SUCCESS"), (0, "PULL_NOT_FOUND"), (1, "PULL_NOT_FOUND")}, answers
         assert answers[0, "SUCCESS"] + answers.get((0, "PULL_NOT_FOUND"), 0) == 300
+
+    asyncio.run(scenario())
+
+
+# A 4.x consumer of group "takers" in a process of its own: it heartbeats, says so, and waits.
+MEMBER = """
+import asyncio, json, sys
+from client.remoting import RemotingConnection
+from wire.remoting import RequestCode
+
+async def main():
+    conn = await RemotingConnection.open(sys.argv[1])
+    beat = {"clientID": sys.argv[2], "consumerDataSet": [{"groupName": "takers"}], "producerDataSet": []}
+    answer = await conn.request(RequestCode.HEART_BEAT, body=json.dumps(beat).encode())
+    print(answer.code, flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def heartbeat_body(client_id: str, group: str) -> bytes:
+    return json.dumps(
+        {"clientID": client_id, "consumerDataSet": [{"groupName": group}], "producerDataSet": []}
+    ).encode()
+
+
+def test_a_consumer_killed_with_sigkill_leaves_its_group_at_once_and_the_other_member_is_told(group):
+    """Issue 32 item 8: a closed connection removes its client from the group at once (not after
+    the heartbeat expiry, 120 s) and the group's other members get NOTIFY_CONSUMER_IDS_CHANGED,
+    on which a 4.x consumer rebalances: with the killed member gone, it takes every queue."""
+    endpoint = group.master.remoting_endpoint
+
+    async def scenario():
+        survivor = await RemotingConnection.open(endpoint)
+        joined = await survivor.request(RequestCode.HEART_BEAT, body=heartbeat_body("survivor", "takers"))
+        assert joined.code == ResponseCode.SUCCESS
+        member = subprocess.Popen([sys.executable, "-c", MEMBER, endpoint, "victim"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert member.stdout is not None
+            line = await asyncio.wait_for(asyncio.to_thread(member.stdout.readline), 60)
+            assert line.strip() == "0", line
+            # The survivor is told when the victim joins, and the group lists both.
+            notice = await asyncio.wait_for(survivor.notices.get(), 30)
+            assert notice.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and not notice.is_response
+            assert notice.ext_fields["consumerGroup"] == "takers"
+            fields = {"consumerGroup": "takers"}
+            listed = await survivor.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
+            assert json.loads(listed.body)["consumerIdList"] == ["survivor", "victim"]
+        finally:
+            member.send_signal(signal.SIGKILL)
+            member.wait(30)
+            if member.stdout is not None:
+                member.stdout.close()
+        notice = await asyncio.wait_for(survivor.notices.get(), 30)
+        assert (notice.code, notice.ext_fields["consumerGroup"]) == (RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, "takers")
+        listed = await survivor.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
+        assert json.loads(listed.body)["consumerIdList"] == ["survivor"]
+        survivor.close()
 
     asyncio.run(scenario())
