@@ -484,6 +484,20 @@ def test_a_route_names_each_group_once_at_id_0_with_every_member(store):
     assert [(g.serving, len(g.members)) for g in slaves_only.groups()] == [(None, 1)]
 
 
+def test_a_master_whose_put_fence_refuses_writes_is_routed_read_only_until_it_can_take_them(store):
+    # A new controller-mode SYNC_MASTER refuses puts until a replica is in sync: a producer sent
+    # there would fail and hold the whole group out for its failure pause.
+    routes = core_of(store, FencedView(BrokerRole.SYNC_MASTER, client="10.0.0.1:10911")).routes
+    store.set_put_fence(lambda: "IN_SYNC_REPLICAS_NOT_ENOUGH: 1 in-sync replicas, a SYNC_MASTER needs 2")
+    try:
+        assert store.put_fence_reason() is not None
+        assert [(b.broker_id, b.read_only) for b in routes.route("Orders").brokers] == [(0, True)]
+    finally:
+        store.set_put_fence(None)
+    assert store.put_fence_reason() is None
+    assert [(b.broker_id, b.read_only) for b in routes.route("Orders").brokers] == [(0, False)]
+
+
 @dataclass
 class RegistryView(FencedView):
     """A `FencedView` with a cluster registry read just now (the whole cluster, this group too)."""

@@ -4,7 +4,8 @@ whether it is read-only. Each front end encodes a `Route` its own way (gRPC: one
 queue, either per group at id 0 or per broker; remoting: RocketMQ's TopicRouteData).
 
 This group's part, as this broker knows it first-hand (topic table, role, master):
-- a master names itself as broker id 0, read-only while drained, then its connected slaves
+- a master names itself as broker id 0, read-only while drained or while its put fence refuses
+  writes (controller mode: a new SYNC_MASTER until a replica is in sync), then its connected slaves
   read-only (`slave_route_id`); a topic it does not have yet gets a route to write to when
   autoCreateTopicEnable is on (the first send creates it; a route never does), else
   TOPIC_NOT_FOUND;
@@ -181,7 +182,10 @@ class RouteService:
         # A slave acting for its master that is down stands in as broker id 0, read-only:
         # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
         stands_in = not slave or self._view.acting_master()
-        read_only = slave or self._store.write_refusal() is not None
+        # A master its put fence holds back (a new SYNC_MASTER until a replica is in sync, a
+        # handover) is routed read-only: a producer sent there would hold the group out.
+        store = self._store
+        read_only = slave or store.write_refusal() is not None or store.put_fence_reason() is not None
         broker_id = 0 if stands_in else slave_route_id(self._broker.broker_id, self._serving_id())
         return RouteBroker(self._broker.broker_name, broker_id, self._view.client_endpoint(), config, read_only)
 
