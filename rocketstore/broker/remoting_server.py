@@ -9,6 +9,7 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 | PULL_MESSAGE | stored records as the body, next/min/max offsets; long polling (suspend flag); offset commit |
 | QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (none: 0 from a queue starting at 0) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
+| CONSUMER_SEND_MSG_BACK | a consumed message to `%RETRY%<group>` by delay level, or `%DLQ%<group>` (`core.send_back`) |
 | HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | each group's consumers, in the broker's ClientRegistry |
 | NOTIFY_CONSUMER_IDS_CHANGED (sent) | one-way, to a group's members when one joins, leaves or its connection closes |
 | GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup: every group, its brokers by id (`remoting_routes`) |
@@ -54,6 +55,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from store import Message
+from store.log.codec import CorruptMessage
 from store.message import (
     COMPRESSED_FLAG,
     PROPERTY_TRANSACTION_PREPARED,
@@ -79,8 +81,10 @@ from .client_registry import Heartbeat
 from .config import remoting_max_frame_bytes
 from .core.long_polling import ArrivalWatch
 from .core.pull import PullAction, PullRequest
+from .core.queues import group_problem
 from .core.refusals import Reason, Refusal
 from .core.send import SendItem, SendOutcome
+from .core.send_back import MAX_RECONSUME_TIMES, SendBack, sent_back
 from .core.sender import Sender
 from .core.services import BrokerCore
 from .event_loop import new_event_loop
@@ -562,6 +566,27 @@ class RemotingServer:
             return [item(request.body, properties, flag, _illegal("a batch cannot carry transactional messages"))], True
         return [item(p.body, properties | p.properties, p.flag) for p in parts], True
 
+    async def _send_back(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: the message at `offset` to the group's retry topic, delayed, or
+        to its dead-letter topic (`core.send_back`), through the core's put path."""
+        f = dict(request.ext_fields)
+        group = _text(f, "group")
+        _refuse(group_problem(group))
+        back = SendBack(
+            group,
+            _int(f, "offset"),
+            _int(f, "delayLevel", 0),
+            _int(f, "maxReconsumeTimes", MAX_RECONSUME_TIMES),
+            f.get("originMsgId") or "",
+        )
+        try:
+            original = await asyncio.to_thread(self._store.read_message, back.commit_log_offset)
+        except CorruptMessage as exc:
+            offset = back.commit_log_offset
+            raise BadRequest(R.SYSTEM_ERROR, f"no message to send back at offset {offset}: {exc}") from None
+        outcomes = await self._sender.send([SendItem(sent_back(original, back), queue_id=0)])
+        return _send_answer(request, outcomes)
+
     # -- pulls ----------------------------------------------------------------------------------
 
     async def _pull(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
@@ -723,6 +748,7 @@ class RemotingServer:
     _ASYNC_HANDLERS: dict[int, Callable] = {
         RequestCode.PULL_MESSAGE: _pull,
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _offset_by_time,
+        RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     }
 
 

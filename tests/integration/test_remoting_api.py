@@ -17,7 +17,7 @@ from client.remoting import AsyncRemotingProducer, AsyncRemotingPullConsumer, Re
 from harness.local_cluster import poll_until
 from remoting_support import pull, pull_all
 from store.log.codec import decode_message
-from wire.remoting import RequestCode, ResponseCode
+from wire.remoting import RemotingCommand, RequestCode, ResponseCode, decode_stored_records
 
 REMOTING = {"remotingListenPort": "0"}
 
@@ -270,5 +270,49 @@ def test_a_consumer_killed_with_sigkill_leaves_its_group_at_once_and_the_other_m
         listed = await survivor.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, fields)
         assert json.loads(listed.body)["consumerIdList"] == ["survivor"]
         survivor.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_consumed_message_sent_back_is_redelivered_through_the_retry_topic_then_dead_lettered(group):
+    """Issue 32 item 6: CONSUMER_SEND_MSG_BACK as a 4.x consumer sends it after a failed
+    consumption: the message comes back on %RETRY%<group> after its delay level, each time one
+    attempt more, and past maxReconsumeTimes lands in %DLQ%<group>."""
+
+    async def scenario():
+        async with AsyncRemotingProducer(group.master.remoting_endpoint) as producer:
+            sent = await producer.send("Backs", b"fails", keys=["k-1"], queue_id=0)
+        conn = await RemotingConnection.open(group.master.remoting_endpoint)
+
+        async def send_back(record) -> RemotingCommand:
+            fields = {
+                "offset": str(record.physical_offset),
+                "group": "backers",
+                "delayLevel": "1",  # 1 s
+                "originMsgId": sent.msg_id,
+                "originTopic": "Backs",
+                "unitMode": "false",
+                "maxReconsumeTimes": "2",
+            }
+            return await conn.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
+
+        (consumed,) = decode_stored_records((await pull_all(conn, "Backs", 0, 1)).body)
+        for attempt in (1, 2):
+            assert (await send_back(consumed)).code == ResponseCode.SUCCESS
+            # Redelivered on the group's retry topic once its delay is over (the pull waits for it).
+            retried = decode_stored_records((await pull_all(conn, "%RETRY%backers", 0, attempt)).body)
+            consumed = retried[-1]
+            assert (consumed.body, consumed.reconsume_times) == (b"fails", attempt)
+            assert consumed.properties["RETRY_TOPIC"] == "Backs" and consumed.properties["KEYS"] == "k-1"
+            assert consumed.properties["ORIGIN_MESSAGE_ID"] == sent.msg_id
+        # Its second attempt failed too: past maxReconsumeTimes it goes to the dead-letter topic.
+        assert (await send_back(consumed)).code == ResponseCode.SUCCESS
+        (dead,) = decode_stored_records((await pull_all(conn, "%DLQ%backers", 0, 1)).body)
+        assert (dead.body, dead.reconsume_times, dead.properties["RETRY_TOPIC"]) == (b"fails", 3, "Backs")
+        missing = await conn.request(
+            RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": str(10**12), "group": "backers", "delayLevel": "1"}
+        )
+        assert missing.code == ResponseCode.SYSTEM_ERROR and "no message" in (missing.remark or "")
+        conn.close()
 
     asyncio.run(scenario())
