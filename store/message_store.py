@@ -812,6 +812,13 @@ class MessageStore:
             self._writable_topics.discard(config.topic_name)
         return stored
 
+    def put_fence_reason(self) -> str | None:
+        """Why the put fence (`set_put_fence`) refuses every put now, or None: in controller mode
+        a broker that is not master, has no lease, or (a SYNC_MASTER) has too few in-sync
+        replicas, as just after its election; a master handing over. Any thread."""
+        fence = self._fence
+        return fence() if fence is not None else None
+
     def write_refusal(self) -> str | None:
         """Why this broker takes no sends now (brokerPermission without the write bit), or None."""
         permission = self.config.broker_permission
