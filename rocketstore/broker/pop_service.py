@@ -294,6 +294,18 @@ class PopService:
         keys = [(group, topic, q) for q in queue_ids]
         return self._state.next_due_ms([*keys, (group, retry_topic(group, topic), 0)])
 
+    def awaits_dispatch(self, group: str, topic: str, queue_ids: Sequence[int], fifo: bool) -> bool:
+        """Whether a receive that found nothing stopped, in one of its queues, at a message whose put
+        was given its queue offset but which the dispatcher has not queued yet (read your writes:
+        the receive waits for it). A FIFO queue with messages in flight gives nothing new anyway."""
+        for key in self._sources(group, topic, queue_ids, fifo):
+            progress = self._state.queue(key)
+            if progress is None or (fifo and progress.inflight):
+                continue
+            if self._store.queue_offset_undispatched(key[1], key[2], progress.next_offset):
+                return True
+        return False
+
     def _sources(self, group: str, topic: str, queue_ids: Sequence[int], fifo: bool) -> list[Key]:
         """The queues a receive pops, in order: the group's retry queue of the topic first (when
         it exists), then the topic's queues."""
