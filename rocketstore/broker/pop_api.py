@@ -166,10 +166,10 @@ class PopApi:
         fifo = group in self._configs.broker.fifo_groups
 
         async def pop(waited: bool) -> Read[list]:
+            pending = self._pop.awaits_dispatch(group, topic, queue_ids, fifo)
             popped = await self._pop.receive(group, topic, queue_ids, tag_filter, batch, invisible_ms, fifo=fifo)
             if popped:
                 return Read(Step.DONE, popped)
-            pending = self._pop.awaits_dispatch(group, topic, queue_ids, fifo)
             return Read(Step.PENDING if pending else Step.WAIT, popped)
 
         def wake_in_s() -> float | None:

@@ -182,6 +182,9 @@ class PullService:
             nonlocal offset
             if before_read is not None:
                 await before_read()
+            # Asked before the read: a dispatch that ends between the two cannot make an empty read
+            # look like the queue's real end.
+            pending = store.queue_offset_undispatched(topic, queue_id, offset)
             result = await asyncio.to_thread(
                 store.get_message, request.group, topic, queue_id, offset, batch, MAX_PULL_BYTES, found
             )
@@ -192,7 +195,6 @@ class PullService:
             answer = _answer(result, action, offset, self._text(result, action, request, offset))
             if action is not PullAction.WAIT:
                 return Read(Step.DONE, answer)
-            pending = store.queue_offset_undispatched(topic, queue_id, offset)
             return Read(Step.PENDING if pending else Step.WAIT, answer)
 
         pending_wait_s = dispatch_wait_seconds(request.deadline_s)
