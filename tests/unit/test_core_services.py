@@ -19,7 +19,15 @@ from rocketstore.broker.client_registry import ClientKind, ClientRegistry, Heart
 from rocketstore.broker.client_table import ClientLimits
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.core.clients import ClientService
-from rocketstore.broker.core.long_polling import ArrivalWatch, Read, Step, poll
+from rocketstore.broker.core.long_polling import (
+    DEADLINE_MARGIN_S,
+    DISPATCH_WAIT_MAX_S,
+    ArrivalWatch,
+    Read,
+    Step,
+    dispatch_wait_seconds,
+    poll,
+)
 from rocketstore.broker.core.pull import PULL_ACTIONS, PullAction, PullRequest, classify, pull_action
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route
@@ -406,22 +414,68 @@ def test_after_a_wait_arrivals_the_filter_drops_keep_the_poll_waiting(store):
     assert found.action is PullAction.DELIVER and [m.body for m in found.messages] == [b"kept"]
 
 
-def test_poll_answers_the_last_value_at_the_deadline_and_reads_again_at_once():
+def test_a_pull_without_long_poll_waits_for_the_dispatch_of_an_assigned_offset_only(store):
+    core = core_of(store)
+    store.put_message(Message("Orders", 0, b"first"))
+    assert store.wait_dispatched()
+    held = store.max_offset
+    store.set_dispatch_limit(lambda: held)  # the next put is appended and answered, not dispatched
+
     async def scenario():
         watch = ArrivalWatch()
         watch.bind_loop(asyncio.get_running_loop())
-        steps = iter([Step.AGAIN, Step.WAIT, Step.WAIT])
+        store.add_arrival_listener(watch.on_arrival)
+        await asyncio.to_thread(store.put_message, Message("Orders", 0, b"second"))
+        past = await core.pulls.read(pull_request(offset=2), watch)  # past what was assigned: at once
+        waiting = asyncio.create_task(core.pulls.read(pull_request(offset=1, deadline_s=60.0), watch))
+        await wait_for(lambda: watch.waiting == 1)
+        store.set_dispatch_limit(None)
+        return past, await asyncio.wait_for(waiting, 60)
+
+    past, woken = asyncio.run(scenario())
+    assert (past.action, past.next_offset, past.text) == (PullAction.WAIT, 2, "no new message")
+    assert woken.action is PullAction.DELIVER and [m.body for m in woken.messages] == [b"second"]
+
+
+def test_the_dispatch_wait_is_capped_and_ends_before_the_calls_deadline():
+    assert dispatch_wait_seconds(None) == DISPATCH_WAIT_MAX_S
+    assert dispatch_wait_seconds(60.0) == DISPATCH_WAIT_MAX_S
+    assert dispatch_wait_seconds(DEADLINE_MARGIN_S + 0.25) == pytest.approx(0.25)
+    assert dispatch_wait_seconds(DEADLINE_MARGIN_S / 2) == 0.0
+
+
+def polled(steps: list[Step], arrive_at_read: int = 0, pending_wait_s: float = 0.0) -> tuple[int, list[bool], int]:
+    """`poll` with no long poll over reads answering `steps` in turn (each read's value is its
+    number, from 1), an arrival during read `arrive_at_read`: the value answered, each read's
+    `waited`, and the waits left registered."""
+
+    async def scenario():
+        watch = ArrivalWatch()
+        watch.bind_loop(asyncio.get_running_loop())
+        answers = iter(steps)
         seen: list[bool] = []
 
         async def read(waited: bool) -> Read[int]:
             seen.append(waited)
-            return Read(next(steps), len(seen))
+            if len(seen) == arrive_at_read:
+                watch.on_arrival(Message("T", 0, b""))
+            return Read(next(answers), len(seen))
 
-        value = await poll(watch, [("T", 0)], 0.0, read)
+        value = await poll(watch, [("T", 0)], 0.0, read, pending_wait_s=pending_wait_s)
         return value, seen, watch.waiting
 
-    value, seen, waiting = asyncio.run(scenario())
-    assert (value, seen, waiting) == (2, [False, False], 0)
+    return asyncio.run(scenario())
+
+
+def test_poll_waits_past_a_shorter_long_poll_only_while_the_read_is_pending():
+    # The second read (watching) sees the dispatch arrive: the third read comes after a wait.
+    assert polled([Step.PENDING, Step.PENDING, Step.DONE], 2, pending_wait_s=60.0) == (3, [False, False, True], 0)
+    # A WAIT after the pending read ends at the long poll's deadline, here at once.
+    assert polled([Step.PENDING, Step.WAIT], pending_wait_s=60.0) == (2, [False, False], 0)
+
+
+def test_poll_answers_the_last_value_at_the_deadline_and_reads_again_at_once():
+    assert polled([Step.AGAIN, Step.WAIT, Step.WAIT]) == (2, [False, False], 0)
 
 
 # -- offsets, routes, clients -----------------------------------------------------------------------
