@@ -66,8 +66,12 @@ def code_name(code: int) -> str:
         return f"CODE_{code}"
 
 
+MAX_NOTICES = 1000
+
+
 class RemotingConnection(asyncio.Protocol):
-    """One connection to a remoting server; `request` returns the answer."""
+    """One connection to a remoting server; `request` returns the answer, `notices` holds the
+    requests the broker sent (NOTIFY_CONSUMER_IDS_CHANGED)."""
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint
@@ -76,6 +80,8 @@ class RemotingConnection(asyncio.Protocol):
         self._waiting: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaques = itertools.count(1)
         self._lost: BaseException | None = None
+        # Requests the broker sends (NOTIFY_CONSUMER_IDS_CHANGED); the newest are dropped when full.
+        self.notices: asyncio.Queue[RemotingCommand] = asyncio.Queue(MAX_NOTICES)
 
     @classmethod
     async def open(cls, endpoint: str, timeout_s: float = 10.0) -> RemotingConnection:
@@ -101,6 +107,10 @@ class RemotingConnection(asyncio.Protocol):
                 self._transport.close()
             return
         for answer in answers:
+            if not answer.is_response:
+                if not self.notices.full():
+                    self.notices.put_nowait(answer)
+                continue
             waiter = self._waiting.pop(answer.opaque, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(answer)

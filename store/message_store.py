@@ -75,7 +75,7 @@ from .queue.dispatch import (
 )
 from .queue.logic_flush import FlushConsumeQueueService
 from .queue.message_filter import TagFilter
-from .queue.reads import GetMessageResult, MessageReader, QueryMessageResult
+from .queue.reads import GetMessageResult, MessageReader, QueryMessageResult, assigned_not_dispatched
 from .recovery.checkpoint import StoreCheckpoint
 from .recovery.lifecycle import AbortFile, StoreLock
 from .recovery.recovery import recover_store
@@ -812,6 +812,13 @@ class MessageStore:
             self._writable_topics.discard(config.topic_name)
         return stored
 
+    def put_fence_reason(self) -> str | None:
+        """Why the put fence (`set_put_fence`) refuses every put now, or None: in controller mode
+        a broker that is not master, has no lease, or (a SYNC_MASTER) has too few in-sync
+        replicas, as just after its election; a master handing over. Any thread."""
+        fence = self._fence
+        return fence() if fence is not None else None
+
     def write_refusal(self) -> str | None:
         """Why this broker takes no sends now (brokerPermission without the write bit), or None."""
         permission = self.config.broker_permission
@@ -946,6 +953,17 @@ class MessageStore:
         """One past the last queue offset a reader can see now."""
         queue = self.consume_queues.find(topic, queue_id)
         return queue.max_offset if queue is not None else 0
+
+    def queue_offset_undispatched(self, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Whether a put was given `queue_offset` in this queue but the dispatcher has not made it
+        readable yet (a read there will find it soon: read your writes). Always False on a
+        slave, which assigns no queue offsets."""
+        if self.broker_role is BrokerRole.SLAVE:
+            return False
+        # The assigned end first: the dispatched end never passes it, so a stale pair errs
+        # towards "dispatched" (the reader answers as now), never towards a wait for nothing.
+        assigned_next = self.commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
+        return assigned_not_dispatched(queue_offset, self.dispatched_queue_offset(topic, queue_id), assigned_next)
 
     def get_message(
         self,

@@ -68,7 +68,9 @@ class RequestCode(enum.IntEnum):
     GET_MIN_OFFSET = 31
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
     GET_CONSUMER_LIST_BY_GROUP = 38
+    NOTIFY_CONSUMER_IDS_CHANGED = 40  # broker -> client, one-way
     GET_ROUTEINFO_BY_TOPIC = 105
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
@@ -359,17 +361,18 @@ def properties_to_string(properties: Mapping[str, str]) -> str:
 
 
 def string_to_properties(text: str) -> dict[str, str]:
-    """The properties of RocketMQ's string form; ValueError for a pair without a value separator,
-    an empty name, or a value holding a second separator (the store could not write it back)."""
+    """The properties of RocketMQ's string form, read as RocketMQ's MessageDecoder reads them: a
+    pair with an empty name or without a value separator is skipped (RocketMQ drops it, and stores
+    the message without it). An empty value is kept (RocketMQ drops that too, but the store holds
+    such values, from the gRPC API, and a pulled record must read back as stored). ValueError for
+    a value holding a second separator, which RocketMQ keeps but the store could not write back."""
     out: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
-        if not item:
-            continue
         key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if not sep:
-            raise ValueError(f"a property without a value separator: {item[:40]!r}")
-        if not key or NAME_VALUE_SEPARATOR in value:
-            raise ValueError(f"a property with an empty name or a \\x01 in its value: {item[:40]!r}")
+        if not (key and sep):
+            continue
+        if NAME_VALUE_SEPARATOR in value:
+            raise ValueError(f"a property with a \\x01 in its value: {item[:40]!r}")
         out[key] = value
     return out
 

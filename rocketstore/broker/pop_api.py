@@ -8,7 +8,9 @@ Wire facts owned here:
   and pops from every readable queue of the topic, starting at the one named.
 - ReceiveMessage streams one Status, then the messages (each with receipt_handle,
   delivery_attempt and invisible_duration), then the delivery timestamp; no message within the
-  long-polling time answers MESSAGE_NOT_FOUND, which the clients read as "nothing now".
+  long-polling time answers MESSAGE_NOT_FOUND, which the clients read as "nothing now". A
+  receive that stopped at a message whose put was answered but which is not dispatched yet waits
+  for it even with no long poll (read your writes, `long_polling.dispatch_wait_seconds`).
 - Invisible durations are accepted from 1 s to 12 h (RocketMQ's proxy asks at least 10 s on
   receive; tests here use shorter ones); none given (PushConsumer) means defaultInvisibleTimeMills
   (60 s). Such a receive with auto_renew has its deliveries renewed (`pop_renewals.py`) until the
@@ -41,7 +43,7 @@ from wire.rpc import messaging_pb2 as pb
 from . import codes
 from .client_sightings import client_id_of
 from .config import BrokerConfigs
-from .core.long_polling import ArrivalWatch, Read, Step, long_poll_seconds, poll
+from .core.long_polling import ArrivalWatch, Read, Step, dispatch_wait_seconds, long_poll_seconds, poll
 from .core.queues import group_problem, topic_from_queues, topic_problem
 from .core.refusals import Reason, Refusal
 from .pop_renewals import RenewalLimits, RenewalSchedule
@@ -189,8 +191,11 @@ class PopApi:
         fifo = group in self._configs.broker.fifo_groups
 
         async def pop(waited: bool) -> Read[list]:
+            pending = self._pop.awaits_dispatch(group, topic, queue_ids, fifo)
             popped = await self._pop.receive(group, topic, queue_ids, tag_filter, batch, invisible_ms, fifo=fifo)
-            return Read(Step.DONE if popped else Step.WAIT, popped)
+            if popped:
+                return Read(Step.DONE, popped)
+            return Read(Step.PENDING if pending else Step.WAIT, popped)
 
         def wake_in_s() -> float | None:
             # An in-flight message becomes visible again before the deadline: wake for it.
@@ -198,7 +203,9 @@ class PopApi:
             return None if due_ms is None else max(0.0, (due_ms - self._clock()) / 1000) + 0.005
 
         keys = self._watched(group, topic, queue_ids)
-        popped = await poll(self._arrivals, keys, self._wait_seconds(request, context), pop, wake_in_s)
+        wait_s = self._wait_seconds(request, context)
+        pending_wait_s = dispatch_wait_seconds(context.time_remaining())
+        popped = await poll(self._arrivals, keys, wait_s, pop, wake_in_s, pending_wait_s=pending_wait_s)
         if not popped:
             yield pb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return

@@ -308,6 +308,20 @@ class PopService:
         keys = [(group, topic, q) for q in queue_ids]
         return self._state.next_due_ms([*keys, (group, retry_topic(group, topic), 0)])
 
+    def awaits_dispatch(self, group: str, topic: str, queue_ids: Sequence[int], fifo: bool) -> bool:
+        """Whether, in one of the receive's queues, the next message to pop was given its queue
+        offset by a put but is not dispatched yet (read your writes: a receive that finds nothing
+        waits for it). Asked before the receive, so that a dispatch ending during it is not taken
+        for the queue's end. A FIFO queue with messages in flight gives nothing new anyway."""
+        for key in self._sources(group, topic, queue_ids, fifo):
+            progress = self._state.queue(key)
+            if progress is not None and fifo and progress.inflight:
+                continue
+            next_offset = progress.next_offset if progress is not None else self._start_offset(*key)
+            if self._store.queue_offset_undispatched(key[1], key[2], next_offset):
+                return True
+        return False
+
     def _sources(self, group: str, topic: str, queue_ids: Sequence[int], fifo: bool) -> list[Key]:
         """The queues a receive pops, in order: the group's retry queue of the topic first (when
         it exists), then the topic's queues."""

@@ -50,7 +50,7 @@ from rocketstore.failover.controller_agent import ControllerAgent
 from rocketstore.failover.controller_roles import ControllerRoles
 from store import BrokerRole, MessageStore
 from store.clock import monotonic_ms, wall_clock_ms
-from store.metadata.topic_config import SYSTEM_TOPICS
+from store.metadata.topic_config import SYSTEM_TOPICS, Permission
 from store.pop.pop_journal import PopJournal
 from store.pop.pop_state import Event as PopEvent
 from store.properties import ConfigError
@@ -425,6 +425,12 @@ class Broker:
                 for config in store.topics.topics()
                 if config.topic_name not in SYSTEM_TOPICS
             }
+        permission = store.config.broker_permission
+        if master and store.put_fence_reason() is not None:
+            # It cannot acknowledge a write yet (a new SYNC_MASTER until a replica is in sync):
+            # routes name it read-only until it can, and producers return to it then, rather than
+            # failing a send there and holding the group out for their failure pause.
+            permission &= ~int(Permission.WRITE)
         return BrokerRegistration(
             cluster=broker.broker_cluster_name,
             broker_name=broker.broker_name,
@@ -434,7 +440,7 @@ class Broker:
             epoch=view.epoch(),
             remoting_endpoint=self.remoting_endpoint,
             acting=acting,
-            broker_permission=store.config.broker_permission,
+            broker_permission=permission,
             auto_create=store.config.auto_create_topic_enable,
             default_queues=store.config.default_topic_queue_nums,
             topics=topics,

@@ -7,10 +7,12 @@ Beside the gRPC client API, opt-in with `remotingListenPort` (bound like the oth
 |---|---|
 | SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE | the put's status as a response code; `msgId`, `queueId`, `queueOffset` |
 | PULL_MESSAGE | stored records as the body, next/min/max offsets; long polling (suspend flag); offset commit |
-| QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (QUERY_NOT_FOUND when none) |
+| QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET | the group's committed offset (none: 0 from a queue starting at 0) |
 | GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | queue offsets |
+| CONSUMER_SEND_MSG_BACK | a consumed message to `%RETRY%<group>` by delay level, or `%DLQ%<group>` (`core.send_back`) |
 | HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP | each group's consumers, in the broker's ClientRegistry |
-| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup for this broker group: its queues and its address |
+| NOTIFY_CONSUMER_IDS_CHANGED (sent) | one-way, to a group's members when one joins, leaves or its connection closes |
+| GET_ROUTEINFO_BY_TOPIC | the NameServer's route lookup: every group, its brokers by id (`remoting_routes`) |
 
 A protocol adapter: each request is decoded, handed to a service of the broker core (`core/`:
 sends, pulls, offsets, routes, clients) and its result or refusal encoded as a response code
@@ -44,6 +46,7 @@ the listener and the connections and joins the thread.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import threading
@@ -52,6 +55,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from store import Message
+from store.log.codec import CorruptMessage
 from store.message import (
     COMPRESSED_FLAG,
     PROPERTY_TRANSACTION_PREPARED,
@@ -61,6 +65,7 @@ from store.message import (
 )
 from wire.log_limit import LogLimiter
 from wire.remoting import (
+    ONEWAY_FLAG,
     SEND_V2_FIELDS,
     FrameDecoder,
     RemotingCommand,
@@ -76,13 +81,17 @@ from .client_registry import Heartbeat
 from .config import remoting_max_frame_bytes
 from .core.long_polling import ArrivalWatch
 from .core.pull import PullAction, PullRequest
+from .core.queues import group_problem
 from .core.refusals import Reason, Refusal
 from .core.send import SendItem, SendOutcome
+from .core.send_back import MAX_RECONSUME_TIMES, SendBack, sent_back
 from .core.sender import Sender
 from .core.services import BrokerCore
 from .event_loop import new_event_loop
 from .remoting_codes import PULL_RESPONSE, PUT_RESPONSE, REASON_CODES, SEND_REASON_CODES
 from .remoting_limits import ConnectionBudget, ConnectionClock
+from .remoting_members import ConsumerConnections
+from .remoting_routes import topic_route_data
 
 log = logging.getLogger("rocketstore.broker.remoting")
 
@@ -210,6 +219,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._leave()
         self.transport = None
+        self._server.connection_closed(self)
         self.writable.set()  # waiting pulls go on, and find no one to answer
 
     def _leave(self) -> None:
@@ -311,6 +321,8 @@ class RemotingServer:
         self.limits = core.configs.broker.remoting_limits
         self.budget = ConnectionBudget(self.limits)
         self.connections: set[_Connection] = set()
+        self._members: ConsumerConnections[_Connection] = ConsumerConnections()
+        self._notices = itertools.count(1)
         self.endpoint = ""
         # Lines a peer can provoke at will: refused requests and closed connections, and failures
         # (a bug a request runs into, with its traceback), one per kind and peer host per 10 s.
@@ -554,6 +566,27 @@ class RemotingServer:
             return [item(request.body, properties, flag, _illegal("a batch cannot carry transactional messages"))], True
         return [item(p.body, properties | p.properties, p.flag) for p in parts], True
 
+    async def _send_back(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: the message at `offset` to the group's retry topic, delayed, or
+        to its dead-letter topic (`core.send_back`), through the core's put path."""
+        f = dict(request.ext_fields)
+        group = _text(f, "group")
+        _refuse(group_problem(group))
+        back = SendBack(
+            group,
+            _int(f, "offset"),
+            _int(f, "delayLevel", 0),
+            _int(f, "maxReconsumeTimes", MAX_RECONSUME_TIMES),
+            f.get("originMsgId") or "",
+        )
+        try:
+            original = await asyncio.to_thread(self._store.read_message, back.commit_log_offset)
+        except CorruptMessage as exc:
+            offset = back.commit_log_offset
+            raise BadRequest(R.SYSTEM_ERROR, f"no message to send back at offset {offset}: {exc}") from None
+        outcomes = await self._sender.send([SendItem(sent_back(original, back), queue_id=0)])
+        return _send_answer(request, outcomes)
+
     # -- pulls ----------------------------------------------------------------------------------
 
     async def _pull(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
@@ -605,7 +638,7 @@ class RemotingServer:
     def _query_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         group, topic, queue_id = _text(f, "consumerGroup"), _text(f, "topic"), _int(f, "queueId")
-        offset = _value(self._core.offsets.consumer_offset(group, topic, queue_id))
+        offset = _value(self._core.offsets.start_offset(group, topic, queue_id))
         return request.answer(R.SUCCESS, None, {"offset": str(offset)})
 
     def _update_consumer_offset(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
@@ -641,15 +674,49 @@ class RemotingServer:
         except (ValueError, RecursionError) as exc:
             raise BadRequest(R.INVALID_PARAMETER, f"the heartbeat body is not JSON: {str(exc)[:200]}") from None
         heartbeat = heartbeat_of(doc, f"{conn.peer[0]}:{conn.peer[1]}")
-        _refuse(self._core.clients.heartbeat(heartbeat, self._clock()))
+        clients, now = self._core.clients, self._clock()
+        joined = [g for g in heartbeat.consumer_groups if heartbeat.client_id not in clients.members(g, now)]
+        _refuse(clients.heartbeat(heartbeat, now))
+        if heartbeat.consumer_groups:
+            self._members.heard(conn, heartbeat.client_id, heartbeat.consumer_groups)
+        for group in joined:
+            self._notify_members(group, now)
         return request.answer(R.SUCCESS)
 
     def _unregister(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         f = dict(request.ext_fields)
         # A consumer's goodbye names its group, a producer's its producer group; neither: all.
         group = f.get("consumerGroup") or f.get("producerGroup") or None
-        self._core.clients.gone(f.get("clientID", ""), group)
+        client_id = f.get("clientID", "")
+        left = [group] if group is not None else sorted(self._members.groups_of(client_id))
+        self._core.clients.gone(client_id, group)
+        if group is None:
+            self._members.forget(client_id)
+        now = self._clock()
+        for name in left:
+            self._notify_members(name, now)
         return request.answer(R.SUCCESS)
+
+    def connection_closed(self, conn: _Connection) -> None:
+        """The clients that heartbeated on `conn` leave their groups now, and the groups' other
+        members here are told (RocketMQ does so when a client's channel closes)."""
+        now = self._clock()
+        for client_id, groups in self._members.lost(conn).items():
+            for group in sorted(groups):
+                self._core.clients.gone(client_id, group)
+                log.debug("remoting: consumer %s left group %s: its connection closed", client_id, group)
+                self._notify_members(group, now)
+
+    def _notify_members(self, group: str, now_ms: int) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (one-way) to each member of `group` connected here."""
+        notice = RemotingCommand(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, next(self._notices), ONEWAY_FLAG, {"consumerGroup": group}
+        )
+        frame = encode(notice)
+        for client_id in self._core.clients.members(group, now_ms):
+            conn = self._members.connection_of(client_id)
+            if conn is not None and conn.transport is not None and not conn.transport.is_closing():
+                conn.transport.write(frame)
 
     def _consumer_list(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         group = _text(dict(request.ext_fields), "consumerGroup")
@@ -659,31 +726,12 @@ class RemotingServer:
         return request.answer(R.SUCCESS, None, None, json.dumps({"consumerIdList": clients}).encode())
 
     def _route(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
-        own = self._core.routes.own(_text(dict(request.ext_fields), "topic"))
-        if isinstance(own, Refusal):
-            raise BadRequest(REASON_CODES[own.reason], own.text)
-        config = own.config
-        route: dict[str, object] = {
-            "orderTopicConf": None,
-            "queueDatas": [
-                {
-                    "brokerName": own.broker_name,
-                    "readQueueNums": config.read_queue_nums,
-                    "writeQueueNums": config.write_queue_nums,
-                    "perm": config.perm & ~2 if own.read_only else config.perm,
-                    "topicSysFlag": 0,
-                }
-            ],
-            "brokerDatas": [
-                {
-                    "cluster": self._core.configs.broker.broker_cluster_name,
-                    "brokerName": own.broker_name,
-                    "brokerAddrs": {str(own.broker_id): self.endpoint},
-                }
-            ],
-            "filterServerTable": {},
-        }
-        return request.answer(R.SUCCESS, None, None, json.dumps(route).encode())
+        route = self._core.routes.route(_text(dict(request.ext_fields), "topic"))
+        if isinstance(route, Refusal):
+            raise BadRequest(REASON_CODES[route.reason], route.text)
+        cluster = self._core.configs.broker.broker_cluster_name
+        body = topic_route_data(route, cluster, self._core.view.client_endpoint(), self.endpoint)
+        return request.answer(R.SUCCESS, None, None, json.dumps(body).encode())
 
     # Served on the loop as they arrive: they wait on nothing (no task, nothing held per request).
     _HANDLERS: dict[int, Callable] = {
@@ -700,6 +748,7 @@ class RemotingServer:
     _ASYNC_HANDLERS: dict[int, Callable] = {
         RequestCode.PULL_MESSAGE: _pull,
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _offset_by_time,
+        RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     }
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from ..config import StoreConfig
 from ..message import (
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
@@ -176,7 +177,9 @@ class PutPath:
         uniq_key = (
             None if batch or recent is None else (first.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         )
-        if uniq_key and recent is not None and not first.topic.startswith(RETRY_TOPIC_PREFIX):
+        # A redelivery delayed on its way to a %RETRY% topic is parked first (REAL_TOPIC names it).
+        home = (first.properties or {}).get(PROPERTY_REAL_TOPIC, first.topic)
+        if uniq_key and recent is not None and not home.startswith(RETRY_TOPIC_PREFIX):
             landed = recent.get(first.topic, uniq_key)
             if landed is not None:
                 return self._retry_of(landed, wait, now, started)

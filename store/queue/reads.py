@@ -13,6 +13,10 @@ with `next_begin_offset` at its queue offset and `reason` naming it. Going past 
 reader's decision (a read from the next queue offset serves what follows). A query by key leaves
 damaged messages out of its answer and lists their offsets; a view by msgId raises.
 
+`assigned_not_dispatched` is the read-your-writes decision: a queue offset the put path assigned
+(its put may already be acknowledged) that the dispatcher has not queued yet; a reader that finds
+nothing there waits for the dispatch instead of answering "no message".
+
 Thread-safety: reads take no lock and may run on any number of threads beside the writer and the
 dispatcher.
 """
@@ -56,6 +60,13 @@ class QueryMessageResult:
     index_last_update_phy_offset: int
     # CommitLog offsets of damaged messages the index named, left out of `messages`.
     damaged_offsets: tuple[int, ...] = ()
+
+
+def assigned_not_dispatched(queue_offset: int, dispatched_next: int, assigned_next: int) -> bool:
+    """Whether `queue_offset` holds a message the put path appended but the dispatcher has not
+    queued yet: at or past the queue's dispatched end (`dispatched_next`, exclusive) and before
+    the next offset a put would get (`assigned_next`)."""
+    return dispatched_next <= queue_offset < assigned_next
 
 
 class MessageReader:

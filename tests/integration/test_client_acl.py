@@ -71,7 +71,9 @@ def test_signed_calls_within_permissions_are_served_and_others_refused(broker):
         with pytest.raises(BrokerError, match="FORBIDDEN.*lacks PUB on topic 'Orders'"):
             reader.send("Orders", b"a reader may not write")
     with PullConsumer(endpoint, credentials=Credentials("reader", "reader-secret-key")) as consumer:
-        assert [m.body for m in consumer.pull("Orders", sent.queue_id, 0).messages] == [b"signed"]
+        # A long poll: the message is seen however far the broker's dispatch trails the put.
+        pulled = consumer.pull("Orders", sent.queue_id, 0, long_polling_ms=20_000)
+        assert [m.body for m in pulled.messages] == [b"signed"]
     with PullConsumer(endpoint) as anonymous:
         with pytest.raises(BrokerError, match="UNAUTHORIZED"):
             anonymous.pull("Orders", sent.queue_id, 0)

@@ -13,6 +13,7 @@ the end and leaves; with etcd away, a broker's route names its own group only.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import os
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from client import Producer, PullConsumer, RocketStoreError, SimpleConsumer
+from client import Producer, PullConsumer, RocketStoreError, SendResult, SendStatus, SimpleConsumer
+from client.remoting import AsyncRemotingProducer
 from harness.local_cluster import ControllerCluster, LocalCluster, write_secret
 from harness.local_etcd import EtcdServer
 from support import BROKER_TEST_SETTINGS, run_cli, wait_until
@@ -405,6 +407,42 @@ def test_with_etcd_away_a_broker_routes_its_own_group_only_and_the_whole_cluster
 
     etcd.restart()
     wait_until(lambda: masters_in_route(seed) == both, 30, "the full route again")
+
+
+def test_a_4x_client_given_any_broker_as_its_name_server_sees_every_group(cluster):
+    """Issue 32 item 9: GET_ROUTEINFO_BY_TOPIC from a slave names every group, its master and its
+    slaves by id (remoting endpoints), as the gRPC route does; a send to the master it names
+    lands there."""
+    cluster.settings["remotingListenPort"] = "0"
+    groups = {name: cluster.static(name) for name in ("broker-a", "broker-b")}
+    create_topic(cluster.master("broker-a"))
+    expected = {
+        name: {"0": group.master.remoting_endpoint, "1": group.slave_brokers[0].remoting_endpoint}
+        for name, group in groups.items()
+    }
+
+    async def route_from(endpoint: str) -> dict:
+        async with AsyncRemotingProducer(endpoint) as producer:
+            return await producer.route(TOPIC)
+
+    def addresses(endpoint: str) -> dict[str, dict[str, str]]:
+        route = asyncio.run(route_from(endpoint))
+        return {d["brokerName"]: d["brokerAddrs"] for d in route["brokerDatas"]}
+
+    asked = [groups["broker-a"].slave_brokers[0], groups["broker-b"].master]
+    for broker in asked:
+        wait_until(lambda b=broker: addresses(b.remoting_endpoint) == expected, 30, f"the route from {broker.name}")
+    route = asyncio.run(route_from(asked[0].remoting_endpoint))
+    assert {(q["brokerName"], q["perm"], q["writeQueueNums"]) for q in route["queueDatas"]} == {
+        ("broker-a", 6, 4),
+        ("broker-b", 6, 4),
+    }
+
+    async def send_to_b() -> SendResult:
+        async with AsyncRemotingProducer(expected["broker-b"]["0"]) as producer:
+            return await producer.send(TOPIC, b"through a slave's route")
+
+    assert asyncio.run(send_to_b()).status is SendStatus.SEND_OK
 
 
 def test_the_official_client_through_one_broker_sends_to_every_group(cluster, tmp_path):

@@ -8,6 +8,7 @@ the broker's own account (/proc/<pid>/status: VmRSS before, VmHWM, its peak, aft
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -359,6 +360,24 @@ def test_a_poisoned_send_gets_its_own_error_and_every_good_send_of_its_turn_is_s
         stored = await pull_records(master.remoting_endpoint, "Poison", 25)
         bodies = sorted(r.body for r in stored)
         assert bodies == sorted([b"first"] + [b"good-%d-%d" % (c, i) for c in range(4) for i in range(6)])
+
+    asyncio.run(scenario())
+
+
+def test_a_property_with_an_empty_key_is_dropped_as_rocketmq_drops_it_and_the_message_stored(make_cluster):
+    """Issue 32 item 6: a 4.x consumer's own fallback re-send carried a property with an empty key;
+    RocketMQ's MessageDecoder skips such a pair and stores the message."""
+    master = start(make_cluster)
+
+    async def scenario() -> None:
+        text = "\x01orphan\x02KEYS\x01k-1\x02"
+        command = send_command("Lenient", b"kept", 7, {})
+        command = dataclasses.replace(command, ext_fields={**command.ext_fields, SEND_V1_FIELDS["properties"]: text})
+        answers = await exchange(master.remoting_endpoint, [command])
+        assert answers[7].code == ResponseCode.SUCCESS, answers[7]
+        (stored,) = await pull_records(master.remoting_endpoint, "Lenient", 1)
+        assert stored.body == b"kept" and stored.properties["KEYS"] == "k-1"
+        assert "" not in stored.properties
 
     asyncio.run(scenario())
 

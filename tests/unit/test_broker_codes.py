@@ -12,6 +12,7 @@ from rocketstore.broker import codes, remoting_codes
 from rocketstore.broker.core.pull import PullAction
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route, RouteBroker
+from rocketstore.broker.remoting_routes import topic_route_data
 from rocketstore.broker.v2_messages import (
     endpoints_of,
     group_message_queues,
@@ -186,6 +187,37 @@ def test_official_clients_get_each_group_once_at_id_0_and_ours_every_broker():
     assert [q.id for q in queues] == [0, 1, 0, 1]
     replicas = route_message_queues(pb.Resource(name="T"), route.brokers)
     assert {(q.broker.name, q.broker.id) for q in replicas} == {(n, i) for n, i, _, _ in brokers}
+
+
+def route_of(*brokers: tuple[str, int, str, bool]) -> Route:
+    config = TopicConfig("T", 2, 2)
+    return Route(
+        "T", tuple(RouteBroker(name, i, e, config, ro, e.replace(":1", ":3")) for name, i, e, ro in brokers), True
+    )
+
+
+def test_a_remoting_route_names_every_group_and_its_brokers_by_id():
+    route = route_of(
+        ("a", 0, "10.0.0.1:1", False),
+        ("a", 1, "10.0.0.2:1", True),
+        ("b", 0, "10.0.1.1:1", True),  # a slave standing in for its master: read-only
+        ("c", 1, "10.0.2.2:1", True),  # electing a master: its slave still serves reads
+    )
+    # This broker (10.0.0.2:1) names itself by its own remoting endpoint.
+    data = topic_route_data(route, "C", "10.0.0.2:1", "10.0.0.2:9")
+    assert data["brokerDatas"] == [
+        {"cluster": "C", "brokerName": "a", "brokerAddrs": {"0": "10.0.0.1:3", "1": "10.0.0.2:9"}},
+        {"cluster": "C", "brokerName": "b", "brokerAddrs": {"0": "10.0.1.1:3"}},
+        {"cluster": "C", "brokerName": "c", "brokerAddrs": {"1": "10.0.2.2:3"}},
+    ]
+    assert [(q["brokerName"], q["perm"], q["writeQueueNums"]) for q in data["queueDatas"]] == [
+        ("a", 6, 2),
+        ("b", 4, 2),
+        ("c", 4, 2),
+    ]
+    # A group no broker of which has a remoting endpoint known is left out.
+    bare = Route("T", (RouteBroker("d", 0, "10.0.3.1:1", TopicConfig("T", 2, 2), False),), True)
+    assert topic_route_data(bare, "C", "x:1", "x:9")["brokerDatas"] == []
 
 
 def test_peer_host():

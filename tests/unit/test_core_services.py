@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -18,7 +19,15 @@ from rocketstore.broker.client_registry import ClientKind, ClientRegistry, Heart
 from rocketstore.broker.client_table import ClientLimits
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.core.clients import ClientService
-from rocketstore.broker.core.long_polling import ArrivalWatch, Read, Step, poll
+from rocketstore.broker.core.long_polling import (
+    DEADLINE_MARGIN_S,
+    DISPATCH_WAIT_MAX_S,
+    ArrivalWatch,
+    Read,
+    Step,
+    dispatch_wait_seconds,
+    poll,
+)
 from rocketstore.broker.core.pull import PULL_ACTIONS, PullAction, PullRequest, classify, pull_action
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route
@@ -26,7 +35,9 @@ from rocketstore.broker.core.send import Planned, PutEntry, SendItem, SendOutcom
 from rocketstore.broker.core.sender import Sender
 from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.view import StaticView
+from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistration, ClusterView, TopicRoute
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, StoreConfig
+from store.clock import wall_clock_ms
 from store.log.codec import java_string_hash
 from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from store.metadata.topic_config import TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
@@ -403,22 +414,68 @@ def test_after_a_wait_arrivals_the_filter_drops_keep_the_poll_waiting(store):
     assert found.action is PullAction.DELIVER and [m.body for m in found.messages] == [b"kept"]
 
 
-def test_poll_answers_the_last_value_at_the_deadline_and_reads_again_at_once():
+def test_a_pull_without_long_poll_waits_for_the_dispatch_of_an_assigned_offset_only(store):
+    core = core_of(store)
+    store.put_message(Message("Orders", 0, b"first"))
+    assert store.wait_dispatched()
+    held = store.max_offset
+    store.set_dispatch_limit(lambda: held)  # the next put is appended and answered, not dispatched
+
     async def scenario():
         watch = ArrivalWatch()
         watch.bind_loop(asyncio.get_running_loop())
-        steps = iter([Step.AGAIN, Step.WAIT, Step.WAIT])
+        store.add_arrival_listener(watch.on_arrival)
+        await asyncio.to_thread(store.put_message, Message("Orders", 0, b"second"))
+        past = await core.pulls.read(pull_request(offset=2), watch)  # past what was assigned: at once
+        waiting = asyncio.create_task(core.pulls.read(pull_request(offset=1, deadline_s=60.0), watch))
+        await wait_for(lambda: watch.waiting == 1)
+        store.set_dispatch_limit(None)
+        return past, await asyncio.wait_for(waiting, 60)
+
+    past, woken = asyncio.run(scenario())
+    assert (past.action, past.next_offset, past.text) == (PullAction.WAIT, 2, "no new message")
+    assert woken.action is PullAction.DELIVER and [m.body for m in woken.messages] == [b"second"]
+
+
+def test_the_dispatch_wait_is_capped_and_ends_before_the_calls_deadline():
+    assert dispatch_wait_seconds(None) == DISPATCH_WAIT_MAX_S
+    assert dispatch_wait_seconds(60.0) == DISPATCH_WAIT_MAX_S
+    assert dispatch_wait_seconds(DEADLINE_MARGIN_S + 0.25) == pytest.approx(0.25)
+    assert dispatch_wait_seconds(DEADLINE_MARGIN_S / 2) == 0.0
+
+
+def polled(steps: list[Step], arrive_at_read: int = 0, pending_wait_s: float = 0.0) -> tuple[int, list[bool], int]:
+    """`poll` with no long poll over reads answering `steps` in turn (each read's value is its
+    number, from 1), an arrival during read `arrive_at_read`: the value answered, each read's
+    `waited`, and the waits left registered."""
+
+    async def scenario():
+        watch = ArrivalWatch()
+        watch.bind_loop(asyncio.get_running_loop())
+        answers = iter(steps)
         seen: list[bool] = []
 
         async def read(waited: bool) -> Read[int]:
             seen.append(waited)
-            return Read(next(steps), len(seen))
+            if len(seen) == arrive_at_read:
+                watch.on_arrival(Message("T", 0, b""))
+            return Read(next(answers), len(seen))
 
-        value = await poll(watch, [("T", 0)], 0.0, read)
+        value = await poll(watch, [("T", 0)], 0.0, read, pending_wait_s=pending_wait_s)
         return value, seen, watch.waiting
 
-    value, seen, waiting = asyncio.run(scenario())
-    assert (value, seen, waiting) == (2, [False, False], 0)
+    return asyncio.run(scenario())
+
+
+def test_poll_waits_past_a_shorter_long_poll_only_while_the_read_is_pending():
+    # The second read (watching) sees the dispatch arrive: the third read comes after a wait.
+    assert polled([Step.PENDING, Step.PENDING, Step.DONE], 2, pending_wait_s=60.0) == (3, [False, False, True], 0)
+    # A WAIT after the pending read ends at the long poll's deadline, here at once.
+    assert polled([Step.PENDING, Step.WAIT], pending_wait_s=60.0) == (2, [False, False], 0)
+
+
+def test_poll_answers_the_last_value_at_the_deadline_and_reads_again_at_once():
+    assert polled([Step.AGAIN, Step.WAIT, Step.WAIT]) == (2, [False, False], 0)
 
 
 # -- offsets, routes, clients -----------------------------------------------------------------------
@@ -434,6 +491,18 @@ def test_offsets_refuse_unknown_topics_and_commits_on_a_slave(store):
     refused = slave.commit("g", "Orders", 0, 4)
     assert refused is not None and refused.reason is Reason.NOT_MASTER and refused.master_endpoint == "10.0.0.1:10911"
     assert offsets.consumer_offset("g", "Orders", 0) == 3
+
+
+def test_a_group_without_an_offset_starts_at_0_until_the_queue_loses_its_first_message(store, monkeypatch):
+    offsets = core_of(store).offsets
+    assert offsets.start_offset("new", "Orders", 1) == 0
+    assert offsets.commit("new", "Orders", 1, 2) is None and offsets.start_offset("new", "Orders", 1) == 2
+    # Messages deleted from the queue's start: RocketMQ answers QUERY_NOT_FOUND (start at the end).
+    monkeypatch.setattr(store, "min_queue_offset", lambda topic, queue_id: 5)
+    later = offsets.start_offset("later", "Orders", 1)
+    assert isinstance(later, Refusal) and later.reason is Reason.OFFSET_NOT_FOUND
+    assert offsets.start_offset("new", "Orders", 1) == 2
+    assert offsets.start_offset("new", "Nowhere", 0).reason is Reason.TOPIC_NOT_FOUND
 
 
 def test_routes_of_a_master_its_slave_and_a_slave_acting_for_it(store):
@@ -460,7 +529,6 @@ def test_routes_of_a_master_its_slave_and_a_slave_acting_for_it(store):
     assert slave_routes.route("Fresh").reason is Reason.TOPIC_NOT_FOUND
     (acting,) = slave_routes.route("Orders").brokers
     assert (acting.broker_id, acting.client_endpoint, acting.read_only) == (0, "10.0.0.2:10911", True)
-    assert slave_routes.own("Orders") == acting
 
 
 def test_a_route_names_each_group_once_at_id_0_with_every_member(store):
@@ -473,6 +541,92 @@ def test_a_route_names_each_group_once_at_id_0_with_every_member(store):
     # A group electing a master has no broker at id 0: its members are still named.
     slaves_only = Route("Orders", route.brokers[1:], True)
     assert [(g.serving, len(g.members)) for g in slaves_only.groups()] == [(None, 1)]
+
+
+def test_a_master_whose_put_fence_refuses_writes_is_routed_read_only_until_it_can_take_them(store):
+    # A new controller-mode SYNC_MASTER refuses puts until a replica is in sync: a producer sent
+    # there would fail and hold the whole group out for its failure pause.
+    routes = core_of(store, FencedView(BrokerRole.SYNC_MASTER, client="10.0.0.1:10911")).routes
+    store.set_put_fence(lambda: "IN_SYNC_REPLICAS_NOT_ENOUGH: 1 in-sync replicas, a SYNC_MASTER needs 2")
+    try:
+        assert store.put_fence_reason() is not None
+        assert [(b.broker_id, b.read_only) for b in routes.route("Orders").brokers] == [(0, True)]
+    finally:
+        store.set_put_fence(None)
+    assert store.put_fence_reason() is None
+    assert [(b.broker_id, b.read_only) for b in routes.route("Orders").brokers] == [(0, False)]
+
+
+@dataclass
+class RegistryView(FencedView):
+    """A `FencedView` with a cluster registry read just now (the whole cluster, this group too)."""
+
+    registry: ClusterView | None = None
+
+    def cluster_registry(self):
+        return (self.registry, 60_000) if self.registry is not None else None
+
+    def cluster_view(self):
+        return self.registry.without("broker-a") if self.registry is not None else None
+
+
+def registered(broker_id: int, role: str, endpoint: str, **extra) -> BrokerRegistration:
+    return BrokerRegistration(
+        "C", "broker-a", broker_id, role, endpoint, remoting_endpoint=endpoint.replace(":10911", ":10913"), **extra
+    )
+
+
+def test_every_broker_of_a_group_names_the_same_members_from_a_fresh_registry(store):
+    now = wall_clock_ms()
+    records = [
+        registered(0, MASTER, "10.0.0.1:10911", topics={"Orders": TopicRoute(4, 4)}),
+        registered(1, SLAVE, "10.0.0.2:10911"),
+        registered(2, SLAVE, "10.0.0.3:10911"),
+    ]
+    registry = ClusterView.from_registrations("C", records, now)
+    # A slave knows first-hand its master and itself; its fellow slave comes from the registry.
+    slave = RegistryView(BrokerRole.SLAVE, client="10.0.0.2:10911", master_client="10.0.0.1:10911", registry=registry)
+    from_slave = core_of(store, slave, broker_id=1).routes.route("Orders")
+    # A master that has no stream from slave 2 yet names it too.
+    master = RegistryView(BrokerRole.SYNC_MASTER, client="10.0.0.1:10911", registry=registry)
+    master.slaves = [SlaveSnapshot("ha", 1, "10.0.0.2:10911", 0, 0, 0.0, True, 0)]
+    from_master = core_of(store, master).routes.route("Orders")
+    for route, own in ((from_slave, "10.0.0.2:10911"), (from_master, "10.0.0.1:10911")):
+        assert sorted((b.broker_id, b.client_endpoint, b.read_only) for b in route.brokers) == [
+            (0, "10.0.0.1:10911", False),
+            (1, "10.0.0.2:10911", True),
+            (2, "10.0.0.3:10911", True),
+        ]
+        # The registry lends the others' remoting endpoints; this broker's own is its adapter's.
+        remoting = {b.client_endpoint: b.remoting_endpoint for b in route.brokers}
+        assert remoting.pop(own) == "" and set(remoting.values()) == {e.replace(":10911", ":10913") for e in remoting}
+
+
+@dataclass
+class ElectedView(FencedView):
+    """A controller-mode `FencedView` whose elected master the test sets."""
+
+    elected_id: int | None = None
+
+    def controller_status(self):
+        master = None if self.elected_id is None else SimpleNamespace(broker_id=self.elected_id)
+        return SimpleNamespace(master=master)
+
+
+def test_a_controller_mode_slave_routes_writers_to_the_elected_master_and_reads_to_itself(store):
+    slave = ElectedView(
+        BrokerRole.SLAVE, client="10.0.0.2:10911", master_client="10.0.0.1:10911", fence="a slave", elected_id=2
+    )
+    routes = core_of(store, slave, broker_id=0).routes
+    # Configured as brokerId 0, it is named by the elected master's id: id 0 is the master's alone.
+    assert [(b.broker_id, b.client_endpoint, b.read_only) for b in routes.route("Orders").brokers] == [
+        (0, "10.0.0.1:10911", False),
+        (2, "10.0.0.2:10911", True),
+    ]
+    fresh = routes.route("Fresh")
+    assert not fresh.exists and [b.client_endpoint for b in fresh.brokers] == ["10.0.0.1:10911"]
+    slave.master_client, slave.elected_id = "", None
+    assert routes.route("Orders").reason is Reason.NO_MASTER
 
 
 def test_heartbeats_register_consumers_within_the_limits(store):

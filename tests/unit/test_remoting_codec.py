@@ -149,12 +149,16 @@ def test_a_cut_batch_body_is_refused_with_the_entry_named(cut):
         decode_batch_body(body[:cut])
 
 
-def test_properties_use_rocketmqs_separators_and_refuse_a_pair_without_value():
+def test_properties_use_rocketmqs_separators_and_skip_the_pairs_rocketmq_skips():
     text = properties_to_string({"TAGS": "a", "KEYS": "k1 k2"})
     assert text == "TAGS\x01a\x02KEYS\x01k1 k2\x02"
     assert string_to_properties(text) == {"TAGS": "a", "KEYS": "k1 k2"}
-    with pytest.raises(ValueError, match="without a value separator"):
-        string_to_properties("TAGS\x02")
+    # As RocketMQ's MessageDecoder: a pair without a separator or with an empty name is skipped
+    # (an empty value is kept, as the store holds it); a second separator in a value (the store
+    # could not write it back) is refused.
+    assert string_to_properties("TAGS\x02\x01orphan\x02K\x01\x02KEYS\x01k\x02") == {"K": "", "KEYS": "k"}
+    with pytest.raises(ValueError, match="in its value"):
+        string_to_properties("KEYS\x01a\x01b\x02")
 
 
 hosts = st.sampled_from([("127.0.0.1", 10911), ("10.1.2.3", 1), ("::1", 10911), ("fe80::1", 65535)])

@@ -28,6 +28,7 @@ from store.message import (
 )
 from store.metadata.topic_config import Permission, TopicConfig
 from store.queue.message_filter import TagFilter
+from store.queue.reads import assigned_not_dispatched
 from store.retention import CleanPolicy, CleanService
 from store.status import GetMessageStatus
 from support import run_threads
@@ -944,7 +945,31 @@ def test_a_pull_at_an_assigned_but_undispatched_offset_waits_rather_than_resetti
         # Past what the put path assigned, the offset is wrong indeed.
         assert store.get_message("g", "Race", 0, 3, 32, 1 << 20).status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
         assert store.get_message("g", "Fresh", 0, 2, 32, 1 << 20).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+        # What a reader waits for (read your writes): the assigned offsets only, not the end.
+        undispatched = [("Race", 0), ("Race", 1), ("Race", 2), ("Fresh", 0), ("Fresh", 1)]
+        waits = [store.queue_offset_undispatched(t, 0, q) for t, q in undispatched]
+        assert waits == [False, True, False, True, False]
         store.set_dispatch_limit(None)
         wait_dispatched(store)
         result = store.get_message("g", "Race", 0, 1, 32, 1 << 20)
         assert result.status is GetMessageStatus.FOUND and [m.body for m in result.messages] == [b"second"]
+        assert not store.queue_offset_undispatched("Race", 0, 1) and not store.queue_offset_undispatched("Fresh", 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("queue_offset", "dispatched_next", "assigned_next", "waits"),
+    [
+        (4, 5, 7, False),  # dispatched: readable now
+        (5, 5, 7, True),  # assigned, the dispatcher's next
+        (6, 5, 7, True),  # assigned, further on
+        (7, 5, 7, False),  # the next put's offset: nothing to wait for
+        (9, 5, 7, False),  # past what was assigned
+        (0, 0, 0, False),  # a queue never written
+        (0, 0, 1, True),  # the first message, its queue not dispatched yet
+        (3, 3, 3, False),  # everything dispatched
+    ],
+)
+def test_an_offset_is_assigned_not_dispatched_from_the_queue_end_up_to_the_next_put(
+    queue_offset, dispatched_next, assigned_next, waits
+):
+    assert assigned_not_dispatched(queue_offset, dispatched_next, assigned_next) is waits

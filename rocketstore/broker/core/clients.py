@@ -52,5 +52,9 @@ class ClientService:
             return Refusal(Reason.CONSUMER_NOT_ONLINE, f"no consumer of group {group} is online")
         return clients
 
+    def members(self, group: str, now_ms: int) -> list[str]:
+        """The ids of the group's consumers online now; none for an illegal name."""
+        return [] if group_problem(group) is not None else self.registry.consumer_ids(group, now_ms)
+
     def housekeep(self, now_ms: int) -> None:
         self.registry.housekeep(now_ms)

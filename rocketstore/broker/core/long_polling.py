@@ -18,6 +18,12 @@ only waits.
 `long_poll_seconds` is how long a wait may last: what the client asks, within the broker's
 longPollingMaxMs, ending `DEADLINE_MARGIN_S` before the call's own deadline when it has one.
 
+Read your writes: a read that finds nothing where a put was already given a queue offset the
+dispatcher has not queued yet says PENDING. `poll` then waits for that dispatch (an arrival wakes
+it like a long poll) even when the client asked for no long poll, for at most
+`dispatch_wait_seconds`: `DISPATCH_WAIT_MAX_S`, ending `DEADLINE_MARGIN_S` before the call's
+deadline. A read past what was assigned answers at once as before.
+
 Thread-safety: `ArrivalWatch.on_arrival` from any thread (it reads a dict and schedules a
 callback on the loop); everything else on the loop bound with `bind_loop`.
 """
@@ -34,6 +40,9 @@ T = TypeVar("T")
 
 # A long poll answers this long before the client's deadline, so the answer beats the deadline.
 DEADLINE_MARGIN_S = 0.5
+# How long a read waits at most for the dispatch of a message whose put was already given its
+# queue offset (dispatch trails the put by far less on a healthy broker).
+DISPATCH_WAIT_MAX_S = 1.0
 
 
 def long_poll_seconds(wanted_ms: int, max_ms: int, remaining_s: float | None) -> float:
@@ -43,6 +52,12 @@ def long_poll_seconds(wanted_ms: int, max_ms: int, remaining_s: float | None) ->
     if remaining_s is not None:
         wait_s = min(wait_s, max(0.0, remaining_s - DEADLINE_MARGIN_S))
     return wait_s
+
+
+def dispatch_wait_seconds(remaining_s: float | None) -> float:
+    """How long a read waits for an assigned message's dispatch: DISPATCH_WAIT_MAX_S, ending
+    DEADLINE_MARGIN_S before the call's deadline (`remaining_s`) when it has one."""
+    return long_poll_seconds(int(DISPATCH_WAIT_MAX_S * 1000), int(DISPATCH_WAIT_MAX_S * 1000), remaining_s)
 
 
 class ArrivalWatch:
@@ -104,6 +119,9 @@ class Step(enum.Enum):
     DONE = "DONE"  # answer with this read's value
     AGAIN = "AGAIN"  # read again at once
     WAIT = "WAIT"  # nothing yet: wait for an arrival (or answer this value at the deadline)
+    # Nothing yet, but a put was given an offset read here: as WAIT, waiting at least the
+    # dispatch wait even when the long poll is shorter.
+    PENDING = "PENDING"
 
 
 class Read(Generic[T]):
@@ -122,11 +140,15 @@ async def poll(
     wait_s: float,
     read: Callable[[bool], Awaitable[Read[T]]],
     wake_in_s: Callable[[], float | None] | None = None,
+    pending_wait_s: float = 0.0,
 ) -> T:
-    """Read until a read is DONE or `wait_s` passed; `read(waited)` is told whether a wait came
-    before it. `wake_in_s` may shorten a wait (a pop's in-flight message becoming visible)."""
+    """Read until a read is DONE or `wait_s` passed (`pending_wait_s`, when longer, while the
+    read says PENDING); `read(waited)` is told whether a wait came before it. `wake_in_s` may
+    shorten a wait (a pop's in-flight message becoming visible)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
+    start = loop.time()
+    deadline = start + wait_s
+    pending_deadline = start + max(wait_s, pending_wait_s)
     event: asyncio.Event | None = None
     waited = False
     try:
@@ -138,7 +160,7 @@ async def poll(
                 return outcome.value
             if outcome.step is Step.AGAIN:
                 continue
-            remaining = deadline - loop.time()
+            remaining = (pending_deadline if outcome.step is Step.PENDING else deadline) - loop.time()
             if remaining <= 0:
                 return outcome.value
             if event is None:

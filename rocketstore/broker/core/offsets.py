@@ -3,7 +3,10 @@ a queue's bounds (min, max, by store time), decided once for both front ends.
 
 Every call checks the names and the queue first (`queues`: a legal topic and group, a queue id in
 range, and the topic exists: offsets of unknown topics are refused, never created). A group that
-committed nothing for the queue answers OFFSET_NOT_FOUND. A commit is refused on a slave
+committed nothing for the queue answers OFFSET_NOT_FOUND; `start_offset` (RocketMQ 4.x's
+QUERY_CONSUMER_OFFSET) answers 0 instead while the queue's minimum offset is still 0 (nothing
+deleted from it yet), RocketMQ's rule, so a new group starting "from the last offset" reads what the
+queue holds. A commit is refused on a slave
 (NOT_MASTER: offsets are committed on the master, whose table the slaves copy), then checked for
 its range and the table's bound (`queues.commit_consumer_offset`). A search by time reads the
 queue's messages: call `offset_by_time` from a worker thread.
@@ -33,6 +36,17 @@ class OffsetService:
         offset = self._store.consumer_offsets.query_offset(group, topic, queue_id)
         if offset < 0:
             return Refusal(Reason.OFFSET_NOT_FOUND, f"group {group} has no offset for {topic}:{queue_id}")
+        return offset
+
+    def start_offset(self, group: str, topic: str, queue_id: int) -> int | Refusal:
+        """Where a consumer of the group starts the queue: its committed offset, else 0 while the
+        queue still begins at 0. RocketMQ's broker answers so (a 4.x client falls back to the end
+        of the queue only on QUERY_NOT_FOUND), so a new group does not skip what was sent before
+        it first came; once messages were deleted from the queue, OFFSET_NOT_FOUND."""
+        offset = self.consumer_offset(group, topic, queue_id)
+        if isinstance(offset, Refusal) and offset.reason is Reason.OFFSET_NOT_FOUND:
+            if self._store.min_queue_offset(topic, queue_id) == 0:
+                return 0
         return offset
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> Refusal | None:

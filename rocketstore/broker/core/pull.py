@@ -19,9 +19,11 @@ whatever its size). The store's `GetMessageStatus` becomes a `PullAction`:
 - MESSAGE_CORRUPTED: REFUSE, `corrupted_text`, and the next offset stays on the damaged message.
 
 A WAIT is long polled (`long_polling.poll`) for the time the client asked, within
-longPollingMaxMs and the call's own deadline; a SKIP after a wait (arrivals the filter drops)
-moves on and keeps waiting for one it keeps. Each front end maps the action to its codes
-(`codes.PULL_CODES`, `remoting_codes.PULL_RESPONSE`).
+longPollingMaxMs and the call's own deadline; a WAIT at a queue offset a put was already given
+but the dispatcher has not queued yet (`store.queue_offset_undispatched`) waits for that dispatch
+even without a long poll, within `long_polling.dispatch_wait_seconds` (read your writes); a SKIP
+after a wait (arrivals the filter drops) moves on and keeps waiting for one it keeps. Each front
+end maps the action to its codes (`codes.PULL_CODES`, `remoting_codes.PULL_RESPONSE`).
 
 Thread-safety: `check` and `classify` are pure over the store's tables; `read` runs on the event
 loop of the `ArrivalWatch` it is given, with store reads in worker threads.
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from store import GetMessageResult, GetMessageStatus, MessageExt, MessageStore, TagFilter
 
 from ..config import BrokerConfigs
-from .long_polling import ArrivalWatch, Read, Step, long_poll_seconds, poll
+from .long_polling import ArrivalWatch, Read, Step, dispatch_wait_seconds, long_poll_seconds, poll
 from .queues import group_problem, queue_problem
 from .refusals import Reason, Refusal
 
@@ -180,6 +182,9 @@ class PullService:
             nonlocal offset
             if before_read is not None:
                 await before_read()
+            # Asked before the read: a dispatch that ends between the two cannot make an empty read
+            # look like the queue's real end.
+            pending = store.queue_offset_undispatched(topic, queue_id, offset)
             result = await asyncio.to_thread(
                 store.get_message, request.group, topic, queue_id, offset, batch, MAX_PULL_BYTES, found
             )
@@ -188,9 +193,14 @@ class PullService:
                 offset = result.next_begin_offset  # arrivals the filter drops: wait for one it keeps
                 return Read(Step.AGAIN, _answer(result, PullAction.SKIP, offset))
             answer = _answer(result, action, offset, self._text(result, action, request, offset))
-            return Read(Step.WAIT if action is PullAction.WAIT else Step.DONE, answer)
+            if action is not PullAction.WAIT:
+                return Read(Step.DONE, answer)
+            return Read(Step.PENDING if pending else Step.WAIT, answer)
 
-        return await poll(watch, [(topic, queue_id)], self.wait_seconds(request), attempt)
+        pending_wait_s = dispatch_wait_seconds(request.deadline_s)
+        return await poll(
+            watch, [(topic, queue_id)], self.wait_seconds(request), attempt, pending_wait_s=pending_wait_s
+        )
 
     @staticmethod
     def _text(result: GetMessageResult, action: PullAction, request: PullRequest, offset: int) -> str:

@@ -4,7 +4,8 @@ whether it is read-only. Each front end encodes a `Route` its own way (gRPC: one
 queue, either per group at id 0 or per broker; remoting: RocketMQ's TopicRouteData).
 
 This group's part, as this broker knows it first-hand (topic table, role, master):
-- a master names itself as broker id 0, read-only while drained, then its connected slaves
+- a master names itself as broker id 0, read-only while drained or while its put fence refuses
+  writes (controller mode: a new SYNC_MASTER until a replica is in sync), then its connected slaves
   read-only (`slave_route_id`); a topic it does not have yet gets a route to write to when
   autoCreateTopicEnable is on (the first send creates it; a route never does), else
   TOPIC_NOT_FOUND;
@@ -14,16 +15,18 @@ This group's part, as this broker knows it first-hand (topic table, role, master
   alone, as the master would route it (its first send creates it), when autoCreateTopicEnable
   is on;
 - a slave acting for its master that is down names itself as id 0, read-only;
-- in controller mode a slave routes writers to the elected master alone (NO_MASTER while there is
-  none and it does not act for one).
+- in controller mode a slave names the elected master as id 0 (it creates the topic) and itself,
+  read-only, when it has the topic (NO_MASTER while there is none and it does not act for one).
+With a fresh cluster registry, the group's registered brokers complete this part (a slave's fellow
+slaves, a master's slaves it has no stream from yet) and lend their remoting endpoints to its
+entries: every broker of the group names the same members.
 
 With a cluster registry (`BrokerView.cluster_view`), the other groups serving the topic follow
 (`other_groups`): per group its master as id 0 (read-only when drained or the topic is), or a
 slave standing in for it as id 0 read-only, and each slave read-only under its own id. A topic
 this group would only create, while other groups have it, is routed to those alone.
 
-`own` is this broker's own entry alone (the remoting API's route names only the broker asked;
-its adapter fills in its own remoting endpoint, which the entries of this group do not carry).
+This broker's own entry carries no remoting endpoint: its remoting adapter knows it.
 
 `Route.groups` is the same route per group: the broker at id 0 and the group's other members, for
 an encoding that names each group once (RocketMQ 5's clients talk to id 0 only).
@@ -33,7 +36,7 @@ Thread-safety: reads the store's tables and the view; no state of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rocketstore.coordination.cluster_routes import ClusterView, ServedTopic
 from store import MessageStore
@@ -144,6 +147,8 @@ class RouteService:
         if refused is not None:
             return refused
         local = self._local(topic)
+        if isinstance(local, Route):
+            local = Route(topic, self._with_registered(local.brokers), local.exists)
         cluster = self._view.cluster_view()
         if cluster is None:
             return local
@@ -155,14 +160,6 @@ class RouteService:
             # groups have it): the other groups' brokers alone.
             return Route(topic, tuple(others), elsewhere)
         return Route(topic, local.brokers + tuple(others), local.exists)
-
-    def own(self, topic: str) -> RouteBroker | Refusal:
-        """This broker's own entry of the route."""
-        refused = topic_problem(topic)
-        if refused is not None:
-            return refused
-        found = self._config(topic)
-        return found if isinstance(found, Refusal) else self._self_entry(found[0])
 
     # -- this group --------------------------------------------------------------------------
 
@@ -187,8 +184,11 @@ class RouteService:
         # A slave acting for its master that is down stands in as broker id 0, read-only:
         # RocketMQ 5 clients talk to id 0 only, and producers find nothing to write to.
         stands_in = not slave or self._view.acting_master()
-        read_only = slave or self._store.write_refusal() is not None
-        broker_id = 0 if stands_in else self._broker.broker_id
+        # A master its put fence holds back (a new SYNC_MASTER until a replica is in sync, a
+        # handover) is routed read-only: a producer sent there would hold the group out.
+        store = self._store
+        read_only = slave or store.write_refusal() is not None or store.put_fence_reason() is not None
+        broker_id = 0 if stands_in else slave_route_id(self._broker.broker_id, self._serving_id())
         return RouteBroker(self._broker.broker_name, broker_id, self._view.client_endpoint(), config, read_only)
 
     def _local(self, topic: str) -> Route | Refusal:
@@ -234,15 +234,70 @@ class RouteService:
         return Route(topic, (entry,), known is not None)
 
     def _elected_master_route(self, topic: str) -> Route | Refusal | None:
-        """Controller mode, on a slave: writers go to the elected master (it creates the topic);
-        None when the slave acts for its master that is down (it routes as one)."""
+        """Controller mode, on a slave: writers go to the elected master (it creates the topic),
+        reads may come here when this slave has the topic; None when the slave acts for its
+        master that is down (it routes as one)."""
         master = self._view.master_client_endpoint()
         if master:
             known = self._store.topics.get(topic) or topic_from_queues(self._store, topic)
-            return self._master_alone(topic, master, known)
+            to_master = self._master_alone(topic, master, known)
+            if known is None:
+                return to_master
+            return Route(topic, (*to_master.brokers, self._self_entry(known)), True)
         if self._view.acting_master():
             return None
         return Refusal(Reason.NO_MASTER, f"broker {self._broker.broker_name} has no master elected now")
+
+    def _with_registered(self, brokers: tuple[RouteBroker, ...]) -> tuple[RouteBroker, ...]:
+        """This group's first-hand entries completed from a fresh registry: the remoting endpoints
+        of the brokers it names, then its registered slaves not named yet (read-only, as the other
+        groups' slaves are). Unchanged without a registry or when its last read is stale."""
+        group = self._registered_group()
+        if group is None or not brokers:
+            return brokers
+        own = self._view.client_endpoint()
+        registered = {r.client_endpoint: r for r in (*group.slaves, *([group.master] if group.master else ()))}
+
+        def remoting(broker: RouteBroker) -> str:
+            record = registered.get(broker.client_endpoint)
+            # This broker's own is its remoting adapter's to fill in.
+            return "" if broker.client_endpoint == own or record is None else record.remoting_endpoint
+
+        named = [replace(b, remoting_endpoint=b.remoting_endpoint or remoting(b)) for b in brokers]
+        # This broker is named first-hand or not at all (a slave without the topic).
+        known = {own, *(b.client_endpoint for b in named)}
+        serving_id, config = self._serving_id(), named[0].config
+        for slave in group.slaves:
+            if slave.client_endpoint and slave.client_endpoint not in known:
+                slave_id = slave_route_id(slave.broker_id, serving_id)
+                named.append(
+                    RouteBroker(
+                        slave.broker_name, slave_id, slave.client_endpoint, config, True, slave.remoting_endpoint
+                    )
+                )
+                known.add(slave.client_endpoint)
+        return tuple(named)
+
+    def _registered_group(self):
+        """This group as the registry's last fresh read shows it; None without one."""
+        registry = self._view.cluster_registry()
+        if registry is None:
+            return None
+        view, max_age_ms = registry
+        if view is None or not view.fresh(wall_clock_ms(), max_age_ms):
+            return None
+        return view.groups.get(self._broker.broker_name)
+
+    def _serving_id(self) -> int:
+        """The brokerId of the broker this group's route names as id 0."""
+        if not self._roles.is_slave or self._view.acting_master():
+            return self._broker.broker_id
+        master = getattr(self._view.controller_status(), "master", None)
+        if master is None:
+            group = self._registered_group()
+            master = group.master if group is not None else None
+        # Static mode: the master's brokerId is 0 (RocketMQ's rule).
+        return master.broker_id if master is not None else 0
 
     def _connected_slaves(self, config: TopicConfig) -> list[RouteBroker]:
         """A master's slaves, read-only, as the other groups' brokers name them: those connected."""
