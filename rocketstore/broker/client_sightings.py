@@ -15,7 +15,7 @@ Thread-safety: runs on the server's event loop; the registry takes its own lock.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
@@ -52,6 +52,11 @@ def _group(request: Any) -> str:
     return group.name if group is not None else ""
 
 
+def client_id_of(metadata: Mapping[str, str], peer: str) -> str:
+    """Who a gRPC call comes from: its `x-mq-client-id`, else the address it calls from."""
+    return metadata.get(CLIENT_ID_HEADER, "") or _address(peer)
+
+
 class ClientSightings(grpc.aio.ServerInterceptor):
     def __init__(self, registry: ClientRegistry, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self._registry = registry
@@ -60,7 +65,7 @@ class ClientSightings(grpc.aio.ServerInterceptor):
     def record(self, method: str, request: Any, metadata: dict[str, str], peer: str) -> None:
         """What the call `method` with `request` says about its client (see the module docstring)."""
         address = _address(peer)
-        client_id = metadata.get(CLIENT_ID_HEADER, "") or address
+        client_id = client_id_of(metadata, peer)
         group = _group(request)
         if method == "NotifyClientTermination":
             self._registry.gone(client_id, group or None)

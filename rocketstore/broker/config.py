@@ -97,6 +97,16 @@ class BrokerConfig:
     # Consumer groups that consume in FIFO order (RocketMQ's consumeMessageOrderly), comma-separated:
     # within a queue, a message is delivered only when the ones before it are acked or dead-lettered.
     fifo_consumer_groups: str = ""
+    # Pop deliveries whose invisible time ran out are revived (copied to the retry topic, or
+    # dead-lettered past their last attempt) this often, with no receive needed (RocketMQ's name).
+    revive_interval_ms: int = field(default=1000, metadata=_key("reviveInterval"))
+    # A receive that gives no invisible duration (a PushConsumer's) gets this one, and with
+    # auto_renew the broker renews it renewAheadTimeMillis before it runs out, by
+    # renewSliceTimeMillis each time, for at most renewMaxTimeMillis (RocketMQ's proxy's names).
+    default_invisible_time_ms: int = field(default=60_000, metadata=_key("defaultInvisibleTimeMills"))
+    renew_ahead_time_ms: int = field(default=10_000, metadata=_key("renewAheadTimeMillis"))
+    renew_slice_time_ms: int = field(default=60_000, metadata=_key("renewSliceTimeMillis"))
+    renew_max_time_ms: int = field(default=3 * 3600 * 1000, metadata=_key("renewMaxTimeMillis"))
     # Transactions, with RocketMQ's names and defaults: a half message still open after
     # transactionTimeOut is checked back with a producer, then every transactionCheckInterval,
     # and rolled back after transactionCheckMax checks.
@@ -124,6 +134,9 @@ class BrokerConfig:
             raise ConfigError(
                 f"clusterRouteRefreshInterval must be positive (ms), got {self.cluster_route_refresh_interval_ms}"
             )
+        if not 10 <= self.revive_interval_ms <= 3_600_000:
+            raise ConfigError(f"reviveInterval out of range (10..3600000 ms): {self.revive_interval_ms}")
+        self._check_renewals()
         if not 0 <= self.retry_max_times <= 1000:
             raise ConfigError(f"retryMaxTimes out of range (0..1000): {self.retry_max_times}")
         if self.transaction_timeout_ms <= 0 or self.transaction_check_interval_ms <= 0:
@@ -173,6 +186,23 @@ class BrokerConfig:
             self.remoting_max_consumer_groups,
             self.remoting_max_clients,
         )
+
+    def _check_renewals(self) -> None:
+        twelve_hours = 12 * 3600 * 1000
+        for key, value in (
+            ("defaultInvisibleTimeMills", self.default_invisible_time_ms),
+            ("renewSliceTimeMillis", self.renew_slice_time_ms),
+        ):
+            if not 1000 <= value <= twelve_hours:
+                raise ConfigError(f"{key} out of range (1000..{twelve_hours} ms): {value}")
+        shortest = min(self.default_invisible_time_ms, self.renew_slice_time_ms)
+        if not 0 < self.renew_ahead_time_ms < shortest:
+            raise ConfigError(
+                f"renewAheadTimeMillis must be positive and below defaultInvisibleTimeMills and "
+                f"renewSliceTimeMillis ({shortest} ms): {self.renew_ahead_time_ms}"
+            )
+        if self.renew_max_time_ms <= 0:
+            raise ConfigError(f"renewMaxTimeMillis must be positive (ms): {self.renew_max_time_ms}")
 
     @property
     def fifo_groups(self) -> frozenset[str]:

@@ -21,9 +21,12 @@ Wire facts this module and `v2_messages.py` own (the rest is messaging.proto):
 - A SendMessageResponse has one entry per message and a status summing them up (`codes.summarize`).
 - A stored message read back carries body_digest MD5 (upper-case hex; see `wire.digests`), message_type
   (NORMAL; FIFO with a group; DELAY once delayed; TRANSACTION once committed), delivery_attempt =
-  reconsume times + 1, and the RocketStore extensions commit_log_offset, sys_flag,
-  reconsume_times, flag.
+  reconsume times + 1, a timed message's delivery_timestamp (its TIMER_DELIVER_MS, as RocketMQ's
+  proxy answers it), and the RocketStore extensions commit_log_offset, sys_flag, reconsume_times,
+  flag.
 - PullMessage streams one Status, then the messages, then next_offset.
+- A call naming a namespace is refused UNSUPPORTED, naming it (`namespaces.py`): namespaces are
+  not isolated here.
 
 Every answer carries a status; expected failures are codes (`codes.py`), and an unexpected
 exception is logged and answered INTERNAL_ERROR, never surfacing as a gRPC UNKNOWN. Bytes that
@@ -52,6 +55,7 @@ from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
 from . import codes
+from .client_sightings import client_id_of
 from .cluster_route import other_groups_assignments
 from .core.long_polling import ArrivalWatch
 from .core.pull import PullRequest
@@ -59,6 +63,7 @@ from .core.queues import group_problem
 from .core.refusals import Refusal
 from .core.sender import Sender
 from .core.services import BrokerCore
+from .namespaces import namespace_refusal
 from .pop_api import PopApi
 from .pop_service import PopService, PopStatus
 from .receipt_handle import ReceiptSigner
@@ -87,11 +92,15 @@ log = logging.getLogger("rocketstore.broker.messaging")
 
 
 def _guarded(response_type):
-    """Unary methods: an unexpected exception is logged and answered INTERNAL_ERROR."""
+    """Unary methods: a namespace is refused (`namespaces.py`); an unexpected exception is logged
+    and answered INTERNAL_ERROR."""
 
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
+            refused = namespace_refusal(context.invocation_metadata(), request)
+            if refused is not None:
+                return response_type(status=refused)
             try:
                 return await method(self, request, context)
             except grpc.aio.AbortError:
@@ -108,12 +117,17 @@ def _guarded(response_type):
 
 
 def _guarded_stream(response_type):
-    """Server-streaming methods: an unexpected exception is answered INTERNAL_ERROR as the
-    stream's status, or, once a status went out, by aborting the call."""
+    """Server-streaming methods: a namespace is refused (`namespaces.py`); an unexpected exception
+    is answered INTERNAL_ERROR as the stream's status, or, once a status went out, by aborting
+    the call."""
 
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
+            refused = namespace_refusal(context.invocation_metadata(), request)
+            if refused is not None:
+                yield response_type(status=refused)
+                return
             sent_status = False
             try:
                 async for response in method(self, request, context):
@@ -162,6 +176,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             ReceiptSigner(secret),
             clock_ms,
             max_attempts=lambda group: max_attempts,
+            fifo=lambda group: group in broker.fifo_groups,
             journal=pop_journal or PopJournal(store.config.root),
         )
         roles = core.roles
@@ -173,7 +188,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         period_s = min(max(min(settings.timeout_ms, settings.check_interval_ms) / 2000, 0.1), 5.0)
         transactions = TransactionService(store, clock_ms, settings)
         self._transactions = TransactionApi(transactions, roles.write_refusal, period_s)
-        self._telemetry = TelemetryStreams(self._settings_answer, self._transactions, telemetry_check)
+        self._telemetry = TelemetryStreams(
+            self._settings_answer, self._transactions, telemetry_check, on_end=self._pop.client_gone
+        )
         self._timers = TimerService(store, clock_ms, roles.write_refusal)
 
     # -- long-poll wakes ------------------------------------------------------------------------
@@ -183,11 +200,15 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         self._arrivals.bind_loop(loop)
         self._transactions.start()
         self._timers.start()
+        self._pop_service.start(self._configs.broker.revive_interval_ms / 1000)
+        self._pop.start()
 
     async def close(self) -> None:
         self._sender.close()
         await self._transactions.stop()
         await self._timers.stop()
+        await self._pop.stop()
+        await self._pop_service.stop()
         await asyncio.to_thread(self._pop_service.close)
 
     def consumes_by_pop(self, group: str, topic: str) -> bool:
@@ -233,6 +254,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     @_guarded(pb.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request, context) -> pb.NotifyClientTerminationResponse:
+        self._pop.client_gone(client_id_of(dict(context.invocation_metadata() or ()), context.peer()))
         return pb.NotifyClientTerminationResponse(status=OK)
 
     # -- SendMessage ----------------------------------------------------------------------------
@@ -381,5 +403,9 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         return self._telemetry.count
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
+        refused = namespace_refusal(context.invocation_metadata())
+        if refused is not None:
+            yield pb.TelemetryCommand(status=refused)
+            return
         async for command in self._telemetry.serve(request_iterator, context):
             yield command

@@ -12,7 +12,13 @@ Wire facts owned here:
   receive that stopped at a message whose put was answered but which is not dispatched yet waits
   for it even with no long poll (read your writes, `long_polling.dispatch_wait_seconds`).
 - Invisible durations are accepted from 1 s to 12 h (RocketMQ's proxy asks at least 10 s on
-  receive; tests here use shorter ones); none given (PushConsumer) means 60 s.
+  receive; tests here use shorter ones); none given (PushConsumer) means defaultInvisibleTimeMills
+  (60 s). Such a receive with auto_renew has its deliveries renewed (`pop_renewals.py`) until the
+  client acks, nacks or dead-letters them (by the handle it got: the broker uses the current one)
+  or goes away.
+- An ack (or a dead-lettering) in a FIFO group, and any change of invisible time, wakes the
+  receives long-polling the topic: a FIFO group's next message goes out as soon as the one before
+  it is acked, not when a waiting receive's long poll runs out.
 - A receipt handle that does not verify, or names a delivery no longer current, is refused
   INVALID_RECEIPT_HANDLE; an ack or change that is not durable answers MASTER_PERSISTENCE_TIMEOUT.
 
@@ -24,6 +30,8 @@ Thread-safety: one event loop.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 
 from google.protobuf import timestamp_pb2
@@ -33,16 +41,22 @@ from store.metadata.topic_config import SYSTEM_TOPICS, TopicConfig
 from wire.rpc import messaging_pb2 as pb
 
 from . import codes
+from .client_sightings import client_id_of
 from .config import BrokerConfigs
 from .core.long_polling import ArrivalWatch, Read, Step, dispatch_wait_seconds, long_poll_seconds, poll
 from .core.queues import group_problem, topic_from_queues, topic_problem
 from .core.refusals import Reason, Refusal
-from .pop_service import PopAnswer, PopService, PopStatus, retry_topic
+from .pop_renewals import RenewalLimits, RenewalSchedule
+from .pop_service import PopAnswer, Popped, PopService, PopStatus, retry_topic
+from .repeating import Repeating
 from .v2_messages import OK, duration_of, pop_assignment, status, tag_filter_of, to_pb_message
+
+log = logging.getLogger("rocketstore.broker.pop")
 
 MIN_INVISIBLE_MS = 1_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
-DEFAULT_INVISIBLE_MS = 60_000
+# Deliveries renewed for their consumers at once; past that one keeps the time it was given.
+MAX_RENEWALS = 100_000
 MAX_RECEIVE_BATCH = 1024
 MAX_ACK_ENTRIES = 1024
 
@@ -71,6 +85,15 @@ class PopApi:
         self._pop = pop
         self._arrivals = arrivals
         self._refusal = refusal
+        broker = configs.broker
+        limits = RenewalLimits(
+            broker.renew_ahead_time_ms, broker.renew_slice_time_ms, broker.renew_max_time_ms, MAX_RENEWALS
+        )
+        self._renewals = RenewalSchedule(limits)
+        # Held while one delivery is renewed: a client's ack, nack or dead letter of it waits for
+        # the renewal's new handle rather than racing it with the old one.
+        self._renewing = asyncio.Lock()
+        self._renew_rounds = Repeating(self.renew_due, self._renew_pause_s, "pop renewal")
 
     # -- checks ---------------------------------------------------------------------------------
 
@@ -157,11 +180,13 @@ class PopApi:
         queue = request.message_queue
         topic = queue.topic.name
         queue_ids = self._queue_ids(topic, queue.id)
+        given = request.HasField("invisible_duration")
         invisible_ms = (
-            request.invisible_duration.ToMilliseconds()
-            if request.HasField("invisible_duration")
-            else DEFAULT_INVISIBLE_MS
+            request.invisible_duration.ToMilliseconds() if given else self._configs.broker.default_invisible_time_ms
         )
+        # RocketMQ 5's PushConsumer asks the broker to keep its messages invisible while it works.
+        renew_for = client_id_of(dict(context.invocation_metadata() or ()), context.peer())
+        renew = request.auto_renew and not given
         batch = min(request.batch_size, MAX_RECEIVE_BATCH)
         fifo = group in self._configs.broker.fifo_groups
 
@@ -177,14 +202,15 @@ class PopApi:
             due_ms = self._pop.next_due_ms(group, topic, queue_ids)
             return None if due_ms is None else max(0.0, (due_ms - self._clock()) / 1000) + 0.005
 
-        # Redeliveries come back through the group's retry topic: its arrivals wake the poll too.
-        keys = [(topic, q) for q in queue_ids] + [(retry_topic(group, topic), 0)]
+        keys = self._watched(group, topic, queue_ids)
         wait_s = self._wait_seconds(request, context)
         pending_wait_s = dispatch_wait_seconds(context.time_remaining())
         popped = await poll(self._arrivals, keys, wait_s, pop, wake_in_s, pending_wait_s=pending_wait_s)
         if not popped:
             yield pb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
+        if renew:
+            self._renew(renew_for, group, topic, popped)
         yield pb.ReceiveMessageResponse(status=OK)
         for item in popped:
             message = to_pb_message(item.message, queue.topic.resource_namespace)
@@ -197,6 +223,76 @@ class PopApi:
         now.GetCurrentTime()
         yield pb.ReceiveMessageResponse(delivery_timestamp=now)
 
+    @staticmethod
+    def _watched(group: str, topic: str, queue_ids: list[int]) -> list[tuple[str, int]]:
+        # Redeliveries come back through the group's retry topic: its arrivals wake the poll too.
+        return [(topic, q) for q in queue_ids] + [(retry_topic(group, topic), 0)]
+
+    def _release(self, group: str, topic: str, answers: list[PopAnswer], *, fifo_only: bool) -> None:
+        """Receives waiting on the topic read again now that a call changed what they may get: an
+        ack or dead-lettering lets a FIFO group's next message go out (issue 32: it waited for
+        the long poll to run out), a new invisible time moves when a message comes back."""
+        if fifo_only and group not in self._configs.broker.fifo_groups:
+            return
+        if any(a.status is PopStatus.OK for a in answers):
+            self._arrivals.wake(self._watched(group, topic, self._queue_ids(topic, 0)))
+
+    # -- auto-renew -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._renew_rounds.start()
+
+    async def stop(self) -> None:
+        await self._renew_rounds.stop()
+
+    def _renew(self, client_id: str, group: str, topic: str, popped: list[Popped]) -> None:
+        now = self._clock()
+        for item in popped:
+            if not self._renewals.add(client_id, group, topic, item.receipt_handle, now + item.invisible_ms, now):
+                log.warning("%d deliveries are renewed already; those of %s now are not", MAX_RENEWALS, group)
+                return
+
+    def _renew_pause_s(self) -> float:
+        # Never sleep past a renewal's time: at most half the margin before its delivery shows.
+        ceiling = min(1.0, self._renewals.limits.ahead_ms / 2000)
+        next_ms = self._renewals.next_due_ms()
+        if next_ms is None:
+            return ceiling
+        return min(max((next_ms - self._clock()) / 1000, 0.01), ceiling)
+
+    async def renew_due(self) -> int:
+        """One round: the deliveries due for renewal get their new invisible time. How many."""
+        slice_ms = self._renewals.limits.slice_ms
+        renewed = 0
+        for key, handle in self._renewals.due(self._clock()):
+            group, topic, _ = key
+            async with self._renewing:
+                if self._renewals.handle_of(key) != handle:
+                    continue  # the client took it (ack, nack, dead letter) since the round began
+                answer = await self._pop.change_invisible(group, topic, handle, slice_ms)
+                if answer.status is PopStatus.OK:
+                    self._renewals.renewed(key, answer.receipt_handle, self._clock() + slice_ms)
+                    renewed += 1
+                elif answer.status is PopStatus.INVALID_RECEIPT_HANDLE:
+                    self._renewals.drop(key)  # acked, or redelivered: nothing of this delivery to keep
+                # NOT_DURABLE: the next round tries again, while the delivery is still invisible
+        return renewed
+
+    async def _current(self, group: str, topic: str, handles: list[str]) -> list[str]:
+        """The handles to use for what a client names by the handles it got: a renewed delivery's
+        current one (and its renewals end: the client is done with it)."""
+        if not len(self._renewals):
+            return handles
+        async with self._renewing:
+            return [self._renewals.take(group, topic, h) for h in handles]
+
+    def client_gone(self, client_id: str) -> None:
+        """A client went away (Telemetry ended, or NotifyClientTermination): its deliveries are not
+        renewed any more; they come back when their invisible time runs out."""
+        dropped = self._renewals.client_gone(client_id)
+        if dropped:
+            log.info("client %s went away: %d deliveries no longer renewed", client_id, dropped)
+
     # -- AckMessage, ChangeInvisibleDuration ----------------------------------------------------
 
     async def ack(self, request: pb.AckMessageRequest) -> pb.AckMessageResponse:
@@ -207,9 +303,10 @@ class PopApi:
             refused = status(pb.BAD_REQUEST, f"{len(request.entries)} entries in one ack; at most {MAX_ACK_ENTRIES}")
         if refused is not None:
             return pb.AckMessageResponse(status=refused)
-        answers = await self._pop.ack(
-            request.group.name, request.topic.name, [e.receipt_handle for e in request.entries]
-        )
+        group, topic = request.group.name, request.topic.name
+        handles = await self._current(group, topic, [e.receipt_handle for e in request.entries])
+        answers = await self._pop.ack(group, topic, handles)
+        self._release(group, topic, answers, fifo_only=True)
         entries = [
             pb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=_pop_status(a))
             for e, a in zip(request.entries, answers)
@@ -223,7 +320,10 @@ class PopApi:
         refused = self._resource_problem(request.group.name, request.topic.name)
         if refused is not None:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=refused)
-        answer = await self._pop.dead_letter_now(request.group.name, request.topic.name, request.receipt_handle)
+        group, topic = request.group.name, request.topic.name
+        [handle] = await self._current(group, topic, [request.receipt_handle])
+        answer = await self._pop.dead_letter_now(group, topic, handle)
+        self._release(group, topic, [answer], fifo_only=True)
         return pb.ForwardMessageToDeadLetterQueueResponse(status=_pop_status(answer))
 
     async def change_invisible(self, request: pb.ChangeInvisibleDurationRequest) -> pb.ChangeInvisibleDurationResponse:
@@ -238,7 +338,10 @@ class PopApi:
                     pb.ILLEGAL_INVISIBLE_TIME, f"invisible_duration {ms} ms is outside 0..{MAX_INVISIBLE_MS} ms"
                 )
             )
-        answer = await self._pop.change_invisible(request.group.name, request.topic.name, request.receipt_handle, ms)
+        group, topic = request.group.name, request.topic.name
+        [handle] = await self._current(group, topic, [request.receipt_handle])
+        answer = await self._pop.change_invisible(group, topic, handle, ms)
+        self._release(group, topic, [answer], fifo_only=False)
         if answer.status is PopStatus.INVALID_RECEIPT_HANDLE:
             return pb.ChangeInvisibleDurationResponse(status=_pop_status(answer))
         return pb.ChangeInvisibleDurationResponse(status=_pop_status(answer), receipt_handle=answer.receipt_handle)

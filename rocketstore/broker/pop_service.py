@@ -10,6 +10,9 @@ ack is answered OK only once its event is as durable as a message (PUT_OK): a ma
 after that cannot make the new master deliver it again. Deliveries are answered without waiting for
 their events' durability: at worst a new master delivers them again (at least once).
 
+A revive round (`revive_due`, every `reviveInterval` on the loop) moves due deliveries to the
+retry topic or the dead letters with no receive needed, under the same lock as the calls.
+
 The state is rebuilt from `POP_TOPIC` when the store's role generation changes (start, promotion)
 before the first call that needs it.
 
@@ -53,6 +56,7 @@ from .core.pull import MAX_PULL_BYTES
 from .core.queues import name_problem
 from .core.send import PROPERTY_SHARDING_KEY
 from .receipt_handle import InvalidReceiptHandle, Receipt, ReceiptSigner
+from .repeating import Repeating
 from .system_queue import read_events
 
 log = logging.getLogger("rocketstore.broker.pop")
@@ -67,6 +71,10 @@ _REPLAY_GROUP = "RS_SYS_POP_REPLAY"
 # A redelivery the broker cannot make now (its retry or dead-letter topic was refused, or the put
 # failed) waits the receive's invisible time again, at most this long, then is tried again.
 POSTPONE_MAX_MS = 60_000
+# A revive round handles at most this many due deliveries of one queue (the next round goes on),
+# and one it cannot move now (its topic refused, the put failed) is tried again this much later.
+REVIVE_MAX_PER_QUEUE = 256
+REVIVE_POSTPONE_MS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,9 @@ class _Round:
     batch: int
     invisible_ms: int
     now: int
+    # False in a revive round: nobody receives, so nothing is delivered (what would be redelivered
+    # in place stays due for the next receive).
+    delivers: bool = True
     events: list[Event] = field(default_factory=list)
     popped: list[Popped] = field(default_factory=list)
     # Due deliveries out of attempts (or whose message is gone), and those going to the retry topic.
@@ -136,7 +147,7 @@ class _Round:
 
     @property
     def full(self) -> bool:
-        return len(self.popped) >= self.batch
+        return not self.delivers or len(self.popped) >= self.batch
 
 
 class PopService:
@@ -147,12 +158,15 @@ class PopService:
         clock_ms: Callable[[], int],
         *,
         max_attempts: Callable[[str], int] = lambda group: DEFAULT_MAX_ATTEMPTS,
+        fifo: Callable[[str], bool] = lambda group: False,
         journal: PopJournal | None = None,
     ) -> None:
         self._store = store
         self._signer = signer
         self._clock = clock_ms
         self._max_attempts = max_attempts
+        self._fifo = fifo
+        self._revives: Repeating | None = None
         self._journal = journal
         self._journal_writer = ThreadPoolExecutor(1, thread_name_prefix="pop-journal") if journal else None
         self._state = PopState()
@@ -379,6 +393,8 @@ class PopService:
         (settled after the round), or to the dead letters once their attempts are spent."""
         group, topic, state = work.group, work.topic, work.state
         for offset, held in state.due(key, work.now, work.room):
+            if in_place and not work.delivers and held.attempt < self._max_attempts(group):
+                continue  # comes back in place at the next receive; a revive round only dead-letters it
             ext = await self._read_one(group, key[1], key[2], offset)
             attempts = _attempts(topic, key, ext, held.attempt)
             if ext is None or attempts >= self._max_attempts(group):
@@ -412,6 +428,54 @@ class PopService:
             passed = work.state.pass_over(key, result.next_begin_offset)
             if passed is not None:
                 work.events.append(passed)
+
+    # -- revive: the broker's own schedule -----------------------------------------------------
+
+    def start(self, interval_s: float) -> None:
+        """Run `revive_due` every `interval_s` on the running loop (RocketMQ's reviveInterval)."""
+        if self._revives is None:
+            self._revives = Repeating(self.revive_due, lambda: interval_s, "pop revive")
+            self._revives.start()
+
+    async def stop(self) -> None:
+        if self._revives is not None:
+            await self._revives.stop()
+            self._revives = None
+
+    def _consumed_topic(self, group: str, source: str) -> str:
+        """The topic a group consumes from a queue it pops: its retry topic's origin, or itself."""
+        prefix = retry_topic(group, "")
+        return source[len(prefix) :] if source.startswith(prefix) else source
+
+    async def revive_due(self) -> int:
+        """Deliveries whose invisible time ran out, handled with no receive needed: copied to the
+        group's retry topic (where a receive finds them, its arrival waking waiting receives) or,
+        past their last attempt, dead-lettered, as RocketMQ's revive service does; a FIFO
+        group's that still have attempts stay in place for the group's next receive. A master's
+        work: a slave acting for its master does not put. The number of events decided."""
+        if self._acting:
+            return 0
+        async with self._lock:
+            state = await self._ready()
+            now = self._clock()
+            events: list[Event] = []
+            for key in state.due_keys(now):
+                group = key[0]
+                topic = self._consumed_topic(group, key[1])
+                work = _Round(state, group, topic, REVIVE_MAX_PER_QUEUE, REVIVE_POSTPONE_MS, now, delivers=False)
+                await self._take_due(work, key, self._redeliver_in_place(group, topic, self._fifo(group)))
+                await self._settle_retries(work)
+                await self._settle_dead(work)
+                events += work.events
+            durable = self._append(events) if events else None
+            self._commit_offsets(state, events)
+        if durable is not None:
+            result = await durable
+            if result.status is not PutMessageStatus.PUT_OK:
+                log.warning(
+                    "revived pop deliveries not durable (%s): a new master may revive them again", result.status.name
+                )
+        return len(events)
 
     def _deliver(self, work: _Round, key: Key, ext: MessageExt, offset: int, pops: int, attempt: int) -> None:
         event = work.state.deliver(key, offset, pops, work.until)

@@ -32,6 +32,7 @@ from wire.log_limit import LogLimiter, peer_host
 from wire.request_guard import MalformedRequest
 from wire.rpc import messaging_pb2 as pb
 
+from .client_sightings import client_id_of
 from .transaction_api import TransactionApi
 
 log = logging.getLogger("rocketstore.broker.telemetry")
@@ -104,8 +105,10 @@ class TelemetryStreams:
         settings_answer: Callable[[pb.TelemetryCommand], pb.TelemetryCommand],
         transactions: TransactionApi,
         telemetry_check: TelemetryCheck | None = None,
+        on_end: Callable[[str], None] | None = None,
     ) -> None:
         self._settings_answer = settings_answer
+        self._on_end = on_end  # told the client id of a stream that ended (the client went away)
         self._transactions = transactions
         self._check = telemetry_check
         self._dropped = LogLimiter(log)
@@ -164,3 +167,5 @@ class TelemetryStreams:
             self.count -= 1
             self._transactions.unregister(outbox)
             reader.cancel()
+            if self._on_end is not None:
+                self._on_end(client_id_of(metadata, context.peer()))

@@ -25,7 +25,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from rocketstore.broker.timer_state import PROPERTY_TIMER_DELIVER_MS, TimerState, decode_done, encode_done
+from rocketstore.broker.timer_state import (
+    PROPERTY_TIMER_DELIVER_MS,
+    TimerState,
+    decode_done,
+    deliver_ms_of,
+    encode_done,
+)
 from store import MessageStore
 from store.log.codec import CorruptMessage
 from store.message import PROPERTY_REAL_TOPIC, Message, MessageExt, parked
@@ -43,13 +49,6 @@ _MAX_PER_ROUND = 256
 
 def timer_message(msg: Message, deliver_ms: int) -> Message:
     return parked(msg, TIMER_TOPIC, 0, {PROPERTY_TIMER_DELIVER_MS: str(deliver_ms)})
-
-
-def _deliver_ms(ext: MessageExt) -> int | None:
-    try:
-        return int(ext.properties.get(PROPERTY_TIMER_DELIVER_MS, ""))
-    except ValueError:
-        return None
 
 
 class TimerService:
@@ -75,7 +74,7 @@ class TimerService:
         store, state = self._store, self._state
 
         def on_timer(ext: MessageExt) -> None:
-            at = _deliver_ms(ext)
+            at = deliver_ms_of(ext.properties)
             if at is None or PROPERTY_REAL_TOPIC not in ext.properties:
                 log.error("timed message at %d has no delivery time or real topic; skipped", ext.physical_offset)
                 return

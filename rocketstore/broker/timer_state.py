@@ -20,9 +20,18 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+
+
+def deliver_ms_of(properties: Mapping[str, str]) -> int | None:
+    """The delivery time a timed message carries (TIMER_DELIVER_MS); None for another message and
+    for a value that is not a number (a damaged record is not a timed one)."""
+    try:
+        return int(properties.get(PROPERTY_TIMER_DELIVER_MS, ""))
+    except ValueError:
+        return None
 
 
 class TimerState:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from rocketstore.broker.timer_state import PROPERTY_TIMER_DELIVER_MS
+from rocketstore.broker.timer_state import PROPERTY_TIMER_DELIVER_MS, deliver_ms_of
 from store import Message, MessageExt, TagFilter
 from store.log.codec import MAX_PROPERTIES_LENGTH, encode_properties
 from store.message import (
@@ -439,6 +439,9 @@ def to_pb_message(ext: MessageExt, namespace: str = "") -> pb.Message:
     group = properties.get(PROPERTY_SHARDING_KEY)
     if group:
         sp.message_group = group
+    deliver_ms = deliver_ms_of(properties)
+    if deliver_ms is not None:
+        sp.delivery_timestamp.CopyFrom(_timestamp(deliver_ms))
     user = {k: v for k, v in properties.items() if k not in RESERVED_PROPERTY_KEYS}
     return pb.Message(
         topic=pb.Resource(resource_namespace=namespace, name=ext.topic),

@@ -155,6 +155,11 @@ class PopState:
             return []
         return sorted((o, f) for o, f in p.inflight.items() if f.invisible_until_ms <= now_ms)[:limit]
 
+    def due_keys(self, now_ms: int) -> list[Key]:
+        """The queues holding an in-flight message whose invisible time is over (what the broker's
+        revive round looks at)."""
+        return [k for k, p in self._queues.items() if any(f.invisible_until_ms <= now_ms for f in p.inflight.values())]
+
     def next_due_ms(self, keys: Iterable[Key]) -> int | None:
         """When the next in-flight message of these queues becomes visible again."""
         times = [f.invisible_until_ms for k in keys if (p := self._queues.get(k)) for f in p.inflight.values()]

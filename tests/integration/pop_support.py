@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import grpc
 from google.protobuf import duration_pb2
 
@@ -13,6 +15,18 @@ def _duration(seconds: float) -> duration_pb2.Duration:
     d = duration_pb2.Duration()
     d.FromMilliseconds(int(seconds * 1000))
     return d
+
+
+def received(answers: Iterable[pb.ReceiveMessageResponse]) -> tuple[int, list[pb.Message]]:
+    """A ReceiveMessage stream's status code and messages."""
+    code, messages = None, []
+    for answer in answers:
+        if answer.HasField("status"):
+            code = answer.status.code
+        elif answer.HasField("message"):
+            messages.append(answer.message)
+    assert code is not None
+    return code, messages
 
 
 class Pop:
@@ -35,14 +49,7 @@ class Pop:
             invisible_duration=_duration(invisible_s),
             long_polling_timeout=_duration(wait_s),
         )
-        code, messages = None, []
-        for response in self._stub.ReceiveMessage(request, timeout=wait_s + 10):
-            if response.HasField("status"):
-                code = response.status.code
-            elif response.HasField("message"):
-                messages.append(response.message)
-        assert code is not None
-        return code, messages
+        return received(self._stub.ReceiveMessage(request, timeout=wait_s + 10))
 
     def ack(self, *handles: str) -> pb.AckMessageResponse:
         entries = [pb.AckMessageEntry(message_id="m", receipt_handle=h) for h in handles]

@@ -15,6 +15,7 @@ from google.protobuf import duration_pb2
 
 from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
+from pop_support import received
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
 from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.messaging import MessagingServicer
@@ -57,14 +58,26 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def serving(
-    root, *, broker_id: int = 0, long_polling_max_ms: int = 30_000, view: StaticView | None = None, **store_overrides
+    root,
+    *,
+    broker_id: int = 0,
+    long_polling_max_ms: int = 30_000,
+    view: StaticView | None = None,
+    broker_settings: dict | None = None,
+    **store_overrides,
 ):
     config = store_config(root, **store_overrides)
     store = MessageStore(config)
     store.load()
     store.start()
+    broker = BrokerConfig(
+        broker_name="broker-a",
+        broker_id=broker_id,
+        long_polling_max_ms=long_polling_max_ms,
+        **(broker_settings or {}),
+    )
     configs = BrokerConfigs(
-        BrokerConfig(broker_name="broker-a", broker_id=broker_id, long_polling_max_ms=long_polling_max_ms),
+        broker,
         config,
         HaConfig(),
     )
@@ -269,6 +282,91 @@ def test_long_poll_is_woken_by_a_send(tmp_path):
     run(body())
 
 
+def _receive(h: Harness, group: str, wait_s: int, *, auto_renew: bool = False) -> pb.ReceiveMessageRequest:
+    request = pb.ReceiveMessageRequest(
+        group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1)
+    )
+    request.batch_size = 1
+    if auto_renew:
+        request.auto_renew = True  # and no invisible time, as a PushConsumer asks
+    else:
+        request.invisible_duration.FromSeconds(60)
+    request.long_polling_timeout.FromSeconds(wait_s)
+    return request
+
+
+async def _received(h: Harness, request: pb.ReceiveMessageRequest) -> tuple[int, list[pb.Message]]:
+    return received([answer async for answer in h.stub.ReceiveMessage(request, timeout=120)])
+
+
+def test_an_ack_wakes_a_receive_waiting_for_the_next_message_of_its_fifo_group(tmp_path):
+    """Issue 32 item 2: a 30-message backlog in one message group drained in bursts, one per long
+    poll, because the ack that lets the next message go out did not wake the waiting receive."""
+
+    async def body():
+        async with serving(
+            tmp_path, long_polling_max_ms=120_000, broker_settings={"fifo_consumer_groups": "fifo"}
+        ) as h:
+            bodies = [f"m{i}".encode() for i in range(30)]
+            sent = [message(b, send_queue_id=0, message_group="one-group") for b in bodies]
+            assert (await send(h, *sent)).status.code == pb.OK
+            code, (held,) = await _received(h, _receive(h, "fifo", 1))
+            assert code == pb.OK
+            delivered, expired = [held.body], 0
+            while len(delivered) < len(bodies) and expired == 0:
+                # The group's next message waits for this one's ack: the receive long-polls, and
+                # only the ack can end it well inside its 30 s.
+                waiting = asyncio.create_task(_received(h, _receive(h, "fifo", 30)))
+                await wait_for(lambda: h.servicer.waiting_pulls or waiting.done())
+                assert not waiting.done(), "a FIFO group's next message went out before the ack"
+                entry = pb.AckMessageEntry(message_id="m", receipt_handle=held.system_properties.receipt_handle)
+                request = pb.AckMessageRequest(group=pb.Resource(name="fifo"), topic=held.topic, entries=[entry])
+                assert (await h.stub.AckMessage(request, timeout=30)).status.code == pb.OK
+                code, got = await waiting
+                if code != pb.OK:
+                    expired += 1
+                    continue
+                (held,) = got
+                delivered.append(held.body)
+            assert expired == 0 and delivered == bodies
+
+    run(body())
+
+
+def test_auto_renewed_deliveries_stay_invisible_until_acked_or_their_client_goes_away(tmp_path):
+    """Issue 32 item 1: a PushConsumer's auto-renew receive got a fixed invisible time. The broker
+    renews it while its client is there: acked by the handle the client got, after renewals; shown
+    again once the client's Telemetry stream ends."""
+    # Renewed 1 s after each receive or renewal: 3 s of margin before the delivery would show.
+    renew = {"default_invisible_time_ms": 4_000, "renew_slice_time_ms": 4_000, "renew_ahead_time_ms": 3_000}
+
+    async def body():
+        async with serving(tmp_path, long_polling_max_ms=120_000, broker_settings=renew) as h:
+            client = (("x-mq-client-id", "push-client-1"),)
+            telemetry = h.stub.Telemetry(timeout=120, metadata=client)
+            await telemetry.write(pb.TelemetryCommand(settings=pb.Settings(client_type=pb.PUSH_CONSUMER)))
+            assert (await telemetry.read()).status.code == pb.OK
+            await send(h, message(b"kept", send_queue_id=0), message(b"left", send_queue_id=0))
+
+            async def receive(wait_s: int) -> tuple[int, list[pb.Message]]:
+                request = _receive(h, "renewed", wait_s, auto_renew=True)
+                return received([a async for a in h.stub.ReceiveMessage(request, timeout=120, metadata=client)])
+
+            code, [kept] = await receive(5)
+            code, [left] = await receive(5)
+            assert [kept.body, left.body] == [b"kept", b"left"]
+            # Past two invisible times, renewed each time: nothing shows again.
+            assert await receive(10) == (pb.MESSAGE_NOT_FOUND, [])
+            entry = pb.AckMessageEntry(message_id="m", receipt_handle=kept.system_properties.receipt_handle)
+            ack = pb.AckMessageRequest(group=pb.Resource(name="renewed"), topic=kept.topic, entries=[entry])
+            assert (await h.stub.AckMessage(ack, timeout=30)).status.code == pb.OK  # the handle it got
+            await telemetry.done_writing()  # the client goes away: "left" is not renewed any more
+            code, again = await receive(30)
+            assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"left", 2)]
+
+    run(body())
+
+
 def test_long_poll_on_an_empty_queue_ends_with_message_not_found(tmp_path):
     async def body():
         async with serving(tmp_path) as h:
@@ -438,13 +536,13 @@ def test_offsets_api(tmp_path):
 def test_query_route_shape(tmp_path):
     async def body():
         async with serving(tmp_path, default_topic_queue_nums=4) as h:
-            request = pb.QueryRouteRequest(topic=pb.Resource(resource_namespace="ns1", name="RouteTopic"))
+            request = pb.QueryRouteRequest(topic=pb.Resource(name="RouteTopic"))
             route = await h.stub.QueryRoute(request, timeout=10)
             assert route.status.code == pb.OK
             assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
             host, port = h.endpoint.split(":")
             for q in route.message_queues:
-                assert (q.topic.resource_namespace, q.topic.name) == ("ns1", "RouteTopic")
+                assert (q.topic.resource_namespace, q.topic.name) == ("", "RouteTopic")
                 assert q.permission == pb.READ_WRITE
                 assert (q.broker.name, q.broker.id) == ("broker-a", 0)
                 assert q.broker.endpoints.scheme == pb.IPv4
@@ -457,6 +555,47 @@ def test_query_route_shape(tmp_path):
             assert [q.permission for q in uneven.message_queues] == [pb.READ_WRITE, pb.READ_WRITE, pb.READ]
             bad = await h.stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="no/slash")), timeout=10)
             assert bad.status.code == pb.ILLEGAL_TOPIC
+
+    run(body())
+
+
+def test_every_call_naming_a_namespace_is_refused_naming_it_and_changes_nothing(tmp_path):
+    """Issue 32 item 4: namespaces were echoed back but isolated nothing. A namespace, in the
+    x-mq-namespace header or in a resource, is refused UNSUPPORTED on every call, naming it."""
+
+    async def body():
+        async with serving(tmp_path) as h:
+
+            def topic(namespace: str = "tenant-a") -> pb.Resource:
+                return pb.Resource(resource_namespace=namespace, name="NsTopic")
+
+            group = pb.Resource(resource_namespace="tenant-a", name="ns-group")
+            header = (("x-mq-namespace", "tenant-b"),)
+            sent = pb.Message(topic=topic(), body=b"x", system_properties=pb.SystemProperties(message_id="id"))
+            answers = [
+                await h.stub.QueryRoute(pb.QueryRouteRequest(topic=topic()), timeout=10),
+                await h.stub.SendMessage(pb.SendMessageRequest(messages=[sent]), timeout=10),
+                await h.stub.Heartbeat(pb.HeartbeatRequest(group=group), timeout=10),
+                await h.stub.QueryAssignment(pb.QueryAssignmentRequest(topic=topic(), group=group), timeout=10),
+                await h.stub.AckMessage(
+                    pb.AckMessageRequest(topic=topic(""), group=pb.Resource(name="g")), timeout=10, metadata=header
+                ),
+            ]
+            receive = pb.ReceiveMessageRequest(group=group, message_queue=pb.MessageQueue(topic=topic()))
+            answers += [r async for r in h.stub.ReceiveMessage(receive, timeout=10)]
+            answers += [r async for r in h.stub.PullMessage(pull_request(topic="NsTopic"), timeout=10, metadata=header)]
+            telemetry = h.stub.Telemetry(timeout=10, metadata=header)
+            answers.append(await telemetry.read())
+            telemetry.cancel()
+            statuses = [a.status for a in answers]
+            assert [s.code for s in statuses] == [pb.UNSUPPORTED] * len(statuses), statuses
+            # The ack, the pull and Telemetry name theirs in the header, the others in a resource.
+            named = ["tenant-a"] * 4 + ["tenant-b", "tenant-a", "tenant-b", "tenant-b"]
+            assert all(f"namespace '{n}' is not supported" in s.message for n, s in zip(named, statuses)), statuses
+            assert h.store.topics.get("NsTopic") is None  # the refused send created nothing
+            # An empty namespace is no namespace.
+            plain = await h.stub.QueryRoute(pb.QueryRouteRequest(topic=topic("")), timeout=10)
+            assert plain.status.code == pb.OK
 
     run(body())
 

@@ -73,3 +73,49 @@ def test_official_producer_sends_and_our_consumer_reads_what_it_sent(make_cluste
         assert f"key-{i}" in m.keys
         assert m.properties.get("seq") == str(i)
         assert m.body_crc_ok
+
+
+NAMESPACED_PRODUCER = r"""
+import json, sys
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
+
+endpoint, topic, namespace = sys.argv[1], sys.argv[2], sys.argv[3]
+config = ClientConfiguration(endpoint, Credentials(), namespace=namespace, request_timeout=10)
+producer = Producer(config, (topic,))
+out = {}
+try:
+    producer.startup()
+    message = Message()
+    message.topic, message.body = topic, namespace.encode() or b"none"
+    out["sent"] = producer.send(message).message_id
+except Exception as exc:
+    out["error"] = str(exc)
+finally:
+    try:
+        producer.shutdown()
+    except Exception:
+        pass
+print(json.dumps(out))
+"""
+
+
+def test_clients_in_two_namespaces_are_refused_naming_theirs(make_cluster, tmp_path):
+    """Issue 32 item 4: namespaces were echoed back but separated nothing (two namespaces saw each
+    other's topics). The broker does not isolate them, so it refuses a namespace on every call,
+    naming it, and a client without one is served."""
+    from test_pop_consumption import run_official
+
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    endpoint = cluster.master.client_endpoint
+    for namespace in ("tenant-a", "tenant-b"):
+        home = tmp_path / namespace
+        out = json.loads(run_official(NAMESPACED_PRODUCER, [endpoint, "SharedName", namespace], home))
+        assert "sent" not in out and "SharedName" in out["error"], out
+        # The client raises a summary; the broker's status, naming the namespace, is in its log.
+        client_log = (home / "logs" / "rocketmq_python" / "rocketmq_client.log").read_text()
+        assert f"namespace '{namespace}' is not supported" in client_log
+    plain = json.loads(run_official(NAMESPACED_PRODUCER, [endpoint, "SharedName", ""], tmp_path / "plain"))
+    assert "error" not in plain, plain
+    with PullConsumer(endpoint, group="namespace-check") as consumer:
+        stored = [m.body for q in consumer.queues("SharedName") for m in consumer.pull("SharedName", q, 0).messages]
+    assert stored == [b"none"]  # the refused clients wrote nothing

@@ -68,13 +68,41 @@ finally:
 print(json.dumps(out))
 """
 
-PUSH_CONSUMER = r"""
+_PUSH_HEAD = r"""
 import json, os, sys, threading, time
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message,
                       MessageListener, Producer, PushConsumer)
 
 endpoint, topic, group, stop_file = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+"""
+
+# A PushConsumer whose listener records each delivery and answers `outcome(message)`, consuming
+# until the stop file appears; it prints the deliveries once shutdown() returned.
+_LISTEN_UNTIL_STOPPED = r"""
+seen = []
+lock = threading.Lock()
+
+class Listener(MessageListener):
+    def consume(self, message):
+        with lock:
+            seen.append((message.body.decode(), message.delivery_attempt))
+        return outcome(message)
+
+consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression("*")})
+consumer.startup()
+deadline = time.time() + 120
+try:
+    while not os.path.exists(stop_file) and time.time() < deadline:
+        time.sleep(0.1)
+finally:
+    consumer.shutdown()
+print(json.dumps(seen))
+"""
+
+PUSH_CONSUMER = (
+    _PUSH_HEAD
+    + r"""
 producer = Producer(config, (topic,))
 producer.startup()
 try:
@@ -84,25 +112,12 @@ try:
         producer.send(m)
 finally:
     producer.shutdown()
-seen = []
-lock = threading.Lock()
 
-class Listener(MessageListener):
-    def consume(self, message):
-        with lock:
-            seen.append((message.body.decode(), message.delivery_attempt))
-        return ConsumeResult.FAILURE if message.body == b"bad" else ConsumeResult.SUCCESS
-
-consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression("*")})
-consumer.startup()
-deadline = time.time() + 90
-try:
-    while not os.path.exists(stop_file) and time.time() < deadline:
-        time.sleep(0.1)
-finally:
-    consumer.shutdown()
-print(json.dumps(seen))
+def outcome(message):
+    return ConsumeResult.FAILURE if message.body == b"bad" else ConsumeResult.SUCCESS
 """
+    + _LISTEN_UNTIL_STOPPED
+)
 
 
 def run_official(
@@ -139,6 +154,21 @@ def test_official_simple_consumer_receives_acks_changes_and_is_redelivered_to(ma
     assert committed == 4
 
 
+def read_dead_letters(endpoint: str, group: str) -> list:
+    """What `group`'s dead-letter queue holds now (nothing before its first dead letter)."""
+    dlq_topic = "%DLQ%" + group
+    with PullConsumer(endpoint, group="dlq-reader") as consumer:
+        try:
+            return [m for q in consumer.queues(dlq_topic) for m in consumer.pull(dlq_topic, q, 0).messages]
+        except BrokerError as exc:
+            # The topic appears with the first dead letter. Until then its route is the one a
+            # send would create it by (defaultTopicQueueNums queues), so when it appears
+            # between the route and the pulls, with one queue, a later queue is out of range;
+            # the next poll reads the new route.
+            assert "does not exist" in str(exc) or "is out of range" in str(exc), exc
+            return []
+
+
 def test_official_push_consumer_retries_a_failing_message_then_dead_letters_it(make_cluster, tmp_path):
     # Three deliveries at most, one second apart (the consumers' backoff comes from the delay levels).
     settings = {"retryMaxTimes": "2", "messageDelayLevel": "1s 1s 1s 1s"}
@@ -152,19 +182,9 @@ def test_official_push_consumer_retries_a_failing_message_then_dead_letters_it(m
         text=True,
         env=dict(os.environ, HOME=str(tmp_path)),
     )
-    dlq_topic = "%DLQ%push-group"
 
     def dead_letters() -> list:
-        with PullConsumer(endpoint, group="dlq-reader") as consumer:
-            try:
-                return [m for q in consumer.queues(dlq_topic) for m in consumer.pull(dlq_topic, q, 0).messages]
-            except BrokerError as exc:
-                # The topic appears with the first dead letter. Until then its route is the one a
-                # send would create it by (defaultTopicQueueNums queues), so when it appears
-                # between the route and the pulls, with one queue, a later queue is out of range;
-                # the next poll reads the new route.
-                assert "does not exist" in str(exc) or "is out of range" in str(exc), exc
-                return []
+        return read_dead_letters(endpoint, "push-group")
 
     try:
         assert poll_until(lambda: dead_letters() != [], 60), "nothing reached the dead-letter queue"
@@ -179,6 +199,118 @@ def test_official_push_consumer_retries_a_failing_message_then_dead_letters_it(m
     assert dead.body == b"bad"
     assert dead.properties["RETRY_TOPIC"] == "PushTopic"
     assert dead.reconsume_times == 3
+
+
+def test_a_message_past_its_last_attempt_is_dead_lettered_with_no_consumer_receiving(make_cluster):
+    """Issue 32 item 3: retries and dead letters happened only inside a receive, so with no consumer
+    receiving, a message past its last attempt never reached %DLQ%<group>. The broker revives on
+    its own schedule: the unacked delivery is dead-lettered once its invisible time runs out."""
+    settings = {"retryMaxTimes": "0", "reviveInterval": "200"}
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1, settings=settings)
+    endpoint = cluster.master.client_endpoint
+    with Producer(endpoint) as producer:
+        assert producer.send("ReviveTopic", b"last-chance").ok
+    pop = Pop(endpoint, "ReviveTopic", "revive-group")
+    try:
+        code, [only] = pop.receive(invisible_s=1)
+        assert code == pb.OK and only.system_properties.delivery_attempt == 1
+    finally:
+        pop.close()  # no consumer receives from here on
+    assert poll_until(lambda: read_dead_letters(endpoint, "revive-group") != [], 30), "no dead letter"
+    [dead] = read_dead_letters(endpoint, "revive-group")
+    assert dead.body == b"last-chance" and dead.properties["RETRY_TOPIC"] == "ReviveTopic"
+    assert dead.reconsume_times == 1
+    # Dead-lettered means done: the group's progress moves past it, and it is not received again.
+    with PullConsumer(endpoint, group="revive-group") as consumer:
+        queue_id = only.system_properties.queue_id
+        assert poll_until(
+            lambda: consumer.get_offset("ReviveTopic", queue_id) == only.system_properties.queue_offset + 1, 10
+        )
+
+
+SLOW_PUSH_CONSUMER = (
+    _PUSH_HEAD
+    + r"""
+work_s = float(sys.argv[5])
+
+def outcome(message):
+    time.sleep(work_s)  # longer than the invisible time: only renewals keep it invisible
+    return ConsumeResult.SUCCESS
+"""
+    + _LISTEN_UNTIL_STOPPED
+)
+
+
+def test_a_push_consumer_slower_than_the_invisible_time_gets_each_message_once(make_cluster, tmp_path):
+    """Issue 32 item 1: auto_renew was ignored, so a listener slower than the invisible time saw
+    its message delivered again and its ack refused; in a FIFO group the rest of the message group
+    was never delivered and shutdown() hung. The broker renews auto-renew deliveries until acked."""
+    settings = {
+        "defaultInvisibleTimeMills": "2000",
+        "renewSliceTimeMillis": "2000",
+        "renewAheadTimeMillis": "1000",
+        "fifoConsumerGroups": "slow-fifo",
+    }
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings=settings)
+    endpoint = cluster.master.client_endpoint
+    bodies = ["slow-0", "slow-1", "slow-2"]
+    with Producer(endpoint) as producer:
+        sent = [producer.send("SlowTopic", body.encode(), message_group="one", queue_id=0) for body in bodies]
+    assert all(s.ok for s in sent)
+    for group in ("slow-fifo", "slow-plain"):
+        stop = tmp_path / f"stop-{group}"
+        process = subprocess.Popen(
+            [str(OFFICIAL_PYTHON), "-c", SLOW_PUSH_CONSUMER, endpoint, "SlowTopic", group, str(stop), "3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, HOME=str(tmp_path / group)),
+        )
+        try:
+            with PullConsumer(endpoint, group=group) as consumer:
+                # Every message acked (the acks were accepted): the group's offset is past them all.
+                assert poll_until(lambda: consumer.get_offset("SlowTopic", 0) == len(bodies), 90), group
+        finally:
+            stop.write_text("stop")
+            out, err = process.communicate(timeout=60)  # shutdown() returns
+        assert process.returncode == 0, err
+        seen = [tuple(d) for d in json.loads(out.strip().splitlines()[-1])]
+        assert sorted(seen) == [(body, 1) for body in bodies], (group, seen)  # once each, never again
+        if group == "slow-fifo":
+            assert seen == [(body, 1) for body in bodies]
+
+
+def test_an_official_push_consumer_drains_a_fifo_backlog_in_order_once_each(make_cluster, tmp_path):
+    """Issue 32 item 2, as the official FIFO PushConsumer sees it: a 30-message backlog in one
+    message group is delivered in order, each message once, and every ack is accepted. (That an
+    ack wakes the receive waiting for the group's next message, rather than the long poll running
+    out, is asserted on the wire by test_messaging_api's
+    test_an_ack_wakes_a_receive_waiting_for_the_next_message_of_its_fifo_group: this client's
+    receive pattern does not let a deadline tell the two apart reliably.)"""
+    cluster = make_cluster(
+        master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings={"fifoConsumerGroups": "backlog"}
+    )
+    endpoint = cluster.master.client_endpoint
+    bodies = [f"b{i:02d}" for i in range(30)]
+    with Producer(endpoint) as producer:
+        assert all(producer.send("Backlog", b.encode(), message_group="one", queue_id=0).ok for b in bodies)
+    stop = tmp_path / "stop"
+    args = [endpoint, "Backlog", "backlog", str(stop), "0"]
+    process = subprocess.Popen(
+        [str(OFFICIAL_PYTHON), "-c", SLOW_PUSH_CONSUMER, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, HOME=str(tmp_path)),
+    )
+    try:
+        with PullConsumer(endpoint, group="backlog") as consumer:
+            assert poll_until(lambda: consumer.get_offset("Backlog", 0) == len(bodies), 150), "the backlog stalled"
+    finally:
+        stop.write_text("stop")
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert [tuple(d) for d in json.loads(out.strip().splitlines()[-1])] == [(b, 1) for b in bodies]
 
 
 def test_forged_and_stale_receipt_handles_are_refused(make_cluster):
@@ -426,7 +558,8 @@ def test_redeliveries_across_many_groups_and_topics_stay_within_the_retry_topic_
             )
             assert refused >= 4 + 2  # four retry topics, at least one try per group's dead-letter topic
             admin.set_broker_config({"autoCreateRetryTopicMaxTopics": "10"})
-            # Raised: the waiting messages are dead-lettered within their postponement (1 s here).
+            # Raised: the waiting messages are dead-lettered within their postponement (the
+            # receive's 1 s, or the broker's revive round's 5 s).
             dead = {g: [] for g in groups}
 
             def dead_lettered() -> bool:

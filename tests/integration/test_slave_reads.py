@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 
 import grpc
+from test_official_client import PRODUCER
 from test_pop_consumption import run_official
 
-from client import Producer
+from client import Producer, PullConsumer
 from harness.local_cluster import poll_until
 from pop_support import Pop
 from wire.rpc import messaging_pb2 as pb
@@ -171,3 +172,19 @@ def test_a_slave_restarted_as_master_takes_its_pop_journal_into_its_log(make_clu
         assert [(m.body, m.system_properties.delivery_attempt) for m in got] == [(b"m3", 2)]
     finally:
         pop.close()
+
+
+def test_a_producer_given_a_slave_creates_a_new_topic_through_the_master(make_cluster, tmp_path):
+    """Issue 32 item 5: a slave answered TOPIC_NOT_FOUND (40402) for a topic that did not exist
+    yet, where its master routes the first send to create it. It answers as the master would."""
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    slave, master = cluster.slave_brokers[0].client_endpoint, cluster.master.client_endpoint
+    assert poll_until(lambda: cluster.caught_up(), 20)
+    answer = route(slave)
+    assert answer.status.code == pb.OK, answer.status
+    assert {endpoint for endpoint, _ in id0_endpoints(answer)} == {master}
+    assert all(q.permission == pb.READ_WRITE for q in answer.message_queues)
+    ids = json.loads(run_official(PRODUCER, [slave, TOPIC, "3"], tmp_path))
+    with PullConsumer(master, group="new-topic-check") as consumer:
+        stored = [m.msg_id for q in consumer.queues(TOPIC) for m in consumer.pull(TOPIC, q, 0).messages]
+    assert sorted(set(stored)) == sorted(ids)

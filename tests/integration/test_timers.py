@@ -10,6 +10,7 @@ import grpc
 
 from client import PullConsumer
 from harness.local_cluster import poll_until
+from pop_support import Pop
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
@@ -73,3 +74,21 @@ def test_a_waiting_timer_survives_a_restart(make_cluster):
     got = dict(visible(master.client_endpoint, "RestartTimer"))
     assert set(got) == {b"after-restart", b"before-restart"}  # each once: the fired one not again
     assert got[b"after-restart"] >= deliver_ms
+
+
+def test_a_received_timed_message_carries_its_delivery_time(make_cluster):
+    """Issue 32 item 5: a pop consumer received a delayed message without its delivery_timestamp."""
+    cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0)
+    endpoint = cluster.master.client_endpoint
+    deliver_ms = now_ms() + 800
+    send_at(endpoint, "TimedPop", b"timed", deliver_ms)
+    pop = Pop(endpoint, "TimedPop", "timed-group")
+    try:
+        got: list[pb.Message] = []
+        assert poll_until(lambda: got.extend(pop.receive(wait_s=2)[1]) or got, 20)
+        [message] = got
+        sp = message.system_properties
+        assert message.body == b"timed" and sp.message_type == pb.DELAY
+        assert sp.delivery_timestamp.ToMilliseconds() == deliver_ms
+    finally:
+        pop.close()

@@ -302,6 +302,17 @@ def test_stored_message_to_v2():
     assert (sp.commit_log_offset, sp.sys_flag, sp.reconsume_times, sp.flag) == (9000, 0, 2, 7)
 
 
+def test_a_timed_message_is_served_with_its_delivery_time_and_others_without_one():
+    """Issue 32 item 5: a received delayed or timed message carried no delivery_timestamp."""
+    ext = MessageExt("T", 0, b"x", {}, 0, 0, ("10.0.0.2", 1), ("10.0.0.1", 2), 1_000, 2_000, 0, 0, 0, 0, 90, 0, "")
+    timed = dataclasses.replace(ext, properties={"TIMER_DELIVER_MS": "1700000000123", "REAL_TOPIC": "T"})
+    sp = to_pb_message(timed).system_properties
+    assert sp.message_type == pb.DELAY and sp.delivery_timestamp.ToMilliseconds() == 1_700_000_000_123
+    assert not to_pb_message(ext).system_properties.HasField("delivery_timestamp")
+    damaged = dataclasses.replace(ext, properties={"TIMER_DELIVER_MS": "soon"})
+    assert not to_pb_message(damaged).system_properties.HasField("delivery_timestamp")
+
+
 def test_a_stored_time_beyond_what_a_timestamp_holds_is_served_clamped():
     """Issue 30: a born time past the year 9999 (stored before the store refused one) made every
     read of its queue fail (`Timestamp is not valid`). It is served clamped into the range."""

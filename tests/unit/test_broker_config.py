@@ -59,6 +59,10 @@ def test_rocketmq_defaults():
             r"below the largest remoting frame \(9437184 bytes",
         ),
         ({"haReconnectBackoffMin": "900", "haReconnectBackoffMax": "100"}, "must not exceed"),
+        ({"reviveInterval": "0"}, r"reviveInterval out of range"),
+        ({"defaultInvisibleTimeMills": "500"}, r"defaultInvisibleTimeMills out of range"),
+        ({"renewAheadTimeMillis": "60000"}, r"renewAheadTimeMillis must be positive and below"),
+        ({"renewMaxTimeMillis": "0"}, r"renewMaxTimeMillis must be positive"),
         (
             {
                 "enableControllerMode": "true",

@@ -520,8 +520,13 @@ def test_routes_of_a_master_its_slave_and_a_slave_acting_for_it(store):
     slave_view = FencedView(BrokerRole.SLAVE, client="10.0.0.2:10911", master_client="10.0.0.1:10911")
     slave_routes = core_of(store, slave_view, broker_id=1).routes
     assert [(b.broker_id, b.read_only) for b in slave_routes.route("Orders").brokers] == [(0, False), (1, True)]
-    assert slave_routes.route("Fresh").reason is Reason.TOPIC_NOT_FOUND
+    # A topic the slave does not know yet goes to its master alone, whose first send creates it
+    # (issue 32 item 5: it answered TOPIC_NOT_FOUND); reads never create it here either.
+    (to_master,) = slave_routes.route("Fresh").brokers
+    assert (to_master.broker_id, to_master.client_endpoint, to_master.read_only) == (0, "10.0.0.1:10911", False)
+    assert not slave_routes.route("Fresh").exists and store.topics.get("Fresh") is None
     slave_view.acting = True
+    assert slave_routes.route("Fresh").reason is Reason.TOPIC_NOT_FOUND
     (acting,) = slave_routes.route("Orders").brokers
     assert (acting.broker_id, acting.client_endpoint, acting.read_only) == (0, "10.0.0.2:10911", True)
 

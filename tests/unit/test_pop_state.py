@@ -93,6 +93,18 @@ def test_next_due_is_the_earliest_invisible_time_of_the_queues():
     assert state.next_due_ms([("g", "T", 1)]) is None
 
 
+def test_the_queues_due_for_a_revive_are_those_with_a_delivery_past_its_invisible_time():
+    state = started()
+    other = ("g", "T", 1)
+    state.progress(other, 0)
+    a = state.deliver(KEY, 0, 1, 300)
+    state.deliver(other, 0, 1, 700)
+    assert state.due_keys(299) == [] and state.due_keys(300) == [KEY]
+    assert sorted(state.due_keys(700)) == [KEY, other]
+    state.ack(KEY, 0, a.token)
+    assert state.due_keys(10_000) == [other]
+
+
 def test_a_replay_whose_older_events_were_deleted_starts_the_queue_at_the_events_base():
     state = PopState()
     state.apply(Delivered(KEY, 40, 42, 1, 7, 100))

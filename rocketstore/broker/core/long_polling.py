@@ -6,6 +6,9 @@ for every message it makes readable, and a wait registers an `asyncio.Event` for
 id) keys it reads. A burst of arrivals in one queue costs the loop one callback (a wake already
 scheduled is not scheduled again). Each front end has its own watch on its own loop.
 
+`wake` wakes the waits on some keys from the loop itself, for a change that is not an arrival
+(a pop ack or a new invisible time that makes a message deliverable).
+
 `poll` is the loop itself: read; when the read says WAIT, watch the keys and read again (an
 arrival between the first read and the watch is not missed), then wait for an arrival or the
 deadline (or an earlier wake the reader asks for) and read again. AGAIN reads again at once (a
@@ -80,8 +83,14 @@ class ArrivalWatch:
 
     def _wake(self, key: Key) -> None:
         self._wake_scheduled.discard(key)
-        for event in self._watchers.get(key, ()):
-            event.set()
+        self.wake((key,))
+
+    def wake(self, keys: Sequence[Key]) -> None:
+        """On the loop: the waits on `keys` read again now (something other than an arrival may
+        have given them a message: a pop ack releasing a FIFO group's next one)."""
+        for key in keys:
+            for event in self._watchers.get(key, ()):
+                event.set()
 
     @property
     def waiting(self) -> int:

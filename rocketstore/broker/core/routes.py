@@ -11,7 +11,9 @@ This group's part, as this broker knows it first-hand (topic table, role, master
   TOPIC_NOT_FOUND;
 - a slave names its master as id 0 (where clients write and pop) and itself, read-only, under its
   own id; it knows topics from its master's table or, before that arrives, from the queues it
-  replicated (`queues.topic_from_queues`);
+  replicated (`queues.topic_from_queues`); a topic it does not know yet is routed to its master
+  alone, as the master would route it (its first send creates it), when autoCreateTopicEnable
+  is on;
 - a slave acting for its master that is down names itself as id 0, read-only;
 - in controller mode a slave names the elected master as id 0 (it creates the topic) and itself,
   read-only, when it has the topic (NO_MASTER while there is none and it does not act for one).
@@ -197,7 +199,8 @@ class RouteService:
                 return elected
         found = self._config(topic)
         if isinstance(found, Refusal):
-            return found
+            created_there = self._to_be_created_by_master(topic) if slave else None
+            return created_there or found
         config, exists = found
         own = self._self_entry(config)
         if not slave:
@@ -214,6 +217,22 @@ class RouteService:
         brokers.append(own)
         return Route(topic, tuple(brokers), exists)
 
+    def _to_be_created_by_master(self, topic: str) -> Route | None:
+        """A topic a slave does not know yet, routed as its master would route it: to the master
+        (id 0), whose first send creates it; None while the master cannot take writes from here (the
+        slave acts for it, or knows no master) or does not auto-create topics."""
+        master = self._view.master_client_endpoint()
+        if not master or self._view.acting_master() or not self._store.config.auto_create_topic_enable:
+            return None
+        return self._master_alone(topic, master, None)
+
+    def _master_alone(self, topic: str, master: str, known: TopicConfig | None) -> Route:
+        """Writers led to the master (id 0) alone, with the topic's queues where this slave knows
+        them and the defaults a first send creates otherwise."""
+        count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
+        entry = RouteBroker(self._broker.broker_name, 0, master, TopicConfig(topic, count, count), False)
+        return Route(topic, (entry,), known is not None)
+
     def _elected_master_route(self, topic: str) -> Route | Refusal | None:
         """Controller mode, on a slave: writers go to the elected master (it creates the topic),
         reads may come here when this slave has the topic; None when the slave acts for its
@@ -221,11 +240,10 @@ class RouteService:
         master = self._view.master_client_endpoint()
         if master:
             known = self._store.topics.get(topic) or topic_from_queues(self._store, topic)
-            count = known.write_queue_nums if known is not None else self._store.config.default_topic_queue_nums
-            entry = RouteBroker(self._broker.broker_name, 0, master, TopicConfig(topic, count, count), False)
+            to_master = self._master_alone(topic, master, known)
             if known is None:
-                return Route(topic, (entry,), False)
-            return Route(topic, (entry, self._self_entry(known)), True)
+                return to_master
+            return Route(topic, (*to_master.brokers, self._self_entry(known)), True)
         if self._view.acting_master():
             return None
         return Refusal(Reason.NO_MASTER, f"broker {self._broker.broker_name} has no master elected now")
