@@ -24,6 +24,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from harness.local_etcd import EtcdServer
 
 TOPIC = "FailoverBench"
 WINDOW_S = 5.0
+SETTINGS = {"mappedFileSizeCommitLog": str(16 * 1024 * 1024), "slaveTimeout": "3000"}
 
 
 def percentile(ordered: list[float], p: float) -> float:
@@ -99,26 +102,53 @@ def produce(endpoints: str, recorder: Recorder, stop: threading.Event, size: int
                 recorder.other(result.status.name)
 
 
-def wait_for(condition, timeout_s: float, what: str):
+def poll(condition, timeout_s: float):
+    """The first truthy value of `condition()` within `timeout_s`, else None."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.02)
-    raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
+    return None
+
+
+def wait_for(condition, timeout_s: float, what: str):
+    value = poll(condition, timeout_s)
+    if value is None:
+        raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
+    return value
+
+
+@contextmanager
+def stopping(stop: threading.Event) -> Iterator[threading.Event]:
+    """Set `stop` on the way out, so load threads end however the block ends."""
+    try:
+        yield stop
+    finally:
+        stop.set()
+
+
+@contextmanager
+def controller_group(run_dir: Path) -> Iterator[ControllerCluster]:
+    """An etcd and three started brokers of one group in controller mode (SYNC_MASTER +
+    SYNC_FLUSH, `SETTINGS`), all stopped on exit; the brokers' files stay under `run_dir`."""
+    etcd = EtcdServer(run_dir / "etcd")
+    etcd.start()
+    cluster = ControllerCluster(run_dir / "group", etcd.endpoint, size=3, settings=SETTINGS)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        etcd.stop()
 
 
 def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
-    etcd = EtcdServer(run_dir / "etcd")
-    etcd.start()
-    settings = {"mappedFileSizeCommitLog": str(16 * 1024 * 1024), "slaveTimeout": "3000"}
-    cluster = ControllerCluster(run_dir / "group", etcd.endpoint, size=3, settings=settings)
     recorder = Recorder()
     stop = threading.Event()
     rounds: list[dict] = []
-    try:
-        cluster.start()
+    with controller_group(run_dir) as cluster, stopping(stop):
         master = cluster.wait_master(60, in_sync=3)
         deadline = time.monotonic() + args.max_seconds
         threads = [
@@ -168,11 +198,7 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
             raise RuntimeError(f"the master {master.name} did not answer its status")
         confirmed = int(status["confirmed_offset"])
         master_index = cluster.brokers.index(master)
-    finally:
-        stop.set()
-        cluster.stop()
-        etcd.stop()
-    stores = [verify.open_store(b.store_dir, {**LOCAL_DEFAULTS, **settings}) for b in cluster.brokers]
+    stores = [verify.open_store(b.store_dir, {**LOCAL_DEFAULTS, **SETTINGS}) for b in cluster.brokers]
     try:
         missing = verify.missing_acknowledged(recorder.acked, verify.messages_by_offset(stores[master_index]))
         in_sync = [s for s in stores if s.max_offset >= confirmed]
