@@ -229,30 +229,44 @@ def parse_args(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.failover_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--kills", type=int, default=20, help="failovers to time (default 20; 100 for the soak run)")
     p.add_argument("--producers", type=int, default=4, help="producer threads (default 4)")
-    p.add_argument("--size", type=int, default=1024, help="message body bytes (default 1024)")
     p.add_argument("--per-round", type=int, default=200, help="acknowledgements between kills (default 200)")
-    p.add_argument("--max-seconds", type=float, default=3600, help="stop killing after this long (default 3600)")
+    add_run_options(p, max_seconds=3600)
+    return p.parse_args(argv)
+
+
+def add_run_options(p: argparse.ArgumentParser, max_seconds: float) -> None:
+    """The options every failover benchmark takes: our producers' body size, the bound on the
+    killing, where the run's files go, and JSON output."""
+    p.add_argument("--size", type=int, default=1024, help="body bytes of our producers' messages (default 1024)")
+    p.add_argument(
+        "--max-seconds", type=float, default=max_seconds, help=f"stop killing after this long (default {max_seconds:g})"
+    )
     p.add_argument("--dir", type=Path, default=None, help="where the run's files go (default: a temp dir)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    return p.parse_args(argv)
+
+
+def run_in_temp_dir(args: argparse.Namespace, prefix: str, config: dict, run) -> dict:
+    """Print `config` and the environment, then `run(args, run_dir)` in a temporary directory
+    (under `--dir`, else `default_parent_dir()`), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=args.dir or default_parent_dir()) as tmp:
+        run_dir = Path(tmp)
+        print("config:", json.dumps(config))
+        print("environment:", json.dumps(environment(run_dir)))
+        return run(args, run_dir)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="rocketstore-failover-", dir=args.dir or default_parent_dir()) as tmp:
-        run_dir = Path(tmp)
-        config = {
-            "kills": args.kills,
-            "producers": args.producers,
-            "size": args.size,
-            "per_round": args.per_round,
-            "brokers": 3,
-            "mode": "controller, SYNC_MASTER + SYNC_FLUSH",
-            "lease_ttl_s": 2,
-        }
-        print("config:", json.dumps(config))
-        print("environment:", json.dumps(environment(run_dir)))
-        result = run_bench(args, run_dir)
+    config = {
+        "kills": args.kills,
+        "producers": args.producers,
+        "size": args.size,
+        "per_round": args.per_round,
+        "brokers": 3,
+        "mode": "controller, SYNC_MASTER + SYNC_FLUSH",
+        "lease_ttl_s": 2,
+    }
+    result = run_in_temp_dir(args, "rocketstore-failover-", config, run_bench)
     print(
         f"failover (kill -9 -> first PUT_OK at the new master) over {result['kills']} kills: "
         f"p50 {result['failover_p50_ms']:.0f} ms, p99 {result['failover_p99_ms']:.0f} ms, max "

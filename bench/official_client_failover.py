@@ -32,21 +32,31 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import REPO_ROOT, default_parent_dir, environment, progress
-from bench.failover_bench import Recorder, controller_group, percentile, poll, produce, stopping, wait_for
+from bench.common import progress
+from bench.failover_bench import (
+    Recorder,
+    add_run_options,
+    controller_group,
+    percentile,
+    poll,
+    produce,
+    run_in_temp_dir,
+    stopping,
+    wait_for,
+)
+from bench.official_client_bench import OFFICIAL_PYTHON
 from client import Producer
 
-OFFICIAL_PYTHON = REPO_ROOT / ".venv-rocketmq" / "bin" / "python"
 TOPIC = "OfficialFailover"
 GROUP = "official-failover"
-# A SEND_OK read this soon after the kill may be the dead master's last answer still in flight.
+# A SEND_OK or a batch received this soon after the kill may be the dead master's last answer
+# still in flight.
 IN_FLIGHT_S = 0.1
 
 OFFICIAL = r"""
@@ -60,11 +70,11 @@ config = ClientConfiguration(endpoints, Credentials())
 
 
 def emit(**fields):
-    print(json.dumps(dict(fields, t=time.monotonic())), flush=True)
+    print(json.dumps({"t": time.monotonic(), **fields}), flush=True)
 
 
 def error(exc):
-    return f"{type(exc).__name__}: {exc}"[:300]
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def running():
@@ -95,14 +105,18 @@ else:
     emit(event="ready")
     try:
         while running():
+            start = time.monotonic()
             try:
                 messages = client.receive(32, 15)
             except Exception as exc:
-                emit(event="receive", ok=False, error=error(exc))
+                emit(event="receive", ok=False, start=start, error=error(exc))
                 time.sleep(0.1)  # a failing receive can return at once: do not spin
                 continue
+            # Every message of a batch arrived when receive returned, not when the acks before it ended.
+            received = time.monotonic()
             for message in messages:
-                emit(event="receive", ok=True, id=message.message_id)
+                emit(event="receive", ok=True, t=received, start=start, id=message.message_id)
+            for message in messages:
                 try:
                     client.ack(message)
                     emit(event="ack", ok=True, id=message.message_id)
@@ -199,7 +213,7 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
             cluster.wait_master(60, in_sync=3)
             endpoints = ";".join(b.client_endpoint for b in cluster.brokers)
             with Producer(endpoints) as ours:  # makes the topic, so the consumer's route finds it
-                ours.send(TOPIC, b"topic")
+                topic_msg_id = ours.send(TOPIC, b"topic").msg_id
             seconds = args.max_seconds + args.drain_seconds
             consumer = OfficialChild.start("consume", endpoints, run_dir, seconds, 0.0)
             children.append(consumer)
@@ -229,7 +243,9 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
                 master.kill()
                 ours_first = poll(lambda: recorder.first_after(killed_at, master.client_endpoint), args.wait_seconds)
                 send_first = poll(lambda: producer.first_after("send", killed_at + IN_FLIGHT_S), args.wait_seconds)
-                receive_first = poll(lambda: consumer.first_after("receive", killed_at), args.wait_seconds)
+                receive_first = poll(
+                    lambda: consumer.first_after("receive", killed_at + IN_FLIGHT_S), args.wait_seconds
+                )
                 new = cluster.wait_master(60, not_=master, in_sync=2)
                 rounds.append(
                     {
@@ -239,7 +255,11 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
                         "ours_put_ok_s": None if ours_first is None else ours_first - killed_at,
                         "official_send_ok_s": None if send_first is None else send_first - killed_at,
                         "official_receive_s": None if receive_first is None else receive_first - killed_at,
-                        "official_send_errors": sum(1 for e in producer.snapshot("send", False) if e["t"] > killed_at),
+                        "official_send_errors": sum(
+                            1
+                            for e in producer.snapshot("send", False)
+                            if killed_at < e["t"] <= (send_first or killed_at)
+                        ),
                     }
                 )
                 progress(f"kill {round_ + 1}/{args.kills}: {json.dumps(rounds[-1])}")
@@ -269,6 +289,7 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
         "official_ack_errors": len(consumer.snapshot("ack", False)),
         "received": len(received),
         "received_more_than_once": duplicated,
+        "received_without_send_ok": len(received - acked_ids - {topic_msg_id}),
         "acked_redelivered": after_ack,
         "acked_lost": len(lost),
         "lost_sample": lost[:10],
@@ -281,15 +302,12 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--kills", type=int, default=3, help="master kills (default 3)")
     p.add_argument("--per-round", type=int, default=50, help="official SEND_OKs between kills (default 50)")
     p.add_argument("--send-interval-ms", type=float, default=10, help="official producer pause between sends")
-    p.add_argument("--size", type=int, default=1024, help="our producer's body bytes (default 1024)")
     p.add_argument(
         "--warmup-seconds", type=float, default=15, help="official producer's run time before the first kill (15)"
     )
     p.add_argument("--wait-seconds", type=float, default=90, help="deadline of each wait after a kill (default 90)")
     p.add_argument("--drain-seconds", type=float, default=90, help="deadline of the final drain (default 90)")
-    p.add_argument("--max-seconds", type=float, default=900, help="stop killing after this long (default 900)")
-    p.add_argument("--dir", type=Path, default=None, help="where the run's files go (default: a temp dir)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    add_run_options(p, max_seconds=900)
     return p.parse_args(argv)
 
 
@@ -298,28 +316,24 @@ def main(argv=None) -> int:
     if not OFFICIAL_PYTHON.exists():
         print(f"{OFFICIAL_PYTHON} is missing: `make .venv-rocketmq/.installed` creates it", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="rocketstore-ocfail-", dir=args.dir or default_parent_dir()) as tmp:
-        run_dir = Path(tmp)
-        config = {
-            "kills": args.kills,
-            "per_round": args.per_round,
-            "send_interval_ms": args.send_interval_ms,
-            "warmup_s": args.warmup_seconds,
-            "wait_s": args.wait_seconds,
-            "drain_s": args.drain_seconds,
-            "brokers": 3,
-            "mode": "controller, SYNC_MASTER + SYNC_FLUSH",
-            "official_client": "rocketmq-python-client 5.1.2, Producer + SimpleConsumer, all 3 addresses",
-            "ours": "1 failover-following producer thread",
-        }
-        print("config:", json.dumps(config))
-        print("environment:", json.dumps(environment(run_dir)))
-        result = run_bench(args, run_dir)
+    config = {
+        "kills": args.kills,
+        "per_round": args.per_round,
+        "send_interval_ms": args.send_interval_ms,
+        "warmup_s": args.warmup_seconds,
+        "wait_s": args.wait_seconds,
+        "drain_s": args.drain_seconds,
+        "brokers": 3,
+        "mode": "controller, SYNC_MASTER + SYNC_FLUSH",
+        "official_client": "rocketmq-python-client 5.1.2, Producer + SimpleConsumer, all 3 addresses",
+        "ours": "1 failover-following producer thread",
+    }
+    result = run_in_temp_dir(args, "rocketstore-ocfail-", config, run_bench)
     for r in result["rounds"]:
         print(
             f"kill {r['round']}: broker {r['killed']} -> {r['new_master']}; our PUT_OK {fmt(r['ours_put_ok_s'])}, "
             f"official SEND_OK {fmt(r['official_send_ok_s'])}, official receive {fmt(r['official_receive_s'])}, "
-            f"official send errors after the kill {r['official_send_errors']}"
+            f"official send errors until then {r['official_send_errors']}"
         )
     rounds = result["rounds"]
     print(f"over {len(rounds)} kills, time from kill -9 of the master to:")
@@ -329,7 +343,7 @@ def main(argv=None) -> int:
     print(
         f"official SEND_OK {result['official_sent_ok']}, received {result['received']}, acked lost "
         f"{result['acked_lost']}, acked redelivered {result['acked_redelivered']}, received more than once "
-        f"{result['received_more_than_once']}"
+        f"{result['received_more_than_once']}, received without a SEND_OK {result['received_without_send_ok']}"
     )
     print(
         f"official errors: send {json.dumps(result['official_send_errors'], sort_keys=True)}, receive "
