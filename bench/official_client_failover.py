@@ -255,6 +255,9 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
                         "ours_put_ok_s": None if ours_first is None else ours_first - killed_at,
                         "official_send_ok_s": None if send_first is None else send_first - killed_at,
                         "official_receive_s": None if receive_first is None else receive_first - killed_at,
+                        # Against the client's route refreshes (start + 10 s, then every 30 s).
+                        "killed_after_start_s": killed_at - started,
+                        "official_send_ok_after_start_s": None if send_first is None else send_first - started,
                         "official_send_errors": sum(
                             1
                             for e in producer.snapshot("send", False)
@@ -333,7 +336,8 @@ def main(argv=None) -> int:
         print(
             f"kill {r['round']}: broker {r['killed']} -> {r['new_master']}; our PUT_OK {fmt(r['ours_put_ok_s'])}, "
             f"official SEND_OK {fmt(r['official_send_ok_s'])}, official receive {fmt(r['official_receive_s'])}, "
-            f"official send errors until then {r['official_send_errors']}"
+            f"official send errors until then {r['official_send_errors']}; since the official producer started: kill "
+            f"{fmt(r['killed_after_start_s'])}, SEND_OK {fmt(r['official_send_ok_after_start_s'])}"
         )
     rounds = result["rounds"]
     print(f"over {len(rounds)} kills, time from kill -9 of the master to:")
