@@ -137,21 +137,25 @@ class OfficialChild:
     stop_file: Path
     events: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    reader: threading.Thread | None = None
 
     @classmethod
     def start(cls, role: str, endpoints: str, run_dir: Path, seconds: float, interval_s: float) -> OfficialChild:
         stop_file = run_dir / f"stop-{role}"
         args = [role, endpoints, TOPIC, GROUP, str(stop_file), str(seconds), str(interval_s)]
-        # The client writes its log under HOME: keep it in the run's directory.
-        proc = subprocess.Popen(
-            [str(OFFICIAL_PYTHON), "-c", OFFICIAL, *args],
-            stdout=subprocess.PIPE,
-            stderr=open(run_dir / f"{role}.stderr", "w"),  # noqa: SIM115 - the child owns it
-            text=True,
-            env=dict(os.environ, HOME=str(run_dir / f"home-{role}")),
-        )
+        # The child keeps its own copy of the stderr file; the client writes its log under HOME:
+        # both stay in the run's directory.
+        with open(run_dir / f"{role}.stderr", "w") as stderr:
+            proc = subprocess.Popen(
+                [str(OFFICIAL_PYTHON), "-c", OFFICIAL, *args],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=dict(os.environ, HOME=str(run_dir / f"home-{role}")),
+            )
         child = cls(role, proc, stop_file)
-        threading.Thread(target=child._read, daemon=True).start()
+        child.reader = threading.Thread(target=child._read, daemon=True)
+        child.reader.start()
         return child
 
     def _read(self) -> None:
@@ -170,13 +174,25 @@ class OfficialChild:
         return next((e["t"] for e in self.snapshot(kind) if e["t"] > t), None)
 
     def stop(self, timeout_s: float) -> None:
+        """Ask the child to end its loop, wait for it (kill it past `timeout_s`), read the rest of
+        its lines and close the pipe."""
         self.stop_file.touch()
         try:
             self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             progress(f"the official {self.role} did not stop within {timeout_s} s: killed")
-            self.proc.kill()
-            self.proc.wait(10)
+            self.kill()
+        self.close()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.join(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def summary(values: list[float | None]) -> str:
@@ -277,8 +293,8 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
         finally:
             for child in children:
                 if child.proc.poll() is None:
-                    child.proc.kill()
-                    child.proc.wait(10)
+                    child.kill()
+                child.close()
     received, duplicated, after_ack = deliveries(consumer)
     lost = sorted(acked_ids - received)
     errors = Counter(e["error"].split(":")[0] for e in producer.snapshot("send", False))
