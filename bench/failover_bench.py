@@ -24,6 +24,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from harness.local_etcd import EtcdServer
 
 TOPIC = "FailoverBench"
 WINDOW_S = 5.0
+SETTINGS = {"mappedFileSizeCommitLog": str(16 * 1024 * 1024), "slaveTimeout": "3000"}
 
 
 def percentile(ordered: list[float], p: float) -> float:
@@ -99,26 +102,53 @@ def produce(endpoints: str, recorder: Recorder, stop: threading.Event, size: int
                 recorder.other(result.status.name)
 
 
-def wait_for(condition, timeout_s: float, what: str):
+def poll(condition, timeout_s: float):
+    """The first truthy value of `condition()` within `timeout_s`, else None."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.02)
-    raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
+    return None
+
+
+def wait_for(condition, timeout_s: float, what: str):
+    value = poll(condition, timeout_s)
+    if value is None:
+        raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
+    return value
+
+
+@contextmanager
+def stopping(stop: threading.Event) -> Iterator[threading.Event]:
+    """Set `stop` on the way out, so load threads end however the block ends."""
+    try:
+        yield stop
+    finally:
+        stop.set()
+
+
+@contextmanager
+def controller_group(run_dir: Path) -> Iterator[ControllerCluster]:
+    """An etcd and three started brokers of one group in controller mode (SYNC_MASTER +
+    SYNC_FLUSH, `SETTINGS`), all stopped on exit; the brokers' files stay under `run_dir`."""
+    etcd = EtcdServer(run_dir / "etcd")
+    etcd.start()
+    cluster = ControllerCluster(run_dir / "group", etcd.endpoint, size=3, settings=SETTINGS)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        etcd.stop()
 
 
 def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
-    etcd = EtcdServer(run_dir / "etcd")
-    etcd.start()
-    settings = {"mappedFileSizeCommitLog": str(16 * 1024 * 1024), "slaveTimeout": "3000"}
-    cluster = ControllerCluster(run_dir / "group", etcd.endpoint, size=3, settings=settings)
     recorder = Recorder()
     stop = threading.Event()
     rounds: list[dict] = []
-    try:
-        cluster.start()
+    with controller_group(run_dir) as cluster, stopping(stop):
         master = cluster.wait_master(60, in_sync=3)
         deadline = time.monotonic() + args.max_seconds
         threads = [
@@ -168,11 +198,7 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
             raise RuntimeError(f"the master {master.name} did not answer its status")
         confirmed = int(status["confirmed_offset"])
         master_index = cluster.brokers.index(master)
-    finally:
-        stop.set()
-        cluster.stop()
-        etcd.stop()
-    stores = [verify.open_store(b.store_dir, {**LOCAL_DEFAULTS, **settings}) for b in cluster.brokers]
+    stores = [verify.open_store(b.store_dir, {**LOCAL_DEFAULTS, **SETTINGS}) for b in cluster.brokers]
     try:
         missing = verify.missing_acknowledged(recorder.acked, verify.messages_by_offset(stores[master_index]))
         in_sync = [s for s in stores if s.max_offset >= confirmed]
@@ -203,30 +229,44 @@ def parse_args(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.failover_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--kills", type=int, default=20, help="failovers to time (default 20; 100 for the soak run)")
     p.add_argument("--producers", type=int, default=4, help="producer threads (default 4)")
-    p.add_argument("--size", type=int, default=1024, help="message body bytes (default 1024)")
     p.add_argument("--per-round", type=int, default=200, help="acknowledgements between kills (default 200)")
-    p.add_argument("--max-seconds", type=float, default=3600, help="stop killing after this long (default 3600)")
+    add_run_options(p, max_seconds=3600)
+    return p.parse_args(argv)
+
+
+def add_run_options(p: argparse.ArgumentParser, max_seconds: float) -> None:
+    """The options every failover benchmark takes: our producers' body size, the bound on the
+    killing, where the run's files go, and JSON output."""
+    p.add_argument("--size", type=int, default=1024, help="body bytes of our producers' messages (default 1024)")
+    p.add_argument(
+        "--max-seconds", type=float, default=max_seconds, help=f"stop killing after this long (default {max_seconds:g})"
+    )
     p.add_argument("--dir", type=Path, default=None, help="where the run's files go (default: a temp dir)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    return p.parse_args(argv)
+
+
+def run_in_temp_dir(args: argparse.Namespace, prefix: str, config: dict, run) -> dict:
+    """Print `config` and the environment, then `run(args, run_dir)` in a temporary directory
+    (under `--dir`, else `default_parent_dir()`), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=args.dir or default_parent_dir()) as tmp:
+        run_dir = Path(tmp)
+        print("config:", json.dumps(config))
+        print("environment:", json.dumps(environment(run_dir)))
+        return run(args, run_dir)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="rocketstore-failover-", dir=args.dir or default_parent_dir()) as tmp:
-        run_dir = Path(tmp)
-        config = {
-            "kills": args.kills,
-            "producers": args.producers,
-            "size": args.size,
-            "per_round": args.per_round,
-            "brokers": 3,
-            "mode": "controller, SYNC_MASTER + SYNC_FLUSH",
-            "lease_ttl_s": 2,
-        }
-        print("config:", json.dumps(config))
-        print("environment:", json.dumps(environment(run_dir)))
-        result = run_bench(args, run_dir)
+    config = {
+        "kills": args.kills,
+        "producers": args.producers,
+        "size": args.size,
+        "per_round": args.per_round,
+        "brokers": 3,
+        "mode": "controller, SYNC_MASTER + SYNC_FLUSH",
+        "lease_ttl_s": 2,
+    }
+    result = run_in_temp_dir(args, "rocketstore-failover-", config, run_bench)
     print(
         f"failover (kill -9 -> first PUT_OK at the new master) over {result['kills']} kills: "
         f"p50 {result['failover_p50_ms']:.0f} ms, p99 {result['failover_p99_ms']:.0f} ms, max "
