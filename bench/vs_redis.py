@@ -524,14 +524,14 @@ def summary(cell: list[Result]) -> list[str]:
         if not pairs:
             continue
         lines.append(
-            f"  {system:<28} over {len(pairs)} rounds: throughput {_ratios(pairs, Result.msgs_per_s.fget)} of Redis,"
+            f"  {system:<28} over {len(pairs)} rounds: throughput {_ratios(pairs, lambda r: r.msgs_per_s)} of Redis,"
             f" p99 {_ratios(pairs, lambda r: r.p99_ms)}"
         )
         floor = by_round.get(FLOOR_OF_TRANSPORT.get(system.rsplit(" ", 1)[-1], ""), {})
         if " SYNC/SYNC " in system and floor:
             pairs = [(r, floor[n]) for n, r in rounds.items() if n in floor]
             lines.append(
-                f"  {'':<28} of its floor: throughput {_ratios(pairs, Result.msgs_per_s.fget)},"
+                f"  {'':<28} of its floor: throughput {_ratios(pairs, lambda r: r.msgs_per_s)},"
                 f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
                 f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
             )
