@@ -202,7 +202,6 @@ class MessageStore:
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
         self._reput: ReputMessageService | None = None
-        self._dispatch_on_flush = False  # the dispatcher is woken by flushes, not by puts
         self._logic_flusher: FlushConsumeQueueService | None = None
         self._cleaner: CleanService | None = None
         self._loaded = False
@@ -331,11 +330,13 @@ class MessageStore:
             deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
             first_unconsumed=self.first_unconsumed_offset,
         )
-        # Under SYNC_FLUSH a flush follows every put, and each flush wakes the dispatcher
-        # (`_on_flushed`): the putting thread then wakes one service fewer, and the replication
-        # stream, woken by the same put, does not compete with the dispatcher for the GIL.
-        self._dispatch_on_flush = isinstance(self._flusher, GroupCommitService) and self._committer is None
-        wake = [] if self._dispatch_on_flush else [self._reput.wakeup]
+        # Under SYNC_FLUSH a put's result waits for its flush (and its slaves' acks): the
+        # dispatcher is woken once the result is known, so that its work (ConsumeQueue, index)
+        # runs after the answer instead of taking the GIL from the flush, the replication stream
+        # and the acks on the put's critical path. Otherwise every append wakes it. Either way (a
+        # no-op while it is awake) it never polls an idle log.
+        dispatch_after_answer = isinstance(self._flusher, GroupCommitService) and self._committer is None
+        wake = [] if dispatch_after_answer else [self._reput.wakeup]
         if self._committer is not None:
             wake.append(self._committer.wakeup)
         elif self._wake_flusher_on_put():
@@ -344,9 +345,8 @@ class MessageStore:
         self._put_services = PutServices(
             request_flush=flusher.request if isinstance(flusher, GroupCommitService) else None,
             replica=self._replica,
-            # Every append (under SYNC_FLUSH every flush) wakes the dispatcher (a no-op while it is
-            # awake): it never polls an idle log.
             wake=tuple(wake),
+            wake_after_answer=(self._reput.wakeup,) if dispatch_after_answer else (),
         )
         self._put_path = self._build_put_path()
         for service in (self._reput, self._logic_flusher, self._cleaner):
@@ -430,9 +430,6 @@ class MessageStore:
     # -- callbacks from services ---------------------------------------------------------------
 
     def _on_flushed(self, flushed_offset: int) -> None:
-        reput = self._reput
-        if self._dispatch_on_flush and reput is not None:
-            reput.wakeup()
         last = self.queue.last
         self.checkpoint.advance(
             physic_flushed_offset=flushed_offset, physic_msg_timestamp=last.store_timestamp_ms if last else 0
@@ -634,17 +631,25 @@ class MessageStore:
 
     # -- replication (slave side) ------------------------------------------------------------------
 
-    def append_replicated(self, offset: int, data: bytes) -> int:
+    def append_replicated(self, offset: int, data: bytes, *, wake_dispatcher: bool = True) -> int:
         """Append bytes replicated from the master (whole records) at exactly `offset`; returns
         the new end. ReplicatedAppendError when they do not belong there (nothing is written),
-        CommitLogClosed once the store is shutting down. Only a SLAVE takes replicated bytes."""
+        CommitLogClosed once the store is shutting down. Only a SLAVE takes replicated bytes.
+        `wake_dispatcher=False`: the caller calls `wake_dispatcher` itself later (a replicator
+        does once its acknowledgement is on its way: the dispatch is off the ack's path)."""
         if self.broker_role is not BrokerRole.SLAVE:
             raise ReplicatedAppendError(f"a {self.broker_role.name} does not take replicated data")
         end = self.commit_log.append_replicated(offset, data)
+        if wake_dispatcher:
+            self.wake_dispatcher()
+        return end
+
+    def wake_dispatcher(self) -> None:
+        """Have the dispatcher take what the log holds now (it also looks on its own every
+        100 ms, so a missed wake-up delays readability, never loses anything)."""
         reput = self._reput
         if reput is not None:
             reput.wakeup()
-        return end
 
     def request_flush(self, next_offset: int, *, flush_here: bool = False) -> Future | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status

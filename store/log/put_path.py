@@ -84,12 +84,15 @@ class _Pending:
 class PutServices:
     """What a put waits on and wakes, from the store's running services: the flush request
     ((next_offset, now_ms) -> outcome; None under ASYNC_FLUSH), the replica gate, services to wake
-    on every put, and services to wake only when a put is about to block."""
+    on every put, services to wake only when a put is about to block, and services to wake once a
+    put's result is known (`wake_after_answer`: the dispatcher under SYNC_FLUSH, whose work then
+    runs after the answer instead of competing with the put's flush and replication for the GIL)."""
 
     request_flush: Callable[[int, int], Outcome] | None = None
     replica: ReplicaGate | None = None
     wake: tuple[Callable[[], None], ...] = ()
     wake_when_waiting: tuple[Callable[[], None], ...] = ()
+    wake_after_answer: tuple[Callable[[], None], ...] = ()
 
 
 class PutPath:
@@ -127,6 +130,7 @@ class PutPath:
         # Woken only by puts about to block on a future: the wake costs them nothing then, and
         # the service works while they wait (the dispatcher, during an fsync).
         self._wake_when_waiting = services.wake_when_waiting
+        self._wake_after_answer = services.wake_after_answer
         # Producer retries of stored messages: the recent ids, and how to name the original's id.
         self._recent = recent
         self._msg_id_at = msg_id_at
@@ -261,6 +265,8 @@ class PutPath:
         appended = pending.appended
         ids = pending.msg_ids if pending.encoded is None else tuple(pending.encoded.msg_ids(appended.wrote_offset))
         self._stats.record_put(status, appended.msg_num, (time.perf_counter_ns() - pending.started_ns) // 1000)
+        for wake in self._wake_after_answer:
+            wake()
         return PutMessageResult(
             status=status,
             wrote_offset=appended.wrote_offset,
