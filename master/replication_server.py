@@ -522,6 +522,10 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                         store.damage.release_replication(stream.slave_id)
                         held = None
                     yield self._chunk(stream, sent, data, master_max, epochs)
+                    # The chunk is on its way: the master's own flush now overlaps the slave's
+                    # round trip, on this thread (the puts waiting for the slave did not wake the
+                    # flush thread).
+                    store.flush_after_send()
                     continue
                 # Nothing whole to send yet (a record still being written): idle as below.
                 step = session.next_step(now, sent, store.min_offset)

@@ -337,15 +337,19 @@ class MessageStore:
         # no-op while it is awake) it never polls an idle log.
         dispatch_after_answer = isinstance(self._flusher, GroupCommitService) and self._committer is None
         wake = [] if dispatch_after_answer else [self._reput.wakeup]
+        flusher = self._flusher
+        group_commit = isinstance(flusher, GroupCommitService)
         if self._committer is not None:
             wake.append(self._committer.wakeup)
-        elif self._wake_flusher_on_put():
-            wake.append(self._flusher.wakeup)  # type: ignore[union-attr]
-        flusher = self._flusher
+        elif self._wake_flusher_on_put() and not group_commit:
+            wake.append(flusher.wakeup)  # type: ignore[union-attr]
         self._put_services = PutServices(
             request_flush=flusher.request if isinstance(flusher, GroupCommitService) else None,
             replica=self._replica,
             wake=tuple(wake),
+            # Group commit: a waiting put's flush request wakes the flush thread when nobody else
+            # flushes for it (`PutPath._pending`); a put that does not wait wakes it here.
+            wake_unwaited=(flusher.wakeup,) if group_commit and self._committer is None else (),  # type: ignore[union-attr]
             wake_after_answer=(self._reput.wakeup,) if dispatch_after_answer else (),
         )
         self._put_path = self._build_put_path()
@@ -650,6 +654,18 @@ class MessageStore:
         reput = self._reput
         if reput is not None:
             reput.wakeup()
+
+    def flush_after_send(self) -> None:
+        """A master's replication stream, once a chunk is out: under SYNC_FLUSH, flush what the
+        log holds on the calling thread (caller-runs group commit; the fdatasync releases the GIL),
+        so the local flush overlaps the slave's round trip with no hand-off to the flush thread.
+        Puts that wait for a slave leave their flush to this (`PutPath._pending`). When another
+        flush is under way the flush thread is woken instead."""
+        flusher = self._flusher
+        if not isinstance(flusher, GroupCommitService) or self._committer is not None:
+            return
+        if self.queue.flushed_where < self.queue.max_offset:
+            flusher.flush_here()
 
     def request_flush(self, next_offset: int, *, flush_here: bool = False) -> Future | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status

@@ -1069,3 +1069,40 @@ def test_a_sync_flush_put_is_dispatched_after_its_answer_not_during_its_waits(tm
         assert [r.status for r in results] == [OK]
         assert arrived.acquire(timeout=10), "the answered put was not dispatched"
         assert wakes and all(wakes), "the dispatcher was woken while the put waited"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_put_waiting_for_its_slave_leaves_its_flush_to_the_replication_stream(tmp_path, monkeypatch, mode):
+    """A SYNC_FLUSH put that waits for a slave does not wake the flush thread: the stream that sends
+    its bytes flushes them once its chunk is out (`flush_after_send`). Its answer still waits for
+    that flush, even after the slave acknowledged (the flush thread's idle round is set beyond the
+    test's deadline here, so only the stream's flush can release it)."""
+    from store.log import flush as flush_module
+    from store.log.flush import GroupCommitService
+
+    monkeypatch.setattr(flush_module, "_IDLE_S", 60.0)
+    wakes: list[int] = []
+    real_wakeup = GroupCommitService.wakeup
+    monkeypatch.setattr(GroupCommitService, "wakeup", lambda service: wakes.append(1) or real_wakeup(service))
+    gate = _HeldGate()
+    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
+    with MessageStore(cfg) as store:
+        store.set_replica_gate(gate)
+        results: list[PutMessageResult] = []
+        message = Message("StreamFlushTopic", 0, b"x")
+        put = (
+            (lambda: results.append(store.put_message(message)))
+            if mode == "sync"
+            else (lambda: results.append(asyncio.run(store.async_put_message(message))))
+        )
+        putter = threading.Thread(target=put)
+        putter.start()
+        assert gate.asked.wait(10)
+        gate.outcome.set_result(OK)  # the slave acknowledged; the master's own flush is still due
+        putter.join(0.2)
+        assert putter.is_alive() and results == [], "answered before its flush"
+        assert store.flushed_offset < store.max_offset and wakes == []
+        store.flush_after_send()
+        putter.join(10)
+        assert [r.status for r in results] == [OK]
+        assert store.flushed_offset == store.max_offset
