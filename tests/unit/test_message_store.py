@@ -1030,6 +1030,20 @@ class _HeldGate:
         return self.outcome
 
 
+def _start_put(store: MessageStore, message: Message, mode: str, results: list[PutMessageResult]) -> threading.Thread:
+    """A thread putting `message` with the store's sync call or, `mode` "async", its asyncio one."""
+
+    def put() -> None:
+        if mode == "sync":
+            results.append(store.put_message(message))
+        else:
+            results.append(asyncio.run(store.async_put_message(message)))
+
+    putter = threading.Thread(target=put)
+    putter.start()
+    return putter
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_sync_flush_put_is_dispatched_after_its_answer_not_during_its_waits(tmp_path, monkeypatch, mode):
     """The dispatcher's work (ConsumeQueue, index) is kept off a waiting put's critical path: nothing
@@ -1053,14 +1067,7 @@ def test_a_sync_flush_put_is_dispatched_after_its_answer_not_during_its_waits(tm
         arrived = threading.Semaphore(0)
         store.add_arrival_listener(lambda request: arrived.release())
         results: list[PutMessageResult] = []
-        message = Message("AfterTopic", 0, b"x")
-        put = (
-            (lambda: results.append(store.put_message(message)))
-            if mode == "sync"
-            else (lambda: results.append(asyncio.run(store.async_put_message(message))))
-        )
-        putter = threading.Thread(target=put)
-        putter.start()
+        putter = _start_put(store, Message("AfterTopic", 0, b"x"), mode, results)
         assert gate.asked.wait(10)
         assert store.wait_flushed(store.max_offset, 10)  # flushed, still waiting for its slave
         assert store.dispatched_offset == 0 and wakes == []
@@ -1089,14 +1096,7 @@ def test_a_put_waiting_for_its_slave_leaves_its_flush_to_the_replication_stream(
     with MessageStore(cfg) as store:
         store.set_replica_gate(gate)
         results: list[PutMessageResult] = []
-        message = Message("StreamFlushTopic", 0, b"x")
-        put = (
-            (lambda: results.append(store.put_message(message)))
-            if mode == "sync"
-            else (lambda: results.append(asyncio.run(store.async_put_message(message))))
-        )
-        putter = threading.Thread(target=put)
-        putter.start()
+        putter = _start_put(store, Message("StreamFlushTopic", 0, b"x"), mode, results)
         assert gate.asked.wait(10)
         gate.outcome.set_result(OK)  # the slave acknowledged; the master's own flush is still due
         putter.join(0.2)
