@@ -351,6 +351,8 @@ class MessageStore:
             # flushes for it (`PutPath._pending`); a put that does not wait wakes it here.
             wake_unwaited=(flusher.wakeup,) if group_commit and self._committer is None else (),  # type: ignore[union-attr]
             wake_after_answer=(self._reput.wakeup,) if dispatch_after_answer else (),
+            # With a write buffer (transientStorePoolEnable) the committer wakes the flush thread.
+            streams_flush=group_commit and self._committer is None,
         )
         self._put_path = self._build_put_path()
         for service in (self._reput, self._logic_flusher, self._cleaner):

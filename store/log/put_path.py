@@ -107,6 +107,9 @@ class PutServices:
     wake_when_waiting: tuple[Callable[[], None], ...] = ()
     wake_unwaited: tuple[Callable[[], None], ...] = ()
     wake_after_answer: tuple[Callable[[], None], ...] = ()
+    # The replication streams flush the log once their chunk is out (`flush_after_send`): a put
+    # that waits for slaves leaves its flush to them instead of waking the flush thread.
+    streams_flush: bool = False
 
 
 class PutPath:
@@ -146,6 +149,7 @@ class PutPath:
         self._wake_when_waiting = services.wake_when_waiting
         self._wake_after_answer = services.wake_after_answer
         self._wake_unwaited = services.wake_unwaited
+        self._streams_flush = services.streams_flush
         # Producer retries of stored messages: the recent ids, and how to name the original's id.
         self._recent = recent
         self._msg_id_at = msg_id_at
@@ -273,7 +277,8 @@ class PutPath:
                 # flushes the log once its chunk is out (`MessageStore.flush_after_send`): the
                 # flush overlaps the slave's round trip without a hand-off to the flush thread,
                 # whose own rounds remain the fallback (a stream that cannot send).
-                flush = self._request_flush(next_offset, now, wake=not isinstance(replica, Future))
+                streams = self._streams_flush and isinstance(replica, Future)
+                flush = self._request_flush(next_offset, now, wake=not streams)
             if not (isinstance(flush, Status) and isinstance(replica, Status)):
                 for wake in self._wake_when_waiting:
                     wake()
