@@ -661,10 +661,15 @@ class MessageStore:
         """A master's replication stream, once a chunk is out: under SYNC_FLUSH, flush what the
         log holds on the calling thread (caller-runs group commit; the fdatasync releases the GIL),
         so the local flush overlaps the slave's round trip with no hand-off to the flush thread.
-        Puts that wait for a slave leave their flush to this (`PutPath._pending`). When another
-        flush is under way the flush thread is woken instead."""
+        Puts that wait for a slave leave their flush to this (`PutPath._pending`); only a
+        SYNC_MASTER's puts wait for slaves, so elsewhere the flush thread, which every put wakes,
+        keeps the whole flush. When another flush is under way the flush thread is woken instead."""
         flusher = self._flusher
-        if not isinstance(flusher, GroupCommitService) or self._committer is not None:
+        if (
+            not isinstance(flusher, GroupCommitService)
+            or self._committer is not None
+            or self.broker_role is not BrokerRole.SYNC_MASTER
+        ):
             return
         if self.queue.flushed_where < self.queue.max_offset:
             flusher.flush_here()
