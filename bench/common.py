@@ -105,14 +105,17 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def context_switches(pid: int) -> int:
+def context_switches(pid: int, *, voluntary_only: bool = False) -> int:
     """Voluntary and involuntary context switches of every thread of `pid` so far (from
-    /proc/PID/task/*/status): a thread hand-off costs two, and waiting for the GIL adds more."""
+    /proc/PID/task/*/status): a thread hand-off costs two, and waiting for the GIL adds more.
+    `voluntary_only`: the waits alone (hand-offs, GIL waits, I/O), which other processes on a
+    shared machine change far less than the preemptions they cause."""
+    kinds = ("voluntary_ctxt_switches:",) + (() if voluntary_only else ("nonvoluntary_ctxt_switches:",))
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             status = (task / "status").read_text()
         except OSError:  # the thread ended between the listing and the read
             continue
-        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+        total += sum(int(line.split()[1]) for line in status.splitlines() if line.startswith(kinds))
     return total

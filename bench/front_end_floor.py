@@ -31,13 +31,20 @@ Modes:
   they are, the slave's answers 8 bytes each), as RocketMQ's own HA service replicates, with
   both sides flushing on their loop's thread. RocketStore replicates over gRPC; this mode
   measures what that choice costs.
+- `grpc-api`: `replicated` behind RocketMQ 5's gRPC client API instead of remoting: a `grpc.aio`
+  `apache.rocketmq.v2.MessagingService` on the loop answers QueryRoute (one broker, this
+  process), Heartbeat, Telemetry's settings and NotifyClientTermination as a broker does, and
+  SendMessage after decoding each message with the broker's own conversion
+  (`v2_messages.send_item`: properties, keys, digests); the bodies are kept, flushed and
+  replicated as in `replicated`, and each send answered once both cover it. The bar of the
+  gRPC API: our `client.Producer` and the official RocketMQ 5 clients drive it unchanged.
 
 Where each side flushes (on the loop's thread, or on a worker thread beside it) is the faster
 of the two for that transport, as measured in runs of `bench.vs_redis --floor` with each in
 turn.
 
 Run as a child process (`python -m bench.front_end_floor --mode M --dir D --port-file F`, and
-`--slave HOST:PORT` for the replicated modes): it listens on 127.0.0.1, port 0, and writes the
+`--slave HOST:PORT` for the replicated modes, `grpc-api` among them): it listens on 127.0.0.1, port 0, and writes the
 port to F when it listens. One thread runs the loop (gRPC adds its own); not a broker, and nothing in the
 product uses it.
 """
@@ -46,10 +53,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import struct
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,7 +66,10 @@ from pathlib import Path
 import grpc
 
 from client.endpoint import parse_endpoint
+from rocketstore.broker.core.routes import RouteBroker
 from rocketstore.broker.event_loop import new_event_loop
+from rocketstore.broker.v2_messages import OK, peer_host, route_message_queues, send_item, settings_reply
+from store.metadata.topic_config import TopicConfig
 from wire.remoting import (
     SEND_V2_FIELDS,
     FrameDecoder,
@@ -69,10 +81,14 @@ from wire.remoting import (
     encode,
     string_to_properties,
 )
+from wire.rpc import messaging_pb2 as pb
+from wire.rpc import messaging_pb2_grpc
 
-MODES = ("answer", "fdatasync", "replicated", "replicated-tcp")
+MODES = ("answer", "fdatasync", "replicated", "replicated-tcp", "grpc-api")
 # A replicated mode's master, and the mode of the slave it replicates to.
-SLAVE_MODES = {"replicated": "slave", "replicated-tcp": "slave-tcp"}
+SLAVE_MODES = {"replicated": "slave", "replicated-tcp": "slave-tcp", "grpc-api": "slave"}
+# The modes whose producers speak RocketMQ 5's gRPC client API (the others: remoting).
+GRPC_API_MODES = ("grpc-api",)
 REPLICA_METHOD = "/floor.Replica/Stream"
 _OFFSET = struct.Struct(">q")
 QUEUES = 4
@@ -141,9 +157,13 @@ class _GrpcStream:
             await self.call.write(data)
 
 
+Answer = Callable[[], None]
+
+
 class FloorServer:
     """The state of one floor process: the next offsets, the turn's pending bodies and answers,
-    and with a slave the answers waiting for the flush and the slave's acknowledgement."""
+    and with a slave the answers waiting for the flush and the slave's acknowledgement. A front
+    end hands each send's bodies over with `take`, and the call that answers it."""
 
     def __init__(self, mode: str, fd: int | None, send_to_slave: Callable[[bytes], None] | None = None) -> None:
         self.mode = mode
@@ -151,14 +171,35 @@ class FloorServer:
         self.next_offset = 0
         self.queue_offsets = [0] * QUEUES
         self._bodies: list[bytes] = []
-        self._answers: list[tuple[asyncio.Transport, bytes]] = []
+        self._answers: list[Answer] = []
         self._turn_scheduled = False
         # With a slave, answers wait here in offset order until flushed and acknowledged.
         self._send_to_slave = send_to_slave
-        self._waiting: list[tuple[int, asyncio.Transport, bytes]] = []
+        self._waiting: list[tuple[int, Answer]] = []
         self._flushed = 0
         self._acked = 0
-        self._flusher = _LoopFlusher(fd, self.flushed) if fd is not None and mode == "replicated" else None
+        self._flusher = _LoopFlusher(fd, self.flushed) if fd is not None and mode in _FLUSH_BESIDE else None
+
+    def place(self, bodies: list[bytes], queue_id: int) -> tuple[list[int], int]:
+        """Where a send's bodies go: each one's offset, and the queue offset of the first."""
+        offsets = []
+        for body in bodies:
+            offsets.append(self.next_offset)
+            self.next_offset += len(body)
+        queue_offset = self.queue_offsets[queue_id]
+        self.queue_offsets[queue_id] += len(bodies)
+        return offsets, queue_offset
+
+    def take(self, bodies: list[bytes], answer: Answer) -> None:
+        """A send's bodies: `answer()` runs once the mode's durability covers them."""
+        if self.mode == "answer":
+            answer()
+            return
+        self._bodies.extend(bodies)
+        self._answers.append(answer)
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._end_of_turn)
 
     def handle(self, transport: asyncio.Transport, request: RemotingCommand) -> None:
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
@@ -176,24 +217,17 @@ class FloorServer:
         else:
             string_to_properties(fields.get("properties", ""))
             bodies = [request.body]
-        ids = []
-        for body in bodies:
-            ids.append(f"7F00000100000000{self.next_offset:016X}")
-            self.next_offset += len(body)
+        offsets, queue_offset = self.place(bodies, queue_id)
         answer = request.answer(
             ResponseCode.SUCCESS,
             None,
-            {"msgId": ",".join(ids), "queueId": str(queue_id), "queueOffset": str(self.queue_offsets[queue_id])},
+            {
+                "msgId": ",".join(f"7F00000100000000{offset:016X}" for offset in offsets),
+                "queueId": str(queue_id),
+                "queueOffset": str(queue_offset),
+            },
         )
-        self.queue_offsets[queue_id] += len(bodies)
-        if self.mode == "answer":
-            transport.write(encode(answer))
-            return
-        self._bodies.extend(bodies)
-        self._answers.append((transport, encode(answer)))
-        if not self._turn_scheduled:
-            self._turn_scheduled = True
-            asyncio.get_running_loop().call_soon(self._end_of_turn)
+        self.take(bodies, functools.partial(_write, transport, encode(answer)))
 
     def _end_of_turn(self) -> None:
         """Runs after the turn's reads: one write and one `fdatasync` for all of them, on this
@@ -211,9 +245,9 @@ class FloorServer:
         os.write(self.fd, data)
         if self._send_to_slave is None:
             os.fdatasync(self.fd)
-            _write_all(answers)
+            _answer_all(answers)
             return
-        self._waiting.extend((self.next_offset, transport, frame) for transport, frame in answers)
+        self._waiting.extend((self.next_offset, answer) for answer in answers)
         if self._flusher is not None:
             self._flusher.wrote(len(data))
             return
@@ -235,14 +269,82 @@ class FloorServer:
         while done < len(waiting) and waiting[done][0] <= durable:
             done += 1
         if done:
-            _write_all([(transport, frame) for _, transport, frame in waiting[:done]])
+            _answer_all([answer for _, answer in waiting[:done]])
             del waiting[:done]
 
 
-def _write_all(answers: list[tuple[asyncio.Transport, bytes]]) -> None:
-    for transport, frame in answers:
-        if not transport.is_closing():
-            transport.write(frame)
+# The modes that flush on a worker thread beside the loop (the gRPC-replicated ones).
+_FLUSH_BESIDE = ("replicated", "grpc-api")
+
+
+def _write(transport: asyncio.Transport, frame: bytes) -> None:
+    if not transport.is_closing():
+        transport.write(frame)
+
+
+def _answer_all(answers: list[Answer]) -> None:
+    for answer in answers:
+        answer()
+
+
+class FloorMessaging(messaging_pb2_grpc.MessagingServiceServicer):
+    """`grpc-api`: the calls a producer makes, answered as a broker answers them, with nothing
+    kept but the bodies (`FloorServer`)."""
+
+    def __init__(self, server: FloorServer) -> None:
+        self._server = server
+        self.endpoint = ""  # this process's HOST:PORT, named in its routes; set once it listens
+        self._topic = TopicConfig("floor", read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        self._next_queue = 0
+
+    async def QueryRoute(self, request: pb.QueryRouteRequest, context) -> pb.QueryRouteResponse:
+        broker = RouteBroker("floor", 0, self.endpoint, self._topic, read_only=False)
+        return pb.QueryRouteResponse(status=OK, message_queues=route_message_queues(request.topic, [broker]))
+
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context) -> pb.HeartbeatResponse:
+        return pb.HeartbeatResponse(status=OK)
+
+    async def NotifyClientTermination(self, request, context) -> pb.NotifyClientTerminationResponse:
+        return pb.NotifyClientTerminationResponse(status=OK)
+
+    async def Telemetry(self, request_iterator, context):
+        async for command in request_iterator:
+            if command.WhichOneof("command") == "settings":
+                settings = settings_reply(
+                    command.settings,
+                    max_body_size=4 << 20,
+                    long_polling_ms=20_000,
+                    max_attempts=17,
+                    retry_delays_ms=(),
+                )
+                yield pb.TelemetryCommand(status=OK, settings=settings)
+
+    async def SendMessage(self, request: pb.SendMessageRequest, context) -> pb.SendMessageResponse:
+        born_host = peer_host(context.peer()) or ("127.0.0.1", 0)
+        now = int(time.time() * 1000)
+        items = [send_item(message, born_host, now) for message in request.messages]
+        queue_id = self._next_queue
+        self._next_queue = (queue_id + 1) % QUEUES
+        offsets, queue_offset = self._server.place([item.message.body for item in items], queue_id)
+        entries = [
+            pb.SendResultEntry(
+                status=OK,
+                message_id=item.client_id,
+                offset=queue_offset + i,
+                queue_id=queue_id,
+                commit_log_offset=offsets[i],
+            )
+            for i, item in enumerate(items)
+        ]
+        durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._server.take([item.message.body for item in items], functools.partial(_settle, durable))
+        await durable
+        return pb.SendMessageResponse(status=OK, entries=entries)
+
+
+def _settle(future: asyncio.Future) -> None:
+    if not future.done():  # the caller may have gone (a cancelled call)
+        future.set_result(None)
 
 
 class _Connection(asyncio.Protocol):
@@ -280,7 +382,7 @@ async def _serve(mode: str, fd: int | None, port_file: Path, slave: str | None) 
         await listener.serve_forever()
         return
     assert slave is not None
-    if mode == "replicated":
+    if mode in _FLUSH_BESIDE:
         stream = _GrpcStream(grpc.aio.insecure_channel(slave).stream_stream(REPLICA_METHOD)())
         server = FloorServer(mode, fd, stream.send)
         sender = loop.create_task(stream.run())
@@ -292,10 +394,28 @@ async def _serve(mode: str, fd: int | None, port_file: Path, slave: str | None) 
         writer.transport.set_write_buffer_limits(high=64 << 20)
         server = FloorServer(mode, fd, writer.transport.write)
         acks = _tcp_acks(reader)
-    listener = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
-    _announce(port_file, listener.sockets[0].getsockname()[1])
+    api = None  # held: the gRPC API server lives as long as this call
+    if mode in GRPC_API_MODES:
+        api, port = await _serve_grpc_api(server)
+        _announce(port_file, port)
+    else:
+        listener = await loop.create_server(lambda: _Connection(server), "127.0.0.1", 0)
+        _announce(port_file, listener.sockets[0].getsockname()[1])
     async for offset in acks:
         server.acknowledged(offset)
+    if api is not None:
+        await api.stop(None)
+
+
+async def _serve_grpc_api(server: FloorServer) -> tuple[grpc.aio.Server, int]:
+    """The client API of `grpc-api` on this loop, and its port."""
+    messaging = FloorMessaging(server)
+    api = grpc.aio.server()
+    messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, api)
+    port = api.add_insecure_port("127.0.0.1:0")
+    messaging.endpoint = f"127.0.0.1:{port}"
+    await api.start()
+    return api, port
 
 
 async def _tcp_acks(reader: asyncio.StreamReader):

@@ -332,11 +332,13 @@ class FloorProcess:
 
 
 class FloorDriver(RocketStoreDriver):
-    """The remoting producer against a floor process: what the brokers' puts cost without the
-    store and replication behind them."""
+    """The remoting producer (the gRPC one for the gRPC API's floor) against a floor process:
+    what the brokers' puts cost without the store and replication behind them."""
 
     def __init__(self, floor: FloorProcess) -> None:
-        super().__init__(None, f"floor: {floor.mode}", "remoting")
+        from bench.front_end_floor import GRPC_API_MODES
+
+        super().__init__(None, f"floor: {floor.mode}", "grpc" if floor.mode in GRPC_API_MODES else "remoting")
         self.floor = floor
 
     def endpoint(self) -> str:
@@ -474,30 +476,65 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument(
         "--floor",
         action="store_true",
-        help="also run bench.front_end_floor (a remoting server in Python that keeps nothing): answering"
-        " at once, after an fdatasync per loop turn, and replicated to a slave over gRPC and over TCP",
+        help="also run bench.front_end_floor (a server in Python that keeps nothing): over remoting answering"
+        " at once, after an fdatasync per loop turn, and replicated to a slave over gRPC and over TCP; and over"
+        " the gRPC client API replicated over gRPC",
+    )
+    p.add_argument(
+        "--floor-modes",
+        help="with --floor, a comma list of its modes to run (default all: answer, fdatasync, replicated,"
+        " replicated-tcp, grpc-api)",
+    )
+    p.add_argument(
+        "--overlap",
+        action="store_true",
+        help="also run ASYNC_MASTER + SYNC_FLUSH and SYNC_MASTER + ASYNC_FLUSH (does SYNC/SYNC overlap its"
+        " flush and its slave's round trip, or add them up?)",
     )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
     return p.parse_args(argv)
 
 
+# The floor each RocketStore transport is measured against (bench/front_end_floor.py): the same
+# client API, replicated to a slave over gRPC, keeping nothing.
+FLOOR_OF_TRANSPORT = {"remoting": "floor: replicated", "grpc": "floor: grpc-api"}
+
+
+def _ratios(pairs: list[tuple[Result, Result]], value: Callable[[Result], float]) -> str:
+    ratios = [value(r) / value(p) for r, p in pairs if value(p)]
+    if not ratios:
+        return "-"
+    return f"{median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
 def summary(cell: list[Result]) -> list[str]:
     """Per RocketStore system of one cell's rounds: the median of its round-by-round ratios to
-    Redis (throughput and p99), with the lowest and highest."""
-    redis = {r.round: r for r in cell if r.system.startswith("redis")}
+    Redis (throughput and p99), with the lowest and highest; and for SYNC_MASTER + SYNC_FLUSH,
+    when its transport's floor ran, the same against that floor (and CPU per message)."""
+    by_round: dict[str, dict[int, Result]] = {}
+    for r in cell:
+        by_round.setdefault(r.system, {})[r.round] = r
+    redis = next((rounds for system, rounds in by_round.items() if system.startswith("redis")), {})
     lines = []
-    for system in dict.fromkeys(r.system for r in cell if not r.system.startswith("redis")):
-        pairs = [(r, redis[r.round]) for r in cell if r.system == system and r.round in redis]
-        ratios = [r.msgs_per_s / p.msgs_per_s for r, p in pairs if p.msgs_per_s]
-        p99s = [r.p99_ms / p.p99_ms for r, p in pairs if p.p99_ms]
-        if not ratios:
+    for system, rounds in by_round.items():
+        if system.startswith("redis"):
             continue
-        p99 = f", p99 {median(p99s):.2f}x ({min(p99s):.2f}-{max(p99s):.2f})" if p99s else ""
+        pairs = [(r, redis[n]) for n, r in rounds.items() if n in redis]
+        if not pairs:
+            continue
         lines.append(
-            f"  {system:<28} over {len(ratios)} rounds: throughput {median(ratios):.2f}x"
-            f" ({min(ratios):.2f}-{max(ratios):.2f}) of Redis{p99}"
+            f"  {system:<28} over {len(pairs)} rounds: throughput {_ratios(pairs, lambda r: r.msgs_per_s)} of Redis,"
+            f" p99 {_ratios(pairs, lambda r: r.p99_ms)}"
         )
+        floor = by_round.get(FLOOR_OF_TRANSPORT.get(system.rsplit(" ", 1)[-1], ""), {})
+        if " SYNC/SYNC " in system and floor:
+            pairs = [(r, floor[n]) for n, r in rounds.items() if n in floor]
+            lines.append(
+                f"  {'':<28} of its floor: throughput {_ratios(pairs, lambda r: r.msgs_per_s)},"
+                f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
+                f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
+            )
     return lines
 
 
@@ -551,7 +588,11 @@ def main(argv=None) -> int:
         pair = RedisPair(run_dir / "redis").start()
         started.append(pair.stop)
         drivers: list = [RedisDriver(pair)]
-        modes = [("SYNC_MASTER", "SYNC_FLUSH")] + ([] if args.no_upper_bound else [("ASYNC_MASTER", "ASYNC_FLUSH")])
+        modes = [("SYNC_MASTER", "SYNC_FLUSH")]
+        if args.overlap:
+            modes += [("ASYNC_MASTER", "SYNC_FLUSH"), ("SYNC_MASTER", "ASYNC_FLUSH")]
+        if not args.no_upper_bound:
+            modes.append(("ASYNC_MASTER", "ASYNC_FLUSH"))
         for role, flush in modes:
             progress(f"starting RocketStore master + slave ({role} {flush})")
             cluster = LocalCluster(
@@ -567,11 +608,13 @@ def main(argv=None) -> int:
         if args.floor:
             from bench.front_end_floor import MODES, SLAVE_MODES
 
-            for mode in MODES:
+            for mode in args.floor_modes.split(",") if args.floor_modes else MODES:
+                if mode not in MODES:
+                    raise SystemExit(f"--floor-modes: {mode!r} is not one of {', '.join(MODES)}")
                 progress(f"starting the floor server ({mode})")
                 slave = None
                 if mode in SLAVE_MODES:
-                    slave = FloorProcess(run_dir / f"floor-{SLAVE_MODES[mode]}", SLAVE_MODES[mode]).start()
+                    slave = FloorProcess(run_dir / f"floor-{mode}-{SLAVE_MODES[mode]}", SLAVE_MODES[mode]).start()
                     started.append(slave.stop)
                 floor = FloorProcess(run_dir / f"floor-{mode}", mode, slave).start()
                 started.append(floor.stop)

@@ -12,7 +12,9 @@ send it next, what to make of its acknowledgements, and when to give it up.
   more than the window past the last ack), send a heartbeat (an empty chunk at `sent`) when the
   stream was idle for the heartbeat interval, close it (no report for the housekeeping interval,
   or the slave's next byte is gone from the log), or wait. `acknowledged` checks each report: an
-  ack beyond what was sent is a protocol error.
+  ack beyond what was sent is a protocol error. `window_was_full` says whether an ack may have
+  freed a sender that waits on the window: only then does the adapter wake it (an ack that frees
+  nothing would cost the sender a thread wake-up per message for nothing).
 
 Plain objects: no sockets, threads or clocks (time is an argument); the gRPC adapter is
 `master/replication_server.py`. Not thread-safe: the adapter serialises the calls of one session
@@ -160,6 +162,13 @@ class MasterSession:
         if durable_offset > self.acked:
             self.acked = durable_offset
         return None
+
+    def window_was_full(self, acked_before: int) -> bool:
+        """Called after `acknowledged` with `acked` as it was before: could the sender's last
+        decision have been a wait on the window? `sent` is read now, after the ack: it only grows,
+        so a sender that decided with the old ack and any `sent` up to now is covered; one that
+        decides later sees the new ack itself."""
+        return self.acked > acked_before and self.sent - acked_before >= self.window_bytes
 
     def reported(self, now_ms: int) -> None:
         """Any report arrived (also the handshake): the slave is alive."""

@@ -434,14 +434,17 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     continue
                 durable = report.durable_offset
                 session = stream.session
-                error = (
-                    session.acknowledged(durable, now) if session is not None else "an ack before the stream started"
-                )
+                if session is None:
+                    self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, "an ack before the stream started")
+                    return
+                acked_before = session.acked
+                error = session.acknowledged(durable, now)
                 if error is not None:
                     self._close(stream, grpc.StatusCode.INVALID_ARGUMENT, error)
                     return
                 self._tracker.ack(stream.session_id, durable, self._wall())
-                stream.wake.set()
+                if session.window_was_full(acked_before):
+                    stream.wake.set()  # otherwise the sender has nothing new to do: puts wake it
                 if stream.closing is not None:
                     return
         except grpc.RpcError:
@@ -519,6 +522,10 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                         store.damage.release_replication(stream.slave_id)
                         held = None
                     yield self._chunk(stream, sent, data, master_max, epochs)
+                    # The chunk is on its way: the master's own flush now overlaps the slave's
+                    # round trip, on this thread (the puts waiting for the slave did not wake the
+                    # flush thread).
+                    store.flush_after_send()
                     continue
                 # Nothing whole to send yet (a record still being written): idle as below.
                 step = session.next_step(now, sent, store.min_offset)

@@ -528,7 +528,9 @@ class SlaveReplicator:
         if self._epochs is not None and chunk.epoch > 0:
             self._check_epoch(chunk)
         try:
-            end = self._store.append_replicated(chunk.start_offset, chunk.data)
+            # The dispatcher is woken once the ack is on its way (`_reports`), not here: its
+            # work would take the GIL from this chunk's flush and ack.
+            end = self._store.append_replicated(chunk.start_offset, chunk.data, wake_dispatcher=False)
         except ReplicatedAppendError as exc:
             raise _StreamFailed(f"the chunk at {chunk.start_offset} cannot be appended: {exc}") from None
         except OSError as exc:  # a new segment cannot be created (disk full, permissions)
@@ -606,6 +608,9 @@ class SlaveReplicator:
                 )
                 return
             yield self._sealed(stream, ha_pb2.SlaveReport(durable_offset=offset, max_offset=store.max_offset))
+            # gRPC asks for the next report once this one is sent: the appended chunks are
+            # dispatched now, after their ack, not before it.
+            store.wake_dispatcher()
 
     @staticmethod
     def _sealed(stream: _Stream, report: ha_pb2.SlaveReport) -> ha_pb2.SlaveReport:

@@ -202,7 +202,6 @@ class MessageStore:
         self._flusher: ServiceThread | None = None
         self._committer: CommitRealTimeService | None = None
         self._reput: ReputMessageService | None = None
-        self._dispatch_on_flush = False  # the dispatcher is woken by flushes, not by puts
         self._logic_flusher: FlushConsumeQueueService | None = None
         self._cleaner: CleanService | None = None
         self._loaded = False
@@ -331,22 +330,29 @@ class MessageStore:
             deletable_below=lambda: min(self.flushed_offset, self.dispatcher.reput_from_offset),
             first_unconsumed=self.first_unconsumed_offset,
         )
-        # Under SYNC_FLUSH a flush follows every put, and each flush wakes the dispatcher
-        # (`_on_flushed`): the putting thread then wakes one service fewer, and the replication
-        # stream, woken by the same put, does not compete with the dispatcher for the GIL.
-        self._dispatch_on_flush = isinstance(self._flusher, GroupCommitService) and self._committer is None
-        wake = [] if self._dispatch_on_flush else [self._reput.wakeup]
+        # Under SYNC_FLUSH a put's result waits for its flush (and its slaves' acks): the
+        # dispatcher is woken once the result is known, so that its work (ConsumeQueue, index)
+        # runs after the answer instead of taking the GIL from the flush, the replication stream
+        # and the acks on the put's critical path. Otherwise every append wakes it. Either way (a
+        # no-op while it is awake) it never polls an idle log.
+        dispatch_after_answer = isinstance(self._flusher, GroupCommitService) and self._committer is None
+        wake = [] if dispatch_after_answer else [self._reput.wakeup]
+        flusher = self._flusher
+        group_commit = isinstance(flusher, GroupCommitService)
         if self._committer is not None:
             wake.append(self._committer.wakeup)
-        elif self._wake_flusher_on_put():
-            wake.append(self._flusher.wakeup)  # type: ignore[union-attr]
-        flusher = self._flusher
+        elif self._wake_flusher_on_put() and not group_commit:
+            wake.append(flusher.wakeup)  # type: ignore[union-attr]
         self._put_services = PutServices(
             request_flush=flusher.request if isinstance(flusher, GroupCommitService) else None,
             replica=self._replica,
-            # Every append (under SYNC_FLUSH every flush) wakes the dispatcher (a no-op while it is
-            # awake): it never polls an idle log.
             wake=tuple(wake),
+            # Group commit: a waiting put's flush request wakes the flush thread when nobody else
+            # flushes for it (`PutPath._pending`); a put that does not wait wakes it here.
+            wake_unwaited=(flusher.wakeup,) if group_commit and self._committer is None else (),  # type: ignore[union-attr]
+            wake_after_answer=(self._reput.wakeup,) if dispatch_after_answer else (),
+            # With a write buffer (transientStorePoolEnable) the committer wakes the flush thread.
+            streams_flush=group_commit and self._committer is None,
         )
         self._put_path = self._build_put_path()
         for service in (self._reput, self._logic_flusher, self._cleaner):
@@ -430,9 +436,6 @@ class MessageStore:
     # -- callbacks from services ---------------------------------------------------------------
 
     def _on_flushed(self, flushed_offset: int) -> None:
-        reput = self._reput
-        if self._dispatch_on_flush and reput is not None:
-            reput.wakeup()
         last = self.queue.last
         self.checkpoint.advance(
             physic_flushed_offset=flushed_offset, physic_msg_timestamp=last.store_timestamp_ms if last else 0
@@ -634,17 +637,42 @@ class MessageStore:
 
     # -- replication (slave side) ------------------------------------------------------------------
 
-    def append_replicated(self, offset: int, data: bytes) -> int:
+    def append_replicated(self, offset: int, data: bytes, *, wake_dispatcher: bool = True) -> int:
         """Append bytes replicated from the master (whole records) at exactly `offset`; returns
         the new end. ReplicatedAppendError when they do not belong there (nothing is written),
-        CommitLogClosed once the store is shutting down. Only a SLAVE takes replicated bytes."""
+        CommitLogClosed once the store is shutting down. Only a SLAVE takes replicated bytes.
+        `wake_dispatcher=False`: the caller calls `wake_dispatcher` itself later (a replicator
+        does once its acknowledgement is on its way: the dispatch is off the ack's path)."""
         if self.broker_role is not BrokerRole.SLAVE:
             raise ReplicatedAppendError(f"a {self.broker_role.name} does not take replicated data")
         end = self.commit_log.append_replicated(offset, data)
+        if wake_dispatcher:
+            self.wake_dispatcher()
+        return end
+
+    def wake_dispatcher(self) -> None:
+        """Have the dispatcher take what the log holds now (it also looks on its own every
+        100 ms, so a missed wake-up delays readability, never loses anything)."""
         reput = self._reput
         if reput is not None:
             reput.wakeup()
-        return end
+
+    def flush_after_send(self) -> None:
+        """A master's replication stream, once a chunk is out: under SYNC_FLUSH, flush what the
+        log holds on the calling thread (caller-runs group commit; the fdatasync releases the GIL),
+        so the local flush overlaps the slave's round trip with no hand-off to the flush thread.
+        Puts that wait for a slave leave their flush to this (`PutPath._pending`); only a
+        SYNC_MASTER's puts wait for slaves, so elsewhere the flush thread, which every put wakes,
+        keeps the whole flush. When another flush is under way the flush thread is woken instead."""
+        flusher = self._flusher
+        if (
+            not isinstance(flusher, GroupCommitService)
+            or self._committer is not None
+            or self.broker_role is not BrokerRole.SYNC_MASTER
+        ):
+            return
+        if self.queue.flushed_where < self.queue.max_offset:
+            flusher.flush_here()
 
     def request_flush(self, next_offset: int, *, flush_here: bool = False) -> Future | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status

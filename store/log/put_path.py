@@ -10,9 +10,12 @@ result, after the same waits (the original may still be waiting for them itself)
 a batch are remembered each where it landed (a retry of one of them alone is recognised); a batch
 itself is not checked against them (a server that gathers single sends into a batch checks first).
 
-A put that waits gets a status or future from each side; any non-OK status wins, the flush's
-first; each wait ends at its own deadline (syncFlushTimeout, slaveTimeout) with the matching
-timeout status, and the message stays stored. An asyncio put is woken once, when both sides
+A put that waits asks the replica side first: when it must wait for slaves, their replication
+streams are woken for its bytes and flush the log once their chunk is out, so it does not wake the
+flush thread (the flush then overlaps the slave's round trip; the flush thread's own rounds remain
+the fallback). A put that waits gets a status or future from each side; any non-OK status wins,
+the flush's first; each wait ends at its own deadline (syncFlushTimeout, slaveTimeout) with the
+matching timeout status, and the message stays stored. An asyncio put is woken once, when both sides
 are in (or at the earlier deadline), not once per side. A put that does not wait (ASYNC_FLUSH, or the WAIT
 property "false") only wakes the services. Bad input becomes a status before anything is written.
 
@@ -31,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..config import StoreConfig
 from ..message import (
@@ -81,16 +85,32 @@ class _Pending:
         self.msg_ids = msg_ids
 
 
+class FlushRequest(Protocol):
+    """`GroupCommitService.request`: the flush outcome of everything below `next_offset`;
+    `wake=False` leaves the flush thread asleep (someone else flushes soon)."""
+
+    def __call__(self, next_offset: int, now_ms: int, *, wake: bool = True) -> Outcome: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PutServices:
     """What a put waits on and wakes, from the store's running services: the flush request
     ((next_offset, now_ms) -> outcome; None under ASYNC_FLUSH), the replica gate, services to wake
-    on every put, and services to wake only when a put is about to block."""
+    on every put, services to wake only when a put is about to block, services to wake for a put
+    that does not wait (the group-commit flush thread, which a waiting put's flush request wakes
+    itself), and services to wake once a put's result is known (`wake_after_answer`: the
+    dispatcher under SYNC_FLUSH, whose work then runs after the answer instead of competing with
+    the put's flush and replication for the GIL)."""
 
-    request_flush: Callable[[int, int], Outcome] | None = None
+    request_flush: FlushRequest | None = None
     replica: ReplicaGate | None = None
     wake: tuple[Callable[[], None], ...] = ()
     wake_when_waiting: tuple[Callable[[], None], ...] = ()
+    wake_unwaited: tuple[Callable[[], None], ...] = ()
+    wake_after_answer: tuple[Callable[[], None], ...] = ()
+    # The replication streams flush the log once their chunk is out (`flush_after_send`): a put
+    # that waits for slaves leaves its flush to them instead of waking the flush thread.
+    streams_flush: bool = False
 
 
 class PutPath:
@@ -128,6 +148,9 @@ class PutPath:
         # Woken only by puts about to block on a future: the wake costs them nothing then, and
         # the service works while they wait (the dispatcher, during an fsync).
         self._wake_when_waiting = services.wake_when_waiting
+        self._wake_after_answer = services.wake_after_answer
+        self._wake_unwaited = services.wake_unwaited
+        self._streams_flush = services.streams_flush
         # Producer retries of stored messages: the recent ids, and how to name the original's id.
         self._recent = recent
         self._msg_id_at = msg_id_at
@@ -250,13 +273,21 @@ class PutPath:
         flush: Outcome = Status.PUT_OK
         replica: Outcome = Status.PUT_OK
         if wait:
-            if self._request_flush is not None:
-                flush = self._request_flush(next_offset, now)
             if self._replica is not None:
                 replica = self._replica.request(next_offset, now)
+            if self._request_flush is not None:
+                # A put that waits for slaves has woken their replication streams, and a stream
+                # flushes the log once its chunk is out (`MessageStore.flush_after_send`): the
+                # flush overlaps the slave's round trip without a hand-off to the flush thread,
+                # whose own rounds remain the fallback (a stream that cannot send).
+                streams = self._streams_flush and isinstance(replica, Future)
+                flush = self._request_flush(next_offset, now, wake=not streams)
             if not (isinstance(flush, Status) and isinstance(replica, Status)):
                 for wake in self._wake_when_waiting:
                     wake()
+        else:
+            for wake in self._wake_unwaited:
+                wake()
         return _Pending(encoded, appended, flush, replica, started, msg_ids)
 
     def _result(self, pending: _Pending, flush_status: Status, replica_status: Status) -> PutMessageResult:
@@ -264,6 +295,8 @@ class PutPath:
         appended = pending.appended
         ids = pending.msg_ids if pending.encoded is None else tuple(pending.encoded.msg_ids(appended.wrote_offset))
         self._stats.record_put(status, appended.msg_num, (time.perf_counter_ns() - pending.started_ns) // 1000)
+        for wake in self._wake_after_answer:
+            wake()
         return PutMessageResult(
             status=status,
             wrote_offset=appended.wrote_offset,

@@ -206,8 +206,9 @@ class Dispatcher:
 
 
 class ReputMessageService(ServiceThread):
-    """Dispatches as appends wake it (`wakeup` on every append, put or replicated; on a master
-    under SYNC_FLUSH, on every flush, which follows every put). While bytes
+    """Dispatches as appends wake it (`wakeup` on every put under ASYNC_FLUSH; under SYNC_FLUSH
+    once the put's result is known, after its flush and its slaves' acks; on a slave once the
+    replicated bytes' acknowledgement is on its way). While bytes
     of the log are held back (a dispatch limit, a record still in a write buffer) it looks again
     every `held_s`; otherwise it sleeps until woken, `quiet_s` at most."""
 

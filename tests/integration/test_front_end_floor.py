@@ -1,6 +1,7 @@
 """`bench.front_end_floor`, the ceiling `bench.vs_redis --floor` measures, does the work it
 claims: the producers run against it unchanged, and in the replicated modes (over gRPC and over
-TCP) a send is answered only once its bytes are on the master's file and on the slave's."""
+TCP, and the gRPC client API's floor) a send is answered only once its bytes are on the master's
+file and on the slave's."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import signal
 
 import pytest
 
-from bench.front_end_floor import SLAVE_MODES
+from bench.front_end_floor import GRPC_API_MODES, SLAVE_MODES
 from bench.vs_redis import FloorProcess
-from client import ProducerMessage
+from client import AsyncProducer, ProducerMessage
 from client.remoting import AsyncRemotingProducer
 
 
@@ -28,6 +29,13 @@ def floors(tmp_path):
     yield start
     for floor in reversed(started):
         floor.stop()
+
+
+def _producer(mode: str, endpoint: str, timeout_s: float) -> AsyncProducer | AsyncRemotingProducer:
+    """The producer the floor's mode serves: RocketMQ 5's gRPC client API or remoting."""
+    if mode in GRPC_API_MODES:
+        return AsyncProducer(endpoint, timeout_s=timeout_s)
+    return AsyncRemotingProducer(endpoint, timeout_s=timeout_s)
 
 
 async def _produce(endpoint: str, bodies: list[bytes]):
@@ -57,7 +65,7 @@ def test_a_replicated_send_is_answered_once_master_and_slave_hold_it(floors, mod
 
     async def each_answer_finds_its_bytes_on_both_sides() -> list[str]:
         seen = []
-        async with AsyncRemotingProducer(master.endpoint, timeout_s=10) as producer:
+        async with _producer(mode, master.endpoint, 10) as producer:
             for i, body in enumerate(bodies):
                 result = await producer.send("Floor", body)
                 held = b"".join(bodies[: i + 1])
@@ -77,7 +85,7 @@ def test_a_replicated_send_waits_for_a_stopped_slave(floors, mode):
     assert slave.proc is not None
 
     async def send_while_the_slave_is_stopped() -> str:
-        async with AsyncRemotingProducer(master.endpoint, timeout_s=30) as producer:
+        async with _producer(mode, master.endpoint, 30) as producer:
             await producer.send("Floor", b"before")  # the route is known and the stream is up
             os.kill(slave.proc.pid, signal.SIGSTOP)
             try:

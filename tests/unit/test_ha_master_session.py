@@ -153,6 +153,50 @@ def test_steps_send_within_the_window_then_heartbeat_then_give_up():
     assert closing.step is Step.CLOSE and closing.close is CloseKind.SILENT
 
 
+def test_an_ack_wakes_the_sender_only_when_it_may_have_waited_on_the_window():
+    s = session(window_bytes=300)
+    s.sent_chunk(100, 1)
+    before = s.acked
+    assert s.acknowledged(100, 2) is None
+    assert not s.window_was_full(before)  # the sender never waited on the window: puts wake it
+    s.sent_chunk(300, 3)
+    assert s.next_step(4, 1000, 0).step is Step.WAIT  # 300 unacknowledged: the window is full
+    before = s.acked
+    assert s.acknowledged(250, 5) is None
+    assert s.window_was_full(before)
+    assert s.next_step(6, 1000, 0).step is Step.SEND
+    before = s.acked
+    assert s.acknowledged(250, 7) is None  # a repeated ack frees nothing
+    assert not s.window_was_full(before)
+
+
+@given(
+    window=st.integers(1, 500),
+    sends=st.lists(st.integers(1, 200), min_size=1, max_size=8),
+    acks=st.lists(st.integers(0, 1000), min_size=1, max_size=4),
+    sent_after=st.integers(0, 200),
+)
+def test_a_sender_waiting_on_the_window_is_always_woken_by_the_ack_that_frees_it(window, sends, acks, sent_after):
+    """The sender decides with the ack it sees; the report reader applies a later ack and then
+    asks `window_was_full` (the sender may have sent more in between): every decision to wait on
+    the window that the new ack would have turned into a send gets its wake-up."""
+    s = session(window_bytes=window)
+    readable = 10_000
+    for size in sends:
+        if s.next_step(1, readable, 0).step is Step.SEND:
+            s.sent_chunk(size, 1)
+    for ack in acks:
+        decided = s.next_step(1, readable, 0).step
+        if decided is Step.SEND:
+            s.sent_chunk(sent_after, 1)  # the sender goes on while the ack is on its way
+            continue
+        before = s.acked
+        assert s.acknowledged(min(ack, s.sent), 2) is None
+        woken = s.window_was_full(before)
+        if s.next_step(2, readable, 0).step is Step.SEND:
+            assert woken, f"a sender waiting at sent={s.sent} acked={before} was not woken by the ack to {s.acked}"
+
+
 def test_an_ack_beyond_what_was_sent_is_a_protocol_error_and_gone_bytes_close_the_stream():
     s = session()
     s.sent_chunk(100, 1)

@@ -91,6 +91,19 @@ def test_acks_are_coalesced_and_heartbeats_keep_them_coming():
     assert s.report_due(21 + HEARTBEAT) is None
 
 
+def test_appended_bytes_are_reported_only_once_durable():
+    """The master streams from its written end (before its own flush); the slave acknowledges what
+    it flushed, never what it only appended, heartbeats included."""
+    s = session(durable=1000, now=0)
+    ok = s.receive(chunk(1000, record(100)), 10)
+    s.appended(ok)
+    assert s.expected_offset == 1100
+    assert s.report_due(20) is None  # appended, not yet flushed
+    assert s.report_due(HEARTBEAT + 1) == 1000  # a heartbeat repeats the durable offset only
+    assert s.durable(1100)
+    assert s.report_due(HEARTBEAT + 2) == 1100
+
+
 def test_a_silent_master_is_given_up_after_housekeeping():
     s = session(now=0)
     s.receive(chunk(1000, b""), 100)

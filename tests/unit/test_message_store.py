@@ -1005,8 +1005,8 @@ def test_request_flush_is_none_under_async_flush(tmp_path):
 
 @pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
 def test_every_put_is_dispatched_without_the_dispatchers_idle_timeout(tmp_path, monkeypatch, flush):
-    """Under SYNC_FLUSH the flush that follows a put wakes the dispatcher, under ASYNC_FLUSH the put
-    itself: with an idle timeout far beyond the test's deadline, each message arrives at once."""
+    """Under SYNC_FLUSH a put wakes the dispatcher once its result is known, under ASYNC_FLUSH as it
+    appends: with an idle timeout far beyond the test's deadline, each message arrives at once."""
     from store.queue.dispatch import ReputMessageService
 
     monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
@@ -1016,3 +1016,93 @@ def test_every_put_is_dispatched_without_the_dispatchers_idle_timeout(tmp_path, 
         for i, wait in enumerate(("true", "false", "true")):
             store.put_message(Message("WakeTopic", 0, b"m%d" % i, properties={"WAIT": wait}))
             assert arrived.acquire(timeout=10), f"message {i} (WAIT={wait}) was not dispatched"
+
+
+class _HeldGate:
+    """A replica gate whose slaves acknowledge when the test says so."""
+
+    def __init__(self) -> None:
+        self.outcome: Future = Future()
+        self.asked = threading.Event()
+
+    def request(self, next_offset: int, now_ms: int) -> Future:
+        self.asked.set()
+        return self.outcome
+
+
+def _start_put(store: MessageStore, message: Message, mode: str, results: list[PutMessageResult]) -> threading.Thread:
+    """A thread putting `message` with the store's sync call or, `mode` "async", its asyncio one."""
+
+    def put() -> None:
+        if mode == "sync":
+            results.append(store.put_message(message))
+        else:
+            results.append(asyncio.run(store.async_put_message(message)))
+
+    putter = threading.Thread(target=put)
+    putter.start()
+    return putter
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_sync_flush_put_is_dispatched_after_its_answer_not_during_its_waits(tmp_path, monkeypatch, mode):
+    """The dispatcher's work (ConsumeQueue, index) is kept off a waiting put's critical path: nothing
+    wakes it while the put waits for its flush and its slave, its result does, and the message is
+    then dispatched at once (the idle timeout is far beyond the test's deadline)."""
+    from store.queue.dispatch import ReputMessageService
+
+    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
+    gate = _HeldGate()
+    wakes: list[bool] = []  # for each wake-up of the dispatcher: had the slave acknowledged yet?
+    real_wakeup = ReputMessageService.wakeup
+
+    def wakeup(service):
+        wakes.append(gate.outcome.done())
+        real_wakeup(service)
+
+    monkeypatch.setattr(ReputMessageService, "wakeup", wakeup)
+    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
+    with MessageStore(cfg) as store:
+        store.set_replica_gate(gate)
+        arrived = threading.Semaphore(0)
+        store.add_arrival_listener(lambda request: arrived.release())
+        results: list[PutMessageResult] = []
+        putter = _start_put(store, Message("AfterTopic", 0, b"x"), mode, results)
+        assert gate.asked.wait(10)
+        assert store.wait_flushed(store.max_offset, 10)  # flushed, still waiting for its slave
+        assert store.dispatched_offset == 0 and wakes == []
+        gate.outcome.set_result(OK)
+        putter.join(10)
+        assert [r.status for r in results] == [OK]
+        assert arrived.acquire(timeout=10), "the answered put was not dispatched"
+        assert wakes and all(wakes), "the dispatcher was woken while the put waited"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_put_waiting_for_its_slave_leaves_its_flush_to_the_replication_stream(tmp_path, monkeypatch, mode):
+    """A SYNC_FLUSH put that waits for a slave does not wake the flush thread: the stream that sends
+    its bytes flushes them once its chunk is out (`flush_after_send`). Its answer still waits for
+    that flush, even after the slave acknowledged (the flush thread's idle round is set beyond the
+    test's deadline here, so only the stream's flush can release it)."""
+    from store.log import flush as flush_module
+    from store.log.flush import GroupCommitService
+
+    monkeypatch.setattr(flush_module, "_IDLE_S", 60.0)
+    wakes: list[int] = []
+    real_wakeup = GroupCommitService.wakeup
+    monkeypatch.setattr(GroupCommitService, "wakeup", lambda service: wakes.append(1) or real_wakeup(service))
+    gate = _HeldGate()
+    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
+    with MessageStore(cfg) as store:
+        store.set_replica_gate(gate)
+        results: list[PutMessageResult] = []
+        putter = _start_put(store, Message("StreamFlushTopic", 0, b"x"), mode, results)
+        assert gate.asked.wait(10)
+        gate.outcome.set_result(OK)  # the slave acknowledged; the master's own flush is still due
+        putter.join(0.2)
+        assert putter.is_alive() and results == [], "answered before its flush"
+        assert store.flushed_offset < store.max_offset and wakes == []
+        store.flush_after_send()
+        putter.join(10)
+        assert [r.status for r in results] == [OK]
+        assert store.flushed_offset == store.max_offset

@@ -1,0 +1,93 @@
+"""Thread hand-offs per message on the put path (`python -m bench.put_switches`).
+
+A local master and one slave (SYNC_MASTER + SYNC_FLUSH by default, shared secret, as
+`bench.vs_redis` starts them), driven by `bench.vs_redis`'s producers over remoting or gRPC; each
+round sends a fixed number of messages and prints, per message, the voluntary context switches
+of each server process (every wait: a thread woken by another, a GIL wait, an `fdatasync`) and
+its CPU time, beside the rate and p50. Voluntary switches count the hand-offs of the code path
+itself; a busy machine changes them far less than it changes rates, so two commits compare on a
+shared machine where their rates do not (run them in turn, a few rounds each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.common import context_switches, default_parent_dir, environment, load_average, progress
+from bench.vs_redis import RocketStoreDriver, _cell, _cpu_ticks, run_cell
+from harness.local_cluster import LocalCluster
+
+HZ = os.sysconf("SC_CLK_TCK")  # the unit of /proc/PID/stat's CPU times
+
+
+def parse_args(argv) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.put_switches", description=__doc__.splitlines()[0])
+    p.add_argument("--transport", choices=("remoting", "grpc"), default="remoting")
+    p.add_argument("--cells", default="1x1,8x1", help="comma list of CLIENTSxBATCH (default 1x1,8x1)")
+    p.add_argument("--messages", type=int, default=2000, help="messages per round and cell (default 2000)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds per cell (default 3)")
+    p.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
+    p.add_argument("--role", choices=("SYNC_MASTER", "ASYNC_MASTER"), default="SYNC_MASTER")
+    p.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
+    p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
+    return p.parse_args(argv)
+
+
+async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]]) -> None:
+    pids = driver.pids
+    await run_cell(driver, args.size, 1, 1, 2, 300)  # warm-up: connections, segments, JIT-free caches
+    for clients, batch in cells:
+        for round_ in range(1, args.rounds + 1):
+            switches = [context_switches(p, voluntary_only=True) for p in pids]
+            ticks = [_cpu_ticks(p) for p in pids]
+            r = await run_cell(driver, args.size, clients, batch, 60, args.messages)
+            n = max(1, r.messages)
+            per_msg = [
+                (
+                    (context_switches(p, voluntary_only=True) - s) / n,
+                    1e6 * (_cpu_ticks(p) - t) / HZ / n,
+                )
+                for p, s, t in zip(pids, switches, ticks)
+            ]
+            errors = f"  errors {r.errors}" if r.errors else ""
+            print(
+                f"  {clients}x{batch} round {round_}: {r.messages:>6} msgs {r.msgs_per_s:>7,.0f} msgs/s"
+                f"  p50 {r.p50_ms:5.2f} ms  p99 {r.p99_ms:6.2f} ms  voluntary switches /msg master"
+                f" {per_msg[0][0]:5.1f} slave {per_msg[1][0]:5.1f}  CPU /msg master {per_msg[0][1]:5.0f} us"
+                f" slave {per_msg[1][1]:5.0f} us  load {load_average()}{errors}",
+                flush=True,
+            )
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cells = [_cell(c) for c in args.cells.split(",")]
+    run_dir = Path(tempfile.mkdtemp(prefix="put-switches-", dir=args.dir or default_parent_dir()))
+    print("Thread hand-offs per message on the put path")
+    for key, value in environment(run_dir).items():
+        print(f"  {key:<12} {value}")
+    print(
+        f"  config       {args.role} + {args.flush}, one slave, {args.transport}, {args.size} B bodies,"
+        f" {args.messages} messages per round, {args.rounds} rounds per cell"
+    )
+    progress("starting RocketStore master + slave")
+    cluster = LocalCluster(
+        run_dir / "cluster", master_role=args.role, flush_disk_type=args.flush, settings={"remotingListenPort": "0"}
+    ).start()
+    try:
+        driver = RocketStoreDriver(cluster, f"rocketstore {args.transport}", args.transport)
+        asyncio.run(_rounds(driver, args, cells))
+    finally:
+        cluster.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
