@@ -33,6 +33,10 @@ PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+# Written on a redelivery copy (retry topic, dead letter, send-back): where it came from.
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 
 # The born times the store accepts: the years 1 to 9999, protobuf's Timestamp range. RocketMQ's
 # field is any int64, but a RocketMQ 5 client reads it as a Timestamp, and a record whose time lies

@@ -28,7 +28,14 @@ from dataclasses import dataclass
 
 from store import MessageStore, TopicConfig
 from store.log.codec import CorruptMessage, DamagedMessage
-from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message, MessageExt
+from store.message import (
+    PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
+    MessageExt,
+)
 from store.metadata.topic_config import DLQ_TOPIC_PREFIX
 from wire.rpc import admin_pb2
 
@@ -36,10 +43,6 @@ from .admin_queries import find_by_id, message_view
 
 DEFAULT_PAGE = 32
 MAX_PAGE = 256
-# Written by the pop service on a dead letter (RocketMQ's MessageConst names).
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 _NOT_RESENT = frozenset({PROPERTY_RETRY_TOPIC, PROPERTY_DLQ_ORIGIN_MESSAGE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX})
 # A client message id: what RocketMQ's clients make (hex), bounded like the v2 API's.
 _CLIENT_ID = re.compile(r"[0-9A-Za-z_-]{1,128}")

@@ -43,7 +43,13 @@ from dataclasses import dataclass, field
 
 from rocketstore.broker.timer_state import PROPERTY_TIMER_DELIVER_MS
 from store import BrokerRole, GetMessageStatus, MessageStore, TagFilter
-from store.message import PROPERTY_DELAY_TIME_LEVEL, Message, MessageExt
+from store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    Message,
+    MessageExt,
+)
 from store.metadata.auto_create import AutoCreateRefusal
 from store.metadata.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
 from store.pop.pop_journal import PopJournal
@@ -65,8 +71,6 @@ log = logging.getLogger("rocketstore.broker.pop")
 _NOT_COPIED = frozenset({PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS})
 # RocketMQ's default: a message is delivered at most 16 times, then dead-lettered.
 DEFAULT_MAX_ATTEMPTS = 16
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 _REPLAY_GROUP = "RS_SYS_POP_REPLAY"
 # A redelivery the broker cannot make now (its retry or dead-letter topic was refused, or the put
 # failed) waits the receive's invisible time again, at most this long, then is tried again.

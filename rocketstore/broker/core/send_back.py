@@ -21,12 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from store import Message, MessageExt
-from store.message import PROPERTY_DELAY_TIME_LEVEL
+from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC
 from store.metadata.topic_config import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
 
-# RocketMQ's MessageConst names.
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 # RocketMQ's default for a group's attempts (its subscription group's retryMaxTimes).
 MAX_RECONSUME_TIMES = 16
 # delayLevel 0: the level is this plus the attempts so far (RocketMQ's rule).
