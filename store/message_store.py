@@ -335,10 +335,12 @@ class MessageStore:
         # runs after the answer instead of taking the GIL from the flush, the replication stream
         # and the acks on the put's critical path. Otherwise every append wakes it. Either way (a
         # no-op while it is awake) it never polls an idle log.
-        dispatch_after_answer = isinstance(self._flusher, GroupCommitService) and self._committer is None
-        wake = [] if dispatch_after_answer else [self._reput.wakeup]
         flusher = self._flusher
         group_commit = isinstance(flusher, GroupCommitService)
+        # SYNC_FLUSH straight to the log; with a write buffer (transientStorePoolEnable) the
+        # committer wakes the flush thread instead.
+        direct_group_commit = group_commit and self._committer is None
+        wake = [] if direct_group_commit else [self._reput.wakeup]
         if self._committer is not None:
             wake.append(self._committer.wakeup)
         elif self._wake_flusher_on_put() and not group_commit:
@@ -349,10 +351,9 @@ class MessageStore:
             wake=tuple(wake),
             # Group commit: a waiting put's flush request wakes the flush thread when nobody else
             # flushes for it (`PutPath._pending`); a put that does not wait wakes it here.
-            wake_unwaited=(flusher.wakeup,) if group_commit and self._committer is None else (),  # type: ignore[union-attr]
-            wake_after_answer=(self._reput.wakeup,) if dispatch_after_answer else (),
-            # With a write buffer (transientStorePoolEnable) the committer wakes the flush thread.
-            streams_flush=group_commit and self._committer is None,
+            wake_unwaited=(flusher.wakeup,) if direct_group_commit else (),  # type: ignore[union-attr]
+            wake_after_answer=(self._reput.wakeup,) if direct_group_commit else (),
+            streams_flush=direct_group_commit,
         )
         self._put_path = self._build_put_path()
         for service in (self._reput, self._logic_flusher, self._cleaner):
@@ -968,7 +969,7 @@ class MessageStore:
         slave, whose puts arrive replicated, the end of the queue as dispatched."""
         if self.broker_role is BrokerRole.SLAVE:
             return self.dispatched_queue_offset(topic, queue_id)
-        return self.commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
+        return self.commit_log.next_queue_offset(topic, queue_id)
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.consume_queues.find(topic, queue_id)
@@ -990,7 +991,7 @@ class MessageStore:
             return False
         # The assigned end first: the dispatched end never passes it, so a stale pair errs
         # towards "dispatched" (the reader answers as now), never towards a wait for nothing.
-        assigned_next = self.commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
+        assigned_next = self.commit_log.next_queue_offset(topic, queue_id)
         return assigned_not_dispatched(queue_offset, self.dispatched_queue_offset(topic, queue_id), assigned_next)
 
     def get_message(

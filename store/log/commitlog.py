@@ -75,6 +75,10 @@ class CommitLog:
         self.topic_queue_table.clear()
         self.topic_queue_table.update(table)
 
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next put to this queue gets (0 for a queue never written)."""
+        return self.topic_queue_table.get(f"{topic}-{queue_id}", 0)
+
     # -- the critical section -------------------------------------------------------------------
 
     def append(self, encoded: EncodedMessage) -> AppendResult:

@@ -98,7 +98,7 @@ class MessageReader:
         # at the end of the queue. Read before the queue's max offset, which never passes it, so
         # an offset a put was acknowledged with (or the one after it) is never answered as past
         # the end while the dispatcher catches up.
-        assigned = self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
+        assigned = self._commit_log.next_queue_offset(topic, queue_id)
         if cq is None:
             if 0 <= queue_offset <= assigned and assigned > 0:
                 return GetMessageResult(Status.OFFSET_OVERFLOW_ONE, queue_offset, 0, 0)
