@@ -81,6 +81,10 @@ class BrokerConfig:
     tls_enable: bool = False
     tls_server_cert_path: str = ""
     tls_server_key_path: str = ""
+    # Proxy mode (rocketstore/broker/proxy_forwarder.py): a slave relays the client calls only a
+    # master serves (sends, pop consumption, transactions, offset commits, Telemetry) to its
+    # group's master instead of refusing them NOT_MASTER. Not with tlsEnable (not relayed yet).
+    proxy_mode_enable: bool = True
     # Longest a PullMessage long poll may wait.
     long_polling_max_ms: int = field(default=30_000, metadata=_key("longPollingMax"))
     # The broker's log file lives here; empty: <storePathRootDir>/logs. It is rotated by size
