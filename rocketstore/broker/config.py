@@ -183,6 +183,11 @@ class BrokerConfig:
         )
 
     @property
+    def relays_to_master(self) -> bool:
+        """Proxy mode in force: on, and not under TLS (a relay does not verify the master yet)."""
+        return self.proxy_mode_enable and not self.tls_enable
+
+    @property
     def client_limits(self) -> ClientLimits:
         return ClientLimits(
             self.channel_expired_timeout_ms,

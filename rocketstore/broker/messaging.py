@@ -240,10 +240,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         if request.replicas:
             queues = route_message_queues(request.topic, route.brokers)
         else:
+            # Every member of a group, where its slaves relay what they do not serve (proxy mode).
             language = dict(context.invocation_metadata() or ()).get(LANGUAGE_HEADER, "")
-            queues = group_message_queues(
-                request.topic, route.groups(), all_members=language in MULTI_ADDRESS_LANGUAGES
-            )
+            all_members = self._configs.broker.relays_to_master and language in MULTI_ADDRESS_LANGUAGES
+            queues = group_message_queues(request.topic, route.groups(), all_members=all_members)
         return pb.QueryRouteResponse(status=OK, message_queues=queues)
 
     # -- Heartbeat, NotifyClientTermination -----------------------------------------------------

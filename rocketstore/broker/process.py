@@ -302,7 +302,7 @@ class Broker:
         ]
         if broker.proxy_mode_enable and broker.tls_enable:
             log.warning("proxy mode is off: a slave does not relay calls to its master under tlsEnable=true yet")
-        elif broker.proxy_mode_enable:
+        elif broker.relays_to_master:
             # Innermost: the guards and sightings above wrap a relayed call as they wrap the servicer.
             self._proxy = ProxyForwarder(message_limits)
             interceptors.append(self._proxy)
