@@ -18,28 +18,17 @@ from test_pop_consumption import SIMPLE_CONSUMER, run_official
 from test_transactions import FAST_CHECKS, TRANSACTIONAL_PRODUCER
 
 from client import PullConsumer
-from harness.ports import port_for_later
+from harness.local_cluster import start_slave_first
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
-
-HOST = "127.0.0.1"
 
 
 def slave_first_group(make_cluster, **settings: str):
     """A SYNC_MASTER and one slave whose client endpoint sorts before the master's."""
-    first = port_for_later(HOST)
-    second = port_for_later(HOST, avoid=(first,))
-    slave_port, master_port = sorted((first, second), key=lambda port: f"{HOST}:{port}")
     cluster = make_cluster(
-        start=False,
-        master_role="SYNC_MASTER",
-        flush_disk_type="SYNC_FLUSH",
-        slaves=0,
-        settings={"listenPort": str(master_port), **settings},
+        start=False, master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=0, settings=settings
     )
-    cluster.start()
-    cluster.add_slave(1, listenPort=str(slave_port))
-    return cluster
+    return start_slave_first(cluster)
 
 
 def test_an_official_client_on_a_slave_sends_receives_and_acks_through_it(make_cluster, tmp_path):
