@@ -8,7 +8,8 @@ guard, the ACL guard, the client sightings) wrap the relay as they wrap the serv
 - carries the decoded request to the master over one cached grpc.aio channel per master endpoint,
   with the caller's metadata (ACL signature, client id, language: the master checks and records
   them as from the client) plus `FORWARDED_HEADER`, and the caller's remaining deadline;
-- hands the master's answers back as they come (a unary answer; ReceiveMessage's stream; both
+- hands the master's answers back as they come, as bytes never decoded on the way (a unary
+  answer; ReceiveMessage's stream; both
   directions of a Telemetry stream, so that the master's transaction check-backs reach a
   producer whose stream is on a slave);
 - falls back to the local servicer when the master cannot be reached (gRPC UNAVAILABLE before any
@@ -36,7 +37,6 @@ from typing import Any
 import grpc
 
 from store import BrokerRole
-from wire.rpc import messaging_pb2 as pb
 
 from .proxy_rules import FORWARDED_HEADER, RELAYED, Standing, method_of, relay_target
 from .view import BrokerView
@@ -55,15 +55,21 @@ _CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
 
-_SERVICE = pb.DESCRIPTOR.services_by_name["MessagingService"]
-
-
-def _response_type(method: str) -> Any:
-    return getattr(pb, _SERVICE.methods_by_name[method].output_type.name)
-
 
 def _serialize(message: Any) -> bytes:
     return message.SerializeToString()
+
+
+def _passing_bytes(serialize: Callable[[Any], bytes] | None) -> Callable[[Any], bytes]:
+    """The servicer's response serializer, taking the master's answers as the bytes they came in
+    (never decoded here) and the local answers (a fallback, a guard's refusal) as messages."""
+
+    def serializer(response: Any) -> bytes:
+        if isinstance(response, bytes):
+            return response
+        return serialize(response) if serialize is not None else _serialize(response)
+
+    return serializer
 
 
 def relayed_metadata(metadata: Sequence[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:
@@ -139,33 +145,27 @@ class ProxyForwarder(grpc.aio.ServerInterceptor):
             return handler
         channel = self._channels.get(target)
         upstream_metadata = relayed_metadata(metadata)
-        response_type = _response_type(method)
+        responses = _passing_bytes(handler.response_serializer)
         if handler.unary_unary is not None:
-            upstream_uu = channel.unary_unary(
-                path, request_serializer=_serialize, response_deserializer=response_type.FromString
-            )
+            upstream_uu = channel.unary_unary(path, request_serializer=_serialize)
             return grpc.unary_unary_rpc_method_handler(
                 _relay_unary(upstream_uu, handler.unary_unary, upstream_metadata),
                 handler.request_deserializer,
-                handler.response_serializer,
+                responses,
             )
         if handler.unary_stream is not None:
-            upstream_us = channel.unary_stream(
-                path, request_serializer=_serialize, response_deserializer=response_type.FromString
-            )
+            upstream_us = channel.unary_stream(path, request_serializer=_serialize)
             return grpc.unary_stream_rpc_method_handler(
                 _relay_unary_stream(upstream_us, handler.unary_stream, upstream_metadata),
                 handler.request_deserializer,
-                handler.response_serializer,
+                responses,
             )
         if handler.stream_stream is not None:
-            upstream_ss = channel.stream_stream(
-                path, request_serializer=_serialize, response_deserializer=response_type.FromString
-            )
+            upstream_ss = channel.stream_stream(path, request_serializer=_serialize)
             return grpc.stream_stream_rpc_method_handler(
                 _relay_stream_stream(channel, upstream_ss, handler.stream_stream, upstream_metadata),
                 handler.request_deserializer,
-                handler.response_serializer,
+                responses,
             )
         return handler
 

@@ -12,7 +12,7 @@ import pytest
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.core.routes import Route, RouteBroker
-from rocketstore.broker.proxy_forwarder import _relay_unary, _relay_unary_stream, relayed_metadata
+from rocketstore.broker.proxy_forwarder import _passing_bytes, _relay_unary, _relay_unary_stream, relayed_metadata
 from rocketstore.broker.proxy_rules import (
     FORWARDED_HEADER,
     MASTER_WRITES,
@@ -235,3 +235,11 @@ def test_proxy_mode_is_on_by_default_and_off_under_tls():
     assert not BrokerConfig(proxy_mode_enable=False).relays_to_master
     tls = BrokerConfig(tls_enable=True, tls_server_cert_path="cert.pem", tls_server_key_path="key.pem")
     assert not tls.relays_to_master
+
+
+def test_the_masters_answers_pass_as_bytes_and_local_answers_are_serialized():
+    serializer = _passing_bytes(pb.SendMessageResponse.SerializeToString)
+    answer = pb.SendMessageResponse(status=pb.Status(code=pb.OK, message="master"))
+    raw = answer.SerializeToString()
+    assert serializer(raw) is raw
+    assert serializer(answer) == raw
