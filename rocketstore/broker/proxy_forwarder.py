@@ -29,6 +29,7 @@ Thread-safety: runs on the client API server's event loop, as do its channels.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -146,27 +147,18 @@ class ProxyForwarder(grpc.aio.ServerInterceptor):
         channel = self._channels.get(target)
         upstream_metadata = relayed_metadata(metadata)
         responses = _passing_bytes(handler.response_serializer)
-        if handler.unary_unary is not None:
-            upstream_uu = channel.unary_unary(path, request_serializer=_serialize)
-            return grpc.unary_unary_rpc_method_handler(
-                _relay_unary(upstream_uu, handler.unary_unary, upstream_metadata),
-                handler.request_deserializer,
-                responses,
-            )
-        if handler.unary_stream is not None:
-            upstream_us = channel.unary_stream(path, request_serializer=_serialize)
-            return grpc.unary_stream_rpc_method_handler(
-                _relay_unary_stream(upstream_us, handler.unary_stream, upstream_metadata),
-                handler.request_deserializer,
-                responses,
-            )
-        if handler.stream_stream is not None:
-            upstream_ss = channel.stream_stream(path, request_serializer=_serialize)
-            return grpc.stream_stream_rpc_method_handler(
-                _relay_stream_stream(channel, upstream_ss, handler.stream_stream, upstream_metadata),
-                handler.request_deserializer,
-                responses,
-            )
+        relays = (
+            ("unary_unary", _relay_unary, grpc.unary_unary_rpc_method_handler),
+            ("unary_stream", _relay_unary_stream, grpc.unary_stream_rpc_method_handler),
+            ("stream_stream", functools.partial(_relay_stream_stream, channel), grpc.stream_stream_rpc_method_handler),
+        )
+        for kind, relay, method_handler in relays:
+            local = getattr(handler, kind)
+            if local is not None:
+                upstream = getattr(channel, kind)(path, request_serializer=_serialize)
+                return method_handler(
+                    relay(upstream, local, upstream_metadata), handler.request_deserializer, responses
+                )
         return handler
 
 
