@@ -12,12 +12,15 @@ the same scripts fail (the slave refuses NOT_MASTER), which is what these tests 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import grpc
+from test_client_acl import OFFICIAL_PYTHON, OFFICIAL_SEND
 from test_pop_consumption import SIMPLE_CONSUMER, run_official
 from test_transactions import FAST_CHECKS, TRANSACTIONAL_PRODUCER
 
-from client import PullConsumer
+from client import Credentials, PullConsumer
 from harness.local_cluster import start_slave_first
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
@@ -73,3 +76,56 @@ def test_a_slave_without_a_reachable_master_answers_a_send_before_the_callers_de
         response = stub.SendMessage(pb.SendMessageRequest(messages=[message]), timeout=30)
     assert response.status.code == pb.FORBIDDEN, response
     assert master.client_endpoint in response.status.message
+
+
+def _acl_file(path, reader_perms: str):
+    path.write_text(
+        json.dumps(
+            {
+                "accounts": [
+                    {"accessKey": "app", "secretKey": "app-secret-key-1", "topicPerms": ["Orders=PUB|SUB"]},
+                    {"accessKey": "reader", "secretKey": "reader-secret-key", "topicPerms": [reader_perms]},
+                ]
+            }
+        )
+    )
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+def test_a_relayed_call_keeps_its_signature_and_the_master_checks_it(make_cluster, tmp_path):
+    """The slave lets "reader" publish, the master does not: a send through the slave is the
+    master's to refuse; "app" may on both, and its signature still verifies at the master."""
+    master_acl = _acl_file(tmp_path / "master-acl.json", "Orders=SUB")
+    slave_acl = _acl_file(tmp_path / "slave-acl.json", "Orders=PUB|SUB")
+    cluster = make_cluster(
+        start=False,
+        master_role="SYNC_MASTER",
+        flush_disk_type="SYNC_FLUSH",
+        slaves=0,
+        settings={"aclEnable": "true", "aclFile": master_acl},
+        slave_settings={"aclFile": slave_acl},
+    )
+    start_slave_first(cluster)
+    slave = cluster.slave_brokers[0].client_endpoint
+
+    def send(ak: str, sk: str, home) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(OFFICIAL_PYTHON), "-c", OFFICIAL_SEND, slave, ak, sk],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, HOME=str(home)),
+        )
+
+    good = send("app", "app-secret-key-1", tmp_path / "app")
+    assert good.returncode == 0, good.stderr[-2000:]
+    message_id = good.stdout.strip().splitlines()[-1]
+    with PullConsumer(cluster.master.client_endpoint, credentials=Credentials("app", "app-secret-key-1")) as consumer:
+        stored = {m.msg_id for q in consumer.queues("Orders") for m in consumer.pull("Orders", q, 0).messages}
+    assert message_id in stored
+    refused = send("reader", "reader-secret-key", tmp_path / "reader")
+    assert refused.returncode != 0
+    client_log = tmp_path / "reader" / "logs" / "rocketmq_python" / "rocketmq_client.log"
+    said = refused.stderr + (client_log.read_text() if client_log.exists() else "")
+    assert "lacks PUB on topic 'Orders'" in said, said[-2000:]
