@@ -83,7 +83,8 @@ class BrokerConfig:
     tls_server_key_path: str = ""
     # Proxy mode (rocketstore/broker/proxy_forwarder.py): a slave relays the client calls only a
     # master serves (sends, pop consumption, transactions, offset commits, Telemetry) to its
-    # group's master instead of refusing them NOT_MASTER. Not with tlsEnable (not relayed yet).
+    # group's master instead of refusing them NOT_MASTER. Off under tlsEnable: the official client
+    # fails TLS verification on a route naming several addresses (docs/brokers.md).
     proxy_mode_enable: bool = True
     # Longest a PullMessage long poll may wait.
     long_polling_max_ms: int = field(default=30_000, metadata=_key("longPollingMax"))

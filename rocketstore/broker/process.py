@@ -301,7 +301,7 @@ class Broker:
             ("grpc.max_send_message_length", max_message),
         ]
         if broker.proxy_mode_enable and broker.tls_enable:
-            log.warning("proxy mode is off: a slave does not relay calls to its master under tlsEnable=true yet")
+            log.warning("proxy mode is off under tlsEnable=true: routes name one address, slaves relay nothing")
         elif broker.relays_to_master:
             # Innermost: the guards and sightings above wrap a relayed call as they wrap the servicer.
             self._proxy = ProxyForwarder(message_limits)
