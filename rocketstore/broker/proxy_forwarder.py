@@ -105,6 +105,7 @@ class _Channels:
     def get(self, endpoint: str) -> grpc.aio.Channel:
         channel = self._open.get(endpoint)
         if channel is None:
+            log.info("proxy mode: relaying the calls only a master serves to %s", endpoint)
             channel = self._open[endpoint] = grpc.aio.insecure_channel(endpoint, options=self._options)
             while len(self._open) > MAX_CHANNELS:
                 _, old = self._open.popitem(last=False)
