@@ -10,6 +10,11 @@ Phases, each bounded by `--messages` and `--seconds`:
 - consume, official PushConsumer: a listener that returns SUCCESS, until all are in;
 - consume, ours: `client.PullConsumer.pull` (32 per call) over the topic's queues.
 
+`--via` says which broker the official client talks to: `master` (proxyModeEnable=false, so routes
+name the master's one address, as before proxy mode) or `slave` (proxy mode on and the slave's
+port chosen to sort first: the route names both, the client's channel takes the slave, and every
+official call goes one hop further, relayed to the master). Our own client talks to the master.
+
 The official client runs in its own virtualenv (`.venv-rocketmq`, made by `make test`) in a child
 process that prints its figures as JSON. Latency of a send is send-to-acknowledgement; a consume
 phase reports its throughput (msgs/s, MB/s) over the time to take in every message, and, for the
@@ -31,7 +36,7 @@ from pathlib import Path
 
 from bench.common import REPO_ROOT, default_parent_dir, environment, progress, size_label
 from client import Producer, PullConsumer
-from harness.local_cluster import LocalCluster
+from harness.local_cluster import LocalCluster, start_slave_first
 
 OFFICIAL_PYTHON = REPO_ROOT / ".venv-rocketmq" / "bin" / "python"
 
@@ -186,6 +191,12 @@ def parse_args(argv) -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=60, help="bound of each phase (default 60)")
     parser.add_argument("--role", default="SYNC_MASTER", choices=("SYNC_MASTER", "ASYNC_MASTER"))
     parser.add_argument("--flush", default="SYNC_FLUSH", choices=("SYNC_FLUSH", "ASYNC_FLUSH"))
+    parser.add_argument(
+        "--via",
+        default="master",
+        choices=("master", "slave"),
+        help="the broker the official client talks to: master (no proxy mode) or slave (relayed; default master)",
+    )
     parser.add_argument("--dir", type=Path, help="where the brokers' files go")
     return parser.parse_args(argv)
 
@@ -203,21 +214,33 @@ def main(argv=None) -> int:
             print(f"  {key:<12} {value}")
         print(
             f"  config       {args.role} {args.flush}, {size_label(args.size)} bodies, "
-            f"{args.messages} messages per phase, at most {args.seconds} s each"
+            f"{args.messages} messages per phase, at most {args.seconds} s each, official client via the {args.via}"
         )
         progress("starting a master + slave")
-        cluster = LocalCluster(run_dir / "group", master_role=args.role, flush_disk_type=args.flush).start()
+        if args.via == "slave":
+            group = LocalCluster(run_dir / "group", master_role=args.role, flush_disk_type=args.flush, slaves=0)
+            cluster = start_slave_first(group)
+        else:
+            proxy_off = {"proxyModeEnable": "false"}
+            cluster = LocalCluster(
+                run_dir / "group", master_role=args.role, flush_disk_type=args.flush, settings=proxy_off
+            ).start()
         endpoint = cluster.master.client_endpoint
+        official_endpoint = cluster.slave_brokers[0].client_endpoint if args.via == "slave" else endpoint
         home = run_dir / "home"
         rows = []
         progress("produce: official")
-        rows.append(("produce  official Producer", official(endpoint, "produce", "BenchOfficial", args, home)))
+        rows.append(("produce  official Producer", official(official_endpoint, "produce", "BenchOfficial", args, home)))
         progress("produce: ours")
         rows.append(("produce  client.Producer", ours_produce(endpoint, "BenchOurs", args)))
         progress("consume: official SimpleConsumer")
-        rows.append(("consume  official SimpleConsumer", official(endpoint, "simple", "BenchOfficial", args, home)))
+        rows.append(
+            ("consume  official SimpleConsumer", official(official_endpoint, "simple", "BenchOfficial", args, home))
+        )
         progress("consume: official PushConsumer")
-        rows.append(("consume  official PushConsumer", official(endpoint, "push", "BenchOfficial", args, home)))
+        rows.append(
+            ("consume  official PushConsumer", official(official_endpoint, "push", "BenchOfficial", args, home))
+        )
         progress("consume: ours (pull)")
         rows.append(("consume  client.PullConsumer", ours_pull(endpoint, "BenchOurs", args)))
         print(f"  load avg     {' '.join(f'{x:.2f}' for x in os.getloadavg())} (after the run)")

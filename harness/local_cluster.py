@@ -26,6 +26,7 @@ from demos.local_brokers import (
     poll_until,
     write_secret,
 )
+from harness.ports import port_for_later
 
 __all__ = [
     "LOCAL_DEFAULTS",
@@ -36,6 +37,7 @@ __all__ = [
     "lone_master",
     "poll_until",
     "settled_master",
+    "start_slave_first",
     "write_secret",
 ]
 
@@ -61,6 +63,19 @@ def settled_master(brokers: Sequence[B], status: Callable[[B], dict | None], not
     if answer is None or len(answer.get("in_sync_replica_ids", [])) < in_sync:
         return None
     return master
+
+
+def start_slave_first(cluster: LocalCluster, timeout_s: float = 60.0) -> LocalCluster:
+    """Start `cluster` (made with `slaves=0`) and one slave (id 1) whose client endpoint sorts
+    before the master's as text: the official Python client, given a route naming both, connects
+    to the first address of the sorted list, so it talks to the slave (proxy mode relays)."""
+    first = port_for_later()
+    second = port_for_later(avoid=(first,))
+    slave_port, master_port = sorted((first, second), key=lambda port: f"127.0.0.1:{port}")
+    cluster.settings["listenPort"] = str(master_port)
+    cluster.start(timeout_s)
+    cluster.add_slave(1, timeout_s, listenPort=str(slave_port))
+    return cluster
 
 
 @dataclass

@@ -81,6 +81,11 @@ class BrokerConfig:
     tls_enable: bool = False
     tls_server_cert_path: str = ""
     tls_server_key_path: str = ""
+    # Proxy mode (rocketstore/broker/proxy_forwarder.py): a slave relays the client calls only a
+    # master serves (sends, pop consumption, transactions, offset commits, Telemetry) to its
+    # group's master instead of refusing them NOT_MASTER. Off under tlsEnable: the official client
+    # fails TLS verification on a route naming several addresses (docs/brokers.md).
+    proxy_mode_enable: bool = True
     # Longest a PullMessage long poll may wait.
     long_polling_max_ms: int = field(default=30_000, metadata=_key("longPollingMax"))
     # The broker's log file lives here; empty: <storePathRootDir>/logs. It is rotated by size
@@ -177,6 +182,11 @@ class BrokerConfig:
             self.remoting_frame_timeout_ms,
             self.remoting_max_in_flight_requests,
         )
+
+    @property
+    def relays_to_master(self) -> bool:
+        """Proxy mode in force: on, and not under TLS (a relay does not verify the master yet)."""
+        return self.proxy_mode_enable and not self.tls_enable
 
     @property
     def client_limits(self) -> ClientLimits:

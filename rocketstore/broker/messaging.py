@@ -55,7 +55,7 @@ from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
 from . import codes
-from .client_sightings import client_id_of
+from .client_sightings import LANGUAGE_HEADER, client_id_of
 from .cluster_route import other_groups_assignments
 from .core.long_polling import ArrivalWatch
 from .core.pull import PullRequest
@@ -73,6 +73,7 @@ from .transaction_api import TransactionApi
 from .transaction_service import TransactionService, TransactionSettings
 from .v2_messages import (
     MAX_SEND_MESSAGES,
+    MULTI_ADDRESS_LANGUAGES,
     OK,
     SUBSCRIPTION_LONG_POLLING_MS,
     _timestamp_ms,
@@ -239,7 +240,10 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         if request.replicas:
             queues = route_message_queues(request.topic, route.brokers)
         else:
-            queues = group_message_queues(request.topic, route.groups())
+            # Every member of a group, where its slaves relay what they do not serve (proxy mode).
+            language = dict(context.invocation_metadata() or ()).get(LANGUAGE_HEADER, "")
+            all_members = self._configs.broker.relays_to_master and language in MULTI_ADDRESS_LANGUAGES
+            queues = group_message_queues(request.topic, route.groups(), all_members=all_members)
         return pb.QueryRouteResponse(status=OK, message_queues=queues)
 
     # -- Heartbeat, NotifyClientTermination -----------------------------------------------------

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -71,6 +72,7 @@ from .listening import bind, host_port
 from .logs import capture_native_stderr, ready_json, setup_logging
 from .messaging import MessagingServicer
 from .metrics import BrokerCollector, Connections, MetricsServer, readiness, serving
+from .proxy_forwarder import ProxyForwarder, proxy_standing
 from .remoting_server import RemotingServer
 from .replication_role import ReplicationRole
 from .view import acts_for_master
@@ -207,6 +209,8 @@ class Broker:
         self.started_monotonic_ms = 0
         self._client_server: grpc.aio.Server | None = None
         self._acl_guard: AclGuard | None = None
+        # Proxy mode's relay of a slave's master-only calls (None when off).
+        self._proxy: ProxyForwarder | None = None
         # The broker core both client APIs hand requests to (`core/`), and the two front ends.
         self._core: BrokerCore | None = None
         self._messaging: MessagingServicer | None = None
@@ -292,14 +296,17 @@ class Broker:
             )
         # After the ACL guard: a call it refuses names no client.
         interceptors.append(ClientSightings(self.clients))
-        return grpc.aio.server(
-            interceptors=interceptors,
-            options=[
-                ("grpc.max_receive_message_length", max_message),
-                ("grpc.max_send_message_length", max_message),
-                ("grpc.so_reuseport", 0),
-            ],
-        )
+        message_limits = [
+            ("grpc.max_receive_message_length", max_message),
+            ("grpc.max_send_message_length", max_message),
+        ]
+        if broker.proxy_mode_enable and broker.tls_enable:
+            log.warning("proxy mode is off under tlsEnable=true: routes name one address, slaves relay nothing")
+        elif broker.relays_to_master:
+            # Innermost: the guards and sightings above wrap a relayed call as they wrap the servicer.
+            self._proxy = ProxyForwarder(message_limits)
+            interceptors.append(self._proxy)
+        return grpc.aio.server(interceptors=interceptors, options=[*message_limits, ("grpc.so_reuseport", 0)])
 
     def _client_credentials(self) -> grpc.ServerCredentials | None:
         broker = self.configs.broker
@@ -365,6 +372,8 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         messaging.bind_loop(self._loop)
         self._messaging = messaging
+        if self._proxy is not None:
+            self._proxy.bind(functools.partial(proxy_standing, view))
         if broker.remoting_listen_port >= 0:
             self._start_remoting(core)
         if broker.metrics_port >= 0:
@@ -528,6 +537,8 @@ class Broker:
             await self._messaging.close()
         if self._client_server is not None:
             await self._client_server.stop(grace_s)
+        if self._proxy is not None:
+            await self._proxy.close()
         if self._store is not None:
             await asyncio.to_thread(self._store.shutdown)
         log.info("shut down cleanly")

@@ -92,17 +92,28 @@ def split_endpoint(endpoint: str) -> tuple[str, int] | None:
     return (host, port) if 0 <= port <= 65535 else None
 
 
-def endpoints_of(endpoint: str) -> pb.Endpoints:
-    """The v2 Endpoints of a host:port: IPv4 or IPv6 for address literals, else DOMAIN_NAME."""
+def _scheme(host: str) -> "pb.AddressScheme":
+    try:
+        return pb.IPv4 if ipaddress.ip_address(host).version == 4 else pb.IPv6
+    except ValueError:
+        return pb.DOMAIN_NAME
+
+
+def endpoints_of(endpoint: str, *more: str) -> pb.Endpoints:
+    """The v2 Endpoints of a host:port: IPv4 or IPv6 for address literals, else DOMAIN_NAME.
+    With `more`, every distinct address when all are literals of `endpoint`'s IP version (the
+    clients take several addresses of one IP scheme, never of DOMAIN_NAME); `endpoint` alone
+    otherwise."""
     parts = split_endpoint(endpoint)
     if parts is None:
         return pb.Endpoints()
-    host, port = parts
-    try:
-        scheme = pb.IPv4 if ipaddress.ip_address(host).version == 4 else pb.IPv6
-    except ValueError:
-        scheme = pb.DOMAIN_NAME
-    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+    scheme = _scheme(parts[0])
+    addresses = [parts]
+    if scheme != pb.DOMAIN_NAME:
+        others = [split_endpoint(e) for e in more]
+        if all(o is not None and _scheme(o[0]) == scheme for o in others):
+            addresses += [o for o in others if o is not None and o not in addresses]
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port) for host, port in addresses])
 
 
 def peer_host(peer: str) -> Host | None:
@@ -161,9 +172,9 @@ def pop_assignment(
 
 
 def route_queues(
-    topic: pb.Resource, config: TopicConfig, broker_name: str, broker_id: int, endpoint: str, read_only: bool
+    topic: pb.Resource, config: TopicConfig, broker_name: str, broker_id: int, endpoints: pb.Endpoints, read_only: bool
 ) -> list[pb.MessageQueue]:
-    broker = pb.Broker(name=broker_name, id=broker_id, endpoints=endpoints_of(endpoint))
+    broker = pb.Broker(name=broker_name, id=broker_id, endpoints=endpoints)
     return [
         pb.MessageQueue(
             topic=pb.Resource(resource_namespace=topic.resource_namespace, name=topic.name),
@@ -183,23 +194,36 @@ def route_message_queues(topic: pb.Resource, brokers: Iterable[RouteBroker]) -> 
     return [
         queue
         for b in brokers
-        for queue in route_queues(topic, b.config, b.broker_name, b.broker_id, b.client_endpoint, b.read_only)
-    ]
-
-
-def group_message_queues(topic: pb.Resource, groups: Iterable[RouteGroup]) -> list[pb.MessageQueue]:
-    """A route as RocketMQ 5's clients take it: each group once, at broker id 0, with the queues,
-    permissions and endpoint of the broker serving there (they talk to no other id, and some
-    clients would send receives to a slave's entry). A group naming no broker at id 0 (electing a
-    master) is left out."""
-    return [
-        queue
-        for g in groups
-        if g.serving is not None
         for queue in route_queues(
-            topic, g.serving.config, g.broker_name, 0, g.serving.client_endpoint, g.serving.read_only
+            topic, b.config, b.broker_name, b.broker_id, endpoints_of(b.client_endpoint), b.read_only
         )
     ]
+
+
+def group_message_queues(
+    topic: pb.Resource, groups: Iterable[RouteGroup], *, all_members: bool = False
+) -> list[pb.MessageQueue]:
+    """A route as RocketMQ 5's clients take it: each group once, at broker id 0, with the queues
+    and permissions of the broker serving there (they talk to no other id, and some clients would
+    send receives to a slave's entry). Its endpoints are the serving broker's, or with
+    `all_members` every member's (serving broker first): a client whose channel takes the first
+    address that answers moves to a live member when one stops, and a slave relays what only the
+    master serves (proxy mode). A group naming no broker at id 0 (electing a master) is left out."""
+    queues = []
+    for g in groups:
+        serving = g.serving
+        if serving is None:
+            continue
+        others = [m.client_endpoint for m in g.members if m is not serving] if all_members else []
+        endpoints = endpoints_of(serving.client_endpoint, *others)
+        queues += route_queues(topic, serving.config, g.broker_name, 0, endpoints, serving.read_only)
+    return queues
+
+
+# The clients known to connect to whichever address of several in one Endpoints answers (one
+# channel over all of them), by their `x-mq-language` header: the official Python client. The
+# Node.js client ("HTTP") keeps one address, as does any other client (not verified here).
+MULTI_ADDRESS_LANGUAGES = frozenset(("PYTHON",))
 
 
 # -- sends: v2 message -> store message -------------------------------------------------------

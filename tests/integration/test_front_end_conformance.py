@@ -26,7 +26,9 @@ MAX_BODY = 64 * 1024
 
 @pytest.fixture
 def group(make_cluster):
-    settings = {"remotingListenPort": "0", "maxMessageSize": str(MAX_BODY)}
+    # Proxy mode off: a slave's gRPC API would relay what the remoting API refuses (it has no
+    # relay), and these scenarios compare the core's refusals through both.
+    settings = {"remotingListenPort": "0", "maxMessageSize": str(MAX_BODY), "proxyModeEnable": "false"}
     return make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", settings=settings)
 
 

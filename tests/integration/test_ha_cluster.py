@@ -168,7 +168,9 @@ def test_async_master_does_not_wait_for_slaves(make_cluster):
 
 
 def test_slave_refuses_writes_and_names_its_master(make_cluster):
-    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1)
+    # Proxy mode off: the slave would relay the send to its master (test_proxy_mode.py).
+    settings = {"proxyModeEnable": "false"}
+    cluster = make_cluster(master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", slaves=1, settings=settings)
     slave = cluster.slave_brokers[0]
     wait_until(lambda: cluster.caught_up(), what="the slave connected")
     with Producer(slave.client_endpoint, retry_timeout_s=0) as producer:

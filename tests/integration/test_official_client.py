@@ -127,16 +127,24 @@ def test_clients_in_two_namespaces_are_refused_naming_theirs(make_cluster, tmp_p
 @pytest.mark.timeout(600)
 def test_official_clients_lose_no_acked_message_through_a_master_kill(tmp_path):
     """Controller mode, one kill -9 of the master while the official Producer sends and the official
-    SimpleConsumer receives and acks (`bench.official_client_failover`): both work again after the
-    kill, and every message the producer was told SEND_OK for is received by the end."""
+    SimpleConsumer receives and acks (`bench.official_client_failover`): both work again within 15 s
+    of the kill, well before the client's 30 s route refresh (it was ~27 s before the routes named
+    every member and slaves relayed to the new master: issue 32 item 10), and every message the
+    producer was told SEND_OK for is received by the end, none acked twice."""
     from bench.official_client_failover import parse_args, run_bench
 
     assert OFFICIAL_PYTHON.exists(), f"{OFFICIAL_PYTHON} is missing: `make test` creates it"
-    args = parse_args(["--kills", "1", "--per-round", "20", "--warmup-seconds", "0", "--max-seconds", "120"])
+    # --wait-seconds: how long each first SEND_OK and first receive after the kill is awaited.
+    args = parse_args(
+        ["--kills", "1", "--per-round", "20", "--warmup-seconds", "0", "--max-seconds", "120", "--wait-seconds", "15"]
+    )
     result = run_bench(args, tmp_path)
     detail = json.dumps(result, indent=2)
     assert len(result["rounds"]) == 1, detail
-    assert result["rounds"][0]["official_send_ok_s"] is not None, detail
-    assert result["rounds"][0]["official_receive_s"] is not None, detail
+    # Each is awaited 15 s after the one before: the bound is the condition, as seen from the kill.
+    for first in ("official_send_ok_s", "official_receive_s"):
+        seconds = result["rounds"][0][first]
+        assert seconds is not None and seconds <= 15, detail
     assert result["official_sent_ok"] >= 20, detail
     assert result["acked_lost"] == 0, detail
+    assert result["acked_redelivered"] == 0, detail

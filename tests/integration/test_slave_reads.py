@@ -122,7 +122,9 @@ def test_consumers_keep_receiving_from_a_slave_while_the_master_is_down(make_clu
 
 
 def test_a_slave_with_its_master_up_refuses_pop_calls_and_names_the_master(make_cluster):
-    cluster = make_cluster(master_role="ASYNC_MASTER", slaves=1, settings={"slaveActingMasterDelay": "1000"})
+    # Proxy mode off: the slave would relay the pop calls to its master (test_proxy_mode.py).
+    settings = {"slaveActingMasterDelay": "1000", "proxyModeEnable": "false"}
+    cluster = make_cluster(master_role="ASYNC_MASTER", slaves=1, settings=settings)
     master, slave = cluster.master, cluster.slave_brokers[0]
     with Producer(master.client_endpoint) as producer:
         assert producer.send(TOPIC, b"x").ok
