@@ -55,6 +55,7 @@ from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
 from . import codes
+from .call_metadata import call_headers
 from .client_sightings import client_id_of
 from .cluster_route import other_groups_assignments
 from .core.long_polling import ArrivalWatch
@@ -98,7 +99,7 @@ def _guarded(response_type):
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
-            refused = namespace_refusal(context.invocation_metadata(), request)
+            refused = namespace_refusal(call_headers(context), request)
             if refused is not None:
                 return response_type(status=refused)
             try:
@@ -124,7 +125,7 @@ def _guarded_stream(response_type):
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
-            refused = namespace_refusal(context.invocation_metadata(), request)
+            refused = namespace_refusal(call_headers(context), request)
             if refused is not None:
                 yield response_type(status=refused)
                 return
@@ -254,7 +255,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     @_guarded(pb.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request, context) -> pb.NotifyClientTerminationResponse:
-        self._pop.client_gone(client_id_of(dict(context.invocation_metadata() or ()), context.peer()))
+        self._pop.client_gone(client_id_of(call_headers(context), context.peer()))
         return pb.NotifyClientTerminationResponse(status=OK)
 
     # -- SendMessage ----------------------------------------------------------------------------
@@ -403,7 +404,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         return self._telemetry.count
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
-        refused = namespace_refusal(context.invocation_metadata())
+        refused = namespace_refusal(call_headers(context))
         if refused is not None:
             yield pb.TelemetryCommand(status=refused)
             return
