@@ -250,8 +250,12 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
             return len(self._streams)
 
     def _wake_all(self) -> None:
+        # Set only when clear: the puts of a loop turn find the sender already woken (it has not
+        # run yet), and Event.set takes its lock and notifies on every call. Safe because the
+        # sender clears the event before it looks for new bytes (`_wait`).
         for stream in self._stream_list:
-            stream.wake.set()
+            if not stream.wake.is_set():
+                stream.wake.set()
 
     def _track(self, stream: _Stream) -> None:
         with self._lock:

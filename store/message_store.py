@@ -481,12 +481,16 @@ class MessageStore:
     def _delivery_time(self, level: int, store_timestamp_ms: int) -> int:
         return delivery_time_ms(level, store_timestamp_ms, self.delay_levels)
 
-    def _dispatch_to_listeners(self, request: DispatchRequest) -> None:
-        for listener in self._listeners:
-            try:
-                listener(request)
-            except Exception:
-                log.exception("message-arrival listener failed")
+    def _dispatch_to_listeners(self, requests: Sequence[DispatchRequest]) -> None:
+        listeners = self._listeners
+        if not listeners:
+            return
+        for request in requests:
+            for listener in listeners:
+                try:
+                    listener(request)
+                except Exception:
+                    log.exception("message-arrival listener failed")
 
     def add_flush_listener(self, listener: Callable[[int], None]) -> None:
         """Called with the flushed offset after every flush round that ran, on the thread that

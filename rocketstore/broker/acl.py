@@ -53,6 +53,8 @@ import grpc
 from wire import client_signature
 from wire.rpc import messaging_pb2 as pb
 
+from .call_metadata import call_headers
+
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
 
 
@@ -260,7 +262,7 @@ class AclGuard(grpc.aio.ServerInterceptor):
         acl = self._acl
 
         def refusal(context, request) -> tuple[int, str] | None:
-            return decide(acl, method, dict(context.invocation_metadata() or ()), request)
+            return decide(acl, method, call_headers(context), request)
 
         response_type = _RESPONSES.get(method)
         if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):

@@ -23,6 +23,7 @@ import grpc
 from store.clock import wall_clock_ms
 from wire.rpc import messaging_pb2 as pb
 
+from .call_metadata import call_headers
 from .client_registry import ClientKind, ClientProtocol, ClientRegistry, ClientSeen
 
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
@@ -62,7 +63,7 @@ class ClientSightings(grpc.aio.ServerInterceptor):
         self._registry = registry
         self._clock = clock_ms
 
-    def record(self, method: str, request: Any, metadata: dict[str, str], peer: str) -> None:
+    def record(self, method: str, request: Any, metadata: Mapping[str, str], peer: str) -> None:
         """What the call `method` with `request` says about its client (see the module docstring)."""
         address = _address(peer)
         client_id = client_id_of(metadata, peer)
@@ -98,8 +99,7 @@ class ClientSightings(grpc.aio.ServerInterceptor):
         )
 
     def _seen(self, method: str, request: Any, context) -> None:
-        metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-        self.record(method, request, metadata, context.peer() or "")
+        self.record(method, request, call_headers(context), context.peer() or "")
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)

@@ -55,6 +55,7 @@ from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
 from . import codes
+from .call_metadata import call_headers
 from .client_sightings import LANGUAGE_HEADER, client_id_of
 from .cluster_route import other_groups_assignments
 from .core.long_polling import ArrivalWatch
@@ -99,7 +100,7 @@ def _guarded(response_type):
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
-            refused = namespace_refusal(context.invocation_metadata(), request)
+            refused = namespace_refusal(call_headers(context), request)
             if refused is not None:
                 return response_type(status=refused)
             try:
@@ -125,7 +126,7 @@ def _guarded_stream(response_type):
     def wrap(method):
         @functools.wraps(method)
         async def guarded(self, request, context):
-            refused = namespace_refusal(context.invocation_metadata(), request)
+            refused = namespace_refusal(call_headers(context), request)
             if refused is not None:
                 yield response_type(status=refused)
                 return
@@ -241,7 +242,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             queues = route_message_queues(request.topic, route.brokers)
         else:
             # Every member of a group, where its slaves relay what they do not serve (proxy mode).
-            language = dict(context.invocation_metadata() or ()).get(LANGUAGE_HEADER, "")
+            language = call_headers(context).get(LANGUAGE_HEADER, "")
             all_members = self._configs.broker.relays_to_master and language in MULTI_ADDRESS_LANGUAGES
             queues = group_message_queues(request.topic, route.groups(), all_members=all_members)
         return pb.QueryRouteResponse(status=OK, message_queues=queues)
@@ -258,7 +259,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
 
     @_guarded(pb.NotifyClientTerminationResponse)
     async def NotifyClientTermination(self, request, context) -> pb.NotifyClientTerminationResponse:
-        self._pop.client_gone(client_id_of(dict(context.invocation_metadata() or ()), context.peer()))
+        self._pop.client_gone(client_id_of(call_headers(context), context.peer()))
         return pb.NotifyClientTerminationResponse(status=OK)
 
     # -- SendMessage ----------------------------------------------------------------------------
@@ -407,7 +408,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
         return self._telemetry.count
 
     async def Telemetry(self, request_iterator, context) -> AsyncIterator[pb.TelemetryCommand]:
-        refused = namespace_refusal(context.invocation_metadata())
+        refused = namespace_refusal(call_headers(context))
         if refused is not None:
             yield pb.TelemetryCommand(status=refused)
             return

@@ -15,6 +15,8 @@ Thread-safety: pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from wire.rpc import messaging_pb2 as pb
 
 NAMESPACE_HEADER = "x-mq-namespace"
@@ -32,11 +34,12 @@ def _resources(request) -> list[pb.Resource]:
     return found
 
 
-def requested_namespace(metadata, request=None) -> str:
-    """The namespace a call names (its header's, else its resources'); "" for none."""
-    for key, value in metadata or ():
-        if key == NAMESPACE_HEADER and isinstance(value, str) and value:
-            return value
+def requested_namespace(headers: Mapping[str, str], request=None) -> str:
+    """The namespace a call names (its header's, else its resources'); "" for none. `headers`:
+    the call's text headers (`call_metadata.call_headers`)."""
+    namespace = headers.get(NAMESPACE_HEADER, "")
+    if namespace:
+        return namespace
     if request is not None:
         for resource in _resources(request):
             if resource.resource_namespace:
@@ -44,9 +47,9 @@ def requested_namespace(metadata, request=None) -> str:
     return ""
 
 
-def namespace_refusal(metadata, request=None) -> pb.Status | None:
+def namespace_refusal(headers: Mapping[str, str], request=None) -> pb.Status | None:
     """UNSUPPORTED naming the namespace a call names; None for a call without one."""
-    namespace = requested_namespace(metadata, request)
+    namespace = requested_namespace(headers, request)
     if not namespace:
         return None
     return pb.Status(

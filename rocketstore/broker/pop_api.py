@@ -41,6 +41,7 @@ from store.metadata.topic_config import SYSTEM_TOPICS, TopicConfig
 from wire.rpc import messaging_pb2 as pb
 
 from . import codes
+from .call_metadata import call_headers
 from .client_sightings import client_id_of
 from .config import BrokerConfigs
 from .core.long_polling import ArrivalWatch, Read, Step, dispatch_wait_seconds, long_poll_seconds, poll
@@ -185,7 +186,7 @@ class PopApi:
             request.invisible_duration.ToMilliseconds() if given else self._configs.broker.default_invisible_time_ms
         )
         # RocketMQ 5's PushConsumer asks the broker to keep its messages invisible while it works.
-        renew_for = client_id_of(dict(context.invocation_metadata() or ()), context.peer())
+        renew_for = client_id_of(call_headers(context), context.peer())
         renew = request.auto_renew and not given
         batch = min(request.batch_size, MAX_RECEIVE_BATCH)
         fifo = group in self._configs.broker.fifo_groups

@@ -32,6 +32,7 @@ from wire.log_limit import LogLimiter, peer_host
 from wire.request_guard import MalformedRequest
 from wire.rpc import messaging_pb2 as pb
 
+from .call_metadata import call_headers
 from .client_sightings import client_id_of
 from .transaction_api import TransactionApi
 
@@ -144,7 +145,7 @@ class TelemetryStreams:
 
     async def serve(self, requests, context) -> AsyncIterator[pb.TelemetryCommand]:
         outbox = Outbox()
-        metadata = dict(context.invocation_metadata() or ())
+        metadata = call_headers(context)
         reader = asyncio.ensure_future(self._read(requests, outbox, metadata, context.peer()))
         self.count += 1
         try:

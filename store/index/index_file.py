@@ -435,9 +435,9 @@ class IndexFile:
         order. Returns how many were written (fewer when the file fills up). Each entry is written
         whole, then its slot; the header, with the count that publishes them, once at the end. A
         reader racing a call of several entries may therefore miss the older entries of a slot the
-        call touched until it returns: the dispatcher puts one key at a time, a bulk build (the
-        pipeline's rebuild) is alone with its files. ValueError for a hash, offset or timestamp out
-        of range (the entries before it are kept)."""
+        call touched until it returns: the dispatcher puts one message's keys at a time (a window
+        of microseconds), a bulk build (the pipeline's rebuild) is alone with its files. ValueError
+        for a hash, offset or timestamp out of range (the entries before it are kept)."""
         if not self._pin():
             raise ValueError(f"index file {self.path} is closed")
         try:
@@ -695,21 +695,17 @@ class IndexService:
             idx_keys = [k for k in idx_keys if not self._already_indexed(k, phy_offset)]
         if not idx_keys:
             return 0  # nothing to index: no need to create (420 MB of) file for it
-        index_file = self._writable_file()
-        written = 0
-        for idx_key in idx_keys:
-            while not index_file.put_key(idx_key, phy_offset, store_timestamp_ms):
-                log.info("index file %s is full; starting another", index_file.path)
-                index_file = self._writable_file()
-            written += 1
-        return written
+        # The message's keys in one write (one pin, one header update), not one each.
+        n = len(idx_keys)
+        return self.put_hashes([key_hash(k) for k in idx_keys], (phy_offset,) * n, (store_timestamp_ms,) * n)
 
     def put_hashes(self, hashes: Sequence[int], phy_offsets: Sequence[int], timestamps: Sequence[int]) -> int:
         """Entries for keys whose hashes (`key_hash` of `topic#key`) are given, in CommitLog
         order, into the newest file and new ones as files fill: what `build_index` writes for
         them, without its per-message decisions (rolled-back transactions, re-dispatched messages,
         a key named twice), which the caller has made. For a bulk build alone with the files (see
-        `IndexFile.put_hashes`). Returns how many were written (all of them)."""
+        `IndexFile.put_hashes`; `build_index` hands it one message's keys). Returns how many were
+        written (all of them)."""
         done = 0
         while done < len(hashes):
             index_file = self._writable_file()

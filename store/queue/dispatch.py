@@ -4,7 +4,10 @@ IndexFile entries and message-arrival notifications.
 `build_dispatch_request` is sans-IO: bytes at an offset in, a `DispatchRequest` out (topic, queue,
 offsets, size, tags code, keys). `Dispatcher.dispatch_available` walks the CommitLog from
 `reput_from_offset` up to a limit (the CommitLog max offset, or the confirmed offset replication
-sets) and hands each request to the registered consumers in order; it never reads past the limit.
+sets) and hands the round's requests, in CommitLog order, to each registered consumer in turn
+(the ConsumeQueues first, so a message is in its queue before any listener hears of it); it never
+reads past the limit. A round is handed over whole so that per-batch work is done once: a batch's
+consecutive units of one queue go into the ConsumeQueue in one write.
 `ReputMessageService` is the thread that calls it, every millisecond when idle (RocketMQ's rhythm).
 
 Thread-safety: one dispatching thread; `reput_from_offset` is read by others (an int, atomic under
@@ -14,7 +17,7 @@ the GIL); consumers are registered before start.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from ..index.index_file import IndexService
@@ -32,7 +35,7 @@ from ..message import (
 from ..schedule import SCHEDULE_TOPIC, delay_level_of
 from ..service_thread import ServiceThread
 from ..stats import StoreStats
-from .consume_queue import ConsumeQueueTable
+from .consume_queue import ConsumeQueueTable, encode_unit
 from .consume_queue import tags_code as consume_queue_tags_code
 
 log = logging.getLogger(__name__)
@@ -92,33 +95,67 @@ def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | 
     )
 
 
-Consumer = Callable[[DispatchRequest], None]
+# A dispatch round's requests, in CommitLog order; a consumer sees each request once (again
+# only when a round is repeated after a consumer raised: consumers must take repeats).
+Consumer = Callable[[Sequence[DispatchRequest]], None]
 
 
 def recent_ids_consumer(recent: RecentIds) -> Consumer:
     """Remembers each record's producer id (UNIQ_KEY) and where it landed (store/recent_ids.py)."""
 
-    def remember(request: DispatchRequest) -> None:
-        if request.uniq_key:
-            recent.add(
-                request.topic,
-                request.uniq_key,
-                Landed(request.commit_log_offset, request.msg_size, request.queue_offset, request.store_timestamp_ms),
-            )
+    def remember(requests: Sequence[DispatchRequest]) -> None:
+        for request in requests:
+            if request.uniq_key:
+                recent.add(
+                    request.topic,
+                    request.uniq_key,
+                    Landed(
+                        request.commit_log_offset, request.msg_size, request.queue_offset, request.store_timestamp_ms
+                    ),
+                )
 
     return remember
 
 
-def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Consumer:
-    """Counts every record and writes its ConsumeQueue unit; prepared and rolled-back
-    transaction messages get no unit (they are never visible by queue)."""
-
-    def to_queue(request: DispatchRequest) -> None:
-        stats.record_dispatch(request.topic, request.msg_size, request.store_timestamp_ms)
+def queue_runs(requests: Sequence[DispatchRequest]) -> Iterator[list[DispatchRequest]]:
+    """The requests that get a ConsumeQueue unit, in runs of one queue's consecutive queue
+    offsets (prepared and rolled-back transaction messages get none: never visible by queue)."""
+    run: list[DispatchRequest] = []
+    for request in requests:
         if request.transaction_type in NO_QUEUE_OFFSET_TYPES:
-            return
-        queue = queues.get_or_create(request.topic, request.queue_id)
-        queue.put(request.queue_offset, request.commit_log_offset, request.msg_size, request.tags_code)
+            continue
+        if run:
+            last = run[-1]
+            if (
+                request.queue_id != last.queue_id
+                or request.queue_offset != last.queue_offset + 1
+                or request.topic != last.topic
+            ):
+                yield run
+                run = []
+        run.append(request)
+    if run:
+        yield run
+
+
+def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Consumer:
+    """Counts every record and writes its ConsumeQueue unit. A run of one queue's units goes in
+    one write (`ConsumeQueue.put_run`: a batch's messages cost one append, not one each); a run
+    that starts below the queue's end (a round repeated after a failure) goes unit by unit, so
+    `ConsumeQueue.put` checks each repeat against what is there."""
+
+    def to_queue(requests: Sequence[DispatchRequest]) -> None:
+        for request in requests:
+            stats.record_dispatch(request.topic, request.msg_size, request.store_timestamp_ms)
+        for run in queue_runs(requests):
+            first = run[0]
+            queue = queues.get_or_create(first.topic, first.queue_id)
+            if len(run) > 1 and first.queue_offset >= queue.max_offset:
+                units = b"".join(encode_unit(r.commit_log_offset, r.msg_size, r.tags_code) for r in run)
+                queue.put_run(first.queue_offset, units)
+                continue
+            for r in run:
+                queue.put(r.queue_offset, r.commit_log_offset, r.msg_size, r.tags_code)
 
     return to_queue
 
@@ -126,12 +163,12 @@ def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Consumer:
 def index_consumer(index: IndexService) -> Consumer:
     """Indexes every record's keys and unique key, except rolled-back transaction messages."""
 
-    def to_index(request: DispatchRequest) -> None:
-        if request.transaction_type == TRANSACTION_ROLLBACK_TYPE:
-            return
-        index.build_index(
-            request.topic, request.keys, request.uniq_key, request.commit_log_offset, request.store_timestamp_ms
-        )
+    def to_index(requests: Sequence[DispatchRequest]) -> None:
+        build = index.build_index
+        for request in requests:
+            if request.transaction_type == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            build(request.topic, request.keys, request.uniq_key, request.commit_log_offset, request.store_timestamp_ms)
 
     return to_index
 
@@ -164,13 +201,15 @@ class Dispatcher:
 
     def dispatch_available(self, max_records: int = 4096) -> int:
         """Dispatch up to `max_records` records below the limit; return how many messages went.
-        A record that fails its checks stops dispatch at its offset (it is never skipped)."""
+        A record that fails its checks stops dispatch at its offset (it is never skipped); the
+        records before it are dispatched. When a consumer raises, the round is not counted and the
+        next round repeats it whole."""
         limit = self._limit()
         offset = self.reput_from_offset
-        dispatched = 0
-        consumers = self._consumers
+        requests: list[DispatchRequest] = []
         segment = None
-        while offset < limit and dispatched < max_records:
+        last_store_timestamp_ms = self.last_dispatched_store_timestamp_ms
+        while offset < limit and len(requests) < max_records:
             if segment is None or offset >= segment.end_offset:
                 segment = self._queue.find(offset)
                 if segment is None:
@@ -192,14 +231,15 @@ class Dispatcher:
                 continue
             if record.kind == RecordKind.END:
                 break
-            request = build_dispatch_request(record, buf, offset, self._delivery_time)
-            for consumer in consumers:
-                consumer(request)
+            requests.append(build_dispatch_request(record, buf, offset, self._delivery_time))
             offset += record.size
-            dispatched += 1
-            self.last_dispatched_store_timestamp_ms = record.store_timestamp_ms
+            last_store_timestamp_ms = record.store_timestamp_ms
+        if requests:
+            for consumer in self._consumers:
+                consumer(requests)
+        self.last_dispatched_store_timestamp_ms = last_store_timestamp_ms
         self.reput_from_offset = offset
-        return dispatched
+        return len(requests)
 
     def lag_bytes(self) -> int:
         return max(0, self._limit() - self.reput_from_offset)

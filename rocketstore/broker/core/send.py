@@ -43,7 +43,7 @@ else); the rest reads the store's tables. `create_topic` blocks (the topic table
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
 from store.log.codec import decode_msg_id, java_string_hash
@@ -327,10 +327,11 @@ class PutEntry:
     planned: list[Planned]
     unit: bool
     finish: Callable[[list[SendOutcome]], None]  # called once with the planned items' outcomes
+    # The planned items' messages, listed once: grouping and the put read them several times.
+    messages: list[Message] = field(init=False)
 
-    @property
-    def messages(self) -> list[Message]:
-        return [p.message for p in self.planned]
+    def __post_init__(self) -> None:
+        self.messages = [p.message for p in self.planned]
 
 
 def _queue_id_problem(item: SendItem) -> Refusal | None:

@@ -1,0 +1,101 @@
+"""Caller-runs group commit on a troubled disk (issue 33 item 4): after a slow flush, a caller
+(a master's replication stream) hands its flushes to the flush thread instead of waiting on the
+disk itself, until that thread's flushes are quick again; every put is still released by a flush
+that covered it."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+from store import PutMessageStatus
+from store.log.flush import GroupCommitService
+
+
+class FakeLog:
+    """The parts of a MappedFileQueue the service uses; each flush advances a fake monotonic
+    clock by `flush_s` and records the thread that ran it."""
+
+    def __init__(self) -> None:
+        self.max_offset = 0
+        self.flushed_where = 0
+        self.flush_s = 0.001
+        self.now_s = 100.0
+        self.flushed_by: list[str] = []
+
+    def append(self, size: int) -> int:
+        self.max_offset += size
+        return self.max_offset
+
+    def flush_to(self, target: int) -> None:
+        self.now_s += self.flush_s
+        self.flushed_where = max(self.flushed_where, target)
+        self.flushed_by.append(threading.current_thread().name)
+
+    def monotonic(self) -> float:
+        return self.now_s
+
+
+class CountingWakes(GroupCommitService):
+    wakes = 0
+
+    def wakeup(self) -> None:
+        self.wakes += 1
+        super().wakeup()
+
+
+def service(log: FakeLog) -> CountingWakes:
+    return CountingWakes(
+        log,  # type: ignore[arg-type]
+        timeout_ms=5_000,
+        on_flushed=lambda offset: None,
+        on_error=lambda exc: None,
+        clock=lambda: 1_000,
+        slow_flush_s=0.1,
+        monotonic=log.monotonic,
+    )
+
+
+def put(log: FakeLog, svc: GroupCommitService) -> Future:
+    return svc.request(log.append(100), 1_000, wake=False)
+
+
+def test_after_a_slow_flush_the_caller_hands_flushes_to_the_flush_thread_until_they_are_quick():
+    log = FakeLog()
+    svc = service(log)
+    first = put(log, svc)
+    assert svc.flush_here() and first.result(0) is PutMessageStatus.PUT_OK  # a quick disk: here
+
+    log.flush_s = 2.0  # the disk stalls during the caller's next flush
+    second = put(log, svc)
+    assert svc.flush_here() and second.result(0) is PutMessageStatus.PUT_OK
+
+    third = put(log, svc)
+    assert not svc.flush_here(), "the caller waited on a slow disk again"
+    assert not third.done() and log.flushed_where < log.max_offset
+    assert svc.wakes == 1, "the flush thread was not woken to take the flush"
+
+    svc.run_once()  # the flush thread's round, still slow: the caller keeps handing over
+    assert third.result(0) is PutMessageStatus.PUT_OK
+    fourth = put(log, svc)
+    assert not svc.flush_here() and not fourth.done()
+
+    log.flush_s = 0.001  # the disk recovers: the flush thread's quick round gives the flush back
+    svc.run_once()
+    assert fourth.result(0) is PutMessageStatus.PUT_OK
+    fifth = put(log, svc)
+    assert svc.flush_here() and fifth.result(0) is PutMessageStatus.PUT_OK
+    assert svc.wakes == 2 and len(log.flushed_by) == 5
+
+
+def test_a_put_is_never_released_by_a_flush_that_did_not_cover_it():
+    log = FakeLog()
+    svc = service(log)
+    log.flush_s = 1.0
+    first = put(log, svc)
+    assert svc.flush_here()  # slow
+    late = put(log, svc)  # appended after that flush
+    assert not svc.flush_here()
+    assert first.result(0) is PutMessageStatus.PUT_OK and not late.done()
+    svc.run_once()
+    assert late.result(0) is PutMessageStatus.PUT_OK and log.flushed_where == log.max_offset
