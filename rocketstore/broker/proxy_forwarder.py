@@ -140,9 +140,13 @@ class ProxyForwarder(grpc.aio.ServerInterceptor):
         method = method_of(path)
         if handler is None or method not in RELAYED or self._standing is None:
             return handler
+        standing = self._standing()
+        if not standing.is_slave:
+            # A master serves every call: its sends skip the scan of their metadata below.
+            return handler
         metadata = handler_call_details.invocation_metadata or ()
         relayed = any(key == FORWARDED_HEADER for key, _ in metadata)
-        target = relay_target(method, self._standing(), already_relayed=relayed)
+        target = relay_target(method, standing, already_relayed=relayed)
         if target is None:
             return handler
         channel = self._channels.get(target)
