@@ -66,16 +66,18 @@ def test_a_task_serving_calls_in_turn_never_reads_the_previous_calls_headers():
 
 
 def test_concurrent_calls_each_see_their_own_headers():
-    async def serve(name: str, seen: list[str]) -> None:
+    async def serve(name: str, seen: list[str], all_parsed: asyncio.Barrier) -> None:
         context = CountingContext((("x-mq-client-id", name),))
         call_headers(context)
-        await asyncio.sleep(0)  # the other call's task runs in between
+        await all_parsed.wait()  # every other call has parsed its own headers in between
         seen.append(call_headers(context)["x-mq-client-id"])
         assert context.reads == 1
 
     async def both() -> list[str]:
         seen: list[str] = []
-        await asyncio.gather(*(serve(name, seen) for name in ("a", "b", "c")))
+        names = ("a", "b", "c")
+        all_parsed = asyncio.Barrier(len(names))
+        await asyncio.gather(*(serve(name, seen, all_parsed) for name in names))
         return seen
 
     assert sorted(asyncio.run(both())) == ["a", "b", "c"]
