@@ -53,9 +53,7 @@ import grpc
 from wire import client_signature
 from wire.rpc import messaging_pb2 as pb
 
-from .call_metadata import call_headers
-
-SERVICE = "/apache.rocketmq.v2.MessagingService/"
+from .call_metadata import call_headers, method_of
 
 
 class Perm(enum.IntFlag):
@@ -255,10 +253,9 @@ class AclGuard(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
-        method_path = handler_call_details.method
-        if handler is None or not method_path.startswith(SERVICE):
+        method = method_of(handler_call_details.method)
+        if handler is None or method is None:
             return handler
-        method = method_path[len(SERVICE) :]
         acl = self._acl
 
         def refusal(context, request) -> tuple[int, str] | None:

@@ -1,4 +1,5 @@
-"""The headers of one client API call, parsed once per call: `call_headers(context)`.
+"""What one client API call names: its MessagingService method (`method_of`, from the gRPC path)
+and its headers, parsed once per call (`call_headers(context)`).
 
 A gRPC call's metadata (`context.invocation_metadata()`) is a tuple of (key, value) pairs, text
 values except for keys ending in `-bin`. Several readers want a few headers of the same call: the
@@ -21,7 +22,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextvars import ContextVar
 
+SERVICE = "/apache.rocketmq.v2.MessagingService/"
+
 _CALL: ContextVar[tuple[object, Mapping[str, str]] | None] = ContextVar("rocketstore_call_headers", default=None)
+
+
+def method_of(path: str) -> str | None:
+    """The MessagingService method a gRPC path names ("/apache.rocketmq.v2.MessagingService/X"),
+    None for any other service."""
+    if not path.startswith(SERVICE):
+        return None
+    return path[len(SERVICE) :]
 
 
 def parse_headers(pairs) -> dict[str, str]:

@@ -23,10 +23,9 @@ import grpc
 from store.clock import wall_clock_ms
 from wire.rpc import messaging_pb2 as pb
 
-from .call_metadata import call_headers
+from .call_metadata import call_headers, method_of
 from .client_registry import ClientKind, ClientProtocol, ClientRegistry, ClientSeen
 
-SERVICE = "/apache.rocketmq.v2.MessagingService/"
 CLIENT_ID_HEADER = "x-mq-client-id"
 LANGUAGE_HEADER = "x-mq-language"
 VERSION_HEADER = "x-mq-client-version"
@@ -103,10 +102,9 @@ class ClientSightings(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
-        path = handler_call_details.method
-        if handler is None or not path.startswith(SERVICE) or path[len(SERVICE) :] not in _WATCHED:
+        method = method_of(handler_call_details.method)
+        if handler is None or method not in _WATCHED:
             return handler
-        method = path[len(SERVICE) :]
         if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):
             inner_uu = handler.unary_unary
 

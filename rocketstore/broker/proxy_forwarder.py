@@ -39,7 +39,8 @@ import grpc
 
 from store import BrokerRole
 
-from .proxy_rules import FORWARDED_HEADER, RELAYED, Standing, method_of, relay_target
+from .call_metadata import method_of
+from .proxy_rules import FORWARDED_HEADER, RELAYED, Standing, relay_target
 from .view import BrokerView
 
 log = logging.getLogger("rocketstore.broker.proxy")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SERVICE = "/apache.rocketmq.v2.MessagingService/"
 # Set on a relayed call: the broker it reaches serves it whatever it is.
 FORWARDED_HEADER = "x-rocketstore-forwarded"
 
@@ -46,14 +45,6 @@ class Standing:
     acting_master: bool  # a slave serving pop reads while its master is down
     own_endpoint: str
     master_endpoint: str  # "" when this broker knows no master
-
-
-def method_of(path: str) -> str | None:
-    """The MessagingService method a gRPC path names ("/apache.rocketmq.v2.MessagingService/X"),
-    None for any other service."""
-    if not path.startswith(SERVICE):
-        return None
-    return path[len(SERVICE) :]
 
 
 def relay_target(method: str, standing: Standing, *, already_relayed: bool) -> str | None:

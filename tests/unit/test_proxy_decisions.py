@@ -10,6 +10,7 @@ import asyncio
 import grpc
 import pytest
 
+from rocketstore.broker.call_metadata import method_of
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.core.routes import Route, RouteBroker
 from rocketstore.broker.proxy_forwarder import _passing_bytes, _relay_unary, _relay_unary_stream, relayed_metadata
@@ -20,7 +21,6 @@ from rocketstore.broker.proxy_rules import (
     RELAYED,
     SESSION_CALLS,
     Standing,
-    method_of,
     relay_target,
 )
 from rocketstore.broker.v2_messages import endpoints_of, group_message_queues
