@@ -30,6 +30,7 @@ from ..message import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
     transaction_type,
 )
 from ..schedule import SCHEDULE_TOPIC, delay_level_of
@@ -164,11 +165,14 @@ def index_consumer(index: IndexService) -> Consumer:
     """Indexes every record's keys and unique key, except rolled-back transaction messages."""
 
     def to_index(requests: Sequence[DispatchRequest]) -> None:
-        build = index.build_index
-        for request in requests:
-            if request.transaction_type == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            build(request.topic, request.keys, request.uniq_key, request.commit_log_offset, request.store_timestamp_ms)
+        # The round's messages in one write (one pin and one header update, not one per message).
+        index.build_index_many(
+            [
+                (r.topic, r.keys, r.uniq_key, r.commit_log_offset, r.store_timestamp_ms)
+                for r in requests
+                if r.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE
+            ]
+        )
 
     return to_index
 
