@@ -81,18 +81,19 @@ def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | 
         tags_code = delivery_time(delay_level_of(properties), record.store_timestamp_ms)
     else:
         tags_code = consume_queue_tags_code(properties.get(PROPERTY_TAGS))
+    # Positional, in the fields' order: a keyword call costs a third more, once per message.
     return DispatchRequest(
-        topic=record.topic,
-        queue_id=record.queue_id,
-        commit_log_offset=offset,
-        msg_size=record.size,
-        tags_code=tags_code,
-        store_timestamp_ms=record.store_timestamp_ms,
-        queue_offset=record.queue_offset,
-        keys=properties.get(PROPERTY_KEYS, ""),
-        uniq_key=properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        sys_flag=record.sys_flag,
-        prepared_transaction_offset=record.prepared_transaction_offset,
+        record.topic,
+        record.queue_id,
+        offset,
+        record.size,
+        tags_code,
+        record.store_timestamp_ms,
+        record.queue_offset,
+        properties.get(PROPERTY_KEYS, ""),
+        properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        record.sys_flag,
+        record.prepared_transaction_offset,
     )
 
 
@@ -123,7 +124,7 @@ def queue_runs(requests: Sequence[DispatchRequest]) -> Iterator[list[DispatchReq
     offsets (prepared and rolled-back transaction messages get none: never visible by queue)."""
     run: list[DispatchRequest] = []
     for request in requests:
-        if request.transaction_type in NO_QUEUE_OFFSET_TYPES:
+        if request.sys_flag & TRANSACTION_TYPE_MASK in NO_QUEUE_OFFSET_TYPES:
             continue
         if run:
             last = run[-1]
