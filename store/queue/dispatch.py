@@ -102,12 +102,15 @@ def build_dispatch_request(record, buf, offset: int, delivery_time: DelayTime | 
 Consumer = Callable[[Sequence[DispatchRequest]], None]
 
 
-def recent_ids_consumer(recent: RecentIds) -> Consumer:
-    """Remembers each record's producer id (UNIQ_KEY) and where it landed (store/recent_ids.py)."""
+def recent_ids_consumer(recent: RecentIds, below: Callable[[], int] | None = None) -> Consumer:
+    """Remembers each record's producer id (UNIQ_KEY) and where it landed (store/recent_ids.py);
+    with `below`, only of the records below the CommitLog offset it returns (those the put path
+    did not append, and so did not remember itself: a master's own puts cost it nothing here)."""
 
     def remember(requests: Sequence[DispatchRequest]) -> None:
+        end = below() if below is not None else None
         for request in requests:
-            if request.uniq_key:
+            if request.uniq_key and (end is None or request.commit_log_offset < end):
                 recent.add(
                     request.topic,
                     request.uniq_key,
