@@ -127,7 +127,7 @@ def queue_runs(requests: Sequence[DispatchRequest]) -> Iterator[list[DispatchReq
     offsets (prepared and rolled-back transaction messages get none: never visible by queue)."""
     run: list[DispatchRequest] = []
     for request in requests:
-        if request.sys_flag & TRANSACTION_TYPE_MASK in NO_QUEUE_OFFSET_TYPES:
+        if (request.sys_flag & TRANSACTION_TYPE_MASK) in NO_QUEUE_OFFSET_TYPES:
             continue
         if run:
             last = run[-1]
@@ -174,7 +174,7 @@ def index_consumer(index: IndexService) -> Consumer:
             [
                 (r.topic, r.keys, r.uniq_key, r.commit_log_offset, r.store_timestamp_ms)
                 for r in requests
-                if r.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE
+                if (r.sys_flag & TRANSACTION_TYPE_MASK) != TRANSACTION_ROLLBACK_TYPE
             ]
         )
 
