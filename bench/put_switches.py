@@ -7,6 +7,10 @@ of each server process (every wait: a thread woken by another, a GIL wait, an `f
 its CPU time, beside the rate and p50. Voluntary switches count the hand-offs of the code path
 itself; a busy machine changes them far less than it changes rates, so two commits compare on a
 shared machine where their rates do not (run them in turn, a few rounds each).
+
+`--threads` adds, per round, each server thread's CPU per message (the top ones of each
+process, from /proc/PID/task), named as Python names them when `py-spy` is installed beside the
+interpreter (`py-spy dump`; by thread id otherwise): where a process's CPU goes, thread by thread.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,16 +42,61 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--role", choices=("SYNC_MASTER", "ASYNC_MASTER"), default="SYNC_MASTER")
     p.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
+    p.add_argument("--threads", action="store_true", help="print each server thread's CPU per message too")
     return p.parse_args(argv)
+
+
+def _thread_ticks(pid: int) -> dict[int, int]:
+    """utime + stime of each thread of `pid` (threads that ended meanwhile are left out)."""
+    ticks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ticks[int(task.name)] = _cpu_ticks_of(task / "stat")
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks
+
+
+def _cpu_ticks_of(stat: Path) -> int:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _thread_names(pid: int) -> dict[int, str]:
+    """Python's names of `pid`'s threads by thread id, from `py-spy dump` when it is installed
+    beside this interpreter or on PATH; the kernel's (comm) otherwise."""
+    names: dict[int, str] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            names[int(task.name)] = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+    py_spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if py_spy:
+        try:
+            dump = subprocess.run([py_spy, "dump", "-p", str(pid)], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            dump = ""
+        for tid, name in re.findall(r'^Thread (?:0x[0-9A-Fa-f]+ )?\(?(\d+)\)?[^"]*"([^"]*)"', dump, re.M):
+            names[int(tid)] = name
+    return names
+
+
+def _print_threads(role: str, before: dict[int, int], after: dict[int, int], names: dict[int, str], n: int) -> None:
+    used = sorted(((after[t] - before.get(t, 0), t) for t in after), reverse=True)
+    top = [f"{names.get(t, str(t))} {1e6 * d / HZ / n:.1f}" for d, t in used[:8] if d > 0]
+    print(f"      {role} CPU us/msg by thread: " + ", ".join(top), flush=True)
 
 
 async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]]) -> None:
     pids = driver.pids
     await run_cell(driver, args.size, 1, 1, 2, 300)  # warm-up: connections, segments, JIT-free caches
+    names = [_thread_names(p) for p in pids] if args.threads else []
     for clients, batch in cells:
         for round_ in range(1, args.rounds + 1):
             switches = [context_switches(p, voluntary_only=True) for p in pids]
             ticks = [_cpu_ticks(p) for p in pids]
+            threads = [_thread_ticks(p) for p in pids] if args.threads else []
             r = await run_cell(driver, args.size, clients, batch, 60, args.messages)
             n = max(1, r.messages)
             per_msg = [
@@ -63,6 +114,8 @@ async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]])
                 f" slave {per_msg[1][1]:5.0f} us  load {load_average()}{errors}",
                 flush=True,
             )
+            for role, pid, before, pid_names in zip(("master", "slave"), pids, threads, names):
+                _print_threads(role, before, _thread_ticks(pid), pid_names, n)
 
 
 def main(argv=None) -> int:

@@ -187,8 +187,14 @@ class MessageStore:
         )
         self._replica: ReplicaGate = replica_gate or NoReplication(config.broker_role)
         self.recent_ids = RecentIds(config.recent_message_ids_max)
+        # Records below this offset did not come through this run's put path, which remembers
+        # the ids of what it appends itself: the recovered log and every replicated byte (so a
+        # promoted slave knows its old master's ids). The dispatcher remembers only those.
+        self._ids_by_dispatch_below = 0
         if config.recent_message_ids_max:
-            self.dispatcher.add_consumer(recent_ids_consumer(self.recent_ids))
+            self.dispatcher.add_consumer(
+                recent_ids_consumer(self.recent_ids, below=lambda: self._ids_by_dispatch_below)
+            )
         # Puts refuse until start(); the put path is rebuilt whenever what it waits on changes.
         self._put_services = PutServices()
         self._put_path = self._build_put_path()
@@ -259,6 +265,7 @@ class MessageStore:
             log.warning("a cut of the CommitLog to %d was interrupted (a crash): finishing it", pending)
             finish_cut(self._cut_parts(), pending, self._step)
         self._seed_recent_ids()
+        self._ids_by_dispatch_below = self.commit_log.max_offset
         return self.recovery
 
     def _seed_recent_ids(self) -> None:
@@ -650,6 +657,9 @@ class MessageStore:
         does once its acknowledgement is on its way: the dispatch is off the ack's path)."""
         if self.broker_role is not BrokerRole.SLAVE:
             raise ReplicatedAppendError(f"a {self.broker_role.name} does not take replicated data")
+        # Raised before the bytes are in the log, where the dispatcher may find them at once (too
+        # high when the append fails: the dispatcher then remembers ids it need not, no harm).
+        self._ids_by_dispatch_below = max(self._ids_by_dispatch_below, offset + len(data))
         end = self.commit_log.append_replicated(offset, data)
         if wake_dispatcher:
             self.wake_dispatcher()

@@ -82,6 +82,11 @@ _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 # Sans-IO: layout, keys, hashing, header and entry codecs, chain walks over any buffer
 
 
+# What `IndexService.build_index_many` takes per message: topic, KEYS (the property, or the keys),
+# unique key, CommitLog offset, store timestamp (ms).
+IndexedMessage = tuple[str, "Iterable[str] | str | None", "str | None", int, int]
+
+
 @dataclass(frozen=True, slots=True)
 class IndexHeader:
     begin_timestamp: int = 0
@@ -145,6 +150,22 @@ def key_hash(key: str) -> int:
     """RocketMQ's indexKeyHashMethod: Math.abs(key.hashCode()), whose one negative result
     (abs(Integer.MIN_VALUE) overflows to itself) becomes 0."""
     h = abs(java_string_hash(key))
+    return 0 if h > INT32_MAX else h
+
+
+# Java's hash of `topic#`, per topic: a key's hash goes on from its topic's (a bounded number).
+_topic_prefix_hashes: dict[str, int] = {}
+
+
+def topic_key_hash(topic: str, key: str) -> int:
+    """`key_hash(index_key(topic, key))`, without hashing the topic's characters again for every
+    key (Java's hash of a concatenation goes on from the hash of its beginning)."""
+    prefix = _topic_prefix_hashes.get(topic)
+    if prefix is None:
+        prefix = java_string_hash(index_key(topic, ""))
+        if len(_topic_prefix_hashes) < 4096:
+            _topic_prefix_hashes[topic] = prefix
+    h = abs(java_string_hash(key, prefix))
     return 0 if h > INT32_MAX else h
 
 
@@ -433,15 +454,16 @@ class IndexFile:
         """Entries for keys whose hashes (`key_hash` of `topic#key`) are given, from position
         `start` of the three sequences on, as many as fit: what `put_key` writes for each, in
         order. Returns how many were written (fewer when the file fills up). Each entry is written
-        whole, then its slot; the header, with the count that publishes them, once at the end. A
-        reader racing a call of several entries may therefore miss the older entries of a slot the
-        call touched until it returns: the dispatcher puts one message's keys at a time (a window
-        of microseconds), a bulk build (the pipeline's rebuild) is alone with its files. ValueError
-        for a hash, offset or timestamp out of range (the entries before it are kept)."""
+        whole, then its slot, then published to readers (`index_count`, after a first entry's
+        begin), one entry at a time: a reader racing a call of many entries (a dispatch round's)
+        never meets a slot that names an entry beyond the count it bounds its walk by, except the
+        one entry in flight, so it never loses a chain's older entries. The mapped header, with
+        the count a restart reads, is written once at the end. ValueError for a hash, offset or
+        timestamp out of range (the entries before it are kept)."""
         if not self._pin():
             raise ValueError(f"index file {self.path} is closed")
         try:
-            count = self.index_count
+            count = first_count = self.index_count
             n = min(len(hashes) - start, self.index_num - count)
             if n <= 0:
                 return 0
@@ -474,6 +496,7 @@ class IndexFile:
                         # diff is 0 here.
                         diff = 0
                         begin_ts, begin_phy = ts, phy
+                        self.begin_timestamp, self.begin_phy_offset = ts, phy  # before the count
                     elif begin_ts <= 0 or ts <= begin_ts:
                         diff = 0  # time_diff_seconds, inlined: this loop runs per entry
                     else:
@@ -483,14 +506,13 @@ class IndexFile:
                     end_phy, end_ts = phy, ts
                     entry_pos += INDEX_ENTRY_SIZE
                     count += 1
+                    self.index_count = count
             finally:
-                if count > self.index_count:
+                if count > first_count:
                     self.begin_timestamp, self.begin_phy_offset, self.hash_slot_count = begin_ts, begin_phy, used
                     self.end_phy_offset, self.end_timestamp = end_phy, end_ts
                     _HEADER.pack_into(buf, 0, begin_ts, end_ts, begin_phy, end_phy, used, count)
                     self._dirty = True
-                    # Published last: readers bound every walk by index_count.
-                    self.index_count = count
             return n
         finally:
             self._unpin()
@@ -676,28 +698,40 @@ class IndexService:
         mid-way by a crash gets its missing keys."""
         if transaction_type(sys_flag) == TRANSACTION_ROLLBACK_TYPE:
             return 0
-        if isinstance(keys, str):
-            keys = split_keys(keys)
-        # dict.fromkeys: a key named twice (KEYS "a a", or equal to the unique key) is indexed
-        # once; RocketMQ writes it twice and a query then returns the message twice.
-        idx_keys = list(
-            dict.fromkeys(index_key(topic, k) for k in ([uniq_key] if uniq_key else []) + [k for k in keys or () if k])
-        )
-        # Checked against the newest file before any new one is made (a new file would carry the
-        # same endPhyOffset): a replay after a full file must not create an empty one.
+        return self.build_index_many(((topic, keys, uniq_key, phy_offset, store_timestamp_ms),))
+
+    def build_index_many(self, messages: Iterable[IndexedMessage]) -> int:
+        """`build_index` for messages in CommitLog order (none a rolled-back transaction message:
+        the caller leaves those out), all in one write: one pin and one header update for a
+        dispatch round instead of one per message. Returns how many entries were written."""
+        # Read before any new file is made (a new file would carry the same endPhyOffset): a
+        # replay after a full file must not create an empty one.
         files = self._files
         end_phy_offset = files[-1].end_phy_offset if files else 0
-        if phy_offset < end_phy_offset:
-            return 0
-        if phy_offset == end_phy_offset:
-            # Decided before writing anything: this message's own new entries must not pass for
-            # earlier ones (two of its keys may share a hash).
-            idx_keys = [k for k in idx_keys if not self._already_indexed(k, phy_offset)]
-        if not idx_keys:
+        hashes: list[int] = []
+        phy_offsets: list[int] = []
+        timestamps: list[int] = []
+        for topic, keys, uniq_key, phy_offset, store_timestamp_ms in messages:
+            if phy_offset < end_phy_offset:
+                continue
+            names = [uniq_key] if uniq_key else []
+            if keys:
+                names += split_keys(keys) if isinstance(keys, str) else [k for k in keys if k]
+            if len(names) > 1:
+                # A key named twice (KEYS "a a", or equal to the unique key) is indexed once;
+                # RocketMQ writes it twice and a query then returns the message twice.
+                names = list(dict.fromkeys(names))
+            if phy_offset == end_phy_offset:
+                # Decided before writing anything: this message's own new entries must not pass
+                # for earlier ones (two of its keys may share a hash).
+                names = [k for k in names if not self._already_indexed(index_key(topic, k), phy_offset)]
+            for name in names:
+                hashes.append(topic_key_hash(topic, name))
+            phy_offsets += [phy_offset] * len(names)
+            timestamps += [store_timestamp_ms] * len(names)
+        if not hashes:
             return 0  # nothing to index: no need to create (420 MB of) file for it
-        # The message's keys in one write (one pin, one header update), not one each.
-        n = len(idx_keys)
-        return self.put_hashes([key_hash(k) for k in idx_keys], (phy_offset,) * n, (store_timestamp_ms,) * n)
+        return self.put_hashes(hashes, phy_offsets, timestamps)
 
     def put_hashes(self, hashes: Sequence[int], phy_offsets: Sequence[int], timestamps: Sequence[int]) -> int:
         """Entries for keys whose hashes (`key_hash` of `topic#key`) are given, in CommitLog

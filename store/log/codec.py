@@ -201,15 +201,16 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     return properties
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+def java_string_hash(text: str, start: int = 0) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int. With `start`, the
+    hash of a string that begins with one whose hash is `start` and goes on with `text`."""
     units: bytes | list[int]
     try:
         units = text.encode("ascii")  # ASCII characters are their own UTF-16 code units
     except UnicodeEncodeError:
         data = text.encode("utf-16-be")
         units = [(data[i] << 8) | data[i + 1] for i in range(0, len(data), 2)]
-    h = 0
+    h = start
     for unit in units:
         h = h * 31 + unit  # reduced once at the end: arithmetic mod 2**32 commutes with it
     h &= 0xFFFFFFFF

@@ -70,6 +70,7 @@ RESERVE_STEP_BYTES = 64 * 1024
 
 _UNIT = struct.Struct(">qiq")
 _UNIT_HEAD = struct.Struct(">qi")
+_UNIT_SIZE = struct.Struct(">i")
 _SIZE = struct.Struct(">i")
 _FILLER_SIZE_BYTES = _SIZE.pack(FILLER_SIZE)
 _ZERO_UNIT = bytes(UNIT_SIZE)
@@ -440,6 +441,13 @@ class ConsumeQueue:
             stop = pos + len(block)
             segment.ensure_reserved(stop)
             # Sizes last: until a unit's size lands it reads as zeros, the end of the queue.
+            if len(block) == UNIT_SIZE:  # one unit (a round of one message): two writes, no views
+                offset, size, tags = _UNIT.unpack(block)
+                _UNIT.pack_into(segment.buf, pos, offset, 0, tags)
+                _UNIT_SIZE.pack_into(segment.buf, pos + 8, size)
+                done += UNIT_SIZE
+                self._publish(segment, stop, queue_offset + done // UNIT_SIZE, offset + size)
+                continue
             unsized = bytearray(block)
             with memoryview(unsized).cast("i") as fields, memoryview(bytes(len(block) // 5)).cast("i") as zeros:
                 fields[2::5] = zeros
@@ -447,11 +455,15 @@ class ConsumeQueue:
             with memoryview(segment.buf) as mapped, mapped[pos:stop].cast("i") as fields:
                 with memoryview(block).cast("i") as given:
                     fields[2::5] = given[2::5]
-            segment.wrote_position = segment.committed_position = stop
             done += len(block)
             last_offset, last_size = _UNIT_HEAD.unpack_from(block, len(block) - UNIT_SIZE)
-            self._max_physic_offset = last_offset + last_size
-            self._max_offset = queue_offset + done // UNIT_SIZE  # publish last: the units are complete
+            self._publish(segment, stop, queue_offset + done // UNIT_SIZE, last_offset + last_size)
+
+    def _publish(self, segment, stop: int, max_offset: int, max_physic_offset: int) -> None:
+        """Units written up to `stop` in `segment` are whole: the queue's end moves past them."""
+        segment.wrote_position = segment.committed_position = stop
+        self._max_physic_offset = max_physic_offset
+        self._max_offset = max_offset  # publish last: the units are complete
 
     def _check_repeat(self, queue_offset: int, unit: CqUnit) -> bool:
         existing = self._read_unit(queue_offset)

@@ -687,3 +687,67 @@ def test_file_name_clock_is_wall_clock_by_default(tmp_path):
     after = ix.index_file_name(time.time_ns() // 1_000_000)
     assert before <= svc.files[0].name <= after
     svc.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# A dispatch round's keys in one write (issue 33)
+
+
+@given(st.text(max_size=20), st.text(max_size=40))
+def test_topic_key_hash_is_the_hash_of_the_index_key(topic, key):
+    assert ix.topic_key_hash(topic, key) == ix.key_hash(ix.index_key(topic, key))
+
+
+def _index_tree(root: Path, rounds: list[list[tuple]], replays: list[bool], one_by_one: bool) -> dict[str, bytes]:
+    clock = iter(range(T0, T0 + 10_000))
+    svc = IndexService(root, hash_slot_num=3, index_num=5, clock_ms=lambda: next(clock))
+    svc.load(last_exit_ok=True)
+    for messages, replay in zip(rounds, replays, strict=True):
+        if one_by_one:
+            written = sum(svc.build_index(*m) for m in messages)
+        else:
+            written = svc.build_index_many(messages)
+        assert written == sum(len(dict.fromkeys(([m[2]] if m[2] else []) + m[1])) for m in messages)
+        if replay and messages:  # a restart re-dispatching the round's last message
+            assert svc.build_index_many(messages[-1:]) == 0
+    svc.close()
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@settings(max_examples=50)
+@given(messages=messages_st, cuts=st.lists(st.integers(1, 6), min_size=1, max_size=20))
+def test_a_round_in_one_write_writes_what_one_message_at_a_time_writes(messages, cuts):
+    offset, ts = 0, T0
+    flat = []
+    for topic, keys, uniq, d_off, d_ts, _replay in messages:
+        offset += d_off
+        ts += d_ts * 1000
+        flat.append((topic, keys, uniq, offset, ts))
+    rounds, replays, i = [], [], 0
+    for cut in cuts * len(flat):
+        if i >= len(flat):
+            break
+        rounds.append(flat[i : i + cut])
+        replays.append(messages[min(i + cut, len(flat)) - 1][5])
+        i += cut
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        assert _index_tree(Path(a), rounds, replays, True) == _index_tree(Path(b), rounds, replays, False)
+
+
+def test_a_reader_during_a_many_entry_write_keeps_the_chains_older_entries(tmp_path):
+    """Each entry is published as it is written: a query in the middle of a round's write finds
+    every entry written before it (the slot it walks from may already name a newer one)."""
+    f = new_file(tmp_path, slots=1, entries=ENTRIES)  # one slot: every entry is in one chain
+    h = ix.key_hash("T#k")
+    assert f.put_hashes([h] * 3, [0, 10, 20], [T0] * 3) == 3
+    seen: list[list[int]] = []
+
+    class QueryingTimestamps(list):
+        def __getitem__(self, i):
+            seen.append(f.select_phy_offsets("T#k", 100, 0, 2**62))
+            return super().__getitem__(i)
+
+    assert f.put_hashes([h] * 4, [30, 40, 50, 60], QueryingTimestamps([T0 + 1000] * 4)) == 4
+    assert seen == [[20, 10, 0], [30, 20, 10, 0], [40, 30, 20, 10, 0], [50, 40, 30, 20, 10, 0]]
+    assert f.select_phy_offsets("T#k", 100, 0, 2**62) == [60, 50, 40, 30, 20, 10, 0]
+    f.close()
