@@ -60,7 +60,7 @@ from wire.auth import server_credentials
 from wire.request_guard import MalformedRequestGuard
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 
-from . import crash_seam
+from . import crash_seam, heap
 from .acl import AclGuard, load_acl
 from .admin import AdminServicer
 from .client_registry import ClientRegistry
@@ -570,6 +570,9 @@ async def serve(configs: BrokerConfigs) -> int:
     except BaseException:
         await broker.stop(grace_s=0)
         raise
+    # The started broker's tables are long-lived: later full collections need not walk them.
+    frozen = heap.settle()
+    log.debug("heap settled: %d long-lived objects frozen", frozen)
     line = broker.ready_line()
     log.info(line)
     print(ready_json(line, log.name) if configs.broker.log_format == "json" else line, flush=True)
