@@ -24,6 +24,9 @@ before they are appended when the broker may not acknowledge (`set_put_fence`), 
 an answer leaves (`BrokerState.write_refusal`). The ready line says role=CONTROLLER; the admin
 status says what the broker is now.
 
+Once started, the broker's long-lived objects are frozen out of the cyclic collector's passes
+(`heap.settle`), so a full pass no longer holds the GIL for tens of milliseconds under load.
+
 SIGTERM or SIGINT shuts down cleanly (servers stop, the store flushes, the abort file goes); a
 second one exits at once, which the store treats as a crash and recovers from. Logs go to stderr
 and to `<brokerLogDir or storePathRootDir/logs>/broker.log`; secrets are never logged.
