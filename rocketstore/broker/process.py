@@ -24,6 +24,9 @@ before they are appended when the broker may not acknowledge (`set_put_fence`), 
 an answer leaves (`BrokerState.write_refusal`). The ready line says role=CONTROLLER; the admin
 status says what the broker is now.
 
+Once started, the broker's long-lived objects are frozen out of the cyclic collector's passes
+(`heap.settle`), so a full pass no longer holds the GIL for tens of milliseconds under load.
+
 SIGTERM or SIGINT shuts down cleanly (servers stop, the store flushes, the abort file goes); a
 second one exits at once, which the store treats as a crash and recovers from. Logs go to stderr
 and to `<brokerLogDir or storePathRootDir/logs>/broker.log`; secrets are never logged.
@@ -60,7 +63,7 @@ from wire.auth import server_credentials
 from wire.request_guard import MalformedRequestGuard
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 
-from . import crash_seam
+from . import crash_seam, heap
 from .acl import AclGuard, load_acl
 from .admin import AdminServicer
 from .client_registry import ClientRegistry
@@ -570,6 +573,9 @@ async def serve(configs: BrokerConfigs) -> int:
     except BaseException:
         await broker.stop(grace_s=0)
         raise
+    # The started broker's tables are long-lived: later full collections need not walk them.
+    frozen = heap.settle()
+    log.debug("heap settled: %d long-lived objects frozen", frozen)
     line = broker.ready_line()
     log.info(line)
     print(ready_json(line, log.name) if configs.broker.log_format == "json" else line, flush=True)
