@@ -60,7 +60,7 @@ from ..batching import append_chunks
 from ..config import BrokerConfigs
 from ..timer_service import timer_message
 from ..transaction_service import half_message
-from .queues import name_problem, queue_id_problem
+from .queues import INT32_MAX, name_problem, queue_id_problem
 from .refusals import Reason, Refusal
 from .roles import RoleGate
 
@@ -220,21 +220,25 @@ class SendService:
     ) -> Planned | Refusal:
         if isinstance(config, Refusal):
             return config
-        insane = _queue_id_problem(item)
-        if insane is not None:
-            return insane
+        queue_id = item.queue_id
+        if queue_id is not None and not 0 <= queue_id <= INT32_MAX:
+            return queue_id_problem(queue_id)  # type: ignore[return-value]  # out of range: a refusal
         assert config is not None, f"topic {item.message.topic} was neither known nor created"
-        body = len(item.message.body)
+        message = item.message
+        body = len(message.body)
         if not body:
             return Refusal(Reason.BODY_EMPTY, "the message body is empty")
         if body > max_body and not unit:
             return Refusal(Reason.BODY_TOO_LARGE, f"the body is {body} bytes; maxMessageSize is {max_body}")
         if item.refused is not None:
             return item.refused
-        queue_id = self._queue(item, config, round_robin)
-        if isinstance(queue_id, Refusal):
-            return queue_id
-        message = item.message if item.message.queue_id == queue_id else replace(item.message, queue_id=queue_id)
+        if queue_id is None or queue_id >= config.write_queue_nums:
+            queue = self._queue(item, config, round_robin)
+            if isinstance(queue, Refusal):
+                return queue
+            queue_id = queue
+        if message.queue_id != queue_id:
+            message = replace(message, queue_id=queue_id)
         if item.transaction_immunity_s is not None:
             if item.deliver_at_ms is not None:
                 return Refusal(Reason.ILLEGAL_MESSAGE, "a transactional message cannot have a delivery time")
@@ -302,22 +306,25 @@ class SendService:
         status = result.status
         if not status.is_stored:
             return [SendOutcome(status, reason=result.reason, client_id=p.client_id) for p in planned]
-        ids = result.msg_ids
-        out = []
-        for i, item in enumerate(planned, first):
-            out.append(
-                SendOutcome(
-                    status,
-                    reason=result.reason,
-                    client_id=item.client_id,
-                    msg_id=ids[i] if i < len(ids) else result.msg_id,
-                    queue_id=item.message.queue_id,
-                    queue_offset=result.queue_offset + i,
-                    wrote_offset=result.wrote_offset if i == 0 else -1,
-                    transactional=item.transactional,
-                )
+        ids, reason, queue_offset = result.msg_ids, result.reason, result.queue_offset
+        if len(ids) < first + len(planned):
+            ids = tuple(ids[i] if i < len(ids) else result.msg_id for i in range(first + len(planned)))
+        # Positional: the fields in their declared order (status, refusal, reason, client_id,
+        # msg_id, queue_id, queue_offset, wrote_offset, transactional).
+        return [
+            SendOutcome(
+                status,
+                None,
+                reason,
+                item.client_id,
+                ids[i],
+                item.message.queue_id,
+                queue_offset + i,
+                result.wrote_offset if i == 0 else -1,
+                item.transactional,
             )
-        return out
+            for i, item in enumerate(planned, first)
+        ]
 
 
 @dataclass(slots=True)
