@@ -405,26 +405,34 @@ def encode_batch_body(items: Iterable[BatchItem]) -> bytes:
 
 def decode_batch_body(data: bytes) -> list[BatchItem]:
     """The messages of a SEND_BATCH_MESSAGE body; ValueError names what does not fit."""
-    items: list[BatchItem] = []
-    view = memoryview(data)
+    return [BatchItem(body, flag, properties) for body, flag, properties in batch_entries(data)]
+
+
+def batch_entries(data: bytes) -> list[tuple[bytes, int, dict[str, str]]]:
+    """`decode_batch_body` as (body, flag, properties) tuples: a server reads them once, into its
+    own messages, and makes no `BatchItem` on the way."""
+    entries: list[tuple[bytes, int, dict[str, str]]] = []
+    data = bytes(data)  # slices of bytes are the one copy each body and properties text takes
+    size = len(data)
+    head, head_size = _BATCH_HEAD.unpack_from, _BATCH_HEAD.size
     pos = 0
-    while pos < len(view):
-        if len(view) - pos < _BATCH_HEAD.size:
+    while pos < size:
+        if size - pos < head_size:
             raise ValueError(f"a batch entry at byte {pos} is cut short")
-        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-        if total < _BATCH_HEAD.size + 2 or total > len(view) - pos or body_len < 0:
+        total, _magic, _crc, flag, body_len = head(data, pos)
+        if total < head_size + 2 or total > size - pos or body_len < 0:
             raise ValueError(f"a batch entry at byte {pos} claims {total} bytes (body {body_len})")
-        body_start = pos + _BATCH_HEAD.size
+        body_start = pos + head_size
         body_end = body_start + body_len
         if body_end + 2 > pos + total:
             raise ValueError(f"a batch entry at byte {pos}: its body runs past the entry")
-        (props_len,) = _INT16.unpack_from(view, body_end)
+        (props_len,) = _INT16.unpack_from(data, body_end)
         if props_len < 0 or body_end + 2 + props_len != pos + total:
             raise ValueError(f"a batch entry at byte {pos}: its properties do not end the entry")
-        props = bytes(view[body_end + 2 : body_end + 2 + props_len]).decode()
-        items.append(BatchItem(bytes(view[body_start:body_end]), flag, string_to_properties(props)))
+        props = data[body_end + 2 : body_end + 2 + props_len].decode()
+        entries.append((data[body_start:body_end], flag, string_to_properties(props)))
         pos += total
-    return items
+    return entries
 
 
 # -- stored records (PULL_MESSAGE's body) ------------------------------------------------------------
