@@ -45,6 +45,7 @@ from store.status import PutMessageStatus
 from support import small_store_config, wait_for
 
 MAX_BODY = 4096
+SYSTEM_TOPIC_OF_TABLE = TRANS_HALF_TOPIC  # a system topic the table holds
 
 
 @dataclass
@@ -170,6 +171,26 @@ def test_topics_are_created_within_the_limits_and_must_be_writable(store):
     store.update_config({"brokerPermission": "4"})
     (drained,) = plan(core, item("Orders"))
     assert drained.reason is Reason.DRAINED and drained.text.startswith("broker-a: ")
+
+
+def test_a_topic_checked_once_is_checked_again_when_its_config_or_the_broker_changes(store):
+    """The core keeps a served topic's checks with its config: a change of the topic (made read
+    only, fewer queues) or of the broker (drained, writable again) is seen by the next send."""
+    core = core_of(store)
+    assert reasons(plan(core, item("Orders", queue_id=3))) == ["planned"]
+    assert reasons(plan(core, item("Orders", queue_id=3))) == ["planned"]  # from what was kept
+    store.create_or_update_topic(TopicConfig("Orders", 4, 4, perm=4))
+    assert reasons(plan(core, item("Orders", queue_id=3))) == [Reason.TOPIC_NOT_WRITABLE]
+    store.create_or_update_topic(TopicConfig("Orders", 2, 2))
+    assert reasons(plan(core, item("Orders", queue_id=3))) == [Reason.ILLEGAL_QUEUE_ID]
+    assert reasons(plan(core, item("Orders", queue_id=1))) == ["planned"]
+    store.update_config({"brokerPermission": "4"})
+    assert reasons(plan(core, item("Orders", queue_id=1))) == [Reason.DRAINED]
+    store.update_config({"brokerPermission": "6"})
+    assert reasons(plan(core, item("Orders", queue_id=1))) == ["planned"]
+    store.create_or_update_topic(TopicConfig(SYSTEM_TOPIC_OF_TABLE, 1, 1))
+    assert reasons(plan(core, item(SYSTEM_TOPIC_OF_TABLE, queue_id=0))) == [Reason.SYSTEM_TOPIC]
+    assert reasons(plan(core, item(SYSTEM_TOPIC_OF_TABLE, queue_id=0))) == [Reason.SYSTEM_TOPIC]
 
 
 def test_queue_choice_named_hashed_by_group_or_one_round_robin_queue_per_topic_and_request(store):

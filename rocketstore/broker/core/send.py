@@ -36,8 +36,9 @@ msgId, queue offset, CommitLog offset). Before an outcome of a stored message is
 fence is checked again (`RoleGate.late_refusal`): a master that lost its lease while the put
 waited answers FENCED, never a false OK.
 
-Thread-safety: the round-robin counters are the only state (a race skews the rotation, nothing
-else); the rest reads the store's tables. `create_topic` blocks (the topic table is fsynced).
+Thread-safety: the round-robin counters and the checked topics (`known_topic`: each entry is a
+config with its answer, replaced whole) are the only state (a race skews the rotation or repeats
+a check, nothing else); the rest reads the store's tables. `create_topic` blocks (the topic table is fsynced).
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ from .queues import INT32_MAX, name_problem, queue_id_problem
 from .refusals import Reason, Refusal
 from .roles import RoleGate
 
+# Served topics whose checks `known_topic` keeps (full, it starts over: the topics in use return
+# at their next send).
+KNOWN_TOPICS_MAX = 4096
 # The property a FIFO message's group travels in (RocketMQ's sharding key).
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 
@@ -140,6 +144,8 @@ class SendService:
         self._configs = configs
         self.roles = roles
         self._round_robin: dict[str, int] = {}
+        # Topics in the table that passed the name checks: their config and its answer.
+        self._known: dict[str, tuple[TopicConfig, TopicConfig | Refusal]] = {}
 
     # -- admission ----------------------------------------------------------------------------
 
@@ -158,11 +164,23 @@ class SendService:
     def known_topic(self, topic: str) -> TopicConfig | Refusal | None:
         """The topic's config when it exists (or the refusal of a write to it); None when it has
         to be created first (`create_topic`)."""
+        config = self._store.topics.get(topic)
+        if config is not None:
+            # A served topic's answer holds while the table holds the same config (a change
+            # replaces it) and the broker stays writable: looked up, not worked out, per send.
+            known = self._known.get(topic)
+            if known is not None and known[0] is config and self._store.write_refusal() is None:
+                return known[1]
         refusal = self.topic_refusal(topic)
         if refusal is not None:
             return refusal
-        config = self._store.topics.get(topic)
-        return None if config is None else _writable(config)
+        if config is None:
+            return None
+        answer = _writable(config)
+        if len(self._known) >= KNOWN_TOPICS_MAX:
+            self._known.clear()
+        self._known[topic] = (config, answer)
+        return answer
 
     def create_topic(self, topic: str) -> TopicConfig | Refusal:
         """Blocking (the topic table is written and fsynced): the topic, auto-created for a first
