@@ -157,6 +157,10 @@ class RemotingCommand:
 # -- encoding ---------------------------------------------------------------------------------------
 
 
+# One encoder for every header: `json.dumps` with options builds a new one per call.
+_HEADER_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _json_header(cmd: RemotingCommand) -> bytes:
     header = {
         "code": cmd.code,
@@ -170,7 +174,7 @@ def _json_header(cmd: RemotingCommand) -> bytes:
         header["remark"] = cmd.remark
     if cmd.ext_fields:
         header["extFields"] = dict(cmd.ext_fields)
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return _HEADER_JSON.encode(header).encode()
 
 
 def _binary_header(cmd: RemotingCommand) -> bytes:
