@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
+from rocketstore.broker.batching import append_chunks
 from rocketstore.broker.client_registry import ClientKind, ClientRegistry, Heartbeat
 from rocketstore.broker.client_table import ClientLimits
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
@@ -38,7 +39,7 @@ from rocketstore.broker.view import StaticView
 from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistration, ClusterView, TopicRoute
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, StoreConfig
 from store.clock import wall_clock_ms
-from store.log.codec import java_string_hash
+from store.log.codec import encode_properties, java_string_hash, record_size
 from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from store.metadata.topic_config import TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
 from store.status import PutMessageStatus
@@ -266,6 +267,39 @@ def test_put_groups_keep_every_entry_once_and_share_appends_only_where_they_may(
         if original is not e:
             # A key repeated in the turn is a retry: alone, and put after its original.
             assert len(groups[where[id(e)]]) == 1 and where[id(e)] > where[id(original)]
+
+
+TEXT = st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",))  # what a property may hold
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 300), st.dictionaries(st.text(TEXT, min_size=1, max_size=8), st.text(TEXT, max_size=40))
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(200, 3000),
+    st.integers(1, 1500),
+)
+def test_append_chunks_cut_only_where_the_encoded_records_or_the_bodies_pass_a_limit(sent, max_append, max_bodies):
+    """Whether the bound that encodes nothing takes them whole or they are counted one by one,
+    the chunks are the same: in order, each within the limits (or one message alone), and each
+    cut where the next message would pass one."""
+    messages = [Message("Tópico", 0, b"x" * body, properties) for body, properties in sent]
+    chunks = append_chunks(messages, lambda m: m, max_append, max_bodies)
+    assert [m for chunk in chunks for m in chunk] == messages
+
+    def encoded(chunk):
+        return sum(record_size(m.topic, len(m.body), len(encode_properties(m.properties))) for m in chunk)
+
+    for n, chunk in enumerate(chunks):
+        bodies = sum(len(m.body) for m in chunk)
+        assert len(chunk) == 1 or (encoded(chunk) <= max_append and bodies <= max_bodies)
+        if n + 1 < len(chunks):
+            grown = chunk + chunks[n + 1][:1]
+            assert encoded(grown) > max_append or sum(len(m.body) for m in grown) > max_bodies
 
 
 def test_outcomes_carry_each_messages_id_and_offsets():
