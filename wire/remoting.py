@@ -223,9 +223,24 @@ def _int32(doc: dict, name: str, default: int | None) -> int:
     return value
 
 
+_HEADER_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner, set by __init__
+
+
+def _header_doc(header: bytes):
+    """`json.loads(header)`, without its wrappers for a header that is one UTF-8 JSON value and
+    nothing else (what clients send); any other text goes through `json.loads`, which reads it
+    or says why not."""
+    try:
+        text = header.decode()
+        doc, end = _HEADER_SCAN(text, 0)
+    except (UnicodeDecodeError, StopIteration):
+        return json.loads(header)
+    return doc if end == len(text) else json.loads(header)
+
+
 def _from_json(header: bytes, body: bytes) -> RemotingCommand:
     try:
-        doc = json.loads(header)
+        doc = _header_doc(header)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise RemotingProtocolError(f"the JSON header does not parse: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
