@@ -145,7 +145,7 @@ class Sender:
 
     @staticmethod
     def _entry(request: _Request, planned: list[Planned], unit: bool) -> PutEntry:
-        indices = [p.index for p in planned]
+        indices = [p.position for p in planned]
         return PutEntry(planned, unit, lambda outcomes: request.settle(indices, outcomes))
 
     # -- the puts -------------------------------------------------------------------------------
