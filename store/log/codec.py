@@ -332,8 +332,10 @@ class EncodedMessage:
             _I64.pack_into(buf, self.store_ts_pos[i], store_timestamp_ms)
 
     def msg_ids(self, physical_offset: int) -> list[str]:
-        host = self.store_host_bytes
-        return [msg_id_from(host, physical_offset + start) for start in self.starts]
+        # `msg_id_from` per message, its host's hex made once: an offset (0..2**63-1) in 16
+        # upper-case hex digits is its i64's hex.
+        host = self.store_host_bytes.hex().upper()
+        return [f"{host}{physical_offset + start:016X}" for start in self.starts]
 
 
 def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[bytes, int]:
@@ -341,12 +343,15 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
     if not isinstance(msg, Message):
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
     topic_suffix = _topic_suffix(msg.topic)
-    head, body, props_field, _total, ts_pos = _record_parts(msg, topic_suffix, store_host_bytes, now_ms)
+    born_host_bytes = encode_host(msg.born_host)
+    head, body, props_field, _total, ts_pos = _record_parts(
+        msg, topic_suffix, born_host_bytes, store_host_bytes, now_ms
+    )
     return b"".join((head, body, topic_suffix, props_field)), ts_pos
 
 
 def _record_parts(
-    msg: Message, topic_suffix: bytes, store_host_bytes: bytes, now_ms: int
+    msg: Message, topic_suffix: bytes, born_host_bytes: bytes, store_host_bytes: bytes, now_ms: int
 ) -> tuple[bytes, bytes, bytes, int, int]:
     """A message's record in the pieces that follow each other (the fixed fields, the body, then
     `topic_suffix` and the properties field), its TOTALSIZE and where its store timestamp goes:
@@ -364,7 +369,6 @@ def _record_parts(
         props_field = _I16.pack(len(props)) + props
     else:
         props_field = _EMPTY_PROPERTIES
-    born_host_bytes = encode_host(msg.born_host)
     born_len = len(born_host_bytes)
     store_len = len(store_host_bytes)
     sys_flag = msg.sys_flag
@@ -442,6 +446,9 @@ def encode_batch(
     store_host_bytes = encode_host(first.store_host or default_store_host)
     topic, queue_id, store_host = first.topic, first.queue_id, first.store_host
     topic_suffix = _topic_suffix(topic)
+    # A front end's batch comes from one connection: its messages share one born host object.
+    born_host: object = None
+    born_host_bytes = b""
     parts: list[bytes] = []
     starts: list[int] = []
     ts_positions: list[int] = []
@@ -463,7 +470,11 @@ def encode_batch(
             raise MessageRejected(
                 PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same store host"
             )
-        head, body, props_field, total, ts_pos = _record_parts(msg, topic_suffix, store_host_bytes, now_ms)
+        if msg.born_host is not born_host:
+            born_host, born_host_bytes = msg.born_host, encode_host(msg.born_host)
+        head, body, props_field, total, ts_pos = _record_parts(
+            msg, topic_suffix, born_host_bytes, store_host_bytes, now_ms
+        )
         parts += (head, body, topic_suffix, props_field)
         starts.append(size)
         ts_positions.append(size + ts_pos)
