@@ -73,9 +73,9 @@ KNOWN_TOPICS_MAX = 4096
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 
 
-@dataclass(frozen=True, slots=True)
-class SendItem:
-    """One message a producer sends, as its front end decoded it."""
+class SendItem(NamedTuple):
+    """One message a producer sends, as its front end decoded it. A tuple, as `Planned`: a front
+    end makes one per message on its loop's thread, and only the core reads it."""
 
     message: Message  # its queue_id is ignored: `queue_id` says which queue
     queue_id: int | None = None  # the queue the producer names; None: the broker chooses
