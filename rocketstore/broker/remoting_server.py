@@ -535,8 +535,10 @@ class RemotingServer:
         ext = request.ext_fields
         if request.code == RequestCode.SEND_MESSAGE:
             fields = dict(ext)
-        else:  # V2 names its fields with letters: only those read here, by their long names
-            fields = {name: ext[key] for name, key in _SEND_V2_KEYS if key in ext}
+        else:  # V2 names its fields with letters (a long name is taken too): those read here
+            fields = {
+                name: ext[key] if key in ext else ext[name] for name, key in _SEND_V2_KEYS if key in ext or name in ext
+            }
         topic, queue_id = _text(fields, "topic"), _int(fields, "queueId")
         born_ms = _int(fields, "bornTimestamp", 0)
         sent_flag = _int(fields, "sysFlag", 0)
