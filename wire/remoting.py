@@ -207,6 +207,8 @@ def _text_fields(raw: object) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise RemotingProtocolError("extFields is not an object")
+    if all(type(v) is str for v in raw.values()):
+        return raw  # a JSON object's names are strings: the parsed object is the answer
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
 
 
