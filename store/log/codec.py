@@ -433,6 +433,9 @@ def encode_message(msg: Message, *, default_store_host: Host, max_message_size: 
     )
 
 
+_NO_HOST = object()  # no born host encoded yet (None is a host, a bad one)
+
+
 def encode_batch(
     batch: Sequence[Message], *, default_store_host: Host, max_message_size: int, now_ms: int
 ) -> EncodedMessage:
@@ -447,7 +450,7 @@ def encode_batch(
     topic, queue_id, store_host = first.topic, first.queue_id, first.store_host
     topic_suffix = _topic_suffix(topic)
     # A front end's batch comes from one connection: its messages share one born host object.
-    born_host: object = None
+    born_host: object = _NO_HOST
     born_host_bytes = b""
     parts: list[bytes] = []
     starts: list[int] = []
