@@ -4,7 +4,7 @@ A `MessageStore` in a temp dir (ASYNC_MASTER + ASYNC_FLUSH, no slave: nothing to
 `BrokerCore` and a `RemotingServer`'s connections, driven in one of two ways:
 
 - in the loop (default): the requests' frames are made before the clock starts (SEND_BATCH_MESSAGE
-  for batches, SEND_MESSAGE_V2 for single messages, the fields `client.remoting` sends, a UNIQ_KEY
+  for batches, SEND_MESSAGE_V2 for single messages, the fields a 4.x producer sends, a UNIQ_KEY
   each) and handed to the connections' `data_received` on one event loop, whose thread's CPU
   (`time.thread_time`) is the figure: frame and header decoding, the core's checks and planning,
   the record's encoding, the append, the outcomes and the answer's encoding, nothing else. Each
@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import default_parent_dir, environment, load_average, progress
+from bench.common import default_parent_dir, environment, load_average, print_environment, progress
 from bench.vs_redis import _cell
 
 TOPIC = "SendPathBench"
@@ -73,45 +73,25 @@ class _Transport(asyncio.Transport):
 
 
 def _frames(requests: int, batch: int, size: int, opaques: itertools.count) -> list[bytes]:
-    """`requests` send requests as `client.remoting` frames them, each message a UNIQ_KEY of its own."""
+    """`requests` send requests as a RocketMQ 4.x producer frames them (`bench.edge.remoting_inputs`'
+    header), each message a UNIQ_KEY of its own."""
+    from bench.edge.remoting_inputs import send_header, v2_fields
     from client.convert import new_message_id
-    from wire.remoting import (
-        SEND_V1_FIELDS,
-        BatchItem,
-        RemotingCommand,
-        RequestCode,
-        encode,
-        encode_batch_body,
-        properties_to_string,
-    )
+    from wire.remoting import BatchItem, RemotingCommand, RequestCode, encode, encode_batch_body, properties_to_string
 
     body = bytes(size)
     frames = []
     for n in range(requests):
-        header = {
-            "producerGroup": "DEFAULT_PRODUCER",
-            "topic": TOPIC,
-            "defaultTopic": "TBW102",
-            "defaultTopicQueueNums": "4",
-            "queueId": str(n % QUEUES),
-            "sysFlag": "0",
-            "bornTimestamp": str(int(time.time() * 1000)),
-            "flag": "0",
-            "reconsumeTimes": "0",
-            "unitMode": "false",
-            "batch": "true" if batch > 1 else "false",
-        }
         props = [{"UNIQ_KEY": new_message_id(), "WAIT": "true"} for _ in range(batch)]
         if batch > 1:
-            header["properties"] = ""
+            header = send_header(TOPIC, n % QUEUES, "", batch=True)
             data = encode_batch_body(BatchItem(body, 0, p) for p in props)
             code = RequestCode.SEND_BATCH_MESSAGE
         else:
-            header["properties"] = properties_to_string(props[0])
+            header = send_header(TOPIC, n % QUEUES, properties_to_string(props[0]))
             data = body
             code = RequestCode.SEND_MESSAGE_V2
-        fields = {SEND_V1_FIELDS[k]: v for k, v in header.items()}
-        frames.append(encode(RemotingCommand(code, next(opaques), 0, fields, data)))
+        frames.append(encode(RemotingCommand(code, next(opaques), 0, v2_fields(header), data)))
     return frames
 
 
@@ -202,9 +182,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     cells = [_cell(c) for c in args.cells.split(",")]
     run_dir = Path(tempfile.mkdtemp(prefix="send-path-", dir=args.dir or default_parent_dir()))
-    print("The remoting loop's CPU per message on the send path")
-    for key, value in environment(run_dir).items():
-        print(f"  {key:<12} {value}")
+    env = environment(run_dir)
+    print_environment("The remoting loop's CPU per message on the send path", env, tuple(env), 12)
     how = "over sockets, the server's loop thread" if args.sockets else "frames handed to the loop"
     print(
         f"  config       ASYNC_MASTER + ASYNC_FLUSH, no slave, remoting ({how}), {args.size} B bodies,"
@@ -247,9 +226,9 @@ def main(argv=None) -> int:
             finally:
                 server.stop()
     finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
         if loop is not None:
             loop.close()
-        shutil.rmtree(run_dir, ignore_errors=True)
     return 0
 
 
