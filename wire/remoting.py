@@ -339,22 +339,26 @@ class FrameDecoder:
 
     def _feed(self, data: bytes) -> list[RemotingCommand]:
         buffer = self._buffer
-        buffer += data
+        # Frames that start the read (the common case: nothing held from the last one) are cut
+        # from it directly; only an incomplete frame's bytes are kept in the buffer.
+        source: bytes | bytearray = buffer if buffer or not isinstance(data, bytes) else data
+        if source is buffer:
+            buffer += data
         out: list[RemotingCommand] = []
         pos = 0
-        while len(buffer) - pos >= 4:
-            (length,) = _INT32.unpack_from(buffer, pos)
+        while len(source) - pos >= 4:
+            (length,) = _INT32.unpack_from(source, pos)
             if length < 4 or length > self._max:
                 raise RemotingProtocolError(f"a frame of {length} bytes (the limit is {self._max})")
-            if len(buffer) - pos - 4 < length:
+            if len(source) - pos - 4 < length:
                 break
-            (mark,) = _INT32.unpack_from(buffer, pos + 4)
+            (mark,) = _INT32.unpack_from(source, pos + 4)
             kind, header_len = (mark >> 24) & 0xFF, mark & 0xFFFFFF
             if header_len > length - 4:
                 raise RemotingProtocolError(f"a header of {header_len} bytes in a frame of {length}")
             start = pos + 8
-            header = bytes(buffer[start : start + header_len])
-            body = bytes(buffer[start + header_len : pos + 4 + length])
+            header = bytes(source[start : start + header_len])
+            body = bytes(source[start + header_len : pos + 4 + length])
             if kind == JSON:
                 out.append(_from_json(header, body))
             elif kind == ROCKETMQ:
@@ -362,8 +366,11 @@ class FrameDecoder:
             else:
                 raise RemotingProtocolError(f"unknown serialization type {kind}")
             pos += 4 + length
-        if pos:
-            del buffer[:pos]
+        if source is buffer:
+            if pos:
+                del buffer[:pos]
+        elif pos < len(data):
+            buffer += data[pos:]
         return out
 
     @property
