@@ -132,6 +132,7 @@ class MessageStore:
         replica_gate: ReplicaGate | None = None,
     ) -> None:
         self.config = config
+        self._writable_config: StoreConfig | None = None  # the config `write_refusal` found writable
         self.broker_role = config.broker_role
         # Bumped by every role change and truncation: state derived from the log (pop
         # consumption's) is rebuilt when it differs from the generation it was built at.
@@ -864,8 +865,12 @@ class MessageStore:
 
     def write_refusal(self) -> str | None:
         """Why this broker takes no sends now (brokerPermission without the write bit), or None."""
-        permission = self.config.broker_permission
+        config = self.config
+        if config is self._writable_config:  # every send asks; the answer changes with the config
+            return None
+        permission = config.broker_permission
         if permission & Permission.WRITE:
+            self._writable_config = config
             return None
         return f"the broker is not writable now (brokerPermission={permission}): it is drained"
 

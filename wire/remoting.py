@@ -157,6 +157,10 @@ class RemotingCommand:
 # -- encoding ---------------------------------------------------------------------------------------
 
 
+# One encoder for every header: `json.dumps` with options builds a new one per call.
+_HEADER_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _json_header(cmd: RemotingCommand) -> bytes:
     header = {
         "code": cmd.code,
@@ -170,7 +174,7 @@ def _json_header(cmd: RemotingCommand) -> bytes:
         header["remark"] = cmd.remark
     if cmd.ext_fields:
         header["extFields"] = dict(cmd.ext_fields)
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return _HEADER_JSON.encode(header).encode()
 
 
 def _binary_header(cmd: RemotingCommand) -> bytes:
@@ -203,6 +207,8 @@ def _text_fields(raw: object) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise RemotingProtocolError("extFields is not an object")
+    if all(type(v) is str for v in raw.values()):
+        return raw  # a JSON object's names are strings: the parsed object is the answer
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
 
 
@@ -219,9 +225,24 @@ def _int32(doc: dict, name: str, default: int | None) -> int:
     return value
 
 
+_HEADER_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner, set by __init__
+
+
+def _header_doc(header: bytes):
+    """`json.loads(header)`, without its wrappers for a header that is one UTF-8 JSON value and
+    nothing else (what clients send); any other text goes through `json.loads`, which reads it
+    or says why not."""
+    try:
+        text = header.decode()
+        doc, end = _HEADER_SCAN(text, 0)
+    except (UnicodeDecodeError, StopIteration):
+        return json.loads(header)
+    return doc if end == len(text) else json.loads(header)
+
+
 def _from_json(header: bytes, body: bytes) -> RemotingCommand:
     try:
-        doc = json.loads(header)
+        doc = _header_doc(header)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise RemotingProtocolError(f"the JSON header does not parse: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
@@ -318,22 +339,26 @@ class FrameDecoder:
 
     def _feed(self, data: bytes) -> list[RemotingCommand]:
         buffer = self._buffer
-        buffer += data
+        # Frames that start the read (the common case: nothing held from the last one) are cut
+        # from it directly; only an incomplete frame's bytes are kept in the buffer.
+        source: bytes | bytearray = buffer if buffer or not isinstance(data, bytes) else data
+        if source is buffer:
+            buffer += data
         out: list[RemotingCommand] = []
         pos = 0
-        while len(buffer) - pos >= 4:
-            (length,) = _INT32.unpack_from(buffer, pos)
+        while len(source) - pos >= 4:
+            (length,) = _INT32.unpack_from(source, pos)
             if length < 4 or length > self._max:
                 raise RemotingProtocolError(f"a frame of {length} bytes (the limit is {self._max})")
-            if len(buffer) - pos - 4 < length:
+            if len(source) - pos - 4 < length:
                 break
-            (mark,) = _INT32.unpack_from(buffer, pos + 4)
+            (mark,) = _INT32.unpack_from(source, pos + 4)
             kind, header_len = (mark >> 24) & 0xFF, mark & 0xFFFFFF
             if header_len > length - 4:
                 raise RemotingProtocolError(f"a header of {header_len} bytes in a frame of {length}")
             start = pos + 8
-            header = bytes(buffer[start : start + header_len])
-            body = bytes(buffer[start + header_len : pos + 4 + length])
+            header = bytes(source[start : start + header_len])
+            body = bytes(source[start + header_len : pos + 4 + length])
             if kind == JSON:
                 out.append(_from_json(header, body))
             elif kind == ROCKETMQ:
@@ -341,8 +366,11 @@ class FrameDecoder:
             else:
                 raise RemotingProtocolError(f"unknown serialization type {kind}")
             pos += 4 + length
-        if pos:
-            del buffer[:pos]
+        if source is buffer:
+            if pos:
+                del buffer[:pos]
+        elif pos < len(data):
+            buffer += data[pos:]
         return out
 
     @property
@@ -405,26 +433,34 @@ def encode_batch_body(items: Iterable[BatchItem]) -> bytes:
 
 def decode_batch_body(data: bytes) -> list[BatchItem]:
     """The messages of a SEND_BATCH_MESSAGE body; ValueError names what does not fit."""
-    items: list[BatchItem] = []
-    view = memoryview(data)
+    return [BatchItem(body, flag, properties) for body, flag, properties in batch_entries(data)]
+
+
+def batch_entries(data: bytes) -> list[tuple[bytes, int, dict[str, str]]]:
+    """`decode_batch_body` as (body, flag, properties) tuples: a server reads them once, into its
+    own messages, and makes no `BatchItem` on the way."""
+    entries: list[tuple[bytes, int, dict[str, str]]] = []
+    data = bytes(data)  # slices of bytes are the one copy each body and properties text takes
+    size = len(data)
+    head, head_size = _BATCH_HEAD.unpack_from, _BATCH_HEAD.size
     pos = 0
-    while pos < len(view):
-        if len(view) - pos < _BATCH_HEAD.size:
+    while pos < size:
+        if size - pos < head_size:
             raise ValueError(f"a batch entry at byte {pos} is cut short")
-        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-        if total < _BATCH_HEAD.size + 2 or total > len(view) - pos or body_len < 0:
+        total, _magic, _crc, flag, body_len = head(data, pos)
+        if total < head_size + 2 or total > size - pos or body_len < 0:
             raise ValueError(f"a batch entry at byte {pos} claims {total} bytes (body {body_len})")
-        body_start = pos + _BATCH_HEAD.size
+        body_start = pos + head_size
         body_end = body_start + body_len
         if body_end + 2 > pos + total:
             raise ValueError(f"a batch entry at byte {pos}: its body runs past the entry")
-        (props_len,) = _INT16.unpack_from(view, body_end)
+        (props_len,) = _INT16.unpack_from(data, body_end)
         if props_len < 0 or body_end + 2 + props_len != pos + total:
             raise ValueError(f"a batch entry at byte {pos}: its properties do not end the entry")
-        props = bytes(view[body_end + 2 : body_end + 2 + props_len]).decode()
-        items.append(BatchItem(bytes(view[body_start:body_end]), flag, string_to_properties(props)))
+        props = data[body_end + 2 : body_end + 2 + props_len].decode()
+        entries.append((data[body_start:body_end], flag, string_to_properties(props)))
         pos += total
-    return items
+    return entries
 
 
 # -- stored records (PULL_MESSAGE's body) ------------------------------------------------------------

@@ -72,7 +72,7 @@ from wire.remoting import (
     RemotingProtocolError,
     RequestCode,
     ResponseCode,
-    decode_batch_body,
+    batch_entries,
     encode,
     string_to_properties,
 )
@@ -116,6 +116,14 @@ class BadRequest(Exception):
     def __init__(self, code: ResponseCode, text: str) -> None:
         super().__init__(text)
         self.code = code
+
+
+# SEND_MESSAGE_V2's letters of the fields a send reads (`SEND_V2_FIELDS`), by their long names.
+_SEND_V2_KEYS = tuple(
+    (name, key)
+    for key, name in SEND_V2_FIELDS.items()
+    if name in ("topic", "queueId", "bornTimestamp", "sysFlag", "reconsumeTimes", "flag", "batch", "properties")
+)
 
 
 def _int(fields: dict[str, str], name: str, default: int | None = None) -> int:
@@ -524,9 +532,13 @@ class RemotingServer:
         """The request's messages for the core (one per message of a batch), and whether it is a
         batch. A message this API cannot take carries its refusal (the core answers it after the
         role and topic checks)."""
-        fields = dict(request.ext_fields)
-        if request.code != RequestCode.SEND_MESSAGE:
-            fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
+        ext = request.ext_fields
+        if request.code == RequestCode.SEND_MESSAGE:
+            fields = dict(ext)
+        else:  # V2 names its fields with letters (a long name is taken too): those read here
+            fields = {
+                name: ext[key] if key in ext else ext[name] for name, key in _SEND_V2_KEYS if key in ext or name in ext
+            }
         topic, queue_id = _text(fields, "topic"), _int(fields, "queueId")
         born_ms = _int(fields, "bornTimestamp", 0)
         sent_flag = _int(fields, "sysFlag", 0)
@@ -537,23 +549,18 @@ class RemotingServer:
         # type it sets would hide the message from every consumer for good.
         sys_flag = producer_sys_flag(bool(sent_flag & COMPRESSED_FLAG))
 
+        born_host, born_at = conn.peer, born_ms if born_ms > 0 else None
+
         def item(body: bytes, properties: dict[str, str], flag: int, refused: Refusal | None = None) -> SendItem:
+            # Positional, in Message's field order: a batch makes one per message.
             message = Message(
-                topic,
-                queue_id,
-                body,
-                properties,
-                flag=flag,
-                sys_flag=sys_flag,
-                born_host=conn.peer,
-                born_timestamp_ms=born_ms if born_ms > 0 else None,
-                reconsume_times=reconsume_times,
+                topic, queue_id, body, properties, flag, sys_flag, born_host, None, born_at, reconsume_times
             )
-            return SendItem(message, queue_id=queue_id, refused=refused)
+            return SendItem(message, queue_id, "", None, None, refused)
 
         try:
             properties = string_to_properties(fields.get("properties", ""))
-            parts = decode_batch_body(request.body) if batch else None
+            parts = batch_entries(request.body) if batch else None
         except (ValueError, UnicodeDecodeError) as exc:
             return [item(request.body, {}, flag, _illegal(f"the request does not decode: {exc}"))], batch
         if sent_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE or _transactional(properties):
@@ -562,9 +569,11 @@ class RemotingServer:
             return [item(request.body, properties, flag)], False
         if not parts:
             return [item(request.body, properties, flag, _illegal("a batch without messages"))], True
-        if any(_transactional(p.properties) for p in parts):
+        if any(_transactional(p[2]) for p in parts):
             return [item(request.body, properties, flag, _illegal("a batch cannot carry transactional messages"))], True
-        return [item(p.body, properties | p.properties, p.flag) for p in parts], True
+        if not properties:  # what clients send: each message's own properties only
+            return [item(body, own, flag) for body, flag, own in parts], True
+        return [item(body, properties | own, flag) for body, flag, own in parts], True
 
     async def _send_back(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK: the message at `offset` to the group's retry topic, delayed, or

@@ -333,8 +333,10 @@ class EncodedMessage:
             _I64.pack_into(buf, self.store_ts_pos[i], store_timestamp_ms)
 
     def msg_ids(self, physical_offset: int) -> list[str]:
-        host = self.store_host_bytes
-        return [msg_id_from(host, physical_offset + start) for start in self.starts]
+        # `msg_id_from` per message, its host's hex made once: an offset (0..2**63-1) in 16
+        # upper-case hex digits is its i64's hex.
+        host = self.store_host_bytes.hex().upper()
+        return [f"{host}{physical_offset + start:016X}" for start in self.starts]
 
 
 def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[bytes, int]:
@@ -342,6 +344,19 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
     if not isinstance(msg, Message):
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
     topic_suffix = _topic_suffix(msg.topic)
+    born_host_bytes = encode_host(msg.born_host)
+    head, body, props_field, _total, ts_pos = _record_parts(
+        msg, topic_suffix, born_host_bytes, store_host_bytes, now_ms
+    )
+    return b"".join((head, body, topic_suffix, props_field)), ts_pos
+
+
+def _record_parts(
+    msg: Message, topic_suffix: bytes, born_host_bytes: bytes, store_host_bytes: bytes, now_ms: int
+) -> tuple[bytes, bytes, bytes, int, int]:
+    """A message's record in the pieces that follow each other (the fixed fields, the body, then
+    `topic_suffix` and the properties field), its TOTALSIZE and where its store timestamp goes:
+    a batch joins all its records' pieces at once instead of each record's first."""
     body = msg.body
     if not isinstance(body, (bytes, bytearray)):
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "body must be bytes")
@@ -355,7 +370,6 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
         props_field = _I16.pack(len(props)) + props
     else:
         props_field = _EMPTY_PROPERTIES
-    born_host_bytes = encode_host(msg.born_host)
     born_len = len(born_host_bytes)
     store_len = len(store_host_bytes)
     sys_flag = msg.sys_flag
@@ -396,7 +410,7 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
         )
     except struct.error:
         raise _explain_bad_ints(msg) from None
-    return b"".join((head, body, topic_suffix, props_field)), 48 + born_len
+    return head, body, props_field, total, 48 + born_len
 
 
 def encode_message(msg: Message, *, default_store_host: Host, max_message_size: int, now_ms: int) -> EncodedMessage:
@@ -420,6 +434,9 @@ def encode_message(msg: Message, *, default_store_host: Host, max_message_size: 
     )
 
 
+_NO_HOST = object()  # no born host encoded yet (None is a host, a bad one)
+
+
 def encode_batch(
     batch: Sequence[Message], *, default_store_host: Host, max_message_size: int, now_ms: int
 ) -> EncodedMessage:
@@ -431,14 +448,19 @@ def encode_batch(
     if not isinstance(first, Message):
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(first).__name__}")
     store_host_bytes = encode_host(first.store_host or default_store_host)
+    topic, queue_id, store_host = first.topic, first.queue_id, first.store_host
+    topic_suffix = _topic_suffix(topic)
+    # A front end's batch comes from one connection: its messages share one born host object.
+    born_host: object = _NO_HOST
+    born_host_bytes = b""
     parts: list[bytes] = []
     starts: list[int] = []
     ts_positions: list[int] = []
     size = 0
     for msg in batch:
-        if not isinstance(msg, Message):
+        if type(msg) is not Message and not isinstance(msg, Message):
             raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(msg).__name__}")
-        if msg.topic != first.topic or msg.queue_id != first.queue_id:
+        if msg.topic != topic or msg.queue_id != queue_id:
             raise MessageRejected(
                 PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same topic and queue"
             )
@@ -447,24 +469,27 @@ def encode_batch(
         delay = msg.properties.get(PROPERTY_DELAY_TIME_LEVEL) if msg.properties else None
         if delay not in (None, "", "0"):
             raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot carry delayed messages")
-        if encode_host(msg.store_host or default_store_host) != store_host_bytes:
+        # The messages of a front end's batch share their store host (None): encoded once.
+        if msg.store_host is not store_host and encode_host(msg.store_host or default_store_host) != store_host_bytes:
             raise MessageRejected(
                 PutMessageStatus.MESSAGE_ILLEGAL, "every message of a batch must have the same store host"
             )
-        data, ts_pos = _encode_one(msg, store_host_bytes, now_ms)
-        parts.append(data)
+        if msg.born_host is not born_host:
+            born_host, born_host_bytes = msg.born_host, encode_host(msg.born_host)
+        head, body, props_field, total, ts_pos = _record_parts(
+            msg, topic_suffix, born_host_bytes, store_host_bytes, now_ms
+        )
+        parts += (head, body, topic_suffix, props_field)
         starts.append(size)
         ts_positions.append(size + ts_pos)
-        size += len(data)
+        size += total
         if size > max_message_size:
             raise MessageRejected(
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 f"batch is over {size} bytes encoded; the limit (maxMessageSize, within a segment) is "
                 f"{max_message_size}",
             )
-    return EncodedMessage(
-        bytearray().join(parts), starts, ts_positions, f"{first.topic}-{first.queue_id}", 0, store_host_bytes
-    )
+    return EncodedMessage(bytearray().join(parts), starts, ts_positions, f"{topic}-{queue_id}", 0, store_host_bytes)
 
 
 def encode_blank(size: int) -> bytes:

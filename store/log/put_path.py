@@ -238,17 +238,15 @@ class PutPath:
         """A batch's producer ids, each where its record landed: a retry of one message of the
         batch, sent alone, is answered with its original's result."""
         starts = encoded.starts
-        for i, msg in enumerate(messages):
-            key = (msg.properties or {}).get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        ends = starts[1:]
+        ends.append(encoded.size)
+        wrote, queue_offset, stamped = appended.wrote_offset, appended.queue_offset, appended.store_timestamp_ms
+        add = recent.add
+        for i, (msg, start, end) in enumerate(zip(messages, starts, ends)):
+            properties = msg.properties
+            key = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if properties else None
             if key:
-                end = starts[i + 1] if i + 1 < len(starts) else encoded.size
-                landed = Landed(
-                    appended.wrote_offset + starts[i],
-                    end - starts[i],
-                    appended.queue_offset + i,
-                    appended.store_timestamp_ms,
-                )
-                recent.add(msg.topic, key, landed)
+                add(msg.topic, key, Landed(wrote + start, end - start, queue_offset + i, stamped))
 
     def _retry_of(self, landed: Landed, wait: bool, now: int, started: int) -> _Pending:
         """A producer's retry of a message the log holds: nothing is appended, and the retry

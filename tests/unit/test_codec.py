@@ -503,6 +503,15 @@ def test_bad_born_host(host):
     rejected(born_host=host)
 
 
+@pytest.mark.parametrize("host", [None, *BAD_HOSTS])
+def test_bad_born_host_in_a_batch(host):
+    """A batch encodes a born host once per host object: a bad one is refused all the same, first
+    or after good ones."""
+    good = Message(topic="T", queue_id=0, body=b"a")
+    batch_rejected([Message(topic="T", queue_id=0, body=b"b", born_host=host)])
+    batch_rejected([good, good, Message(topic="T", queue_id=0, body=b"b", born_host=host)])
+
+
 @pytest.mark.parametrize("host", BAD_HOSTS)
 def test_bad_store_host(host):
     with pytest.raises(MessageRejected) as info:

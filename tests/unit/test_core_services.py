@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from ha.config import HaConfig
 from ha.replica_tracker import SlaveSnapshot
+from rocketstore.broker.batching import append_chunks
 from rocketstore.broker.client_registry import ClientKind, ClientRegistry, Heartbeat
 from rocketstore.broker.client_table import ClientLimits
 from rocketstore.broker.config import BrokerConfig, BrokerConfigs
@@ -38,13 +39,14 @@ from rocketstore.broker.view import StaticView
 from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistration, ClusterView, TopicRoute
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, StoreConfig
 from store.clock import wall_clock_ms
-from store.log.codec import java_string_hash
+from store.log.codec import encode_properties, java_string_hash, record_size
 from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from store.metadata.topic_config import TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
 from store.status import PutMessageStatus
 from support import small_store_config, wait_for
 
 MAX_BODY = 4096
+SYSTEM_TOPIC_OF_TABLE = TRANS_HALF_TOPIC  # a system topic the table holds
 
 
 @dataclass
@@ -172,6 +174,26 @@ def test_topics_are_created_within_the_limits_and_must_be_writable(store):
     assert drained.reason is Reason.DRAINED and drained.text.startswith("broker-a: ")
 
 
+def test_a_topic_checked_once_is_checked_again_when_its_config_or_the_broker_changes(store):
+    """The core keeps a served topic's checks with its config: a change of the topic (made read
+    only, fewer queues) or of the broker (drained, writable again) is seen by the next send."""
+    core = core_of(store)
+    assert reasons(plan(core, item("Orders", queue_id=3))) == ["planned"]
+    assert reasons(plan(core, item("Orders", queue_id=3))) == ["planned"]  # from what was kept
+    store.create_or_update_topic(TopicConfig("Orders", 4, 4, perm=4))
+    assert reasons(plan(core, item("Orders", queue_id=3))) == [Reason.TOPIC_NOT_WRITABLE]
+    store.create_or_update_topic(TopicConfig("Orders", 2, 2))
+    assert reasons(plan(core, item("Orders", queue_id=3))) == [Reason.ILLEGAL_QUEUE_ID]
+    assert reasons(plan(core, item("Orders", queue_id=1))) == ["planned"]
+    store.update_config({"brokerPermission": "4"})
+    assert reasons(plan(core, item("Orders", queue_id=1))) == [Reason.DRAINED]
+    store.update_config({"brokerPermission": "6"})
+    assert reasons(plan(core, item("Orders", queue_id=1))) == ["planned"]
+    store.create_or_update_topic(TopicConfig(SYSTEM_TOPIC_OF_TABLE, 1, 1))
+    assert reasons(plan(core, item(SYSTEM_TOPIC_OF_TABLE, queue_id=0))) == [Reason.SYSTEM_TOPIC]
+    assert reasons(plan(core, item(SYSTEM_TOPIC_OF_TABLE, queue_id=0))) == [Reason.SYSTEM_TOPIC]
+
+
 def test_queue_choice_named_hashed_by_group_or_one_round_robin_queue_per_topic_and_request(store):
     core = core_of(store)
     assert [p.message.queue_id for p in plan(core, item(queue_id=3))] == [3]
@@ -245,6 +267,39 @@ def test_put_groups_keep_every_entry_once_and_share_appends_only_where_they_may(
         if original is not e:
             # A key repeated in the turn is a retry: alone, and put after its original.
             assert len(groups[where[id(e)]]) == 1 and where[id(e)] > where[id(original)]
+
+
+TEXT = st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",))  # what a property may hold
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 300), st.dictionaries(st.text(TEXT, min_size=1, max_size=8), st.text(TEXT, max_size=40))
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(200, 3000),
+    st.integers(1, 1500),
+)
+def test_append_chunks_cut_only_where_the_encoded_records_or_the_bodies_pass_a_limit(sent, max_append, max_bodies):
+    """Whether the bound that encodes nothing takes them whole or they are counted one by one,
+    the chunks are the same: in order, each within the limits (or one message alone), and each
+    cut where the next message would pass one."""
+    messages = [Message("Tópico", 0, b"x" * body, properties) for body, properties in sent]
+    chunks = append_chunks(messages, lambda m: m, max_append, max_bodies)
+    assert [m for chunk in chunks for m in chunk] == messages
+
+    def encoded(chunk):
+        return sum(record_size(m.topic, len(m.body), len(encode_properties(m.properties))) for m in chunk)
+
+    for n, chunk in enumerate(chunks):
+        bodies = sum(len(m.body) for m in chunk)
+        assert len(chunk) == 1 or (encoded(chunk) <= max_append and bodies <= max_bodies)
+        if n + 1 < len(chunks):
+            grown = chunk + chunks[n + 1][:1]
+            assert encoded(grown) > max_append or sum(len(m.body) for m in grown) > max_bodies
 
 
 def test_outcomes_carry_each_messages_id_and_offsets():

@@ -206,3 +206,37 @@ def test_pulled_records_decode_as_the_store_reads_them(topic, body, props, born,
     assert got.offset_msg_id == expected.msg_id and got.body_crc_ok
     with pytest.raises(ValueError, match="at byte 0"):
         decode_stored_records(raw[:-1])
+
+
+def test_a_send_reads_the_same_messages_from_v1_names_v2_letters_and_a_batch():
+    """The server's reading of a send (`RemotingServer._send_items`): SEND_MESSAGE's long names,
+    SEND_MESSAGE_V2's letters (or a long name where a V2 client sends one), and a batch whose
+    messages carry their own properties beside the request's."""
+    from types import SimpleNamespace
+
+    from rocketstore.broker.remoting_server import RemotingServer
+    from wire.remoting import SEND_V1_FIELDS, BatchItem, RequestCode, encode_batch_body
+
+    conn = SimpleNamespace(peer=("10.0.0.9", 4242))
+    header = {"topic": "T", "queueId": "2", "bornTimestamp": "1700000000000", "flag": "3", "properties": "K\x01v\x02"}
+    v1 = RemotingCommand(RequestCode.SEND_MESSAGE, 1, 0, dict(header), b"body")
+    v2 = RemotingCommand(RequestCode.SEND_MESSAGE_V2, 2, 0, {SEND_V1_FIELDS[k]: v for k, v in header.items()}, b"body")
+    mixed = {SEND_V1_FIELDS[k]: v for k, v in header.items() if k != "topic"} | {"topic": "T"}
+    v2_long = RemotingCommand(RequestCode.SEND_MESSAGE_V2, 3, 0, mixed, b"body")
+    read = [RemotingServer._send_items(None, conn, cmd) for cmd in (v1, v2, v2_long)]  # type: ignore[arg-type]
+    assert read[0] == read[1] == read[2]
+    (items, batch) = read[0]
+    assert not batch and len(items) == 1
+    message = items[0].message
+    assert (message.topic, message.queue_id, message.body, message.flag) == ("T", 2, b"body", 3)
+    assert message.properties == {"K": "v"} and message.born_host == ("10.0.0.9", 4242)
+    assert message.born_timestamp_ms == 1700000000000 and items[0].queue_id == 2 and items[0].refused is None
+
+    body = encode_batch_body([BatchItem(b"a", 5, {"U": "1"}), BatchItem(b"b", 6, {"U": "2", "K": "own"})])
+    batch_cmd = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 4, 0, {**header, "batch": "true"}, body)
+    items, batch = RemotingServer._send_items(None, conn, batch_cmd)  # type: ignore[arg-type]
+    assert batch and [(i.message.body, i.message.flag) for i in items] == [(b"a", 5), (b"b", 6)]
+    assert [i.message.properties for i in items] == [{"K": "v", "U": "1"}, {"K": "own", "U": "2"}]
+    bare = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 5, 0, {**header, "properties": ""}, body)
+    items, _ = RemotingServer._send_items(None, conn, bare)  # type: ignore[arg-type]
+    assert [i.message.properties for i in items] == [{"U": "1"}, {"K": "own", "U": "2"}]

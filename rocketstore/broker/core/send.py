@@ -36,14 +36,16 @@ msgId, queue offset, CommitLog offset). Before an outcome of a stored message is
 fence is checked again (`RoleGate.late_refusal`): a master that lost its lease while the put
 waited answers FENCED, never a false OK.
 
-Thread-safety: the round-robin counters are the only state (a race skews the rotation, nothing
-else); the rest reads the store's tables. `create_topic` blocks (the topic table is fsynced).
+Thread-safety: the round-robin counters and the checked topics (`known_topic`: each entry is a
+config with its answer, replaced whole) are the only state (a race skews the rotation or repeats
+a check, nothing else); the rest reads the store's tables. `create_topic` blocks (the topic table is fsynced).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
 from store.log.codec import decode_msg_id, java_string_hash
@@ -60,17 +62,20 @@ from ..batching import append_chunks
 from ..config import BrokerConfigs
 from ..timer_service import timer_message
 from ..transaction_service import half_message
-from .queues import name_problem, queue_id_problem
+from .queues import INT32_MAX, name_problem, queue_id_problem
 from .refusals import Reason, Refusal
 from .roles import RoleGate
 
+# Served topics whose checks `known_topic` keeps (full, it starts over: the topics in use return
+# at their next send).
+KNOWN_TOPICS_MAX = 4096
 # The property a FIFO message's group travels in (RocketMQ's sharding key).
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 
 
-@dataclass(frozen=True, slots=True)
-class SendItem:
-    """One message a producer sends, as its front end decoded it."""
+class SendItem(NamedTuple):
+    """One message a producer sends, as its front end decoded it. A tuple, as `Planned`: a front
+    end makes one per message on its loop's thread, and only the core reads it."""
 
     message: Message  # its queue_id is ignored: `queue_id` says which queue
     queue_id: int | None = None  # the queue the producer names; None: the broker chooses
@@ -112,11 +117,12 @@ def refused(item: SendItem, refusal: Refusal) -> SendOutcome:
     return SendOutcome(refusal=refusal, client_id=item.client_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """A message ready for the store, for item `index` of its request."""
+class Planned(NamedTuple):
+    """A message ready for the store, for item `position` of its request. A tuple: one is made per
+    message on the loop's thread, at a third of a frozen dataclass's cost, and it is only ever
+    read by the core."""
 
-    index: int
+    position: int  # the item's index in its request
     message: Message
     client_id: str
     transactional: bool = False
@@ -140,6 +146,8 @@ class SendService:
         self._configs = configs
         self.roles = roles
         self._round_robin: dict[str, int] = {}
+        # Topics in the table that passed the name checks: their config and its answer.
+        self._known: dict[str, tuple[TopicConfig, TopicConfig | Refusal]] = {}
 
     # -- admission ----------------------------------------------------------------------------
 
@@ -158,11 +166,23 @@ class SendService:
     def known_topic(self, topic: str) -> TopicConfig | Refusal | None:
         """The topic's config when it exists (or the refusal of a write to it); None when it has
         to be created first (`create_topic`)."""
+        config = self._store.topics.get(topic)
+        if config is not None:
+            # A served topic's answer holds while the table holds the same config (a change
+            # replaces it) and the broker stays writable: looked up, not worked out, per send.
+            known = self._known.get(topic)
+            if known is not None and known[0] is config and self._store.write_refusal() is None:
+                return known[1]
         refusal = self.topic_refusal(topic)
         if refusal is not None:
             return refusal
-        config = self._store.topics.get(topic)
-        return None if config is None else _writable(config)
+        if config is None:
+            return None
+        answer = _writable(config)
+        if len(self._known) >= KNOWN_TOPICS_MAX:
+            self._known.clear()
+        self._known[topic] = (config, answer)
+        return answer
 
     def create_topic(self, topic: str) -> TopicConfig | Refusal:
         """Blocking (the topic table is written and fsynced): the topic, auto-created for a first
@@ -220,21 +240,25 @@ class SendService:
     ) -> Planned | Refusal:
         if isinstance(config, Refusal):
             return config
-        insane = _queue_id_problem(item)
-        if insane is not None:
-            return insane
+        queue_id = item.queue_id
+        if queue_id is not None and not 0 <= queue_id <= INT32_MAX:
+            return queue_id_problem(queue_id)  # type: ignore[return-value]  # out of range: a refusal
         assert config is not None, f"topic {item.message.topic} was neither known nor created"
-        body = len(item.message.body)
+        message = item.message
+        body = len(message.body)
         if not body:
             return Refusal(Reason.BODY_EMPTY, "the message body is empty")
         if body > max_body and not unit:
             return Refusal(Reason.BODY_TOO_LARGE, f"the body is {body} bytes; maxMessageSize is {max_body}")
         if item.refused is not None:
             return item.refused
-        queue_id = self._queue(item, config, round_robin)
-        if isinstance(queue_id, Refusal):
-            return queue_id
-        message = item.message if item.message.queue_id == queue_id else replace(item.message, queue_id=queue_id)
+        if queue_id is None or queue_id >= config.write_queue_nums:
+            queue = self._queue(item, config, round_robin)
+            if isinstance(queue, Refusal):
+                return queue
+            queue_id = queue
+        if message.queue_id != queue_id:
+            message = replace(message, queue_id=queue_id)
         if item.transaction_immunity_s is not None:
             if item.deliver_at_ms is not None:
                 return Refusal(Reason.ILLEGAL_MESSAGE, "a transactional message cannot have a delivery time")
@@ -302,22 +326,25 @@ class SendService:
         status = result.status
         if not status.is_stored:
             return [SendOutcome(status, reason=result.reason, client_id=p.client_id) for p in planned]
-        ids = result.msg_ids
-        out = []
-        for i, item in enumerate(planned, first):
-            out.append(
-                SendOutcome(
-                    status,
-                    reason=result.reason,
-                    client_id=item.client_id,
-                    msg_id=ids[i] if i < len(ids) else result.msg_id,
-                    queue_id=item.message.queue_id,
-                    queue_offset=result.queue_offset + i,
-                    wrote_offset=result.wrote_offset if i == 0 else -1,
-                    transactional=item.transactional,
-                )
+        ids, reason, queue_offset = result.msg_ids, result.reason, result.queue_offset
+        if len(ids) < first + len(planned):
+            ids = tuple(ids[i] if i < len(ids) else result.msg_id for i in range(first + len(planned)))
+        # Positional: the fields in their declared order (status, refusal, reason, client_id,
+        # msg_id, queue_id, queue_offset, wrote_offset, transactional).
+        return [
+            SendOutcome(
+                status,
+                None,
+                reason,
+                item.client_id,
+                ids[i],
+                item.message.queue_id,
+                queue_offset + i,
+                result.wrote_offset if i == 0 else -1,
+                item.transactional,
             )
-        return out
+            for i, item in enumerate(planned, first)
+        ]
 
 
 @dataclass(slots=True)

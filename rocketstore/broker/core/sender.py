@@ -46,7 +46,12 @@ class _Request:
         self._done = done
         self._sender = sender
 
-    def settle(self, indices: Sequence[int], outcomes: Sequence[SendOutcome]) -> None:
+    def settle(self, indices: Sequence[int], outcomes: list[SendOutcome]) -> None:
+        if len(indices) == self._left == len(self._outcomes):
+            # One put for the whole request (a single message, a unit): its indices are 0..n-1.
+            self._left = 0
+            self._sender.answer(self._done, outcomes)
+            return
         for index, outcome in zip(indices, outcomes):
             self._outcomes[index] = outcome
         self._left -= len(indices)
@@ -140,7 +145,7 @@ class Sender:
 
     @staticmethod
     def _entry(request: _Request, planned: list[Planned], unit: bool) -> PutEntry:
-        indices = [p.index for p in planned]
+        indices = [p.position for p in planned]
         return PutEntry(planned, unit, lambda outcomes: request.settle(indices, outcomes))
 
     # -- the puts -------------------------------------------------------------------------------
@@ -180,7 +185,7 @@ class Sender:
     def answer(self, done: Done, outcomes: list[SendOutcome]) -> None:
         """Hand a request its outcomes, the fence checked again first: a master that lost its
         lease (or is handing over) while the puts waited acknowledges nothing."""
-        if any(o.stored for o in outcomes):
+        if outcomes and (outcomes[0].stored or any(o.stored for o in outcomes)):
             late = self._service.roles.late_refusal()
             if late is not None:
                 outcomes = [_fenced(o, late) if o.stored else o for o in outcomes]
