@@ -241,12 +241,13 @@ class PutPath:
         ends = starts[1:]
         ends.append(encoded.size)
         wrote, queue_offset, stamped = appended.wrote_offset, appended.queue_offset, appended.store_timestamp_ms
-        add = recent.add
+        landings = []
         for i, (msg, start, end) in enumerate(zip(messages, starts, ends)):
             properties = msg.properties
             key = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if properties else None
             if key:
-                add(msg.topic, key, Landed(wrote + start, end - start, queue_offset + i, stamped))
+                landings.append((msg.topic, key, Landed(wrote + start, end - start, queue_offset + i, stamped)))
+        recent.add_many(landings)
 
     def _retry_of(self, landed: Landed, wait: bool, now: int, started: int) -> _Pending:
         """A producer's retry of a message the log holds: nothing is appended, and the retry

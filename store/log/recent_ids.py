@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -53,6 +54,22 @@ class RecentIds:
             entries[key] = landed
             if len(entries) > self.capacity:
                 entries.popitem(last=False)
+
+    def add_many(self, landings: Iterable[tuple[str, str, Landed]]) -> None:
+        """`add` for each (topic, unique key, landed) in turn, under one hold of the lock: a
+        batch's keys, or a dispatch round's."""
+        if not self.capacity:
+            return
+        capacity = self.capacity
+        with self._lock:
+            entries = self._entries
+            for topic, uniq_key, landed in landings:
+                key = (topic, uniq_key)
+                if key in entries:
+                    continue  # the first store wins: later ones are the duplicates
+                entries[key] = landed
+                if len(entries) > capacity:
+                    entries.popitem(last=False)
 
     def forget_from(self, offset: int) -> None:
         """Drop entries at or past `offset`: the log was truncated there, and a retry of a message

@@ -109,15 +109,15 @@ def recent_ids_consumer(recent: RecentIds, below: Callable[[], int] | None = Non
 
     def remember(requests: Sequence[DispatchRequest]) -> None:
         end = below() if below is not None else None
-        for request in requests:
-            if request.uniq_key and (end is None or request.commit_log_offset < end):
-                recent.add(
-                    request.topic,
-                    request.uniq_key,
-                    Landed(
-                        request.commit_log_offset, request.msg_size, request.queue_offset, request.store_timestamp_ms
-                    ),
-                )
+        recent.add_many(
+            (
+                request.topic,
+                request.uniq_key,
+                Landed(request.commit_log_offset, request.msg_size, request.queue_offset, request.store_timestamp_ms),
+            )
+            for request in requests
+            if request.uniq_key and (end is None or request.commit_log_offset < end)
+        )
 
     return remember
 

@@ -1,0 +1,45 @@
+"""`RecentIds` (store/log/recent_ids.py): the producer ids of the last messages stored, the first
+store of a key winning, the oldest forgotten past the capacity; `add_many` is `add` in turn."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from store.log.recent_ids import Landed, RecentIds
+
+landings = st.lists(
+    st.tuples(
+        st.sampled_from(["orders", "%RETRY%g"]),
+        st.sampled_from([f"K{i}" for i in range(12)]),
+        st.builds(Landed, st.integers(0, 10**9), st.integers(1, 4096), st.integers(0, 10**6), st.integers(0, 2**41)),
+    ),
+    max_size=40,
+)
+
+
+def contents(recent: RecentIds) -> list[tuple[tuple[str, str], Landed]]:
+    return list(recent._entries.items())
+
+
+@given(first=landings, then=landings, capacity=st.integers(0, 16))
+def test_add_many_keeps_what_adding_one_at_a_time_keeps(
+    first: list[tuple[str, str, Landed]], then: list[tuple[str, str, Landed]], capacity: int
+) -> None:
+    one_by_one, together = RecentIds(capacity), RecentIds(capacity)
+    for batch in (first, then):
+        for topic, key, landed in batch:
+            one_by_one.add(topic, key, landed)
+        together.add_many(batch)
+    assert contents(together) == contents(one_by_one)
+    assert len(together) <= capacity
+
+
+def test_the_first_store_of_a_key_wins_and_the_oldest_goes_first() -> None:
+    recent = RecentIds(2)
+    a, b, c = Landed(0, 10, 0, 1), Landed(10, 10, 1, 2), Landed(20, 10, 2, 3)
+    recent.add_many([("t", "A", a), ("t", "A", b), ("t", "B", b)])
+    assert recent.get("t", "A") == a and recent.get("t", "B") == b
+    recent.add_many(iter([("t", "C", c)]))
+    assert recent.get("t", "A") is None
+    assert (recent.get("t", "B"), recent.get("t", "C")) == (b, c)
