@@ -50,6 +50,14 @@ engine() {
         if [ "$mtu" -lt 1500 ]; then mtu_args=(--mtu "$mtu"); fi
     fi
     as_root rm -f /var/run/docker.pid
+    # dockerd waits for the containerd its pid file names when that pid is alive; after a killed
+    # daemon the pid may belong to another process by now, and dockerd then waits for a socket
+    # that never comes ("timeout waiting for containerd to start").
+    local containerd_pid_file=/var/run/docker/containerd/containerd.pid containerd_pid
+    containerd_pid=$(as_root cat "$containerd_pid_file" 2>/dev/null || true)
+    if [ -n "$containerd_pid" ] && [ "$(as_root cat "/proc/$containerd_pid/comm" 2>/dev/null)" != containerd ]; then
+        as_root rm -f "$containerd_pid_file"
+    fi
     say "starting dockerd"
     as_root setsid dockerd --host unix:///var/run/docker.sock --storage-driver overlay2 "${mtu_args[@]}" \
         >>/var/log/dockerd.log 2>&1 </dev/null &
