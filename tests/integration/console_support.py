@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
 from support import LineProcess, wait_until
@@ -45,6 +44,21 @@ def screenshot_dir() -> Path:
     where = Path(os.environ.get("ROCKETSTORE_CONSOLE_SCREENSHOTS") or ROOT / "build" / "console-screenshots")
     where.mkdir(parents=True, exist_ok=True)
     return where
+
+
+def replaced(element) -> bool:
+    """Whether `element` has left the document (the page it was on was replaced). Chromedriver
+    says so with a stale-element error, or, when it asks about the node while the old document is
+    being torn down, with an inspector error that the node does not belong to the document."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in (exc.msg or ""):
+            return True
+        raise
+    return False
 
 
 class ConsoleProcess(LineProcess):
@@ -132,7 +146,7 @@ class Browser:
         """Click a link or a submit button and wait until the next page has replaced this one."""
         old = self.driver.find_element(By.TAG_NAME, "html")
         self.driver.find_element(by, css).click()
-        WebDriverWait(self.driver, 60).until(staleness_of(old))
+        WebDriverWait(self.driver, 60).until(lambda _driver: replaced(old))
 
     def log_in(self, account: str, password: str) -> None:
         self.open("/")
