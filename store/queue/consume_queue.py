@@ -70,7 +70,6 @@ RESERVE_STEP_BYTES = 64 * 1024
 
 _UNIT = struct.Struct(">qiq")
 _UNIT_HEAD = struct.Struct(">qi")
-_UNIT_SIZE = struct.Struct(">i")
 _SIZE = struct.Struct(">i")
 _FILLER_SIZE_BYTES = _SIZE.pack(FILLER_SIZE)
 _ZERO_UNIT = bytes(UNIT_SIZE)
@@ -444,7 +443,7 @@ class ConsumeQueue:
             if len(block) == UNIT_SIZE:  # one unit (a round of one message): two writes, no views
                 offset, size, tags = _UNIT.unpack(block)
                 _UNIT.pack_into(segment.buf, pos, offset, 0, tags)
-                _UNIT_SIZE.pack_into(segment.buf, pos + 8, size)
+                _SIZE.pack_into(segment.buf, pos + 8, size)
                 done += UNIT_SIZE
                 self._publish(segment, stop, queue_offset + done // UNIT_SIZE, offset + size)
                 continue
