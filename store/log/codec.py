@@ -34,7 +34,7 @@ import re
 import socket
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from ..message import (
@@ -145,6 +145,13 @@ def decode_host(raw: bytes | memoryview) -> Host:
 
 def msg_id_from(store_host_bytes: bytes, physical_offset: int) -> str:
     return (store_host_bytes + _I64.pack(physical_offset)).hex().upper()
+
+
+def msg_ids_from(store_host_bytes: bytes, physical_offsets: Iterable[int]) -> list[str]:
+    """`msg_id_from` for offsets of one host, its hex made once: an offset (0..2**63-1) in 16
+    upper-case hex digits is its i64's hex."""
+    host = store_host_bytes.hex().upper()
+    return [f"{host}{offset:016X}" for offset in physical_offsets]
 
 
 def make_msg_id(store_host: Host, physical_offset: int) -> str:
@@ -333,10 +340,7 @@ class EncodedMessage:
             _I64.pack_into(buf, self.store_ts_pos[i], store_timestamp_ms)
 
     def msg_ids(self, physical_offset: int) -> list[str]:
-        # `msg_id_from` per message, its host's hex made once: an offset (0..2**63-1) in 16
-        # upper-case hex digits is its i64's hex.
-        host = self.store_host_bytes.hex().upper()
-        return [f"{host}{physical_offset + start:016X}" for start in self.starts]
+        return msg_ids_from(self.store_host_bytes, [physical_offset + start for start in self.starts])
 
 
 def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[bytes, int]:
