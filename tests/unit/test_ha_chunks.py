@@ -8,17 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ha.chunks import (
-    RUNT_MAX_BYTES,
-    ChunkVerdict,
-    MalformedRecords,
-    SlaveStreamCheck,
-    crc32c,
-    intact_prefix,
-    next_chunk,
-    runt_allowance,
-    whole_records,
-)
+from ha import chunks
+from ha.chunks import ChunkVerdict, MalformedRecords, SlaveStreamCheck, crc32c, intact_prefix, next_chunk, whole_records
 from store.log.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, DamagedMessage
 
 HEADER = struct.Struct(">ii")
@@ -92,7 +83,7 @@ def test_chunks_cover_every_whole_record_and_end_on_boundaries(case):
         assert whole_records(chunk) == len(chunk)
         if len(chunk) > batch_size and HEADER.unpack_from(chunk)[0] != len(chunk):
             # Only a single record, or a runt's worth more when that takes everything readable.
-            assert readable_end - offset <= batch_size + runt_allowance(batch_size)
+            assert readable_end - offset <= batch_size + chunks.runt_allowance(batch_size)
         sent += chunk
         offset = end
     else:
@@ -156,9 +147,9 @@ def test_a_tail_of_at_most_a_quarter_batch_goes_with_the_chunk_before_it():
 
 
 def test_the_runt_allowance_is_a_quarter_batch_up_to_a_mebibyte():
-    assert runt_allowance(32 * 1024) == 8 * 1024
-    assert runt_allowance(3) == 0
-    assert runt_allowance(64 * 1024 * 1024) == RUNT_MAX_BYTES == 1024 * 1024
+    assert chunks.runt_allowance(32 * 1024) == 8 * 1024
+    assert chunks.runt_allowance(3) == 0
+    assert chunks.runt_allowance(64 * 1024 * 1024) == chunks.RUNT_MAX_BYTES == 1024 * 1024
 
 
 def test_nothing_whole_yet_gives_nothing():
