@@ -11,6 +11,8 @@ shared machine where their rates do not (run them in turn, a few rounds each).
 `--threads` adds, per round, each server thread's CPU per message (the top ones of each
 process, from /proc/PID/task), named as Python names them when `py-spy` is installed beside the
 interpreter (`py-spy dump`; by thread id otherwise): where a process's CPU goes, thread by thread.
+`--pids` prints the two brokers' pids before the rounds (to attach `py-spy record` or `perf
+record`), `--set KEY=VALUE` gives both brokers a broker.conf setting (A/B of a setting in one tree).
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--threads", action="store_true", help="print each server thread's CPU per message too")
+    p.add_argument("--pids", action="store_true", help="print the master's and slave's pids (to attach a profiler)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf setting for both brokers (repeatable), e.g. --set haTransferBatchSize=65536",
+    )
     return p.parse_args(argv)
 
 
@@ -90,6 +100,8 @@ def _print_threads(role: str, before: dict[int, int], after: dict[int, int], nam
 
 async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]]) -> None:
     pids = driver.pids
+    if args.pids:
+        print(f"  pids         master {pids[0]}, slave {pids[1]}", flush=True)
     await run_cell(driver, args.size, 1, 1, 2, 300)  # warm-up: connections, segments, JIT-free caches
     names = [_thread_names(p) for p in pids] if args.threads else []
     for clients, batch in cells:
@@ -128,10 +140,14 @@ def main(argv=None) -> int:
     print(
         f"  config       {args.role} + {args.flush}, one slave, {args.transport}, {args.size} B bodies,"
         f" {args.messages} messages per round, {args.rounds} rounds per cell"
+        + (f", settings {' '.join(args.set)}" if args.set else "")
     )
     progress("starting RocketStore master + slave")
     cluster = LocalCluster(
-        run_dir / "cluster", master_role=args.role, flush_disk_type=args.flush, settings={"remotingListenPort": "0"}
+        run_dir / "cluster",
+        master_role=args.role,
+        flush_disk_type=args.flush,
+        settings={"remotingListenPort": "0", **dict(s.split("=", 1) for s in args.set)},
     ).start()
     try:
         driver = RocketStoreDriver(cluster, f"rocketstore {args.transport}", args.transport)

@@ -8,7 +8,8 @@ MAGICCODE, a big-endian i32, second. A chunk never ends inside a record, so a sl
 never sees half a message.
 
 - `whole_records(data)`: length of the longest prefix made of whole records.
-- `next_chunk(read, offset, readable_end, batch_size)`: the bytes a master sends next.
+- `next_chunk(read, offset, readable_end, batch_size)`: the bytes a master sends next (at most
+  `batch_size`, or a quarter more rather than leave a runt chunk behind).
 - `intact_prefix(data, start_offset, check_below)`: how much of them may go: a master never
   ships a record damaged at rest (its body CRC, or any check of `store.codec.check_record`,
   failing). Only records below `check_below` are checked: the master's
@@ -37,6 +38,16 @@ _SIZE_MAGIC = struct.Struct(">ii")
 _SIZE = struct.Struct(">i")
 # The smallest record: a blank end of segment is TOTALSIZE and MAGICCODE, nothing else.
 MIN_RECORD_SIZE = 8
+# A chunk takes the rest of what is readable when that rest is a runt: at most a quarter batch,
+# and at most 1 MiB (a slave's receive limit has 2 * maxMessageSize + 1 MiB over its batch size).
+RUNT_DIVISOR = 4
+RUNT_MAX_BYTES = 1024 * 1024
+
+
+def runt_allowance(batch_size: int) -> int:
+    """How far past `batch_size` a chunk may reach to take everything readable."""
+    return min(batch_size // RUNT_DIVISOR, RUNT_MAX_BYTES)
+
 
 crc32c: Callable[[bytes | memoryview], int] = crcmod.predefined.mkCrcFun("crc-32c")
 crc32c.__doc__ = "CRC-32C (Castagnoli) of `data`, as `Chunk.checksum` carries it."
@@ -77,8 +88,13 @@ def whole_records(data: bytes | memoryview) -> int:
 
 def next_chunk(read: Callable[[int, int], bytes], offset: int, readable_end: int, batch_size: int) -> bytes:
     """The bytes a master sends from `offset` (a record boundary): whole records only, at most
-    `batch_size` bytes, except that one record larger than `batch_size` goes whole. b"" when no
-    whole record is readable yet (or the bytes are gone: `read` returned nothing).
+    `batch_size` bytes, except that one record larger than `batch_size` goes whole, and that
+    when everything readable is at most a quarter more than `batch_size` (`runt_allowance`) it
+    goes as one chunk
+    (a burst just over the batch, e.g. one put of 32 1 KiB messages against RocketMQ's 32 KiB
+    default, would otherwise end in a runt chunk of a few records costing the slave a flush and
+    a report of its own). b"" when no whole record is readable yet (or the bytes are gone: `read`
+    returned nothing).
 
     `read(offset, size)` returns raw bytes from one segment, never past its end or past the
     readable data (`MessageStore.commit_log_data`); `readable_end` is where readable data ends
@@ -87,7 +103,9 @@ def next_chunk(read: Callable[[int, int], bytes], offset: int, readable_end: int
     available = readable_end - offset
     if available <= 0:
         return b""
-    data = read(offset, min(batch_size, available))
+    # No runt chunk at the end of a burst: each chunk costs a send, a slave's append, flush and
+    # report, so a tail of up to a quarter batch goes with the chunk before it.
+    data = read(offset, available if available <= batch_size + runt_allowance(batch_size) else batch_size)
     if not data:
         return b""
     cut = whole_records(data)

@@ -11,7 +11,8 @@ runs the response generator of each stream, and a helper thread reads the stream
    holds the bytes after the slave's end, or when that end is not a record boundary of the
    master's log. An empty slave (0) starts where the master's log starts.
 2. Streaming: `ha.chunks.next_chunk` cuts whole records from `store.max_offset`'s side of the
-   log, at most `haTransferBatchSize` bytes each, pipelined: chunks go out without waiting for
+   log, at most `haTransferBatchSize` bytes each (a quarter more rather than leave a runt chunk
+   behind), pipelined: chunks go out without waiting for
    acks, but never more than `WINDOW_BYTES` (or four batches, when larger) past the slave's last
    ack. A put's bytes go out at once (the `ReplicaTracker` signals new data on every put); puts
    that do not wait are noticed within `IDLE_POLL_S`. An idle stream carries a heartbeat (an

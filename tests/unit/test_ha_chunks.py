@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ha import chunks
 from ha.chunks import ChunkVerdict, MalformedRecords, SlaveStreamCheck, crc32c, intact_prefix, next_chunk, whole_records
 from store.log.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, DamagedMessage
 
@@ -80,8 +81,9 @@ def test_chunks_cover_every_whole_record_and_end_on_boundaries(case):
         assert end in boundaries
         assert offset // log.segment_size == (end - 1) // log.segment_size, "a chunk crosses a segment end"
         assert whole_records(chunk) == len(chunk)
-        if len(chunk) > batch_size:
-            assert HEADER.unpack_from(chunk)[0] == len(chunk), "only a single record may exceed the batch size"
+        if len(chunk) > batch_size and HEADER.unpack_from(chunk)[0] != len(chunk):
+            # Only a single record, or a runt's worth more when that takes everything readable.
+            assert readable_end - offset <= batch_size + chunks.runt_allowance(batch_size)
         sent += chunk
         offset = end
     else:
@@ -132,6 +134,22 @@ def test_a_record_larger_than_the_batch_goes_whole():
     assert next_chunk(read, 1100, log.end, 64) == record(50, 2)
     assert next_chunk(read, 1150, log.end, 64) == b""
     assert next_chunk(read, 0, log.end, 4) == record(100, 0)
+
+
+def test_a_tail_of_at_most_a_quarter_batch_goes_with_the_chunk_before_it():
+    log = FakeLog(1 << 20, [1000] * 10)  # a burst of 10,000 bytes
+    read = log.reader(log.end)
+    assert next_chunk(read, 0, log.end, 8000) == bytes(log.data)  # 2,000 past 8,000: one chunk
+    two = [next_chunk(read, 0, log.end, 7000)]  # 3,000 past 7,000: more than a runt
+    two.append(next_chunk(read, len(two[0]), log.end, 7000))
+    assert [len(c) for c in two] == [7000, 3000]
+    assert next_chunk(read, 0, 8500, 8000) == bytes(log.data[:8000])  # the 9th record is not whole yet
+
+
+def test_the_runt_allowance_is_a_quarter_batch_up_to_a_mebibyte():
+    assert chunks.runt_allowance(32 * 1024) == 8 * 1024
+    assert chunks.runt_allowance(3) == 0
+    assert chunks.runt_allowance(64 * 1024 * 1024) == chunks.RUNT_MAX_BYTES == 1024 * 1024
 
 
 def test_nothing_whole_yet_gives_nothing():
