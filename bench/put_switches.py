@@ -90,6 +90,7 @@ def _print_threads(role: str, before: dict[int, int], after: dict[int, int], nam
 
 async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]]) -> None:
     pids = driver.pids
+    print(f"  pids         master {pids[0]}, slave {pids[1]} (for py-spy record -p)", flush=True)
     await run_cell(driver, args.size, 1, 1, 2, 300)  # warm-up: connections, segments, JIT-free caches
     names = [_thread_names(p) for p in pids] if args.threads else []
     for clients, batch in cells:
