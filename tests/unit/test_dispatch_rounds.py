@@ -79,16 +79,21 @@ def test_rounds_of_many_records_write_what_rounds_of_one_write(tmp_path):
     assert _dispatched_tree(tmp_path / "batches", 32) == one_by_one
 
 
+def _fail_first_round(store: MessageStore) -> None:
+    """A consumer that raises in the first round it is given, as a full index disk would."""
+    failures = [RuntimeError("the index disk is gone")]
+
+    def flaky(requests) -> None:
+        if failures:
+            raise failures.pop()
+
+    store.dispatcher.add_consumer(flaky)
+
+
 def test_a_round_repeated_after_a_failing_consumer_writes_each_unit_once(tmp_path):
     with MessageStore(_config(tmp_path), clock_ms=lambda: 1_700_000_000_000) as store:
         store._reput.stop()
-        failures = [RuntimeError("the index disk is gone")]
-
-        def flaky(requests) -> None:
-            if failures:
-                raise failures.pop()
-
-        store.dispatcher.add_consumer(flaky)
+        _fail_first_round(store)
         start = store.dispatcher.reput_from_offset
         store.put_messages([Message("Again", 0, b"m%d" % i) for i in range(32)])
         with pytest.raises(RuntimeError):
@@ -155,13 +160,7 @@ def test_dispatch_here_leaves_bytes_held_back_to_the_service(tmp_path):
 def test_dispatch_here_hands_a_failed_round_to_the_service_thread_to_repeat(tmp_path):
     with MessageStore(_config(tmp_path)) as store:
         lent = _Lent(store)
-        failures = [RuntimeError("the index disk is gone")]
-
-        def flaky(requests) -> None:
-            if failures:
-                raise failures.pop()
-
-        store.dispatcher.add_consumer(flaky)
+        _fail_first_round(store)
         start = store.dispatcher.reput_from_offset
         store.put_messages([Message("Again", 0, b"m%d" % i) for i in range(4)])
         lent.service.dispatch_here()  # does not raise into the caller (a replicator's request thread)
