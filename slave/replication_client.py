@@ -47,8 +47,9 @@ The replicator also owns the slave's `MetadataSync` (topics, consumer offsets, d
 from the same master; `slave.metadata_client`), started and stopped with it.
 
 Thread-safety: `start`, `stop` and `state` from any thread. The replicator's thread receives,
-appends and (mostly) flushes; gRPC's request thread sends reports; flush callbacks run on the
-thread that flushed.
+appends and (mostly) flushes; gRPC's request thread sends reports and, once each is sent,
+dispatches what was appended (`MessageStore.dispatch_here`, unless the dispatcher's own thread is
+at it); flush callbacks run on the thread that flushed.
 Shared state is behind one condition.
 """
 
@@ -528,8 +529,8 @@ class SlaveReplicator:
         if self._epochs is not None and chunk.epoch > 0:
             self._check_epoch(chunk)
         try:
-            # The dispatcher is woken once the ack is on its way (`_reports`), not here: its
-            # work would take the GIL from this chunk's flush and ack.
+            # Dispatched once the ack is on its way (`_reports`), not here: the dispatch would
+            # take the GIL from this chunk's flush and ack.
             end = self._store.append_replicated(chunk.start_offset, chunk.data, wake_dispatcher=False)
         except ReplicatedAppendError as exc:
             raise _StreamFailed(f"the chunk at {chunk.start_offset} cannot be appended: {exc}") from None
@@ -609,8 +610,9 @@ class SlaveReplicator:
                 return
             yield self._sealed(stream, ha_pb2.SlaveReport(durable_offset=offset, max_offset=store.max_offset))
             # gRPC asks for the next report once this one is sent: the appended chunks are
-            # dispatched now, after their ack, not before it.
-            store.wake_dispatcher()
+            # dispatched now, after their ack, not before it, on this thread (idle until the next
+            # report is due) rather than by waking the dispatcher's.
+            store.dispatch_here()
 
     @staticmethod
     def _sealed(stream: _Stream, report: ha_pb2.SlaveReport) -> ha_pb2.SlaveReport:

@@ -654,8 +654,8 @@ class MessageStore:
         """Append bytes replicated from the master (whole records) at exactly `offset`; returns
         the new end. ReplicatedAppendError when they do not belong there (nothing is written),
         CommitLogClosed once the store is shutting down. Only a SLAVE takes replicated bytes.
-        `wake_dispatcher=False`: the caller calls `wake_dispatcher` itself later (a replicator
-        does once its acknowledgement is on its way: the dispatch is off the ack's path)."""
+        `wake_dispatcher=False`: the caller has them dispatched itself later (a replicator calls
+        `dispatch_here` once its acknowledgement is on its way: the dispatch is off the ack's path)."""
         if self.broker_role is not BrokerRole.SLAVE:
             raise ReplicatedAppendError(f"a {self.broker_role.name} does not take replicated data")
         # Raised before the bytes are in the log, where the dispatcher may find them at once (too
@@ -665,6 +665,14 @@ class MessageStore:
         if wake_dispatcher:
             self.wake_dispatcher()
         return end
+
+    def dispatch_here(self) -> None:
+        """Dispatch what the log holds now on the calling thread, unless the dispatcher's thread is
+        at it (`ReputMessageService.dispatch_here`): a thread with nothing else to do meanwhile
+        saves the wake-up of the dispatcher's thread (a slave's replicator, per acknowledgement)."""
+        reput = self._reput
+        if reput is not None:
+            reput.dispatch_here()
 
     def wake_dispatcher(self) -> None:
         """Have the dispatcher take what the log holds now (it also looks on its own every

@@ -8,15 +8,18 @@ sets) and hands the round's requests, in CommitLog order, to each registered con
 (the ConsumeQueues first, so a message is in its queue before any listener hears of it); it never
 reads past the limit. A round is handed over whole so that per-batch work is done once: a batch's
 consecutive units of one queue go into the ConsumeQueue in one write.
-`ReputMessageService` is the thread that calls it, every millisecond when idle (RocketMQ's rhythm).
+`ReputMessageService` is the thread that calls it, every millisecond when idle (RocketMQ's rhythm),
+or lends it to a caller for one round (`dispatch_here`, a slave's replicator).
 
-Thread-safety: one dispatching thread; `reput_from_offset` is read by others (an int, atomic under
-the GIL); consumers are registered before start.
+Thread-safety: one round at a time (`ReputMessageService` serialises its thread and
+`dispatch_here` callers); `reput_from_offset` is read by others (an int, atomic under the GIL);
+consumers are registered before start.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
@@ -255,10 +258,14 @@ class Dispatcher:
 
 class ReputMessageService(ServiceThread):
     """Dispatches as appends wake it (`wakeup` on every put under ASYNC_FLUSH; under SYNC_FLUSH
-    once the put's result is known, after its flush and its slaves' acks; on a slave once the
-    replicated bytes' acknowledgement is on its way). While bytes
+    once the put's result is known, after its flush and its slaves' acks). While bytes
     of the log are held back (a dispatch limit, a record still in a write buffer) it looks again
-    every `held_s`; otherwise it sleeps until woken, `quiet_s` at most."""
+    every `held_s`; otherwise it sleeps until woken, `quiet_s` at most.
+
+    `dispatch_here` runs a round on the calling thread instead (a slave's replicator, once the
+    replicated bytes' acknowledgement is on its way, has nothing else to do until the next one:
+    waking this thread for each chunk cost more than the round itself). One round at a time: the
+    two take turns under one lock, and a caller that finds a round under way leaves it to it."""
 
     name = "reput-message"
 
@@ -270,16 +277,39 @@ class ReputMessageService(ServiceThread):
         self._log_end = log_end
         self._held_s = held_s
         self._quiet_s = quiet_s
+        self._round = threading.Lock()
 
     def run_once(self) -> None:
-        if self.dispatcher.dispatch_available() == 0:
+        with self._round:
+            dispatched = self.dispatcher.dispatch_available()
+        if dispatched == 0:
             held = self.dispatcher.reput_from_offset < self._log_end()
             self.wait_for_running(self._held_s if held else self._quiet_s)
 
+    def dispatch_here(self) -> None:
+        """One round on the calling thread; the service thread is woken instead when a round is
+        under way, when this one failed (it repeats the round and logs why) or left bytes behind
+        (held back, or more than a round): it keeps looking as `run_once` does."""
+        if not self._round.acquire(blocking=False):
+            self.wakeup()
+            return
+        try:
+            if self.stopping:
+                return
+            self.dispatcher.dispatch_available()
+            behind = self.dispatcher.reput_from_offset < self._log_end()
+        except Exception:  # noqa: BLE001 - the service thread repeats the round and logs its failure
+            behind = True
+        finally:
+            self._round.release()
+        if behind:
+            self.wakeup()
+
     def on_stop(self) -> None:
         try:
-            while self.dispatcher.dispatch_available():
-                pass
+            with self._round:
+                while self.dispatcher.dispatch_available():
+                    pass
         except Exception as exc:  # noqa: BLE001 - the last round must not kill shutdown
             # Not lost: the next start dispatches again from the checkpoint.
             log.warning(

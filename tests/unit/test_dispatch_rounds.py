@@ -1,17 +1,20 @@
 """Dispatch hands each round's records to its consumers together (issue 33): a batch's units of
 one queue go into the ConsumeQueue in one write, what lands is what record-by-record rounds
 write, a round repeated after a failing consumer writes nothing twice, and a message is in its
-queue before any arrival listener hears of it."""
+queue before any arrival listener hears of it. A caller may run a round itself
+(`ReputMessageService.dispatch_here`, a slave's replicator), one round at a time with the
+dispatcher's thread."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from store import Message, MessageStore, StoreConfig
 from store.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from store.queue.dispatch import DispatchRequest, queue_runs
+from store.queue.dispatch import DispatchRequest, ReputMessageService, queue_runs
 
 
 def request(topic: str, queue_id: int, queue_offset: int, commit_log_offset: int, sys_flag: int = 0) -> DispatchRequest:
@@ -76,16 +79,21 @@ def test_rounds_of_many_records_write_what_rounds_of_one_write(tmp_path):
     assert _dispatched_tree(tmp_path / "batches", 32) == one_by_one
 
 
+def _fail_first_round(store: MessageStore) -> None:
+    """A consumer that raises in the first round it is given, as a full index disk would."""
+    failures = [RuntimeError("the index disk is gone")]
+
+    def flaky(requests) -> None:
+        if failures:
+            raise failures.pop()
+
+    store.dispatcher.add_consumer(flaky)
+
+
 def test_a_round_repeated_after_a_failing_consumer_writes_each_unit_once(tmp_path):
     with MessageStore(_config(tmp_path), clock_ms=lambda: 1_700_000_000_000) as store:
         store._reput.stop()
-        failures = [RuntimeError("the index disk is gone")]
-
-        def flaky(requests) -> None:
-            if failures:
-                raise failures.pop()
-
-        store.dispatcher.add_consumer(flaky)
+        _fail_first_round(store)
         start = store.dispatcher.reput_from_offset
         store.put_messages([Message("Again", 0, b"m%d" % i) for i in range(32)])
         with pytest.raises(RuntimeError):
@@ -107,3 +115,83 @@ def test_a_listener_hears_of_a_message_once_its_queue_holds_it(tmp_path):
         assert store.wait_dispatched(10.0)
         assert [offset for offset, _ in heard] == list(range(32))
         assert all(end > offset for offset, end in heard)
+
+
+class _Lent:
+    """A `ReputMessageService` that is never started, lent to the test's threads, with its
+    wake-ups counted (the store's own service is stopped)."""
+
+    def __init__(self, store: MessageStore) -> None:
+        store._reput.stop()
+        self.store = store
+        self.service = ReputMessageService(store.dispatcher, lambda: store.max_offset)
+        self.wakeups = 0
+        self.service.wakeup = self._count  # type: ignore[method-assign]
+        self.threads: list[str] = []
+        store.dispatcher.add_consumer(lambda requests: self.threads.append(threading.current_thread().name))
+
+    def _count(self) -> None:
+        self.wakeups += 1
+
+
+def test_dispatch_here_dispatches_on_the_calling_thread_without_waking_the_service(tmp_path):
+    with MessageStore(_config(tmp_path)) as store:
+        lent = _Lent(store)
+        store.put_messages([Message("Here", 0, b"m%d" % i) for i in range(8)])
+        lent.service.dispatch_here()
+        assert lent.threads == [threading.current_thread().name]
+        assert store.dispatcher.reput_from_offset == store.max_offset
+        assert len(store.get_message("g", "Here", 0, 0, 32).messages) == 8
+        assert lent.wakeups == 0
+
+
+def test_dispatch_here_leaves_bytes_held_back_to_the_service(tmp_path):
+    with MessageStore(_config(tmp_path)) as store:
+        lent = _Lent(store)
+        store.put_message(Message("Held", 0, b"first"))
+        confirmed = store.max_offset
+        store.put_message(Message("Held", 0, b"second"))
+        store.dispatcher.set_limit(lambda: confirmed)  # replication confirmed only the first
+        lent.service.dispatch_here()
+        assert store.dispatcher.reput_from_offset == confirmed
+        assert lent.wakeups == 1  # the service polls for the rest as it does for its own rounds
+
+
+def test_dispatch_here_hands_a_failed_round_to_the_service_thread_to_repeat(tmp_path):
+    with MessageStore(_config(tmp_path)) as store:
+        lent = _Lent(store)
+        _fail_first_round(store)
+        start = store.dispatcher.reput_from_offset
+        store.put_messages([Message("Again", 0, b"m%d" % i) for i in range(4)])
+        lent.service.dispatch_here()  # does not raise into the caller (a replicator's request thread)
+        assert store.dispatcher.reput_from_offset == start and lent.wakeups == 1
+        lent.service.run_once()  # the service's round repeats it whole
+        assert store.dispatcher.reput_from_offset == store.max_offset
+        assert len(store.get_message("g", "Again", 0, 0, 32).messages) == 4
+
+
+def test_dispatch_here_does_not_wait_for_a_round_under_way(tmp_path):
+    with MessageStore(_config(tmp_path)) as store:
+        lent = _Lent(store)
+        entered, release = threading.Event(), threading.Event()
+
+        def slow(requests) -> None:
+            entered.set()
+            assert release.wait(30)
+
+        store.dispatcher.add_consumer(slow)
+        store.put_message(Message("Turns", 0, b"first"))
+        first_end = store.max_offset
+        first = threading.Thread(target=lent.service.dispatch_here, name="first-round")
+        first.start()
+        try:
+            assert entered.wait(30)
+            store.put_message(Message("Turns", 0, b"second"))
+            lent.service.dispatch_here()  # a round is under way: returns at once, the service is woken
+            assert lent.wakeups == 1
+            assert lent.threads == ["first-round"]
+        finally:
+            release.set()
+        first.join(30)
+        assert not first.is_alive()
+        assert store.dispatcher.reput_from_offset == first_end  # the second is left to the service thread
