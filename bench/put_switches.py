@@ -42,6 +42,9 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--role", choices=("SYNC_MASTER", "ASYNC_MASTER"), default="SYNC_MASTER")
     p.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
+    p.add_argument(
+        "--pids", action="store_true", help="print the master's and the slave's process ids (to profile them)"
+    )
     p.add_argument("--threads", action="store_true", help="print each server thread's CPU per message too")
     return p.parse_args(argv)
 
@@ -90,6 +93,8 @@ def _print_threads(role: str, before: dict[int, int], after: dict[int, int], nam
 
 async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]]) -> None:
     pids = driver.pids
+    if args.pids:
+        print(f"  pids         master {pids[0]}, slave {pids[1]}", flush=True)
     await run_cell(driver, args.size, 1, 1, 2, 300)  # warm-up: connections, segments, JIT-free caches
     names = [_thread_names(p) for p in pids] if args.threads else []
     for clients, batch in cells:

@@ -83,7 +83,7 @@ from .core.long_polling import ArrivalWatch
 from .core.pull import PullAction, PullRequest
 from .core.queues import group_problem
 from .core.refusals import Reason, Refusal
-from .core.send import SendItem, SendOutcome
+from .core.send import PutOutcomes, SendItem, SendOutcome
 from .core.send_back import MAX_RECONSUME_TIMES, SendBack, sent_back
 from .core.sender import Sender
 from .core.services import BrokerCore
@@ -523,7 +523,7 @@ class RemotingServer:
     def _queue_send(self, conn: _Connection, request: RemotingCommand) -> None:
         items, batch = self._send_items(conn, request)
 
-        def done(outcomes: list[SendOutcome]) -> None:
+        def done(outcomes: Sequence[SendOutcome]) -> None:
             conn.finish(request, _send_answer(request, outcomes))
 
         self._sender.submit(items, done, unit=batch)
@@ -786,7 +786,7 @@ def _send_answer(request: RemotingCommand, outcomes: Sequence[SendOutcome]) -> R
     if not first.stored:
         return request.answer(code, remark)
     fields = {
-        "msgId": ",".join(o.msg_id for o in outcomes),
+        "msgId": outcomes.msg_id_list() if isinstance(outcomes, PutOutcomes) else ",".join(o.msg_id for o in outcomes),
         "queueId": str(first.queue_id),
         "queueOffset": str(first.queue_offset),
         "MSG_REGION": "DefaultRegion",

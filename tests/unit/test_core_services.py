@@ -32,7 +32,15 @@ from rocketstore.broker.core.long_polling import (
 from rocketstore.broker.core.pull import PULL_ACTIONS, PullAction, PullRequest, classify, pull_action
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route
-from rocketstore.broker.core.send import Planned, PutEntry, SendItem, SendOutcome, SendService, batchable
+from rocketstore.broker.core.send import (
+    Planned,
+    PutEntry,
+    PutOutcomes,
+    SendItem,
+    SendOutcome,
+    SendService,
+    batchable,
+)
 from rocketstore.broker.core.sender import Sender
 from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.view import StaticView
@@ -220,6 +228,41 @@ def test_a_unit_is_refused_whole_and_its_bodies_count_together(store):
     assert reasons(bad) == [Reason.ILLEGAL_MESSAGE] * 2
 
 
+unit_items = st.lists(
+    st.builds(
+        item,
+        topic=st.sampled_from(["Orders", "Orders", "Orders", "Shipments", "%bad%"]),
+        body=st.sampled_from([b"x", b"x", b"x", b""]),
+        queue_id=st.sampled_from([2, 2, 2, 0, 3, 4, None, -1]),
+        refused=st.none() | st.just(Refusal(Reason.ILLEGAL_MESSAGE, "no")),
+        deliver_at_ms=st.none() | st.just(wall_clock_ms() + 60_000),
+        transaction_immunity_s=st.none() | st.just(60),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(unit_items)
+def test_a_unit_planned_whole_is_planned_as_its_messages_one_by_one(tmp_path_factory, items):
+    """The unit's shortcut (one topic and queue check for a batch's messages) plans what the
+    message-by-message checks plan: the same messages in their places, or the first refusal for
+    all of them."""
+    config = small_store_config(tmp_path_factory.mktemp("s"), 256 * 1024, max_message_size=MAX_BODY)
+    with MessageStore(config) as opened:
+        opened.topics.create_or_update(TopicConfig("Orders", 4, 4))
+        core = core_of(opened)
+        whole = plan(core, *items, unit=True)
+        one_by_one = plan(core, *items)
+    refusal = next((p for p in one_by_one if isinstance(p, Refusal)), None)
+    if refusal is not None:
+        assert whole == [refusal] * len(items)
+    else:
+        assert [(p.position, p.message, p.client_id, p.transactional) for p in whole] == [
+            (p.position, p.message, p.client_id, p.transactional) for p in one_by_one
+        ]
+
+
 # -- batching ---------------------------------------------------------------------------------------
 
 
@@ -316,6 +359,27 @@ def test_outcomes_carry_each_messages_id_and_offsets():
     assert first.commit_log_offset() == 100 and first.queue_id == 2
     refused = SendService.outcomes(planned, PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="bad"))
     assert all(not o.stored and o.reason == "bad" and o.msg_id == "" for o in refused)
+
+
+def test_a_puts_outcomes_read_as_a_whole_agree_with_each_message_read_alone():
+    planned = [Planned(i, Message("T", 2, b"x"), f"c{i}") for i in range(3)]
+    result = PutMessageResult(
+        PutMessageStatus.PUT_OK, wrote_offset=100, wrote_bytes=300, queue_offset=7, msg_ids=("a", "b", "c", "d")
+    )
+    for first, count in ((0, 3), (1, 2), (0, 2)):
+        outcomes = SendService.outcomes(planned[first : first + count], result, first)
+        assert isinstance(outcomes, PutOutcomes) and len(outcomes) == count
+        each = list(outcomes)
+        assert [o.msg_id for o in each] == list(result.msg_ids[first : first + count])
+        assert outcomes.msg_id_list() == ",".join(o.msg_id for o in each)
+        assert (outcomes.status, outcomes.queue_id, outcomes.queue_offset) == (
+            each[0].status,
+            each[0].queue_id,
+            each[0].queue_offset,
+        )
+        assert outcomes[-1] == each[-1] and outcomes[1:] == each[1:]
+    whole = SendService.outcomes(planned, replace(result, msg_ids=("a", "b", "c")))
+    assert whole.msg_id_list() == "a,b,c"  # type: ignore[attr-defined]
 
 
 # -- the put path -----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from .send import Planned, PutEntry, SendItem, SendOutcome, SendService, refused
 
 log = logging.getLogger("rocketstore.broker.send")
 
-Done = Callable[[list[SendOutcome]], None]
+Done = Callable[[Sequence[SendOutcome]], None]
 Topics = dict[str, TopicConfig | Refusal | None]
 _REFUSED_BEFORE_WRITING = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 
@@ -46,7 +46,7 @@ class _Request:
         self._done = done
         self._sender = sender
 
-    def settle(self, indices: Sequence[int], outcomes: list[SendOutcome]) -> None:
+    def settle(self, indices: Sequence[int], outcomes: Sequence[SendOutcome]) -> None:
         if len(indices) == self._left == len(self._outcomes):
             # One put for the whole request (a single message, a unit): its indices are 0..n-1.
             self._left = 0
@@ -84,10 +84,10 @@ class Sender:
         else:
             self._queue(items, topics, done, unit)
 
-    async def send(self, items: Sequence[SendItem], *, unit: bool = False) -> list[SendOutcome]:
-        future: asyncio.Future[list[SendOutcome]] = asyncio.get_running_loop().create_future()
+    async def send(self, items: Sequence[SendItem], *, unit: bool = False) -> Sequence[SendOutcome]:
+        future: asyncio.Future[Sequence[SendOutcome]] = asyncio.get_running_loop().create_future()
 
-        def done(outcomes: list[SendOutcome]) -> None:
+        def done(outcomes: Sequence[SendOutcome]) -> None:
             if not future.done():  # the caller may have gone (a cancelled call)
                 future.set_result(outcomes)
 
@@ -182,7 +182,7 @@ class Sender:
             entry.finish(SendService.outcomes(entry.planned, result, first))
             first += len(entry.planned)
 
-    def answer(self, done: Done, outcomes: list[SendOutcome]) -> None:
+    def answer(self, done: Done, outcomes: Sequence[SendOutcome]) -> None:
         """Hand a request its outcomes, the fence checked again first: a master that lost its
         lease (or is handing over) while the puts waited acknowledges nothing."""
         if outcomes and (outcomes[0].stored or any(o.stored for o in outcomes)):
