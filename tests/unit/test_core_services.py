@@ -251,9 +251,8 @@ def test_a_unit_planned_whole_is_planned_as_its_messages_one_by_one(tmp_path_fac
     config = small_store_config(tmp_path_factory.mktemp("s"), 256 * 1024, max_message_size=MAX_BODY)
     with MessageStore(config) as opened:
         opened.topics.create_or_update(TopicConfig("Orders", 4, 4))
-        core = core_of(opened)
-        whole = plan(core, *items, unit=True)
-        one_by_one = plan(core, *items)
+        whole = plan(core_of(opened), *items, unit=True)
+        one_by_one = plan(core_of(opened), *items)  # a core of its own: its round-robin counters start over
     refusal = next((p for p in one_by_one if isinstance(p, Refusal)), None)
     if refusal is not None:
         assert whole == [refusal] * len(items)
