@@ -7,8 +7,9 @@ thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 Host = tuple[str, int]
@@ -87,6 +88,44 @@ class Message:
     @property
     def keys(self) -> str | None:
         return self.properties.get(PROPERTY_KEYS)
+
+
+def batch_messages(
+    topic: str,
+    queue_id: int,
+    entries: Iterable[tuple[bytes, int, Mapping[str, str]]],
+    sys_flag: int,
+    born_host: Host,
+    born_timestamp_ms: int | None,
+    reconsume_times: int,
+) -> list[Message]:
+    """A front end's batch as `Message`s: one topic, queue and sender, each (body, flag,
+    properties) entry a message. Equal to `Message(...)` made per entry, at about half its cost:
+    each slot is set through its descriptor (a frozen dataclass's `__init__` looks up
+    `object.__setattr__` per field), which matters at 32 messages per request on the loop."""
+    new = object.__new__
+    set_topic, set_queue, set_body, set_properties, set_flag, set_sys_flag = _SETTERS[:6]
+    set_born_host, set_store_host, set_born_ms, set_reconsume, set_prepared = _SETTERS[6:]
+    messages: list[Message] = []
+    for body, flag, properties in entries:
+        msg = new(Message)
+        set_topic(msg, topic)
+        set_queue(msg, queue_id)
+        set_body(msg, body)
+        set_properties(msg, properties)
+        set_flag(msg, flag)
+        set_sys_flag(msg, sys_flag)
+        set_born_host(msg, born_host)
+        set_store_host(msg, None)
+        set_born_ms(msg, born_timestamp_ms)
+        set_reconsume(msg, reconsume_times)
+        set_prepared(msg, 0)
+        messages.append(msg)
+    return messages
+
+
+# Message's slot setters in its fields' order (`batch_messages`).
+_SETTERS = tuple(getattr(Message, f.name).__set__ for f in dataclass_fields(Message))
 
 
 @dataclass(frozen=True, slots=True)

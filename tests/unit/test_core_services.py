@@ -36,6 +36,7 @@ from rocketstore.broker.core.send import (
     Planned,
     PutEntry,
     PutOutcomes,
+    SendBatch,
     SendItem,
     SendOutcome,
     SendService,
@@ -403,6 +404,70 @@ def test_sends_of_one_loop_turn_share_one_append_and_each_gets_its_answer(store)
     assert appends == [5]
     assert [o.queue_offset for (o,) in answers] == [0, 1, 2, 3, 4]
     assert all(o.status is PutMessageStatus.PUT_OK for (o,) in answers)
+
+
+def submitted(sender: Sender, batch: SendBatch) -> asyncio.Future:
+    future = asyncio.get_running_loop().create_future()
+    sender.submit_batch(batch, future.set_result)
+    return future
+
+
+def test_a_batch_sent_as_one_value_is_stored_and_answered_as_its_items_would_be(store):
+    """A batch the core takes whole is one append and one answer; its outcomes, read one by one,
+    are those of the same messages sent as a unit of items, in the next queue offsets."""
+    core = core_of(store)
+    messages = [Message("Orders", 1, b"m%d" % i, {PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"k{i}"}) for i in range(4)]
+    again = [replace(m, properties={PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"j{i}"}) for i, m in enumerate(messages)]
+
+    async def scenario():
+        sender = Sender(core.sends)
+        whole = await submitted(sender, SendBatch(messages, 1))
+        items = await sender.send(SendBatch(again, 1).items(), unit=True)
+        return whole, items
+
+    whole, items = asyncio.run(scenario())
+    assert isinstance(whole, PutOutcomes) and whole.msg_id_list() == ",".join(o.msg_id for o in whole)
+    assert [(o.status, o.queue_id, o.queue_offset) for o in whole] == [
+        (PutMessageStatus.PUT_OK, 1, i) for i in range(4)
+    ]
+    assert [(o.status, o.queue_id, o.queue_offset - 4) for o in items] == [(o.status, 1, o.queue_offset) for o in whole]
+    stored = [store.read_message(o.commit_log_offset()) for o in whole]
+    assert [(m.body, m.queue_id, m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]) for m in stored] == [
+        (b"m%d" % i, 1, f"k{i}") for i in range(4)
+    ]
+    # A retry of one of the batch's messages, sent alone, is answered with where it landed.
+    (retry,) = asyncio.run(Sender(core.sends).send([SendItem(messages[2], 1)]))
+    assert retry.msg_id == list(whole)[2].msg_id and retry.queue_offset == 2
+
+
+def test_a_batch_that_does_not_pass_whole_gets_the_refusal_its_items_would(store):
+    core = core_of(store)
+    half = b"x" * (MAX_BODY // 2 + 1)
+    cases = [
+        SendBatch([Message("Orders", 4, b"x")], 4),  # past the topic's 4 write queues
+        SendBatch([Message("Orders", 0, b"x"), Message("Orders", 0, b"")], 0),
+        SendBatch([Message("Orders", 0, half), Message("Orders", 0, half)], 0),
+        SendBatch([Message(SYSTEM_TOPIC_OF_TABLE, 0, b"x")], 0),
+        SendBatch([Message("NewTopic", 0, b"x")], 0),  # created first, then stored
+    ]
+
+    async def scenario():
+        sender = Sender(core.sends)
+        wholes = [await submitted(sender, batch) for batch in cases]
+        items = [await sender.send(batch.items(), unit=True) for batch in cases]
+        return wholes, items
+
+    wholes, items = asyncio.run(scenario())
+    assert [[(o.refusal and o.refusal.reason, o.stored) for o in w] for w in wholes] == [
+        [(i.refusal and i.refusal.reason, i.stored) for i in its] for its in items
+    ]
+    assert [w[0].refusal.reason if w[0].refusal else None for w in wholes] == [
+        Reason.ILLEGAL_QUEUE_ID,
+        Reason.BODY_EMPTY,
+        Reason.BODY_TOO_LARGE,
+        Reason.SYSTEM_TOPIC,
+        None,
+    ]
 
 
 def test_a_poisoned_append_is_put_again_message_by_message(store):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -214,6 +215,7 @@ def test_a_send_reads_the_same_messages_from_v1_names_v2_letters_and_a_batch():
     messages carry their own properties beside the request's."""
     from types import SimpleNamespace
 
+    from rocketstore.broker.core.send import SendBatch
     from rocketstore.broker.remoting_server import RemotingServer
     from wire.remoting import SEND_V1_FIELDS, BatchItem, RequestCode, encode_batch_body
 
@@ -234,9 +236,13 @@ def test_a_send_reads_the_same_messages_from_v1_names_v2_letters_and_a_batch():
 
     body = encode_batch_body([BatchItem(b"a", 5, {"U": "1"}), BatchItem(b"b", 6, {"U": "2", "K": "own"})])
     batch_cmd = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 4, 0, {**header, "batch": "true"}, body)
-    items, batch = RemotingServer._send_items(None, conn, batch_cmd)  # type: ignore[arg-type]
-    assert batch and [(i.message.body, i.message.flag) for i in items] == [(b"a", 5), (b"b", 6)]
-    assert [i.message.properties for i in items] == [{"K": "v", "U": "1"}, {"K": "own", "U": "2"}]
+    sent, batch = RemotingServer._send_items(None, conn, batch_cmd)  # type: ignore[arg-type]
+    assert batch and isinstance(sent, SendBatch) and sent.queue_id == 2
+    assert [(m.body, m.flag) for m in sent.messages] == [(b"a", 5), (b"b", 6)]
+    assert [m.properties for m in sent.messages] == [{"K": "v", "U": "1"}, {"K": "own", "U": "2"}]
+    # Each as SEND_MESSAGE makes its one message: the batch's are the same values.
+    assert sent.messages[0] == replace(message, body=b"a", flag=5, properties={"K": "v", "U": "1"})
     bare = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 5, 0, {**header, "properties": ""}, body)
-    items, _ = RemotingServer._send_items(None, conn, bare)  # type: ignore[arg-type]
-    assert [i.message.properties for i in items] == [{"U": "1"}, {"K": "own", "U": "2"}]
+    sent, _ = RemotingServer._send_items(None, conn, bare)  # type: ignore[arg-type]
+    assert isinstance(sent, SendBatch)
+    assert [m.properties for m in sent.messages] == [{"U": "1"}, {"K": "own", "U": "2"}]

@@ -92,6 +92,19 @@ class SendItem(NamedTuple):
     refused: Refusal | None = None  # what the front end found wrong decoding it
 
 
+class SendBatch(NamedTuple):
+    """A request its front end answers once, carried as one value from the frame to the record (a
+    remoting batch): messages of one topic, each made for `queue_id`, the queue the producer
+    names; stored or refused together. `Sender.submit_batch` checks it whole and puts it as one
+    append; one that does not pass as a whole is planned as `SendItem`s (`items`)."""
+
+    messages: list[Message]
+    queue_id: int
+
+    def items(self) -> list[SendItem]:
+        return [SendItem(message, self.queue_id) for message in self.messages]
+
+
 @dataclass(frozen=True, slots=True)
 class SendOutcome:
     """One message's answer: refused (nothing stored), or the put's status and where it landed."""
@@ -238,6 +251,20 @@ class SendService:
             if first is not None:
                 return [first] * len(items)
         return planned
+
+    def batch_fits(self, batch: SendBatch, config: TopicConfig) -> bool:
+        """Whether a batch for a served topic passes the checks that look at its messages, as a
+        whole: its queue within the topic's write queues, no empty body, the bodies within
+        maxMessageSize. False: `plan` finds its refusal message by message."""
+        if not 0 <= batch.queue_id < config.write_queue_nums:
+            return False
+        bodies = 0
+        for message in batch.messages:
+            size = len(message.body)
+            if not size:
+                return False
+            bodies += size
+        return bodies <= self._store.config.max_message_size
 
     def _plan_one(
         self,
@@ -403,18 +430,38 @@ class PutOutcomes(Sequence[SendOutcome]):
         return ",".join(outcome.msg_id for outcome in self)
 
 
+class BatchPlan(Sequence[Planned]):
+    """A `SendBatch`'s messages as its `Planned`s, each made only when read (the put reads the
+    messages, a batch's answer the put's result)."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __getitem__(self, index):  # an int or a slice, as a list's
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.messages)))]
+        message = self.messages[index]  # IndexError past the end, as a list's
+        return Planned(index if index >= 0 else index + len(self.messages), message, "")
+
+
 @dataclass(slots=True)
 class PutEntry:
     """What one put takes from one request: a message, or a unit's messages together."""
 
-    planned: list[Planned]
+    planned: Sequence[Planned]
     unit: bool
     finish: Callable[[Sequence[SendOutcome]], None]  # called once with the planned items' outcomes
     # The planned items' messages, listed once: grouping and the put read them several times.
-    messages: list[Message] = field(init=False)
+    messages: list[Message] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.messages = [p.message for p in self.planned]
+        if not self.messages:
+            self.messages = [p.message for p in self.planned]
 
 
 def _plan_unit(

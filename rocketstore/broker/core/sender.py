@@ -26,7 +26,7 @@ from store import PutMessageStatus, TopicConfig
 from wire.log_limit import LogLimiter
 
 from .refusals import Refusal, internal_error
-from .send import Planned, PutEntry, SendItem, SendOutcome, SendService, refused
+from .send import BatchPlan, Planned, PutEntry, SendBatch, SendItem, SendOutcome, SendService, refused
 
 log = logging.getLogger("rocketstore.broker.send")
 
@@ -84,6 +84,18 @@ class Sender:
         else:
             self._queue(items, topics, done, unit)
 
+    def submit_batch(self, batch: SendBatch, done: Done) -> None:
+        """`submit` of a batch as one value: to a served topic, passing the checks as a whole, it
+        is queued as one entry (its messages planned, and its outcomes made, only when read);
+        anything else (a topic to create, a refusal to find) goes the way of its items."""
+        service = self._service
+        if batch.messages and service.roles.write_refusal() is None:
+            config = service.known_topic(batch.messages[0].topic)
+            if isinstance(config, TopicConfig) and service.batch_fits(batch, config):
+                self._enqueue(PutEntry(BatchPlan(batch.messages), True, lambda o: self.answer(done, o), batch.messages))
+                return
+        self.submit(batch.items(), done, unit=True)
+
     async def send(self, items: Sequence[SendItem], *, unit: bool = False) -> Sequence[SendOutcome]:
         future: asyncio.Future[Sequence[SendOutcome]] = asyncio.get_running_loop().create_future()
 
@@ -134,14 +146,17 @@ class Sender:
             entries.append(self._entry(request, ready, unit=True))
         else:
             entries.extend(self._entry(request, [plan], unit=False) for plan in ready)
-        pending = self._pending
         for entry in entries:
-            pending.append(entry)
-            if len(pending) == 1:
-                # Sends planned in this turn of the loop are put together, after it.
-                asyncio.get_running_loop().call_soon(self._flush)
+            self._enqueue(entry)
         if refusals:
             request.settle(refusals, failed)
+
+    def _enqueue(self, entry: PutEntry) -> None:
+        pending = self._pending
+        pending.append(entry)
+        if len(pending) == 1:
+            # Sends planned in this turn of the loop are put together, after it.
+            asyncio.get_running_loop().call_soon(self._flush)
 
     @staticmethod
     def _entry(request: _Request, planned: list[Planned], unit: bool) -> PutEntry:
