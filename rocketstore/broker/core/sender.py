@@ -131,6 +131,14 @@ class Sender:
         if not items:
             self.answer(done, [])
             return
+        if len(items) == 1:
+            # One message (or a unit of one): one put answers it, no request to gather.
+            (plan,) = self._service.plan(items, topics, unit=unit)
+            if isinstance(plan, Refusal):
+                self.answer(done, [refused(items[0], plan)])
+            else:
+                self._enqueue(PutEntry([plan], unit, lambda outcomes: self.answer(done, outcomes)))
+            return
         request = _Request(len(items), done, self)
         refusals: list[int] = []
         failed: list[SendOutcome] = []
