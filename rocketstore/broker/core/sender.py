@@ -4,7 +4,10 @@ decisions. Each front end has one per event loop (the gRPC server's, the remotin
 `submit(items, done)` checks and plans a send (`SendService`), then queues its messages for the
 end of the loop's turn: everything queued in one turn, from any request and connection, is
 grouped (`SendService.put_groups`) and put, one task per append, and `done` is called once with
-one `SendOutcome` per item after the fence is checked again. `send` is the same as a coroutine.
+one `SendOutcome` per item after the fence is checked again (a sequence: for several stored
+messages of one put, a `PutOutcomes` that makes each only when read). `send` is the same as a
+coroutine. `submit_batch(batch, done)` takes a remoting batch as one value (`SendBatch`): checked
+whole and queued as one entry, or, when it does not pass whole, submitted as its items.
 A topic that must be created first is created in a worker thread (one creation at a time per
 loop), and the send queued after it. A shared append that the store refuses as illegal before
 writing anything (one bad message) is put again message by message, so only the bad one is
