@@ -33,6 +33,7 @@ from rocketstore.broker.core.pull import PULL_ACTIONS, PullAction, PullRequest, 
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route
 from rocketstore.broker.core.send import (
+    BatchPlan,
     Planned,
     PutEntry,
     PutOutcomes,
@@ -380,6 +381,11 @@ def test_a_puts_outcomes_read_as_a_whole_agree_with_each_message_read_alone():
         assert outcomes[-1] == each[-1] and outcomes[1:] == each[1:]
     whole = SendService.outcomes(planned, replace(result, msg_ids=("a", "b", "c")))
     assert whole.msg_id_list() == "a,b,c"  # type: ignore[attr-defined]
+    plan = BatchPlan([p.message for p in planned])
+    assert list(plan) == [Planned(i, p.message, "") for i, p in enumerate(planned)] and plan[-1] == plan[2]
+    assert plan[1:] == list(plan)[1:]
+    with pytest.raises(IndexError):
+        plan[3]
 
 
 # -- the put path -----------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
 from store.log.codec import decode_msg_id, java_string_hash
@@ -72,6 +72,8 @@ from ..transaction_service import half_message
 from .queues import INT32_MAX, name_problem, queue_id_problem
 from .refusals import Reason, Refusal
 from .roles import RoleGate
+
+T = TypeVar("T")
 
 # Served topics whose checks `known_topic` keeps (full, it starts over: the topics in use return
 # at their next send).
@@ -387,7 +389,26 @@ def _stored_outcome(item: Planned, result: PutMessageResult, i: int) -> SendOutc
     )
 
 
-class PutOutcomes(Sequence[SendOutcome]):
+class _MadeWhenRead(Sequence[T]):
+    """A read-only sequence whose items are made when read, indexed and sliced as a list is."""
+
+    __slots__ = ()
+
+    def _item(self, index: int) -> T:
+        raise NotImplementedError
+
+    def __getitem__(self, index):  # an int or a slice, as a list's
+        size = len(self)
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(size))]
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("index out of range")
+        return self._item(index)
+
+
+class PutOutcomes(_MadeWhenRead[SendOutcome]):
     """The outcomes of several messages one put stored (messages `first`.. of `result`), made
     from the put's result when one is read: a front end that answers the put as a whole (a
     remoting batch) reads `status`, `msg_id_list()`, the first message's queue and offset, and
@@ -403,11 +424,7 @@ class PutOutcomes(Sequence[SendOutcome]):
     def __len__(self) -> int:
         return len(self.planned)
 
-    def __getitem__(self, index):  # an int or a slice, as a list's
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self.planned)))]
-        if index < 0:
-            index += len(self.planned)
+    def _item(self, index: int) -> SendOutcome:
         return _stored_outcome(self.planned[index], self.result, self.first + index)
 
     @property
@@ -430,7 +447,7 @@ class PutOutcomes(Sequence[SendOutcome]):
         return ",".join(outcome.msg_id for outcome in self)
 
 
-class BatchPlan(Sequence[Planned]):
+class BatchPlan(_MadeWhenRead[Planned]):
     """A `SendBatch`'s messages as its `Planned`s, each made only when read (the put reads the
     messages, a batch's answer the put's result)."""
 
@@ -442,11 +459,8 @@ class BatchPlan(Sequence[Planned]):
     def __len__(self) -> int:
         return len(self.messages)
 
-    def __getitem__(self, index):  # an int or a slice, as a list's
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self.messages)))]
-        message = self.messages[index]  # IndexError past the end, as a list's
-        return Planned(index if index >= 0 else index + len(self.messages), message, "")
+    def _item(self, index: int) -> Planned:
+        return Planned(index, self.messages[index], "")
 
 
 @dataclass(slots=True)
