@@ -359,11 +359,15 @@ def encoding_problem(msg: pb.Message) -> Refusal | None:
     """What the broker cannot take in how a v2 message's body is encoded (its size and emptiness
     are the core's checks, `core.send`)."""
     sp = msg.system_properties
-    if sp.body_encoding not in (pb.ENCODING_UNSPECIFIED, pb.IDENTITY, pb.GZIP):
+    if sp.body_encoding not in _BODY_ENCODINGS:
         return Refusal(Reason.BAD_REQUEST, f"unknown body encoding {sp.body_encoding}")
-    if sp.HasField("body_digest") and sp.body_digest.checksum and not digest_matches(sp.body_digest, msg.body):
+    digest = sp.body_digest  # unset: the default digest, whose checksum is empty
+    if digest.checksum and not digest_matches(digest, msg.body):
         return Refusal(Reason.MESSAGE_CORRUPTED, "the body does not match its digest")
     return None
+
+
+_BODY_ENCODINGS = frozenset((pb.ENCODING_UNSPECIFIED, pb.IDENTITY, pb.GZIP))
 
 
 def send_item(msg: pb.Message, born_host: Host, now_ms: int) -> SendItem:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import zlib
 
 import pytest
 
@@ -17,6 +18,7 @@ from rocketstore.broker.v2_messages import (
     _WHITESPACE,
     _bad_message_id,
     _message_keys,
+    encoding_problem,
     endpoints_of,
     group_message_queues,
     message_properties,
@@ -269,6 +271,17 @@ def test_message_properties_mapping_and_refusals():
     far = pb.SystemProperties()
     far.delivery_timestamp.FromMilliseconds(max_delay + 1)
     assert refused(system_properties=far) == pb.ILLEGAL_DELIVERY_TIME
+
+
+def test_a_body_is_refused_for_an_unknown_encoding_or_a_digest_it_does_not_match():
+    def problem(body: bytes = b"body", **sp) -> Reason | None:
+        refusal = encoding_problem(pb.Message(topic=pb.Resource(name="T"), body=body, system_properties=sp))
+        return None if refusal is None else refusal.reason
+
+    good = pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(b'body'):08X}")
+    assert problem() is None and problem(body_digest=good) is None and problem(body_digest=pb.Digest()) is None
+    assert problem(b"other", body_digest=good) is Reason.MESSAGE_CORRUPTED
+    assert problem(body_encoding=pb.GZIP) is None and problem(body_encoding=99) is Reason.BAD_REQUEST
 
 
 def test_a_message_id_or_key_is_refused_for_exactly_the_characters_str_isspace_names():
