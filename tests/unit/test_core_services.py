@@ -50,7 +50,12 @@ from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistr
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, StoreConfig
 from store.clock import wall_clock_ms
 from store.log.codec import encode_properties, java_string_hash, record_size
-from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    batch_messages,
+    with_queue_id,
+)
 from store.metadata.topic_config import TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
 from store.status import PutMessageStatus
 from support import small_store_config, wait_for
@@ -220,6 +225,39 @@ def test_timed_and_transactional_messages_are_parked(store):
     assert timed.message.topic == TIMER_TOPIC and timed.message.properties["REAL_TOPIC"] == "Orders"
     assert half.message.topic == TRANS_HALF_TOPIC and half.transactional and half.client_id == "tx-1"
     assert not batchable(timed.message) and not batchable(half.message)
+
+
+hosts = st.tuples(st.sampled_from(["10.0.0.1", "::1"]), st.integers(0, 65535))
+messages = st.builds(
+    Message,
+    topic=st.text(max_size=8),
+    queue_id=st.integers(-1, 9),
+    body=st.binary(max_size=8),
+    properties=st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
+    flag=st.integers(-5, 5),
+    sys_flag=st.integers(0, 9),
+    born_host=hosts,
+    store_host=st.none() | hosts,
+    born_timestamp_ms=st.none() | st.integers(0, 2**41),
+    reconsume_times=st.integers(0, 16),
+    prepared_transaction_offset=st.integers(0, 2**40),
+)
+
+
+@given(messages, st.integers(0, 7), st.lists(st.tuples(st.binary(max_size=8), st.integers(0, 3)), max_size=4))
+def test_messages_made_slot_by_slot_equal_the_dataclass_s_own(message, queue_id, entries):
+    """The planning's queue change and a front end's batch make `Message`s without the frozen
+    dataclass's `__init__`: the same values and type."""
+    moved = with_queue_id(message, queue_id)
+    assert type(moved) is Message and moved == replace(message, queue_id=queue_id)
+    m = message
+    made = batch_messages(
+        m.topic, queue_id, [(b, f, m.properties) for b, f in entries], m.sys_flag, m.born_host, None, m.reconsume_times
+    )
+    assert made == [
+        Message(m.topic, queue_id, b, m.properties, f, m.sys_flag, m.born_host, None, None, m.reconsume_times)
+        for b, f in entries
+    ]
 
 
 def test_a_unit_is_refused_whole_and_its_bodies_count_together(store):

@@ -51,7 +51,7 @@ a check, nothing else); the rest reads the store's tables. `create_topic` blocks
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
@@ -61,6 +61,7 @@ from store.message import (
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_TYPE_MASK,
+    with_queue_id,
 )
 from store.metadata.auto_create import AutoCreateRefusal
 from store.metadata.topic_config import SYSTEM_TOPICS, TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
@@ -297,7 +298,7 @@ class SendService:
                 return queue
             queue_id = queue
         if message.queue_id != queue_id:
-            message = replace(message, queue_id=queue_id)
+            message = with_queue_id(message, queue_id)
         if item.transaction_immunity_s is not None:
             if item.deliver_at_ms is not None:
                 return Refusal(Reason.ILLEGAL_MESSAGE, "a transactional message cannot have a delivery time")
@@ -503,7 +504,7 @@ def _plan_unit(
         ):
             return None
         if message.queue_id != queue_id:
-            message = replace(message, queue_id=queue_id)
+            message = with_queue_id(message, queue_id)
         planned.append(Planned(i, message, item.client_id))
     return planned
 
