@@ -7,8 +7,9 @@ thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 Host = tuple[str, int]
@@ -87,6 +88,83 @@ class Message:
     @property
     def keys(self) -> str | None:
         return self.properties.get(PROPERTY_KEYS)
+
+
+def batch_messages(
+    topic: str,
+    queue_id: int,
+    entries: Iterable[tuple[bytes, int, Mapping[str, str]]],
+    sys_flag: int,
+    born_host: Host,
+    born_timestamp_ms: int | None,
+    reconsume_times: int,
+) -> list[Message]:
+    """A front end's batch as `Message`s: one topic, queue and sender, each (body, flag,
+    properties) entry a message. Equal to `Message(...)` made per entry, at about half its cost
+    (`_message`), which matters at 32 messages per request on the loop."""
+    return [
+        _message(
+            topic, queue_id, body, properties, flag, sys_flag, born_host, None, born_timestamp_ms, reconsume_times, 0
+        )
+        for body, flag, properties in entries
+    ]
+
+
+def with_queue_id(message: Message, queue_id: int) -> Message:
+    """`dataclasses.replace(message, queue_id=queue_id)` at a fifth of its cost: the broker's
+    planning makes one for every message whose queue it chooses."""
+    if type(message) is not Message:
+        return replace(message, queue_id=queue_id)
+    m = message
+    return _message(
+        m.topic,
+        queue_id,
+        m.body,
+        m.properties,
+        m.flag,
+        m.sys_flag,
+        m.born_host,
+        m.store_host,
+        m.born_timestamp_ms,
+        m.reconsume_times,
+        m.prepared_transaction_offset,
+    )
+
+
+def _message(
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    properties: Mapping[str, str],
+    flag: int,
+    sys_flag: int,
+    born_host: Host,
+    store_host: Host | None,
+    born_timestamp_ms: int | None,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+) -> Message:
+    """`Message(...)` with each slot set through its descriptor: a frozen dataclass's `__init__`
+    looks up `object.__setattr__` per field, which costs twice as much."""
+    msg = object.__new__(Message)
+    set_topic, set_queue, set_body, set_properties, set_flag, set_sys_flag = _SETTERS[:6]
+    set_born_host, set_store_host, set_born_ms, set_reconsume, set_prepared = _SETTERS[6:]
+    set_topic(msg, topic)
+    set_queue(msg, queue_id)
+    set_body(msg, body)
+    set_properties(msg, properties)
+    set_flag(msg, flag)
+    set_sys_flag(msg, sys_flag)
+    set_born_host(msg, born_host)
+    set_store_host(msg, store_host)
+    set_born_ms(msg, born_timestamp_ms)
+    set_reconsume(msg, reconsume_times)
+    set_prepared(msg, prepared_transaction_offset)
+    return msg
+
+
+# Message's slot setters in its fields' order (`_message`).
+_SETTERS = tuple(getattr(Message, f.name).__set__ for f in dataclass_fields(Message))
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ from store.message import (
     PROPERTY_TRANSACTION_PREPARED,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
+    batch_messages,
     producer_sys_flag,
 )
 from wire.log_limit import LogLimiter
@@ -83,7 +84,7 @@ from .core.long_polling import ArrivalWatch
 from .core.pull import PullAction, PullRequest
 from .core.queues import group_problem
 from .core.refusals import Reason, Refusal
-from .core.send import SendItem, SendOutcome
+from .core.send import PutOutcomes, SendBatch, SendItem, SendOutcome
 from .core.send_back import MAX_RECONSUME_TIMES, SendBack, sent_back
 from .core.sender import Sender
 from .core.services import BrokerCore
@@ -523,15 +524,18 @@ class RemotingServer:
     def _queue_send(self, conn: _Connection, request: RemotingCommand) -> None:
         items, batch = self._send_items(conn, request)
 
-        def done(outcomes: list[SendOutcome]) -> None:
+        def done(outcomes: Sequence[SendOutcome]) -> None:
             conn.finish(request, _send_answer(request, outcomes))
 
-        self._sender.submit(items, done, unit=batch)
+        if isinstance(items, SendBatch):
+            self._sender.submit_batch(items, done)
+        else:
+            self._sender.submit(items, done, unit=batch)
 
-    def _send_items(self, conn: _Connection, request: RemotingCommand) -> tuple[list[SendItem], bool]:
-        """The request's messages for the core (one per message of a batch), and whether it is a
-        batch. A message this API cannot take carries its refusal (the core answers it after the
-        role and topic checks)."""
+    def _send_items(self, conn: _Connection, request: RemotingCommand) -> tuple[list[SendItem] | SendBatch, bool]:
+        """The request's messages for the core, and whether it is a batch: a batch the core takes
+        as one value (`SendBatch`), or items. A message this API cannot take carries its refusal
+        (the core answers it after the role and topic checks)."""
         ext = request.ext_fields
         if request.code == RequestCode.SEND_MESSAGE:
             fields = dict(ext)
@@ -571,9 +575,11 @@ class RemotingServer:
             return [item(request.body, properties, flag, _illegal("a batch without messages"))], True
         if any(_transactional(p[2]) for p in parts):
             return [item(request.body, properties, flag, _illegal("a batch cannot carry transactional messages"))], True
-        if not properties:  # what clients send: each message's own properties only
-            return [item(body, own, flag) for body, flag, own in parts], True
-        return [item(body, properties | own, flag) for body, flag, own in parts], True
+        if properties:  # clients send each message's own properties only
+            parts = [(body, flag, properties | own) for body, flag, own in parts]
+        return SendBatch(
+            batch_messages(topic, queue_id, parts, sys_flag, born_host, born_at, reconsume_times), queue_id
+        ), True
 
     async def _send_back(self, request: RemotingCommand, conn: _Connection) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK: the message at `offset` to the group's retry topic, delayed, or
@@ -786,7 +792,7 @@ def _send_answer(request: RemotingCommand, outcomes: Sequence[SendOutcome]) -> R
     if not first.stored:
         return request.answer(code, remark)
     fields = {
-        "msgId": ",".join(o.msg_id for o in outcomes),
+        "msgId": outcomes.msg_id_list() if isinstance(outcomes, PutOutcomes) else ",".join(o.msg_id for o in outcomes),
         "queueId": str(first.queue_id),
         "queueOffset": str(first.queue_offset),
         "MSG_REGION": "DefaultRegion",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import zlib
 
 import pytest
 
@@ -14,6 +15,10 @@ from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route, RouteBroker
 from rocketstore.broker.remoting_routes import topic_route_data
 from rocketstore.broker.v2_messages import (
+    _WHITESPACE,
+    _bad_message_id,
+    _message_keys,
+    encoding_problem,
     endpoints_of,
     group_message_queues,
     message_properties,
@@ -266,6 +271,29 @@ def test_message_properties_mapping_and_refusals():
     far = pb.SystemProperties()
     far.delivery_timestamp.FromMilliseconds(max_delay + 1)
     assert refused(system_properties=far) == pb.ILLEGAL_DELIVERY_TIME
+
+
+def test_a_body_is_refused_for_an_unknown_encoding_or_a_digest_it_does_not_match():
+    def problem(body: bytes = b"body", **sp) -> Reason | None:
+        refusal = encoding_problem(pb.Message(topic=pb.Resource(name="T"), body=body, system_properties=sp))
+        return None if refusal is None else refusal.reason
+
+    good = pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(b'body'):08X}")
+    assert problem() is None and problem(body_digest=good) is None and problem(body_digest=pb.Digest()) is None
+    assert problem(b"other", body_digest=good) is Reason.MESSAGE_CORRUPTED
+    assert problem(body_encoding=pb.GZIP) is None and problem(body_encoding=99) is Reason.BAD_REQUEST
+
+
+def test_a_message_id_or_key_is_refused_for_exactly_the_characters_str_isspace_names():
+    """Ids and keys are scanned with one regular expression: its \\s is `str.isspace`, every
+    code point checked."""
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    not_spaces = "x\u200b\ufeff"  # a zero-width space and a BOM are not spaces
+    assert [c for c in map(chr, range(0x110000)) if _WHITESPACE.search(c)] == spaces
+    for c in spaces:
+        assert _bad_message_id(f"id{c}1") and _message_keys(pb.SystemProperties(keys=[f"k{c}"]), {}) is not None
+    for c in not_spaces:
+        assert not _bad_message_id(f"id{c}1") and _message_keys(pb.SystemProperties(keys=[f"k{c}"]), {}) is None
 
 
 def test_stored_message_to_v2():

@@ -32,7 +32,17 @@ from rocketstore.broker.core.long_polling import (
 from rocketstore.broker.core.pull import PULL_ACTIONS, PullAction, PullRequest, classify, pull_action
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route
-from rocketstore.broker.core.send import Planned, PutEntry, SendItem, SendOutcome, SendService, batchable
+from rocketstore.broker.core.send import (
+    BatchPlan,
+    Planned,
+    PutEntry,
+    PutOutcomes,
+    SendBatch,
+    SendItem,
+    SendOutcome,
+    SendService,
+    batchable,
+)
 from rocketstore.broker.core.sender import Sender
 from rocketstore.broker.core.services import BrokerCore
 from rocketstore.broker.view import StaticView
@@ -40,7 +50,12 @@ from rocketstore.coordination.cluster_routes import MASTER, SLAVE, BrokerRegistr
 from store import BrokerRole, GetMessageResult, GetMessageStatus, Message, MessageStore, PutMessageResult, StoreConfig
 from store.clock import wall_clock_ms
 from store.log.codec import encode_properties, java_string_hash, record_size
-from store.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    batch_messages,
+    with_queue_id,
+)
 from store.metadata.topic_config import TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
 from store.status import PutMessageStatus
 from support import small_store_config, wait_for
@@ -212,12 +227,79 @@ def test_timed_and_transactional_messages_are_parked(store):
     assert not batchable(timed.message) and not batchable(half.message)
 
 
+hosts = st.tuples(st.sampled_from(["10.0.0.1", "::1"]), st.integers(0, 65535))
+messages = st.builds(
+    Message,
+    topic=st.text(max_size=8),
+    queue_id=st.integers(-1, 9),
+    body=st.binary(max_size=8),
+    properties=st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3),
+    flag=st.integers(-5, 5),
+    sys_flag=st.integers(0, 9),
+    born_host=hosts,
+    store_host=st.none() | hosts,
+    born_timestamp_ms=st.none() | st.integers(0, 2**41),
+    reconsume_times=st.integers(0, 16),
+    prepared_transaction_offset=st.integers(0, 2**40),
+)
+
+
+@given(messages, st.integers(0, 7), st.lists(st.tuples(st.binary(max_size=8), st.integers(0, 3)), max_size=4))
+def test_messages_made_slot_by_slot_equal_the_dataclass_s_own(message, queue_id, entries):
+    """The planning's queue change and a front end's batch make `Message`s without the frozen
+    dataclass's `__init__`: the same values and type."""
+    moved = with_queue_id(message, queue_id)
+    assert type(moved) is Message and moved == replace(message, queue_id=queue_id)
+    m = message
+    made = batch_messages(
+        m.topic, queue_id, [(b, f, m.properties) for b, f in entries], m.sys_flag, m.born_host, None, m.reconsume_times
+    )
+    assert made == [
+        Message(m.topic, queue_id, b, m.properties, f, m.sys_flag, m.born_host, None, None, m.reconsume_times)
+        for b, f in entries
+    ]
+
+
 def test_a_unit_is_refused_whole_and_its_bodies_count_together(store):
     core = core_of(store)
     half = b"x" * (MAX_BODY // 2 + 1)
     assert reasons(plan(core, item(body=half), item(body=half), unit=True)) == [Reason.BODY_TOO_LARGE] * 2
     bad = plan(core, item(), item(refused=Refusal(Reason.ILLEGAL_MESSAGE, "no")), unit=True)
     assert reasons(bad) == [Reason.ILLEGAL_MESSAGE] * 2
+
+
+unit_items = st.lists(
+    st.builds(
+        item,
+        topic=st.sampled_from(["Orders", "Orders", "Orders", "Shipments", "%bad%"]),
+        body=st.sampled_from([b"x", b"x", b"x", b""]),
+        queue_id=st.sampled_from([2, 2, 2, 0, 3, 4, None, -1]),
+        refused=st.none() | st.just(Refusal(Reason.ILLEGAL_MESSAGE, "no")),
+        deliver_at_ms=st.none() | st.just(wall_clock_ms() + 60_000),
+        transaction_immunity_s=st.none() | st.just(60),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(unit_items)
+def test_a_unit_planned_whole_is_planned_as_its_messages_one_by_one(tmp_path_factory, items):
+    """The unit's shortcut (one topic and queue check for a batch's messages) plans what the
+    message-by-message checks plan: the same messages in their places, or the first refusal for
+    all of them."""
+    config = small_store_config(tmp_path_factory.mktemp("s"), 256 * 1024, max_message_size=MAX_BODY)
+    with MessageStore(config) as opened:
+        opened.topics.create_or_update(TopicConfig("Orders", 4, 4))
+        whole = plan(core_of(opened), *items, unit=True)
+        one_by_one = plan(core_of(opened), *items)  # a core of its own: its round-robin counters start over
+    refusal = next((p for p in one_by_one if isinstance(p, Refusal)), None)
+    if refusal is not None:
+        assert whole == [refusal] * len(items)
+    else:
+        assert [(p.position, p.message, p.client_id, p.transactional) for p in whole] == [
+            (p.position, p.message, p.client_id, p.transactional) for p in one_by_one
+        ]
 
 
 # -- batching ---------------------------------------------------------------------------------------
@@ -318,6 +400,32 @@ def test_outcomes_carry_each_messages_id_and_offsets():
     assert all(not o.stored and o.reason == "bad" and o.msg_id == "" for o in refused)
 
 
+def test_a_puts_outcomes_read_as_a_whole_agree_with_each_message_read_alone():
+    planned = [Planned(i, Message("T", 2, b"x"), f"c{i}") for i in range(3)]
+    result = PutMessageResult(
+        PutMessageStatus.PUT_OK, wrote_offset=100, wrote_bytes=300, queue_offset=7, msg_ids=("a", "b", "c", "d")
+    )
+    for first, count in ((0, 3), (1, 2), (0, 2)):
+        outcomes = SendService.outcomes(planned[first : first + count], result, first)
+        assert isinstance(outcomes, PutOutcomes) and len(outcomes) == count
+        each = list(outcomes)
+        assert [o.msg_id for o in each] == list(result.msg_ids[first : first + count])
+        assert outcomes.msg_id_list() == ",".join(o.msg_id for o in each)
+        assert (outcomes.status, outcomes.queue_id, outcomes.queue_offset) == (
+            each[0].status,
+            each[0].queue_id,
+            each[0].queue_offset,
+        )
+        assert outcomes[-1] == each[-1] and outcomes[1:] == each[1:]
+    whole = SendService.outcomes(planned, replace(result, msg_ids=("a", "b", "c")))
+    assert whole.msg_id_list() == "a,b,c"  # type: ignore[attr-defined]
+    plan = BatchPlan([p.message for p in planned])
+    assert list(plan) == [Planned(i, p.message, "") for i, p in enumerate(planned)] and plan[-1] == plan[2]
+    assert plan[1:] == list(plan)[1:]
+    with pytest.raises(IndexError):
+        plan[3]
+
+
 # -- the put path -----------------------------------------------------------------------------------
 
 
@@ -340,6 +448,70 @@ def test_sends_of_one_loop_turn_share_one_append_and_each_gets_its_answer(store)
     assert appends == [5]
     assert [o.queue_offset for (o,) in answers] == [0, 1, 2, 3, 4]
     assert all(o.status is PutMessageStatus.PUT_OK for (o,) in answers)
+
+
+def submitted(sender: Sender, batch: SendBatch) -> asyncio.Future:
+    future = asyncio.get_running_loop().create_future()
+    sender.submit_batch(batch, future.set_result)
+    return future
+
+
+def test_a_batch_sent_as_one_value_is_stored_and_answered_as_its_items_would_be(store):
+    """A batch the core takes whole is one append and one answer; its outcomes, read one by one,
+    are those of the same messages sent as a unit of items, in the next queue offsets."""
+    core = core_of(store)
+    messages = [Message("Orders", 1, b"m%d" % i, {PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"k{i}"}) for i in range(4)]
+    again = [replace(m, properties={PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"j{i}"}) for i, m in enumerate(messages)]
+
+    async def scenario():
+        sender = Sender(core.sends)
+        whole = await submitted(sender, SendBatch(messages, 1))
+        items = await sender.send(SendBatch(again, 1).items(), unit=True)
+        return whole, items
+
+    whole, items = asyncio.run(scenario())
+    assert isinstance(whole, PutOutcomes) and whole.msg_id_list() == ",".join(o.msg_id for o in whole)
+    assert [(o.status, o.queue_id, o.queue_offset) for o in whole] == [
+        (PutMessageStatus.PUT_OK, 1, i) for i in range(4)
+    ]
+    assert [(o.status, o.queue_id, o.queue_offset - 4) for o in items] == [(o.status, 1, o.queue_offset) for o in whole]
+    stored = [store.read_message(o.commit_log_offset()) for o in whole]
+    assert [(m.body, m.queue_id, m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]) for m in stored] == [
+        (b"m%d" % i, 1, f"k{i}") for i in range(4)
+    ]
+    # A retry of one of the batch's messages, sent alone, is answered with where it landed.
+    (retry,) = asyncio.run(Sender(core.sends).send([SendItem(messages[2], 1)]))
+    assert retry.msg_id == list(whole)[2].msg_id and retry.queue_offset == 2
+
+
+def test_a_batch_that_does_not_pass_whole_gets_the_refusal_its_items_would(store):
+    core = core_of(store)
+    half = b"x" * (MAX_BODY // 2 + 1)
+    cases = [
+        SendBatch([Message("Orders", 4, b"x")], 4),  # past the topic's 4 write queues
+        SendBatch([Message("Orders", 0, b"x"), Message("Orders", 0, b"")], 0),
+        SendBatch([Message("Orders", 0, half), Message("Orders", 0, half)], 0),
+        SendBatch([Message(SYSTEM_TOPIC_OF_TABLE, 0, b"x")], 0),
+        SendBatch([Message("NewTopic", 0, b"x")], 0),  # created first, then stored
+    ]
+
+    async def scenario():
+        sender = Sender(core.sends)
+        wholes = [await submitted(sender, batch) for batch in cases]
+        items = [await sender.send(batch.items(), unit=True) for batch in cases]
+        return wholes, items
+
+    wholes, items = asyncio.run(scenario())
+    assert [[(o.refusal and o.refusal.reason, o.stored) for o in w] for w in wholes] == [
+        [(i.refusal and i.refusal.reason, i.stored) for i in its] for its in items
+    ]
+    assert [w[0].refusal.reason if w[0].refusal else None for w in wholes] == [
+        Reason.ILLEGAL_QUEUE_ID,
+        Reason.BODY_EMPTY,
+        Reason.BODY_TOO_LARGE,
+        Reason.SYSTEM_TOPIC,
+        None,
+    ]
 
 
 def test_a_poisoned_append_is_put_again_message_by_message(store):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -76,6 +77,20 @@ def test_any_commands_cut_anywhere_decode_to_themselves(cmds, data):
         last = cut
     assert [comparable(c) for c in decoded] == [comparable(c) for c in cmds]
     assert decoder.buffered == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(commands, st.sampled_from([None, 1.5, True, {"n": 5}]))
+def test_the_json_header_written_directly_is_the_encoders_byte_for_byte(cmd, odd):
+    """Plain ints and strs are written directly, anything else by the JSON encoder: the same
+    bytes either way."""
+    from wire.remoting import _encoded_header, _json_header
+
+    assert _json_header(cmd) == _encoded_header(cmd)
+    if odd is not None:  # a value only the encoder writes (a test's or another client's)
+        odd_cmd = replace(cmd, ext_fields={**cmd.ext_fields, "odd": odd})
+        assert _json_header(odd_cmd) == _encoded_header(odd_cmd)
+        assert json.loads(_json_header(odd_cmd))["extFields"]["odd"] == odd
 
 
 def test_the_json_header_carries_rocketmqs_field_names():
@@ -214,6 +229,7 @@ def test_a_send_reads_the_same_messages_from_v1_names_v2_letters_and_a_batch():
     messages carry their own properties beside the request's."""
     from types import SimpleNamespace
 
+    from rocketstore.broker.core.send import SendBatch
     from rocketstore.broker.remoting_server import RemotingServer
     from wire.remoting import SEND_V1_FIELDS, BatchItem, RequestCode, encode_batch_body
 
@@ -234,9 +250,13 @@ def test_a_send_reads_the_same_messages_from_v1_names_v2_letters_and_a_batch():
 
     body = encode_batch_body([BatchItem(b"a", 5, {"U": "1"}), BatchItem(b"b", 6, {"U": "2", "K": "own"})])
     batch_cmd = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 4, 0, {**header, "batch": "true"}, body)
-    items, batch = RemotingServer._send_items(None, conn, batch_cmd)  # type: ignore[arg-type]
-    assert batch and [(i.message.body, i.message.flag) for i in items] == [(b"a", 5), (b"b", 6)]
-    assert [i.message.properties for i in items] == [{"K": "v", "U": "1"}, {"K": "own", "U": "2"}]
+    sent, batch = RemotingServer._send_items(None, conn, batch_cmd)  # type: ignore[arg-type]
+    assert batch and isinstance(sent, SendBatch) and sent.queue_id == 2
+    assert [(m.body, m.flag) for m in sent.messages] == [(b"a", 5), (b"b", 6)]
+    assert [m.properties for m in sent.messages] == [{"K": "v", "U": "1"}, {"K": "own", "U": "2"}]
+    # Each as SEND_MESSAGE makes its one message: the batch's are the same values.
+    assert sent.messages[0] == replace(message, body=b"a", flag=5, properties={"K": "v", "U": "1"})
     bare = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, 5, 0, {**header, "properties": ""}, body)
-    items, _ = RemotingServer._send_items(None, conn, bare)  # type: ignore[arg-type]
-    assert [i.message.properties for i in items] == [{"U": "1"}, {"K": "own", "U": "2"}]
+    sent, _ = RemotingServer._send_items(None, conn, bare)  # type: ignore[arg-type]
+    assert isinstance(sent, SendBatch)
+    assert [m.properties for m in sent.messages] == [{"U": "1"}, {"K": "own", "U": "2"}]

@@ -22,6 +22,10 @@ remoting batch, is refused whole):
 7. a timed message (`deliver_at_ms`) waits in the timer topic, a transactional one
    (`transaction_immunity_s`) is stored as a half message; both at once are refused.
 
+A unit as a remoting batch is (one topic, the queue its producer names, plain messages) takes
+steps 1-3 and 6 once for all its messages and step 4 once for its bodies (`_plan_unit`); anything
+else in a unit is planned message by message, which finds the same refusal.
+
 A new send check is a step here (and, when it has a new cause, a `Reason` with a row in each
 front end's table).
 
@@ -32,9 +36,12 @@ getting its own outcome. A unit, a delayed, timed or transactional message, and 
 de-duplicates those per message; retries go after the others of their turn.
 
 After the put, `outcomes` turns the store's `PutMessageResult` into each message's outcome (its
-msgId, queue offset, CommitLog offset). Before an outcome of a stored message is answered, the
-fence is checked again (`RoleGate.late_refusal`): a master that lost its lease while the put
-waited answers FENCED, never a false OK.
+msgId, queue offset, CommitLog offset); the outcomes of several stored messages are one
+`PutOutcomes`, which makes a message's `SendOutcome` only when it is read (a remoting batch's
+answer reads the put's msgIds, first queue offset and status from it, nothing per message).
+Before an outcome of a stored message is answered, the fence is checked again
+(`RoleGate.late_refusal`): a master that lost its lease while the put waited answers FENCED,
+never a false OK.
 
 Thread-safety: the round-robin counters and the checked topics (`known_topic`: each entry is a
 config with its answer, replaced whole) are the only state (a race skews the rotation or repeats
@@ -44,8 +51,8 @@ a check, nothing else); the rest reads the store's tables. `create_topic` blocks
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import NamedTuple, TypeVar
 
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
 from store.log.codec import decode_msg_id, java_string_hash
@@ -54,6 +61,7 @@ from store.message import (
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_TYPE_MASK,
+    with_queue_id,
 )
 from store.metadata.auto_create import AutoCreateRefusal
 from store.metadata.topic_config import SYSTEM_TOPICS, TIMER_TOPIC, TRANS_HALF_TOPIC, TopicConfig
@@ -65,6 +73,8 @@ from ..transaction_service import half_message
 from .queues import INT32_MAX, name_problem, queue_id_problem
 from .refusals import Reason, Refusal
 from .roles import RoleGate
+
+T = TypeVar("T")
 
 # Served topics whose checks `known_topic` keeps (full, it starts over: the topics in use return
 # at their next send).
@@ -83,6 +93,19 @@ class SendItem(NamedTuple):
     deliver_at_ms: int | None = None  # a timed message: delivered at this wall-clock time
     transaction_immunity_s: int | None = None  # a transactional message (None: not one)
     refused: Refusal | None = None  # what the front end found wrong decoding it
+
+
+class SendBatch(NamedTuple):
+    """A request its front end answers once, carried as one value from the frame to the record (a
+    remoting batch): messages of one topic, each made for `queue_id`, the queue the producer
+    names; stored or refused together. `Sender.submit_batch` checks it whole and puts it as one
+    append; one that does not pass as a whole is planned as `SendItem`s (`items`)."""
+
+    messages: list[Message]
+    queue_id: int
+
+    def items(self) -> list[SendItem]:
+        return [SendItem(message, self.queue_id) for message in self.messages]
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +242,9 @@ class SendService:
             if bodies > max_body:
                 refusal = Refusal(Reason.BODY_TOO_LARGE, f"the bodies are {bodies} bytes; maxMessageSize is {max_body}")
                 return [refusal] * len(items)
+            whole = _plan_unit(items, topics[items[0].message.topic]) if items else None
+            if whole is not None:
+                return whole if isinstance(whole, list) else [whole] * len(items)
         planned = [
             self._plan_one(i, item, topics[item.message.topic], max_body, round_robin, unit)
             for i, item in enumerate(items)
@@ -228,6 +254,20 @@ class SendService:
             if first is not None:
                 return [first] * len(items)
         return planned
+
+    def batch_fits(self, batch: SendBatch, config: TopicConfig) -> bool:
+        """Whether a batch for a served topic passes the checks that look at its messages, as a
+        whole: its queue within the topic's write queues, no empty body, the bodies within
+        maxMessageSize. False: `plan` finds its refusal message by message."""
+        if not 0 <= batch.queue_id < config.write_queue_nums:
+            return False
+        bodies = 0
+        for message in batch.messages:
+            size = len(message.body)
+            if not size:
+                return False
+            bodies += size
+        return bodies <= self._store.config.max_message_size
 
     def _plan_one(
         self,
@@ -258,7 +298,7 @@ class SendService:
                 return queue
             queue_id = queue
         if message.queue_id != queue_id:
-            message = replace(message, queue_id=queue_id)
+            message = with_queue_id(message, queue_id)
         if item.transaction_immunity_s is not None:
             if item.deliver_at_ms is not None:
                 return Refusal(Reason.ILLEGAL_MESSAGE, "a transactional message cannot have a delivery time")
@@ -321,44 +361,152 @@ class SendService:
     # -- outcomes -----------------------------------------------------------------------------
 
     @staticmethod
-    def outcomes(planned: Sequence[Planned], result: PutMessageResult, first: int = 0) -> list[SendOutcome]:
-        """The outcomes of `planned`, messages `first`.. of the put that answered `result`."""
+    def outcomes(planned: Sequence[Planned], result: PutMessageResult, first: int = 0) -> Sequence[SendOutcome]:
+        """The outcomes of `planned`, messages `first`.. of the put that answered `result`: a
+        list, or for several stored messages a `PutOutcomes` that makes each when it is read."""
         status = result.status
         if not status.is_stored:
             return [SendOutcome(status, reason=result.reason, client_id=p.client_id) for p in planned]
-        ids, reason, queue_offset = result.msg_ids, result.reason, result.queue_offset
-        if len(ids) < first + len(planned):
-            ids = tuple(ids[i] if i < len(ids) else result.msg_id for i in range(first + len(planned)))
-        # Positional: the fields in their declared order (status, refusal, reason, client_id,
-        # msg_id, queue_id, queue_offset, wrote_offset, transactional).
-        return [
-            SendOutcome(
-                status,
-                None,
-                reason,
-                item.client_id,
-                ids[i],
-                item.message.queue_id,
-                queue_offset + i,
-                result.wrote_offset if i == 0 else -1,
-                item.transactional,
-            )
-            for i, item in enumerate(planned, first)
-        ]
+        if len(planned) > 1:
+            return PutOutcomes(planned, result, first)
+        return [_stored_outcome(planned[0], result, first)]
+
+
+def _stored_outcome(item: Planned, result: PutMessageResult, i: int) -> SendOutcome:
+    """Message `i` of a stored put's outcome. Positional: the fields in their declared order
+    (status, refusal, reason, client_id, msg_id, queue_id, queue_offset, wrote_offset,
+    transactional)."""
+    ids = result.msg_ids
+    return SendOutcome(
+        result.status,
+        None,
+        result.reason,
+        item.client_id,
+        ids[i] if i < len(ids) else result.msg_id,
+        item.message.queue_id,
+        result.queue_offset + i,
+        result.wrote_offset if i == 0 else -1,
+        item.transactional,
+    )
+
+
+class _MadeWhenRead(Sequence[T]):
+    """A read-only sequence whose items are made when read, indexed and sliced as a list is."""
+
+    __slots__ = ()
+
+    def _item(self, index: int) -> T:
+        raise NotImplementedError
+
+    def __getitem__(self, index):  # an int or a slice, as a list's
+        size = len(self)
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(size))]
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("index out of range")
+        return self._item(index)
+
+
+class PutOutcomes(_MadeWhenRead[SendOutcome]):
+    """The outcomes of several messages one put stored (messages `first`.. of `result`), made
+    from the put's result when one is read: a front end that answers the put as a whole (a
+    remoting batch) reads `status`, `msg_id_list()`, the first message's queue and offset, and
+    no object is made per message. Read-only and immutable, as the outcomes it stands for."""
+
+    __slots__ = ("planned", "result", "first")
+
+    def __init__(self, planned: Sequence[Planned], result: PutMessageResult, first: int) -> None:
+        self.planned = planned
+        self.result = result
+        self.first = first
+
+    def __len__(self) -> int:
+        return len(self.planned)
+
+    def _item(self, index: int) -> SendOutcome:
+        return _stored_outcome(self.planned[index], self.result, self.first + index)
+
+    @property
+    def status(self) -> PutMessageStatus:
+        return self.result.status
+
+    @property
+    def queue_id(self) -> int:
+        return self.planned[0].message.queue_id
+
+    @property
+    def queue_offset(self) -> int:
+        return self.result.queue_offset + self.first
+
+    def msg_id_list(self) -> str:
+        """The messages' msgIds, comma-separated (RocketMQ's answer to a batch)."""
+        result, first, count = self.result, self.first, len(self.planned)
+        if first == 0 and len(result.msg_ids) == count:
+            return ",".join(result.msg_ids)
+        return ",".join(outcome.msg_id for outcome in self)
+
+
+class BatchPlan(_MadeWhenRead[Planned]):
+    """A `SendBatch`'s messages as its `Planned`s, each made only when read (the put reads the
+    messages, a batch's answer the put's result)."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def _item(self, index: int) -> Planned:
+        return Planned(index, self.messages[index], "")
 
 
 @dataclass(slots=True)
 class PutEntry:
     """What one put takes from one request: a message, or a unit's messages together."""
 
-    planned: list[Planned]
+    planned: Sequence[Planned]
     unit: bool
-    finish: Callable[[list[SendOutcome]], None]  # called once with the planned items' outcomes
+    finish: Callable[[Sequence[SendOutcome]], None]  # called once with the planned items' outcomes
     # The planned items' messages, listed once: grouping and the put read them several times.
-    messages: list[Message] = field(init=False)
+    messages: list[Message] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.messages = [p.message for p in self.planned]
+        if not self.messages:
+            self.messages = [p.message for p in self.planned]
+
+
+def _plan_unit(
+    items: Sequence[SendItem], config: TopicConfig | Refusal | None
+) -> list[Planned | Refusal] | Refusal | None:
+    """A unit as a remoting batch is (one topic, the queue its producer names, plain messages):
+    its topic and queue checked once, each message only for an empty body. None: not such a unit
+    (`plan` checks it message by message, and so finds the refusal)."""
+    if isinstance(config, Refusal):
+        return config
+    first = items[0]
+    topic, queue_id = first.message.topic, first.queue_id
+    if config is None or queue_id is None or not 0 <= queue_id < config.write_queue_nums:
+        return None
+    planned: list[Planned | Refusal] = []
+    for i, item in enumerate(items):
+        message = item.message
+        if (
+            item.queue_id != queue_id
+            or message.topic != topic
+            or not message.body
+            or item.refused is not None
+            or item.deliver_at_ms is not None
+            or item.transaction_immunity_s is not None
+        ):
+            return None
+        if message.queue_id != queue_id:
+            message = with_queue_id(message, queue_id)
+        planned.append(Planned(i, message, item.client_id))
+    return planned
 
 
 def _queue_id_problem(item: SendItem) -> Refusal | None:

@@ -4,7 +4,10 @@ decisions. Each front end has one per event loop (the gRPC server's, the remotin
 `submit(items, done)` checks and plans a send (`SendService`), then queues its messages for the
 end of the loop's turn: everything queued in one turn, from any request and connection, is
 grouped (`SendService.put_groups`) and put, one task per append, and `done` is called once with
-one `SendOutcome` per item after the fence is checked again. `send` is the same as a coroutine.
+one `SendOutcome` per item after the fence is checked again (a sequence: for several stored
+messages of one put, a `PutOutcomes` that makes each only when read). `send` is the same as a
+coroutine. `submit_batch(batch, done)` takes a remoting batch as one value (`SendBatch`): checked
+whole and queued as one entry, or, when it does not pass whole, submitted as its items.
 A topic that must be created first is created in a worker thread (one creation at a time per
 loop), and the send queued after it. A shared append that the store refuses as illegal before
 writing anything (one bad message) is put again message by message, so only the bad one is
@@ -26,11 +29,11 @@ from store import PutMessageStatus, TopicConfig
 from wire.log_limit import LogLimiter
 
 from .refusals import Refusal, internal_error
-from .send import Planned, PutEntry, SendItem, SendOutcome, SendService, refused
+from .send import BatchPlan, Planned, PutEntry, SendBatch, SendItem, SendOutcome, SendService, refused
 
 log = logging.getLogger("rocketstore.broker.send")
 
-Done = Callable[[list[SendOutcome]], None]
+Done = Callable[[Sequence[SendOutcome]], None]
 Topics = dict[str, TopicConfig | Refusal | None]
 _REFUSED_BEFORE_WRITING = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 
@@ -46,7 +49,7 @@ class _Request:
         self._done = done
         self._sender = sender
 
-    def settle(self, indices: Sequence[int], outcomes: list[SendOutcome]) -> None:
+    def settle(self, indices: Sequence[int], outcomes: Sequence[SendOutcome]) -> None:
         if len(indices) == self._left == len(self._outcomes):
             # One put for the whole request (a single message, a unit): its indices are 0..n-1.
             self._left = 0
@@ -84,10 +87,22 @@ class Sender:
         else:
             self._queue(items, topics, done, unit)
 
-    async def send(self, items: Sequence[SendItem], *, unit: bool = False) -> list[SendOutcome]:
-        future: asyncio.Future[list[SendOutcome]] = asyncio.get_running_loop().create_future()
+    def submit_batch(self, batch: SendBatch, done: Done) -> None:
+        """`submit` of a batch as one value: to a served topic, passing the checks as a whole, it
+        is queued as one entry (its messages planned, and its outcomes made, only when read);
+        anything else (a topic to create, a refusal to find) goes the way of its items."""
+        service = self._service
+        if batch.messages and service.roles.write_refusal() is None:
+            config = service.known_topic(batch.messages[0].topic)
+            if isinstance(config, TopicConfig) and service.batch_fits(batch, config):
+                self._enqueue(PutEntry(BatchPlan(batch.messages), True, lambda o: self.answer(done, o), batch.messages))
+                return
+        self.submit(batch.items(), done, unit=True)
 
-        def done(outcomes: list[SendOutcome]) -> None:
+    async def send(self, items: Sequence[SendItem], *, unit: bool = False) -> Sequence[SendOutcome]:
+        future: asyncio.Future[Sequence[SendOutcome]] = asyncio.get_running_loop().create_future()
+
+        def done(outcomes: Sequence[SendOutcome]) -> None:
             if not future.done():  # the caller may have gone (a cancelled call)
                 future.set_result(outcomes)
 
@@ -119,6 +134,14 @@ class Sender:
         if not items:
             self.answer(done, [])
             return
+        if len(items) == 1:
+            # One message (or a unit of one): one put answers it, no request to gather.
+            (plan,) = self._service.plan(items, topics, unit=unit)
+            if isinstance(plan, Refusal):
+                self.answer(done, [refused(items[0], plan)])
+            else:
+                self._enqueue(PutEntry([plan], unit, lambda outcomes: self.answer(done, outcomes)))
+            return
         request = _Request(len(items), done, self)
         refusals: list[int] = []
         failed: list[SendOutcome] = []
@@ -134,14 +157,17 @@ class Sender:
             entries.append(self._entry(request, ready, unit=True))
         else:
             entries.extend(self._entry(request, [plan], unit=False) for plan in ready)
-        pending = self._pending
         for entry in entries:
-            pending.append(entry)
-            if len(pending) == 1:
-                # Sends planned in this turn of the loop are put together, after it.
-                asyncio.get_running_loop().call_soon(self._flush)
+            self._enqueue(entry)
         if refusals:
             request.settle(refusals, failed)
+
+    def _enqueue(self, entry: PutEntry) -> None:
+        pending = self._pending
+        pending.append(entry)
+        if len(pending) == 1:
+            # Sends planned in this turn of the loop are put together, after it.
+            asyncio.get_running_loop().call_soon(self._flush)
 
     @staticmethod
     def _entry(request: _Request, planned: list[Planned], unit: bool) -> PutEntry:
@@ -182,7 +208,7 @@ class Sender:
             entry.finish(SendService.outcomes(entry.planned, result, first))
             first += len(entry.planned)
 
-    def answer(self, done: Done, outcomes: list[SendOutcome]) -> None:
+    def answer(self, done: Done, outcomes: Sequence[SendOutcome]) -> None:
         """Hand a request its outcomes, the fence checked again first: a master that lost its
         lease (or is handing over) while the puts waited acknowledges nothing."""
         if outcomes and (outcomes[0].stored or any(o.stored for o in outcomes)):
