@@ -664,6 +664,80 @@ def test_a_bad_chunk_closes_the_stream_and_nothing_is_appended(tmp_path, closing
         server.stop(grace=None).wait(10)
 
 
+class BurstMaster(ha_pb2_grpc.ReplicationServicer):
+    """Sends one record per chunk: the first once `start` is set, the rest at once when `burst`
+    is set; keeps the durable offsets the slave reports."""
+
+    def __init__(self, records: list[bytes]) -> None:
+        self.records = records
+        self.start = threading.Event()
+        self.burst = threading.Event()
+        self.reported: list[int] = []
+
+    def Replicate(self, request_iterator, context):
+        ended = threading.Event()
+        context.add_callback(ended.set)
+        offset = next(request_iterator).durable_offset
+        reader = threading.Thread(target=lambda: self.reported.extend(r.durable_offset for r in request_iterator))
+        reader.start()
+        total = offset + sum(map(len, self.records))
+        for i, data in enumerate(self.records):
+            (self.burst if i else self.start).wait(10)
+            yield ha_pb2.Chunk(
+                start_offset=offset,
+                data=data,
+                master_max_offset=total,
+                checksum=crc32c(data),
+                segment_size=SEGMENT,
+            )
+            offset += len(data)
+        ended.wait(10)
+
+
+def test_chunks_that_arrived_together_are_flushed_and_acknowledged_together(tmp_path, closing):
+    scratch = open_store(store_config(tmp_path / "scratch", BrokerRole.ASYNC_MASTER))
+    try:
+        records = [scratch.commit_log_data(r.wrote_offset, r.wrote_bytes) for r in put_all(scratch, 0, 6)]
+    finally:
+        scratch.shutdown()
+    fake = BurstMaster(records)
+    server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    ha_pb2_grpc.add_ReplicationServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        slave = make_slave(tmp_path, closing, f"127.0.0.1:{port}", secret=None)
+        store = slave.store
+        flushed: list[int] = []
+        flush = store.request_flush
+
+        def request_flush(next_offset: int, *, flush_here: bool = False):
+            if flush_here:  # the stream's flushes (the handshake's is not one)
+                flushed.append(next_offset)
+                if len(flushed) == 1:  # the rest arrives while the first chunk is flushed
+                    fake.burst.set()
+                    wait_until(
+                        lambda: (
+                            (s := slave.replicator._current) is not None
+                            and s.arrived is not None
+                            and s.arrived.pending == len(records) - 1
+                        ),
+                        30,
+                        "the rest of the chunks to arrive",
+                    )
+            return flush(next_offset, flush_here=flush_here)
+
+        store.request_flush = request_flush  # type: ignore[method-assign]
+        fake.start.set()
+        total = sum(map(len, records))
+        wait_until(lambda: total in fake.reported, 30, "the slave to acknowledge everything")
+        assert flushed == [len(records[0]), total]  # one flush for the first chunk, one for the rest
+        assert fake.reported[-1] == total
+        assert b"".join(records) == store.commit_log_data(0, total)
+    finally:
+        server.stop(grace=None).wait(10)
+
+
 def test_slave_with_the_wrong_secret_is_refused(tmp_path, closing, caplog):
     caplog.set_level(logging.INFO)
     master = make_master(tmp_path, closing, secret=SECRET)
