@@ -53,8 +53,8 @@ def runt_allowance(batch_size: int) -> int:
 
 
 # The chunk's checksum is computed by both ends of every chunk, over every replicated byte:
-# google-crc32c's compiled code (SSE4.2's crc32 instruction where the CPU has it) is about twenty
-# times faster than crcmod's table (docs/benchmarks.md, "The put path, fifth round: the slave").
+# google-crc32c's compiled code (SSE4.2's crc32 instruction where the CPU has it) is 20-55 times
+# faster than crcmod's table (docs/benchmarks.md, "The put path, fifth round: the slave").
 # Its pure-Python fallback (when its extension cannot load) is far slower than crcmod, which then
 # computes the same value.
 crcmod_crc32c: Callable[[bytes], int] = crcmod.predefined.mkCrcFun("crc-32c")

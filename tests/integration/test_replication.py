@@ -679,8 +679,7 @@ class BurstMaster(ha_pb2_grpc.ReplicationServicer):
         ended = threading.Event()
         context.add_callback(ended.set)
         offset = next(request_iterator).durable_offset
-        reader = threading.Thread(target=lambda: self.reported.extend(r.durable_offset for r in request_iterator))
-        reader.start()
+        threading.Thread(target=self._read_reports, args=(request_iterator,), daemon=True).start()
         total = offset + sum(map(len, self.records))
         for i, data in enumerate(self.records):
             (self.burst if i else self.start).wait(10)
@@ -693,6 +692,13 @@ class BurstMaster(ha_pb2_grpc.ReplicationServicer):
             )
             offset += len(data)
         ended.wait(10)
+
+    def _read_reports(self, request_iterator) -> None:
+        try:
+            for report in request_iterator:
+                self.reported.append(report.durable_offset)
+        except grpc.RpcError:
+            pass  # the call ended: the test is over
 
 
 def test_chunks_that_arrived_together_are_flushed_and_acknowledged_together(tmp_path, closing):
