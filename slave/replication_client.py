@@ -9,18 +9,14 @@ promise its own puts would make. Every later report acknowledges that every byte
 `durable_offset` is durable in that sense.
 
 The decisions are the sans-IO `ha.slave_session.SlaveSession` (per stream) and
-`ReconnectPolicy` (across streams); this module is their thread and gRPC adapter. The replicator
-takes every chunk that has arrived at once (`slave.arrived_chunks.ArrivedChunks`: gRPC's
-channel-spin thread queues each one as it arrives, so nothing waits behind a `next()` per
-chunk). Each chunk is checked (offset, checksum, MAC, segment size, whole records, epoch) and
-appended in order with `MessageStore.append_replicated`; a chunk that fails ends the stream before
-a byte of it is appended. Then one flush and one ack cover all of them: under SYNC_FLUSH the last
-chunk's end is acknowledged once `store.request_flush(end, flush_here=True)` completes with
-PUT_OK: the replicator's own thread runs the fdatasync (no hand-off to the flush thread and
-back), chunks that arrive meanwhile are queued and the next flush covers them; a flush already
-under way on the flush thread acknowledges them when it completes. Under ASYNC_FLUSH at once.
-Acks are coalesced (one report carries the newest durable offset) and go out at least every
-haSendHeartbeatInterval. A stream
+`ReconnectPolicy` (across streams); this module is their thread and gRPC adapter. Each chunk is
+checked (offset, checksum, segment size, whole records) and appended with
+`MessageStore.append_replicated`. Under SYNC_FLUSH the chunk's end is acknowledged once
+`store.request_flush(end, flush_here=True)` completes with PUT_OK: the replicator's own thread
+runs the fdatasync (no hand-off to the flush thread and back), chunks that arrive meanwhile wait
+in the stream and the next flush covers them; a flush already under way on the flush thread
+acknowledges them when it completes. Under ASYNC_FLUSH at once. Acks are coalesced (one report
+carries the newest durable offset) and go out at least every haSendHeartbeatInterval. A stream
 with no chunk (heartbeats count) for haHousekeepingInterval is given up. That silence and the
 heartbeats are timed on a monotonic clock, so a change to the system time neither hides a silent
 master nor gives up on a live one; `state` and `contact` report the last chunk in Unix ms.
@@ -50,11 +46,11 @@ the master's confirmed offset as the last chunk said (the slave's dispatch limit
 The replicator also owns the slave's `MetadataSync` (topics, consumer offsets, delay cursors
 from the same master; `slave.metadata_client`), started and stopped with it.
 
-Thread-safety: `start`, `stop` and `state` from any thread. gRPC's channel-spin thread queues
-received chunks; the replicator's thread takes them, appends and (mostly) flushes; gRPC's request
-thread sends reports and, once each is sent, dispatches what was appended
-(`MessageStore.dispatch_here`, unless the dispatcher's own thread is at it); flush callbacks run
-on the thread that flushed. Shared state is behind one condition (the queue behind the call's).
+Thread-safety: `start`, `stop` and `state` from any thread. The replicator's thread receives,
+appends and (mostly) flushes; gRPC's request thread sends reports and, once each is sent,
+dispatches what was appended (`MessageStore.dispatch_here`, unless the dispatcher's own thread is
+at it); flush callbacks run on the thread that flushed.
+Shared state is behind one condition.
 """
 
 from __future__ import annotations
@@ -85,7 +81,6 @@ from ha.peer_auth import (
     report_parts,
 )
 from ha.slave_session import ReconnectPolicy, SlaveSession
-from slave.arrived_chunks import ArrivedChunks
 from slave.metadata_client import MetadataSync
 from slave.peer_login import REFUSALS, LoginFailed, login
 from slave.rpc_failure import describe
@@ -100,7 +95,6 @@ METHOD = "/rocketstore.ha.v1.Replication/Replicate"
 _REFUSALS = REFUSALS
 _MAX_GRPC_MESSAGE = 2**31 - 1
 _MIN_RECEIVE_LIMIT = 64 * 1024 * 1024
-ARRIVED_BATCHES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +128,12 @@ class _StreamFailed(Exception):
 class _Stream:
     """The adapter's side of one stream: the sans-IO session plus its call and end flags."""
 
-    __slots__ = ("session", "call", "arrived", "ended", "failure", "auth")
+    __slots__ = ("session", "call", "ended", "failure", "auth")
 
     def __init__(self, session: SlaveSession) -> None:
         self.session = session
         self.auth: PeerSession | None = None
         self.call: grpc.Future | None = None
-        self.arrived: ArrivedChunks | None = None
         self.ended = False
         self.failure: str | None = None
 
@@ -181,9 +174,6 @@ class SlaveReplicator:
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._segment_size = store.config.mapped_file_size_commit_log
         self._flush_timeout_s = store.config.sync_flush_timeout_ms / 1000
-        # Received chunks held for the next flush: a few batches' worth (gRPC's flow control holds
-        # the master back past that).
-        self._arrived_limit_bytes = ARRIVED_BATCHES * ha.ha_transfer_batch_size
         # A chunk is one batch, or one record or blank segment end larger than a batch: bounded
         # by the master's maxMessageSize, which may exceed this slave's, hence the generous floor.
         largest = max(_MIN_RECEIVE_LIMIT, 2 * store.config.max_message_size + ha.ha_transfer_batch_size + 1024 * 1024)
@@ -481,8 +471,8 @@ class SlaveReplicator:
                         self._reports(stream, durable), metadata=metadata
                     )
                 try:
-                    for chunks in self._arrivals(stream):
-                        self._take(stream, chunks)
+                    for chunk in stream.call:
+                        self._take(stream, chunk)
                 except grpc.RpcError as exc:
                     return self._rpc_failure(stream, exc)
                 except _StreamFailed as exc:
@@ -508,44 +498,7 @@ class SlaveReplicator:
         code, text = describe(exc, tls=self._credentials is not None)
         return _StreamFailed(text, refusal=code in _REFUSALS)
 
-    def _arrivals(self, stream: _Stream) -> Iterator[list[ha_pb2.Chunk]]:
-        """The stream's chunks, each time all that have arrived (one at a time when grpc's call
-        object is not the one `ArrivedChunks` knows)."""
-        call = stream.call
-        arrived = stream.arrived = ArrivedChunks.attach(call, self._arrived_limit_bytes)
-        if arrived is None:
-            log.warning("this grpcio's call object is not the one slave.arrived_chunks knows: one chunk at a time")
-            yield from ([chunk] for chunk in call or ())
-            return
-        while chunks := arrived.take():
-            yield chunks
-
-    def _take(self, stream: _Stream, chunks: list[ha_pb2.Chunk]) -> None:
-        """Check and append every chunk that has arrived, in order, then flush and acknowledge
-        them together: one `fdatasync` and one report however many there were."""
-        end = None
-        for chunk in chunks:
-            appended = self._append(stream, chunk)
-            if appended is not None:
-                end = appended
-        if end is None:
-            return
-        session = stream.session
-        if not self._sync_flush:
-            self._advance(session, end)
-            return
-        # Flushed on this thread: the fdatasync releases the GIL, chunks that arrive meanwhile
-        # wait for the next `take`, and the next flush covers all of them.
-        future = self._store.request_flush(end, flush_here=True)
-        if future is None:
-            self._advance(session, end)
-        else:
-            future.add_done_callback(functools.partial(self._flushed, session, end))
-
-    def _append(self, stream: _Stream, chunk: ha_pb2.Chunk) -> int | None:
-        """Check one chunk and append its records; where the log now ends (None for a
-        heartbeat). A chunk that fails a check raises `_StreamFailed` before a byte of it is
-        appended."""
+    def _take(self, stream: _Stream, chunk: ha_pb2.Chunk) -> None:
         session = stream.session
         if stream.auth is not None:
             try:
@@ -572,7 +525,7 @@ class SlaveReplicator:
             )
         self.confirmed_offset = chunk.confirmed_offset
         if check.verdict is ChunkVerdict.HEARTBEAT:
-            return None
+            return
         if self._epochs is not None and chunk.epoch > 0:
             self._check_epoch(chunk)
         try:
@@ -585,7 +538,16 @@ class SlaveReplicator:
             raise _StreamFailed(f"the chunk at {chunk.start_offset} cannot be stored: {exc}") from None
         with self._cond:
             session.appended(check)
-        return end
+        if not self._sync_flush:
+            self._advance(session, end)
+            return
+        # Flushed on this thread: the fdatasync releases the GIL, chunks that arrive meanwhile
+        # wait in the stream, and the next flush covers all of them.
+        future = self._store.request_flush(end, flush_here=True)
+        if future is None:
+            self._advance(session, end)
+        else:
+            future.add_done_callback(functools.partial(self._flushed, session, end))
 
     def _flushed(self, session: SlaveSession, end: int, future: Future) -> None:
         if future.cancelled():
