@@ -6,10 +6,11 @@ Conditions are awaited with deadlines (`support.wait_until`), never with fixed s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -443,18 +444,25 @@ class MuteMaster(ha_pb2_grpc.ReplicationServicer):
         ended.wait(10)
 
 
+@contextlib.contextmanager
+def serving(servicer: ha_pb2_grpc.ReplicationServicer) -> Iterator[str]:
+    """A fake master's servicer on a gRPC server on 127.0.0.1: its address."""
+    server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    ha_pb2_grpc.add_ReplicationServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(grace=None).wait(10)
+
+
 @pytest.fixture
 def mute_master():
     """A MuteMaster served on 127.0.0.1: (the servicer, its address)."""
     mute = MuteMaster()
-    server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    ha_pb2_grpc.add_ReplicationServicer_to_server(mute, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield mute, f"127.0.0.1:{port}"
-    finally:
-        server.stop(grace=None).wait(10)
+    with serving(mute) as address:
+        yield mute, address
 
 
 def give_up_silence(slave: Slave, mute: MuteMaster) -> None:
@@ -634,25 +642,20 @@ class FakeMaster(ha_pb2_grpc.ReplicationServicer):
         ended.wait(10)
 
 
-def some_records(root: Path) -> bytes:
-    """Real CommitLog records, as a master would send them."""
+def some_records(root: Path, count: int = 3) -> list[bytes]:
+    """Real CommitLog records, as a master would send them (one bytes each)."""
     source = open_store(store_config(root, BrokerRole.ASYNC_MASTER))
     try:
-        results = put_all(source, 0, 3)
-        return source.commit_log_data(0, sum(r.wrote_bytes for r in results))
+        return [source.commit_log_data(r.wrote_offset, r.wrote_bytes) for r in put_all(source, 0, count)]
     finally:
         source.shutdown()
 
 
 @pytest.mark.parametrize("bad, verdict", [("offset", "WRONG_OFFSET"), ("checksum", "BAD_CHECKSUM")])
 def test_a_bad_chunk_closes_the_stream_and_nothing_is_appended(tmp_path, closing, bad, verdict):
-    fake = FakeMaster(bad, some_records(tmp_path / "scratch"))
-    server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    ha_pb2_grpc.add_ReplicationServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        slave = make_slave(tmp_path, closing, f"127.0.0.1:{port}", secret=None)
+    fake = FakeMaster(bad, b"".join(some_records(tmp_path / "scratch")))
+    with serving(fake) as address:
+        slave = make_slave(tmp_path, closing, address, secret=None)
         wait_until(lambda: fake.closed.is_set(), 10, "the slave to close the stream")
         state = wait_until(lambda: (s := slave.replicator.state()).last_error and s, 10, "the slave's error")
         assert f"protocol error ({verdict})" in state.last_error
@@ -660,8 +663,6 @@ def test_a_bad_chunk_closes_the_stream_and_nothing_is_appended(tmp_path, closing
         assert fake.handshakes[0].broker_name == BROKER and fake.handshakes[0].durable_offset == 0
         slave.replicator.stop()
         assert slave.store.max_offset == 0
-    finally:
-        server.stop(grace=None).wait(10)
 
 
 def test_slave_with_the_wrong_secret_is_refused(tmp_path, closing, caplog):
@@ -742,14 +743,10 @@ class ImpostorMaster(ha_pb2_grpc.ReplicationServicer):
 
 def test_a_master_without_the_secret_is_refused_and_the_real_one_still_accepts_the_slave(tmp_path, closing, caplog):
     caplog.set_level(logging.INFO)
-    impostor = ImpostorMaster(some_records(tmp_path / "scratch"))
-    server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    ha_pb2_grpc.add_ReplicationServicer_to_server(impostor, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    impostor = ImpostorMaster(b"".join(some_records(tmp_path / "scratch")))
     slave_root = tmp_path / "slave"
-    try:
-        slave = Slave(slave_root, f"127.0.0.1:{port}", secret=SECRET)
+    with serving(impostor) as address:
+        slave = Slave(slave_root, address, secret=SECRET)
         wait_until(
             lambda: "failed to prove" in slave.replicator.state().last_error, 10, "the slave to refuse the impostor"
         )
@@ -762,8 +759,6 @@ def test_a_master_without_the_secret_is_refused_and_the_real_one_still_accepts_t
         assert slave.store.max_offset == 0
         assert slave.store.topics.get("Evil") is None
         slave.close()
-    finally:
-        server.stop(grace=None).wait(10)
     master = make_master(tmp_path, closing, secret=SECRET)
     slave = make_slave(tmp_path, closing, master.address, secret=SECRET)
     wait_until(lambda: connected(master), 10, "the real master to accept the slave")

@@ -195,6 +195,15 @@ def test_crc32c_is_castagnoli():
     assert crc32c(b"") == 0
 
 
+def test_the_chunk_checksum_uses_the_compiled_crc32c():
+    assert chunks.crc32c is not chunks.crcmod_crc32c  # google-crc32c's C extension loaded
+
+
+@given(st.binary(max_size=70_000))
+def test_the_compiled_crc32c_agrees_with_crcmod(data):
+    assert crc32c(data) == chunks.crcmod_crc32c(data)
+
+
 def test_chunks_at_the_log_end_are_accepted_in_order():
     chk = SlaveStreamCheck(SEGMENT, 2048, log_empty=False)
     first = check_of(chk, 2048, record(100))
