@@ -99,11 +99,10 @@ def next_chunk(read: Callable[[int, int], bytes], offset: int, readable_end: int
     """The bytes a master sends from `offset` (a record boundary): whole records only, at most
     `batch_size` bytes, except that one record larger than `batch_size` goes whole, and that
     when everything readable is at most a quarter more than `batch_size` (`runt_allowance`) it
-    goes as one chunk
-    (a burst just over the batch, e.g. one put of 32 1 KiB messages against RocketMQ's 32 KiB
-    default, would otherwise end in a runt chunk of a few records costing the slave a flush and
-    a report of its own). b"" when no whole record is readable yet (or the bytes are gone: `read`
-    returned nothing).
+    goes as one chunk (a burst just over the batch, e.g. one put of 32 1 KiB messages against
+    RocketMQ's 32 KiB default, would otherwise end in a runt chunk of a few records costing the
+    slave a flush and a report of its own). b"" when no whole record is readable yet (or the bytes
+    are gone: `read` returned nothing).
 
     `read(offset, size)` returns raw bytes from one segment, never past its end or past the
     readable data (`MessageStore.commit_log_data`); `readable_end` is where readable data ends
