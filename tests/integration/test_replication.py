@@ -642,18 +642,19 @@ class FakeMaster(ha_pb2_grpc.ReplicationServicer):
         ended.wait(10)
 
 
-def some_records(root: Path, count: int = 3) -> list[bytes]:
-    """Real CommitLog records, as a master would send them (one bytes each)."""
+def some_records(root: Path) -> bytes:
+    """Real CommitLog records, as a master would send them."""
     source = open_store(store_config(root, BrokerRole.ASYNC_MASTER))
     try:
-        return [source.commit_log_data(r.wrote_offset, r.wrote_bytes) for r in put_all(source, 0, count)]
+        results = put_all(source, 0, 3)
+        return source.commit_log_data(0, sum(r.wrote_bytes for r in results))
     finally:
         source.shutdown()
 
 
 @pytest.mark.parametrize("bad, verdict", [("offset", "WRONG_OFFSET"), ("checksum", "BAD_CHECKSUM")])
 def test_a_bad_chunk_closes_the_stream_and_nothing_is_appended(tmp_path, closing, bad, verdict):
-    fake = FakeMaster(bad, b"".join(some_records(tmp_path / "scratch")))
+    fake = FakeMaster(bad, some_records(tmp_path / "scratch"))
     with serving(fake) as address:
         slave = make_slave(tmp_path, closing, address, secret=None)
         wait_until(lambda: fake.closed.is_set(), 10, "the slave to close the stream")
@@ -743,7 +744,7 @@ class ImpostorMaster(ha_pb2_grpc.ReplicationServicer):
 
 def test_a_master_without_the_secret_is_refused_and_the_real_one_still_accepts_the_slave(tmp_path, closing, caplog):
     caplog.set_level(logging.INFO)
-    impostor = ImpostorMaster(b"".join(some_records(tmp_path / "scratch")))
+    impostor = ImpostorMaster(some_records(tmp_path / "scratch"))
     slave_root = tmp_path / "slave"
     with serving(impostor) as address:
         slave = Slave(slave_root, address, secret=SECRET)
