@@ -282,15 +282,12 @@ class MappedFile:
         pos = self.wrote_position
         n = len(data)
         view = memoryview(data)
-        if self.write_buffer is not None:
-            target = self.write_buffer
-        elif n >= PWRITE_MIN_BYTES:
+        if self.write_buffer is None and n >= PWRITE_MIN_BYTES:
             self._pwrite_all(view[4:], pos + 4)
             self._pwrite_all(view[:4], pos)
             self.wrote_position = self.committed_position = pos + n
             return pos
-        else:
-            target = self.buf
+        target: bytearray | mmap.mmap = self.write_buffer if self.write_buffer is not None else self.buf
         target[pos + 4 : pos + n] = view[4:]
         target[pos : pos + 4] = view[:4]
         self.wrote_position = pos + n
