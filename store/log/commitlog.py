@@ -96,13 +96,14 @@ class CommitLog:
                     segment = self.queue.last_for_append()
                 physical_offset = segment.file_from_offset + segment.wrote_position
                 key = encoded.queue_key
-                if encoded.transaction_type in NO_QUEUE_OFFSET_TYPES:
-                    queue_offset = 0
-                else:
-                    queue_offset = self.topic_queue_table.get(key, 0)
-                    self.topic_queue_table[key] = queue_offset + encoded.count
+                counted = encoded.transaction_type not in NO_QUEUE_OFFSET_TYPES
+                queue_offset = self.topic_queue_table.get(key, 0) if counted else 0
                 encoded.stamp(physical_offset, queue_offset, now)
+                # The queue's next offset moves only once the bytes are written: a failed write
+                # (EIO) must not leave a hole in the queue.
                 segment.append(encoded.buf)
+                if counted:
+                    self.topic_queue_table[key] = queue_offset + encoded.count
                 segment.store_timestamp_ms = now
             finally:
                 self.begin_time_in_lock_ms = 0

@@ -7,6 +7,7 @@ tests also check that the store writes exactly that format.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import struct
@@ -409,3 +410,54 @@ def test_transient_pool_every_message_below_max_offset_is_readable(tmp_path, mon
         monkeypatch.undo()
     with MessageStore(cfg) as store:
         assert [m.physical_offset for m in store.iter_messages()] == [r.wrote_offset for r in results]
+
+
+def test_an_append_of_a_page_or_more_is_in_the_file_and_in_the_mapping(tmp_path):
+    """Appends from a page on go through pwrite, the smaller ones through the mapping: both are
+    read back the same through either, in order, before and after a restart."""
+    cfg = small_store_config(tmp_path / "store", 256 * 1024)
+    sizes = [mapped_file_module.PWRITE_MIN_BYTES * 3, 300, mapped_file_module.PWRITE_MIN_BYTES, 1200]
+    with MessageStore(cfg) as store:
+        results = [store.put_message(Message(TOPIC, 0, body_of_total(size, i))) for i, size in enumerate(sizes)]
+        assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * len(sizes)
+        segment = store.commit_log.queue.last
+        for i, r in enumerate(results):
+            in_file = os.pread(segment.fd, r.wrote_bytes, r.wrote_offset)
+            assert bytes(segment.buf[r.wrote_offset : r.next_offset]) == in_file
+            assert store.read_message(r.wrote_offset).body == body_of_total(sizes[i], i)
+    with MessageStore(cfg) as store:
+        assert [m.body for m in store.iter_messages()] == [body_of_total(s, i) for i, s in enumerate(sizes)]
+
+
+class _FailingPwrite:
+    """`os` for store.log.mapped_file whose pwrite fails once with EIO after writing nothing."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def pwrite(self, fd, data, offset):
+        if not self.failed:
+            self.failed = True
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return os.pwrite(fd, data, offset)
+
+
+def test_a_failed_write_stores_nothing_and_leaves_no_hole_in_the_queue(tmp_path, monkeypatch):
+    cfg = small_store_config(tmp_path / "store", 256 * 1024)
+    big = mapped_file_module.PWRITE_MIN_BYTES * 2
+    with MessageStore(cfg) as store:
+        failing = _FailingPwrite()
+        monkeypatch.setattr(mapped_file_module, "os", failing)
+        refused = store.put_message(Message(TOPIC, 0, body_of_total(big, 1)))
+        assert failing.failed
+        assert not refused.status.is_stored
+        assert store.max_offset == 0
+        stored = store.put_message(Message(TOPIC, 0, body_of_total(big, 2)))
+        assert stored.status is PutMessageStatus.PUT_OK
+        assert (stored.wrote_offset, stored.queue_offset) == (0, 0)
+        monkeypatch.undo()
+    with MessageStore(cfg) as store:
+        assert [m.body for m in store.iter_messages()] == [body_of_total(big, 2)]
