@@ -713,6 +713,38 @@ def test_ipv6_flags_on_short_record_are_corruption():
     corrupt_reason(buf)
 
 
+@pytest.mark.parametrize(
+    "born, store",
+    [
+        (("10.0.0.1", 9), ("127.0.0.1", 10911)),
+        (("::1", 9), ("127.0.0.1", 10911)),
+        (("10.0.0.1", 9), ("fe80::2", 10911)),
+        (("::1", 9), ("fe80::2", 10911)),
+    ],
+)
+def test_check_record_reads_the_fields_after_each_host_layout(born, store):
+    # The check reads the fixed fields as IPv4 first and again for IPv6 hosts: each layout's
+    # later fields (queue, offsets, timestamp, body, topic, properties) come out right.
+    msg = Message(
+        topic="Hosts", queue_id=3, body=b"payload", properties={"TAGS": "t"}, born_host=born, store_host=store
+    )
+    buf = bytearray(8) + stamped(msg, physical_offset=8, queue_offset=42, store_ts=1_700_000_000_999)
+
+    check = codec.check_record(buf, 8, len(buf), 8)
+    assert (check.kind, check.size, check.queue_id, check.queue_offset, check.topic) == (
+        RecordKind.MESSAGE,
+        len(buf) - 8,
+        3,
+        42,
+        "Hosts",
+    )
+    assert check.store_timestamp_ms == 1_700_000_000_999
+    assert codec.decode_properties(buf[check.properties_pos : check.properties_pos + check.properties_len]) == {
+        "TAGS": "t"
+    }
+    assert codec.decode_checked(buf, 8, check).body == b"payload"
+
+
 def test_blank_record_fills_rest_of_segment():
     segment = bytearray(80)
     segment[24:32] = codec.encode_blank(56)
