@@ -155,7 +155,8 @@ _MSG_SIZE = attrgetter("msg_size")
 
 
 def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Consumer:
-    """Counts every record and writes its ConsumeQueue unit. A run of one queue's units goes in
+    """Counts every record (`StoreStats.record_dispatched`, once per run of one topic's records
+    in the round) and writes its ConsumeQueue unit. A run of one queue's units goes in
     one write (`ConsumeQueue.put_run`: a batch's messages cost one append, not one each); a run
     that starts below the queue's end (a round repeated after a failure) goes unit by unit, so
     `ConsumeQueue.put` checks each repeat against what is there."""
