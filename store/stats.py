@@ -23,11 +23,11 @@ Thread-safety, precisely:
   (`_put_lock`) that is held only for a handful of integer updates; everything that needs no
   shared state (status slot, latency bucket) is computed before taking it.
 - `record_get` likewise, behind its own lock (`_get_lock`), so readers never contend with writers.
-- `record_dispatch` must be called by ONE thread at a time (the store's single dispatcher thread);
-  two concurrent callers could lose updates. It takes no lock: it publishes each new total as a
-  fresh immutable tuple with a single assignment (an attribute, or one dict item), which is atomic
-  under CPython, and snapshot readers copy the topic dict with `dict.copy()`, which runs in C
-  without executing Python code (str keys, tuple values), so a reader sees every topic's
+- `record_dispatch` and `record_dispatched` must be called by ONE thread at a time (the store's
+  single dispatcher thread); two concurrent callers could lose updates. They take no lock: each
+  new total is published as a fresh immutable tuple with a single assignment (an attribute, or
+  one dict item), which is atomic under CPython, and snapshot readers copy the topic dict with
+  `dict.copy()`, which runs in C without executing Python code (str keys, tuple values), so a reader sees every topic's
   (messages, bytes, timestamp) as a consistent triple, never a half-updated one.
 - `sample` and `snapshot` may be called from any thread, concurrently with everything above. The
   ring of samples has its own lock. A snapshot is consistent within each group (puts, gets,
@@ -356,14 +356,20 @@ class StoreStats:
     def record_dispatch(self, topic: str, size_bytes: int, store_timestamp_ms: int) -> None:
         """Count one message the dispatcher handed to the ConsumeQueues and indexes. ONE thread
         only (the dispatcher): no lock, see the module docstring."""
-        messages, total, _ = self._dispatched
-        self._dispatched = (messages + 1, total + size_bytes, store_timestamp_ms)
+        self.record_dispatched(topic, 1, size_bytes, store_timestamp_ms)
+
+    def record_dispatched(self, topic: str, messages: int, size_bytes: int, last_store_timestamp_ms: int) -> None:
+        """Count `messages` messages of `topic` (`size_bytes` in all, the last stored at
+        `last_store_timestamp_ms`) that the dispatcher handed over: a round's messages of one
+        topic in one call. ONE thread only, as `record_dispatch`."""
+        total_messages, total_bytes, _ = self._dispatched
+        self._dispatched = (total_messages + messages, total_bytes + size_bytes, last_store_timestamp_ms)
         topics = self._topics
         seen = topics.get(topic)
         if seen is None:
-            topics[topic] = (1, size_bytes, store_timestamp_ms)
+            topics[topic] = (messages, size_bytes, last_store_timestamp_ms)
         else:
-            topics[topic] = (seen[0] + 1, seen[1] + size_bytes, store_timestamp_ms)
+            topics[topic] = (seen[0] + messages, seen[1] + size_bytes, last_store_timestamp_ms)
 
     # -- sampling and reading --------------------------------------------------------------------
 

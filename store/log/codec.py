@@ -208,18 +208,51 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     return properties
 
 
+# Java's String.hashCode is the polynomial sum(unit[i] * 31**(n-1-i)) mod 2**32 over the UTF-16 code
+# units. Python loops over characters at ~35 ns each; int(digits, 31) evaluates a polynomial at 31 in
+# C, so each unit (byte) is split into two base-31 digits (unit = 31 * high + low, high <= 8) by two
+# translate tables and the value is 31 * int(highs, 31) + int(lows, 31). Chunks stay below the
+# smallest limit Python may set on the digits int() parses (640, sys.set_int_max_str_digits).
+_BASE31_DIGITS = b"0123456789abcdefghijklmnopqrstu"
+_HIGH_DIGIT = bytes(_BASE31_DIGITS[b // 31] for b in range(256))
+_LOW_DIGIT = bytes(_BASE31_DIGITS[b % 31] for b in range(256))
+_HASH_CHUNK = 512
+_SHORT_TEXT = 12
+_POWERS_OF_31 = [pow(31, n, 1 << 32) for n in range(_HASH_CHUNK + 1)]
+
+
+def _base31_value(units: bytes) -> int:
+    """sum(units[i] * 31**(len - 1 - i)) for non-empty bytes of at most _HASH_CHUNK, unreduced."""
+    return 31 * int(units.translate(_HIGH_DIGIT), 31) + int(units.translate(_LOW_DIGIT), 31)
+
+
 def java_string_hash(text: str, start: int = 0) -> int:
     """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int. With `start`, the
-    hash of a string that begins with one whose hash is `start` and goes on with `text`."""
-    units: bytes | list[int]
+    hash of a string that begins with one whose hash is `start` and goes on with `text`. Lone
+    surrogates count as the code units they are, as in Java."""
     try:
-        units = text.encode("ascii")  # ASCII characters are their own UTF-16 code units
+        low = text.encode("latin-1")  # code points below 256 are their own UTF-16 code units
     except UnicodeEncodeError:
-        data = text.encode("utf-16-be")
-        units = [(data[i] << 8) | data[i + 1] for i in range(0, len(data), 2)]
+        data = text.encode("utf-16-be", "surrogatepass")
+        high, low = data[0::2], data[1::2]
+    else:
+        if len(low) <= _SHORT_TEXT:  # Horner's rule: two int() parses cost more than a short loop
+            h = start
+            for unit in low:
+                h = h * 31 + unit  # reduced once at the end: arithmetic mod 2**32 commutes with it
+            h &= 0xFFFFFFFF
+            return h - (1 << 32) if h & 0x80000000 else h
+        if len(low) <= _HASH_CHUNK:  # the common case, without the chunk loop
+            h = (start * _POWERS_OF_31[len(low)] + _base31_value(low)) & 0xFFFFFFFF
+            return h - (1 << 32) if h & 0x80000000 else h
+        high = b""
     h = start
-    for unit in units:
-        h = h * 31 + unit  # reduced once at the end: arithmetic mod 2**32 commutes with it
+    for i in range(0, len(low), _HASH_CHUNK):
+        part = low[i : i + _HASH_CHUNK]
+        h = h * _POWERS_OF_31[len(part)] + _base31_value(part)
+        if high:
+            h += _base31_value(high[i : i + _HASH_CHUNK]) << 8  # unit = 256 * high byte + low byte
+        h &= 0xFFFFFFFF
     h &= 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
@@ -528,6 +561,10 @@ class RecordCheck(NamedTuple):
 
 _END = RecordCheck(RecordKind.END, 0)
 _MIN_MESSAGE_SIZE = _FIXED[8, 8].size + 1 + 2
+# The fixed fields `check_record` reads, host addresses skipped (no bytes objects built for them).
+_CHECKED = {(born, store): struct.Struct(f">iiiiiqqiq{born}xq{store}xiqi") for born in (8, 20) for store in (8, 20)}
+_CHECKED_V4 = _CHECKED[8, 8]
+_V6_HOSTS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
 _topic_names: dict[bytes, str] = {}
 
 
@@ -572,17 +609,23 @@ def check_record(buf, pos: int, limit: int, physical_offset: int, *, verify_crc:
         raise CorruptMessage(physical_offset, f"bad magic code {magic}")
     if size < _MIN_MESSAGE_SIZE or size > remaining:
         raise CorruptMessage(physical_offset, f"total size {size} out of range (remaining {remaining})")
-    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
-    fixed = _FIXED[20 if sys_flag & BORNHOST_V6_FLAG else 8, 20 if sys_flag & STOREHOST_V6_FLAG else 8]
-    if size < fixed.size + 1 + 2:
-        raise CorruptMessage(physical_offset, f"total size {size} is too small for its host addresses")
-    (_, _, crc, queue_id, _, queue_offset, phys, _, _, _, store_ts, _, _, prepared, body_len) = fixed.unpack_from(
-        buf, pos
-    )
+    # Read as IPv4 hosts (what nearly every record has; the minimum size covers it), again when
+    # SYSFLAG says otherwise: one unpack per record, not one for SYSFLAG and one for the rest.
+    fields = _CHECKED_V4.unpack_from(buf, pos)
+    sys_flag = fields[7]
+    if sys_flag & _V6_HOSTS:
+        checked = _CHECKED[20 if sys_flag & BORNHOST_V6_FLAG else 8, 20 if sys_flag & STOREHOST_V6_FLAG else 8]
+        if size < checked.size + 1 + 2:
+            raise CorruptMessage(physical_offset, f"total size {size} is too small for its host addresses")
+        fields = checked.unpack_from(buf, pos)
+        fixed_size = checked.size
+    else:
+        fixed_size = _CHECKED_V4.size
+    (_, _, crc, queue_id, _, queue_offset, phys, _, _, store_ts, _, prepared, body_len) = fields
     if phys != physical_offset:
         raise CorruptMessage(physical_offset, f"physical offset field says {phys}")
     end = pos + size
-    p = pos + fixed.size
+    p = pos + fixed_size
     if body_len < 0 or p + body_len + 3 > end:
         raise CorruptMessage(physical_offset, f"body length {body_len} does not fit total size {size}")
     # Checked now, reported after the structure: a record whose sizes do not add up is not a

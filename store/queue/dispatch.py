@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
+from operator import attrgetter
 from typing import NamedTuple
 
 from ..index.index_file import IndexService
@@ -112,6 +114,8 @@ def recent_ids_consumer(recent: RecentIds, below: Callable[[], int] | None = Non
 
     def remember(requests: Sequence[DispatchRequest]) -> None:
         end = below() if below is not None else None
+        if end is not None and requests[0].commit_log_offset >= end:
+            return  # the master's own puts: all remembered already (the common case there)
         recent.add_many(
             (
                 request.topic,
@@ -146,15 +150,24 @@ def queue_runs(requests: Sequence[DispatchRequest]) -> Iterator[list[DispatchReq
         yield run
 
 
+_TOPIC = attrgetter("topic")
+_MSG_SIZE = attrgetter("msg_size")
+
+
 def queue_consumer(queues: ConsumeQueueTable, stats: StoreStats) -> Consumer:
-    """Counts every record and writes its ConsumeQueue unit. A run of one queue's units goes in
+    """Counts every record (`StoreStats.record_dispatched`, once per run of one topic's records
+    in the round) and writes its ConsumeQueue unit. A run of one queue's units goes in
     one write (`ConsumeQueue.put_run`: a batch's messages cost one append, not one each); a run
     that starts below the queue's end (a round repeated after a failure) goes unit by unit, so
     `ConsumeQueue.put` checks each repeat against what is there."""
 
     def to_queue(requests: Sequence[DispatchRequest]) -> None:
-        for request in requests:
-            stats.record_dispatch(request.topic, request.msg_size, request.store_timestamp_ms)
+        # Counted per run of one topic, not per message (a round is mostly one topic's).
+        for topic, of_topic in groupby(requests, _TOPIC):
+            same_topic = list(of_topic)
+            stats.record_dispatched(
+                topic, len(same_topic), sum(map(_MSG_SIZE, same_topic)), same_topic[-1].store_timestamp_ms
+            )
         for run in queue_runs(requests):
             first = run[0]
             queue = queues.get_or_create(first.topic, first.queue_id)

@@ -334,6 +334,36 @@ def test_java_string_hash(text, expected):
     assert codec.java_string_hash(text) == expected
 
 
+def _java_hash_reference(text: str, start: int = 0) -> int:
+    """String.hashCode as Java defines it: h = 31 * h + unit over the UTF-16 code units, in 32 bits."""
+    data = text.encode("utf-16-be", "surrogatepass")
+    h = start & 0xFFFFFFFF
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+# Every code point, lone surrogates included (Java hashes them as the units they are); long texts
+# cross the chunks the implementation evaluates at once; `start` is any signed 32-bit hash.
+_ANY_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=()))
+
+
+@given(
+    text=st.one_of(
+        _ANY_TEXT, st.text(st.characters(max_codepoint=0xFF), max_size=2000), _ANY_TEXT.map(lambda t: t * 300)
+    ),
+    start=st.integers(-(2**31), 2**31 - 1),
+)
+def test_java_string_hash_equals_javas_definition(text, start):
+    assert codec.java_string_hash(text, start) == _java_hash_reference(text, start)
+    assert codec.java_string_hash(text) == _java_hash_reference(text)
+
+
+def test_java_string_hash_of_lone_surrogates_and_chunk_edges():
+    for text in ("\ud800", "a\udfffb", "\xff" * 511, "\xfe" * 512, "x" * 513, "\u7eff" * 1025 + "z"):
+        assert codec.java_string_hash(text, -7) == _java_hash_reference(text, -7), repr(text[:8])
+
+
 @given(a=st.text(), b=st.text())
 def test_java_string_hash_composes_like_java(a, b):
     # s.hashCode() is a polynomial over UTF-16 units mod 2**32, so it composes over concatenation.
@@ -681,6 +711,38 @@ def test_ipv6_flags_on_short_record_are_corruption():
     buf[codec.SYS_FLAG_POS + 3] |= 0x30
 
     corrupt_reason(buf)
+
+
+@pytest.mark.parametrize(
+    "born, store",
+    [
+        (("10.0.0.1", 9), ("127.0.0.1", 10911)),
+        (("::1", 9), ("127.0.0.1", 10911)),
+        (("10.0.0.1", 9), ("fe80::2", 10911)),
+        (("::1", 9), ("fe80::2", 10911)),
+    ],
+)
+def test_check_record_reads_the_fields_after_each_host_layout(born, store):
+    # The check reads the fixed fields as IPv4 first and again for IPv6 hosts: each layout's
+    # later fields (queue, offsets, timestamp, body, topic, properties) come out right.
+    msg = Message(
+        topic="Hosts", queue_id=3, body=b"payload", properties={"TAGS": "t"}, born_host=born, store_host=store
+    )
+    buf = bytearray(8) + stamped(msg, physical_offset=8, queue_offset=42, store_ts=1_700_000_000_999)
+
+    check = codec.check_record(buf, 8, len(buf), 8)
+    assert (check.kind, check.size, check.queue_id, check.queue_offset, check.topic) == (
+        RecordKind.MESSAGE,
+        len(buf) - 8,
+        3,
+        42,
+        "Hosts",
+    )
+    assert check.store_timestamp_ms == 1_700_000_000_999
+    assert codec.decode_properties(buf[check.properties_pos : check.properties_pos + check.properties_len]) == {
+        "TAGS": "t"
+    }
+    assert codec.decode_checked(buf, 8, check).body == b"payload"
 
 
 def test_blank_record_fills_rest_of_segment():

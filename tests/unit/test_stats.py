@@ -300,6 +300,20 @@ def test_per_topic_counts():
     assert s.last_dispatched_store_timestamp_ms == BOOT_MS + 3
 
 
+def test_counts_of_many_messages_at_once_equal_counts_one_by_one():
+    one_by_one, at_once = new_stats(), new_stats()
+    for size, ts in ((100, BOOT_MS + 1), (300, BOOT_MS + 3)):
+        one_by_one.record_dispatch("orders", size, ts)
+    one_by_one.record_dispatch("payments", 250, BOOT_MS + 4)
+    at_once.record_dispatched("orders", 2, 400, BOOT_MS + 3)
+    at_once.record_dispatched("payments", 1, 250, BOOT_MS + 4)
+
+    a, b = snap(one_by_one), snap(at_once)
+    assert dict(a.topics) == dict(b.topics)
+    assert (a.dispatched_messages, a.dispatched_bytes, a.last_dispatched_store_timestamp_ms) == (3, 650, BOOT_MS + 4)
+    assert (b.dispatched_messages, b.dispatched_bytes, b.last_dispatched_store_timestamp_ms) == (3, 650, BOOT_MS + 4)
+
+
 def test_topics_are_a_copy():
     stats = new_stats()
     stats.record_dispatch("orders", 100, 1)
