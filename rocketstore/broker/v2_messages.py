@@ -42,7 +42,7 @@ from . import codes
 from .core.pull import SQL92, TAG, tag_filter
 from .core.refusals import Reason, Refusal
 from .core.routes import RouteBroker, RouteGroup
-from .core.send import PROPERTY_SHARDING_KEY, SendItem, SendOutcome
+from .core.send import PROPERTY_SHARDING_KEY, PutOutcomes, SendItem, SendOutcome
 
 MAX_SEND_MESSAGES = 1024
 SUBSCRIPTION_LONG_POLLING_MS = 20_000
@@ -421,6 +421,53 @@ def send_entry(outcome: SendOutcome) -> pb.SendResultEntry:
         queue_id=outcome.queue_id,
         commit_log_offset=outcome.commit_log_offset(),
     )
+
+
+def send_response(outcomes: Sequence[SendOutcome]) -> pb.SendMessageResponse:
+    """The answer to a SendMessage: an entry per message, and the status summing them up. The
+    stored messages of one put (`PutOutcomes`) are answered from the put's result: one status for
+    all of them, and no `SendOutcome` made per message."""
+    if isinstance(outcomes, PutOutcomes):
+        return _put_response(outcomes)
+    entries = [send_entry(outcome) for outcome in outcomes]
+    return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+
+
+def _put_response(outcomes: PutOutcomes) -> pb.SendMessageResponse:
+    """`send_response` of several messages one put stored: the entries `send_entry` makes of each
+    outcome, from the result directly."""
+    result, first = outcomes.result, outcomes.first
+    ids = result.msg_ids
+    if len(ids) < first + len(outcomes):
+        entries = [send_entry(outcome) for outcome in outcomes]
+        return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+    entry_status = codes.put_status(result)
+    queue_offset, wrote_offset = result.queue_offset, result.wrote_offset
+    entries = []
+    for i, planned in enumerate(outcomes.planned, first):
+        msg_id = ids[i]
+        entries.append(
+            pb.SendResultEntry(
+                status=entry_status,
+                message_id=planned.client_id or msg_id,
+                transaction_id=msg_id if planned.transactional else "",
+                offset=queue_offset + i,
+                queue_id=planned.message.queue_id,
+                commit_log_offset=wrote_offset if i == 0 else _stored_offset(msg_id),
+            )
+        )
+    return pb.SendMessageResponse(status=codes.summarize((entry_status,)), entries=entries)
+
+
+def _stored_offset(msg_id: str) -> int:
+    """The CommitLog offset a msgId the store made names (`SendOutcome.commit_log_offset`): its
+    last 16 hex digits, the host's part not decoded."""
+    if len(msg_id) in (32, 56):
+        try:
+            return int(msg_id[-16:], 16)
+        except ValueError:
+            pass
+    return -1
 
 
 # -- reads: store message -> v2 message -------------------------------------------------------
