@@ -33,7 +33,14 @@ from rocketstore.broker.v2_messages import (
     to_pb_message,
 )
 from store import Message, MessageExt, PutMessageResult, PutMessageStatus
-from store.log.codec import MessageRejected, encode_batch, encode_message, make_msg_id
+from store.log.codec import (
+    MAX_PROPERTIES_LENGTH,
+    MessageRejected,
+    encode_batch,
+    encode_message,
+    encode_properties,
+    make_msg_id,
+)
 from store.message import MAX_BORN_TIMESTAMP_MS, MIN_BORN_TIMESTAMP_MS
 from store.metadata.topic_config import TopicConfig
 from store.schedule import to_schedule_message
@@ -276,6 +283,24 @@ def test_message_properties_mapping_and_refusals():
     far = pb.SystemProperties()
     far.delivery_timestamp.FromMilliseconds(max_delay + 1)
     assert refused(system_properties=far) == pb.ILLEGAL_DELIVERY_TIME
+
+
+@given(
+    st.integers(MAX_PROPERTIES_LENGTH // 4 - 20, MAX_PROPERTIES_LENGTH + 4),
+    st.sampled_from(["v", "\u00e9", "\u20ac", "\U0001f600"]),
+)
+def test_properties_are_refused_exactly_when_their_encoding_passes_the_limit(length, char):
+    """Only properties that may pass the limit are encoded to be measured: the refusal is still
+    exactly where the encoding's bytes pass it, for characters of 1 to 4 bytes of UTF-8."""
+    value = char * (length // len(char.encode()))
+    msg = pb.Message(topic=pb.Resource(name="T"), body=b"x", user_properties={"big": value})
+    found = message_properties(msg, 10_000, now_ms=0)
+    too_large = len(encode_properties({"big": value})) > MAX_PROPERTIES_LENGTH
+    assert isinstance(found, Refusal) == too_large
+    if too_large:
+        assert isinstance(found, Refusal) and found.reason is Reason.PROPERTIES_TOO_LARGE
+    else:
+        assert found == {"big": value}
 
 
 def test_a_body_is_refused_for_an_unknown_encoding_or_a_digest_it_does_not_match():
