@@ -24,7 +24,10 @@ remoting batch, is refused whole):
 
 A unit as a remoting batch is (one topic, the queue its producer names, plain messages) takes
 steps 1-3 and 6 once for all its messages and step 4 once for its bodies (`_plan_unit`); anything
-else in a unit is planned message by message, which finds the same refusal.
+else in a unit is planned message by message, which finds the same refusal. Several items that
+are not a unit (a gRPC SendMessage) are planned at once the same way when they pass together
+(`plan_whole`: one served topic and queue, plain messages, no producer id twice, one append),
+each still answered for itself; otherwise message by message.
 
 A new send check is a step here (and, when it has a new cause, a `Reason` with a row in each
 front end's table).
@@ -33,7 +36,9 @@ Batching (`put_groups`, pure): the messages of a loop turn for one topic and que
 append (cut where it would pass the store's append limit or its bodies maxMessageSize), each
 getting its own outcome. A unit, a delayed, timed or transactional message, and a producer's retry
 (a UNIQ_KEY stored recently, or twice in the turn) go alone: the store schedules, tracks and
-de-duplicates those per message; retries go after the others of their turn.
+de-duplicates those per message; retries go after the others of their turn. Items planned whole
+go alone after the turn's other puts and before its retries (`Sender` looks for retries among
+them right before their put: `holds_retry`).
 
 After the put, `outcomes` turns the store's `PutMessageResult` into each message's outcome (its
 msgId, queue offset, CommitLog offset); the outcomes of several stored messages are one
