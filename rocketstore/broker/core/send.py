@@ -407,7 +407,7 @@ class SendService:
         wholes: list[list[PutEntry]] = []
         for entry in entries:
             msg = entry.messages[0]
-            key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            key = None if entry.split is not None else msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             retry = key is not None and ((msg.topic, key) in keys or recent.get(msg.topic, key) is not None)
             for sent in entry.messages:
                 sent_key = sent.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)

@@ -217,10 +217,10 @@ class Sender:
             self._spawn(self._put(put))
 
     async def _put(self, group: list[PutEntry]) -> None:
-        if len(group) == 1 and group[0].split is not None and self._service.holds_retry(group[0].messages):
-            group[0].split()
-            return
         try:
+            if len(group) == 1 and group[0].split is not None and self._service.holds_retry(group[0].messages):
+                group[0].split()
+                return
             if len(group) == 1 and not group[0].unit:
                 result = await self._store.async_put_message(group[0].planned[0].message)
             else:
