@@ -184,8 +184,8 @@ class Sender:
 
     def _whole(self, items: Sequence[SendItem], planned: list[Planned], done: Done) -> PutEntry:
         """Several messages planned whole, put as one append; sent again message by message (each
-        then answered as today) when the put finds a retry among them or the store refuses the
-        append before writing it (one message it will not take)."""
+        then answered as a send that does not pass whole is) when the put finds a retry among them
+        or the store refuses the append before writing it (one message it will not take)."""
 
         def each() -> None:
             self._submit_each(items, done, False)
