@@ -83,8 +83,8 @@ from .v2_messages import (
     group_message_queues,
     peer_host,
     route_message_queues,
-    send_entry,
     send_item,
+    send_response,
     settings_reply,
     status,
     to_pb_message,
@@ -277,9 +277,7 @@ class MessagingServicer(messaging_pb2_grpc.MessagingServiceServicer):
             )
         born_host = peer_host(context.peer()) or ("127.0.0.1", 0)
         now = self._clock()
-        outcomes = await self._sender.send([send_item(m, born_host, now) for m in messages])
-        entries = [send_entry(outcome) for outcome in outcomes]
-        return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+        return send_response(await self._sender.send([send_item(m, born_host, now) for m in messages]))
 
     # -- PullMessage ----------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from . import codes
 from .core.pull import SQL92, TAG, tag_filter
 from .core.refusals import Reason, Refusal
 from .core.routes import RouteBroker, RouteGroup
-from .core.send import PROPERTY_SHARDING_KEY, SendItem, SendOutcome
+from .core.send import PROPERTY_SHARDING_KEY, PutOutcomes, SendItem, SendOutcome
 
 MAX_SEND_MESSAGES = 1024
 SUBSCRIPTION_LONG_POLLING_MS = 20_000
@@ -247,16 +247,26 @@ def message_properties(msg: pb.Message, max_delay_ms: int, now_ms: int) -> dict[
     becomes TIMER_DELIVER_MS (the broker's timer delivers it then, to the millisecond)."""
     sp = msg.system_properties
     properties: dict[str, str] = {}
-    refused = (
-        _user_properties(msg, properties)
-        or _system_property(sp, "tag", PROPERTY_TAGS, properties)
-        or _message_keys(sp, properties)
-        or _system_property(sp, "message_group", PROPERTY_SHARDING_KEY, properties)
-        or _system_property(sp, "message_id", PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, properties)
-        or _delivery_time(sp, max_delay_ms, now_ms, properties)
-    )
+    # In this order (the first problem is the one answered); a field that is not there costs its
+    # presence test only.
+    refused = _user_properties(msg, properties) if msg.user_properties else None
+    if refused is None and sp.HasField("tag"):
+        refused = _system_property("tag", sp.tag, PROPERTY_TAGS, properties)
+    if refused is None and sp.keys:
+        refused = _message_keys(sp, properties)
+    if refused is None and sp.HasField("message_group"):
+        refused = _system_property("message_group", sp.message_group, PROPERTY_SHARDING_KEY, properties)
+    if refused is None and sp.message_id:
+        refused = _system_property("message_id", sp.message_id, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, properties)
+    if refused is None and sp.HasField("delivery_timestamp"):
+        refused = _delivery_time(sp, max_delay_ms, now_ms, properties)
     if refused is not None:
         return refused
+    # A character is at most 4 bytes of UTF-8, with two separators per property: properties
+    # surely within the limit (every client's) are not encoded to be measured.
+    chars = sum(map(len, properties)) + sum(map(len, properties.values()))
+    if 4 * chars + 2 * len(properties) <= MAX_PROPERTIES_LENGTH:
+        return properties
     size = len(encode_properties(properties))
     if size > MAX_PROPERTIES_LENGTH:
         return Refusal(
@@ -315,12 +325,9 @@ _STRING_FIELDS = {
 _FIELD_NAMES = {"tag": "tag", "message_group": "message group", "message_id": "message id"}
 
 
-def _system_property(sp: pb.SystemProperties, field: str, key: str, properties: dict[str, str]) -> Refusal | None:
-    """`field` (when set; a message id when not empty) as the store property `key`."""
-    present = bool(sp.message_id) if field == "message_id" else sp.HasField(field)
-    if not present:
-        return None
-    value = getattr(sp, field)
+def _system_property(field: str, value: str, key: str, properties: dict[str, str]) -> Refusal | None:
+    """The `value` of system property `field` (one that is set; a message id that is not empty)
+    as the store property `key`."""
     bad, reason, rule = _STRING_FIELDS[field]
     if bad(value):
         return Refusal(reason, f"{_FIELD_NAMES[field]} {value[:64]!r} {rule}")
@@ -329,8 +336,6 @@ def _system_property(sp: pb.SystemProperties, field: str, key: str, properties: 
 
 
 def _message_keys(sp: pb.SystemProperties, properties: dict[str, str]) -> Refusal | None:
-    if not sp.keys:
-        return None
     for key in sp.keys:
         if not key or _WHITESPACE.search(key) is not None or _has_separator(key):
             return Refusal(Reason.ILLEGAL_KEY, f"message key {key[:64]!r} must be non-empty, without whitespace")
@@ -341,8 +346,6 @@ def _message_keys(sp: pb.SystemProperties, properties: dict[str, str]) -> Refusa
 def _delivery_time(
     sp: pb.SystemProperties, max_delay_ms: int, now_ms: int, properties: dict[str, str]
 ) -> Refusal | None:
-    if not sp.HasField("delivery_timestamp"):
-        return None
     deliver_ms = _timestamp_ms(sp.delivery_timestamp)
     delay_ms = deliver_ms - now_ms
     if delay_ms > max_delay_ms:
@@ -421,6 +424,53 @@ def send_entry(outcome: SendOutcome) -> pb.SendResultEntry:
         queue_id=outcome.queue_id,
         commit_log_offset=outcome.commit_log_offset(),
     )
+
+
+def send_response(outcomes: Sequence[SendOutcome]) -> pb.SendMessageResponse:
+    """The answer to a SendMessage: an entry per message, and the status summing them up. The
+    stored messages of one put (`PutOutcomes`) are answered from the put's result: one status for
+    all of them, and no `SendOutcome` made per message."""
+    if isinstance(outcomes, PutOutcomes):
+        return _put_response(outcomes)
+    entries = [send_entry(outcome) for outcome in outcomes]
+    return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+
+
+def _put_response(outcomes: PutOutcomes) -> pb.SendMessageResponse:
+    """`send_response` of several messages one put stored: the entries `send_entry` makes of each
+    outcome, from the result directly."""
+    result, first = outcomes.result, outcomes.first
+    ids = result.msg_ids
+    if len(ids) < first + len(outcomes):
+        entries = [send_entry(outcome) for outcome in outcomes]
+        return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+    entry_status = codes.put_status(result)
+    queue_offset, wrote_offset = result.queue_offset, result.wrote_offset
+    entries = []
+    for i, planned in enumerate(outcomes.planned, first):
+        msg_id = ids[i]
+        entries.append(
+            pb.SendResultEntry(
+                status=entry_status,
+                message_id=planned.client_id or msg_id,
+                transaction_id=msg_id if planned.transactional else "",
+                offset=queue_offset + i,
+                queue_id=planned.message.queue_id,
+                commit_log_offset=wrote_offset if i == 0 else _stored_offset(msg_id),
+            )
+        )
+    return pb.SendMessageResponse(status=codes.summarize((entry_status,)), entries=entries)
+
+
+def _stored_offset(msg_id: str) -> int:
+    """The CommitLog offset a msgId the store made names (`SendOutcome.commit_log_offset`): its
+    last 16 hex digits, the host's part not decoded."""
+    if len(msg_id) in (32, 56):
+        try:
+            return int(msg_id[-16:], 16)
+        except ValueError:
+            pass
+    return -1
 
 
 # -- reads: store message -> v2 message -------------------------------------------------------

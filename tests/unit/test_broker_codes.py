@@ -8,11 +8,14 @@ import hashlib
 import zlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketstore.broker import codes, remoting_codes
 from rocketstore.broker.core.pull import PullAction
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route, RouteBroker
+from rocketstore.broker.core.send import Planned, PutOutcomes
 from rocketstore.broker.remoting_routes import topic_route_data
 from rocketstore.broker.v2_messages import (
     _WHITESPACE,
@@ -24,11 +27,20 @@ from rocketstore.broker.v2_messages import (
     message_properties,
     peer_host,
     route_message_queues,
+    send_entry,
+    send_response,
     settings_reply,
     to_pb_message,
 )
 from store import Message, MessageExt, PutMessageResult, PutMessageStatus
-from store.log.codec import MessageRejected, encode_batch, encode_message
+from store.log.codec import (
+    MAX_PROPERTIES_LENGTH,
+    MessageRejected,
+    encode_batch,
+    encode_message,
+    encode_properties,
+    make_msg_id,
+)
 from store.message import MAX_BORN_TIMESTAMP_MS, MIN_BORN_TIMESTAMP_MS
 from store.metadata.topic_config import TopicConfig
 from store.schedule import to_schedule_message
@@ -273,6 +285,24 @@ def test_message_properties_mapping_and_refusals():
     assert refused(system_properties=far) == pb.ILLEGAL_DELIVERY_TIME
 
 
+@given(
+    st.integers(MAX_PROPERTIES_LENGTH // 4 - 20, MAX_PROPERTIES_LENGTH + 4),
+    st.sampled_from(["v", "\u00e9", "\u20ac", "\U0001f600"]),
+)
+def test_properties_are_refused_exactly_when_their_encoding_passes_the_limit(length, char):
+    """Only properties that may pass the limit are encoded to be measured: the refusal is still
+    exactly where the encoding's bytes pass it, for characters of 1 to 4 bytes of UTF-8."""
+    value = char * (length // len(char.encode()))
+    msg = pb.Message(topic=pb.Resource(name="T"), body=b"x", user_properties={"big": value})
+    found = message_properties(msg, 10_000, now_ms=0)
+    too_large = len(encode_properties({"big": value})) > MAX_PROPERTIES_LENGTH
+    assert isinstance(found, Refusal) == too_large
+    if too_large:
+        assert isinstance(found, Refusal) and found.reason is Reason.PROPERTIES_TOO_LARGE
+    else:
+        assert found == {"big": value}
+
+
 def test_a_body_is_refused_for_an_unknown_encoding_or_a_digest_it_does_not_match():
     def problem(body: bytes = b"body", **sp) -> Reason | None:
         refusal = encoding_problem(pb.Message(topic=pb.Resource(name="T"), body=body, system_properties=sp))
@@ -373,3 +403,31 @@ def test_settings_reply_for_producer_and_consumer():
         consumer, max_body_size=1, long_polling_ms=1, max_attempts=1, retry_delays_ms=[], fifo_groups=frozenset({"G"})
     )
     assert fifo.subscription.fifo
+
+
+@given(
+    st.sampled_from([s for s in PutMessageStatus if s.is_stored]),
+    st.sampled_from(["", "the slave did not answer"]),
+    st.lists(st.tuples(st.sampled_from(["", "C1", "C2"]), st.booleans(), st.integers(0, 7)), min_size=1, max_size=6),
+    st.integers(0, 3),
+    st.integers(0, 2**40),
+    st.sampled_from([("10.0.0.1", 10911), ("::1", 10911)]),
+)
+def test_a_puts_answer_made_from_its_result_is_the_answer_made_outcome_by_outcome(
+    status, reason, messages, first, wrote_offset, host
+):
+    """`send_response` of a `PutOutcomes` (from the put's result) equals the entries `send_entry`
+    makes of each outcome and the status `codes.summarize` makes of them."""
+    planned = [
+        Planned(i, Message("T", queue_id, b"x"), client_id, transactional)
+        for i, (client_id, transactional, queue_id) in enumerate(messages)
+    ]
+    count = first + len(planned)
+    offsets = [wrote_offset + 100 * i for i in range(count)]
+    ids = tuple(make_msg_id(host, offset) for offset in offsets)
+    result = PutMessageResult(status, wrote_offset, 100 * count, 5, ",".join(ids), ids, count, reason=reason)
+    outcomes = PutOutcomes(planned, result, first)
+    entries = [send_entry(outcome) for outcome in outcomes]
+    expected = pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+    assert send_response(outcomes) == expected
+    assert send_response(list(outcomes)) == expected

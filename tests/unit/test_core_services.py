@@ -514,6 +514,107 @@ def test_a_batch_that_does_not_pass_whole_gets_the_refusal_its_items_would(store
     ]
 
 
+def keyed(key: str, body: bytes = b"x", topic: str = "Orders", queue_id: int | None = None, **extra) -> SendItem:
+    """A message as a gRPC client sends it: by default the broker chooses the queue; a producer
+    id each."""
+    properties = {PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: key, **extra.pop("properties", {})}
+    return item(topic, body, queue_id, client_id=key, properties=properties, **extra)
+
+
+def queued_entries(sender: Sender) -> list[int]:
+    """The number of messages of each entry the sender puts, turn by turn."""
+    sizes: list[int] = []
+    groups = sender._service.put_groups
+
+    def counted(entries):
+        sizes.extend(len(entry.messages) for entry in entries)
+        return groups(entries)
+
+    sender._service.put_groups = counted  # type: ignore[method-assign]
+    return sizes
+
+
+def test_a_send_of_several_messages_that_pass_together_is_one_entry_answered_per_message(store):
+    core = core_of(store)
+
+    async def scenario():
+        sender = Sender(core.sends)
+        sizes = queued_entries(sender)
+        first = await sender.send([keyed(f"k{i}", b"m%d" % i) for i in range(5)])
+        return sizes, first, await sender.send([keyed(f"j{i}") for i in range(3)])
+
+    sizes, first, second = asyncio.run(scenario())
+    assert sizes == [5, 3]
+    assert [(o.status, o.client_id, o.queue_offset) for o in first] == [
+        (PutMessageStatus.PUT_OK, f"k{i}", i) for i in range(5)
+    ]
+    assert len({o.queue_id for o in first}) == 1 and second[0].queue_id != first[0].queue_id  # round robin
+    stored = [store.read_message(o.commit_log_offset()) for o in first]
+    assert [(m.body, m.queue_id) for m in stored] == [(b"m%d" % i, first[0].queue_id) for i in range(5)]
+    # A retry of one of them, sent alone, is answered with where it landed.
+    (retry,) = asyncio.run(Sender(core.sends).send([keyed("k3", b"m3")]))
+    assert (retry.msg_id, retry.queue_offset) == (first[3].msg_id, 3)
+
+
+def test_a_send_planned_whole_that_holds_a_retry_is_sent_message_by_message(store):
+    """A retry among the messages (of a stored one, of one in the same request, of one sent in
+    the same loop turn) is answered with its original's result and stored once."""
+    core = core_of(store)
+
+    async def scenario():
+        sender = Sender(core.sends)
+        (original,) = await sender.send([keyed("a", queue_id=0)])
+        again = await sender.send([keyed("b"), keyed("a", queue_id=None), keyed("c")])
+        twice = await sender.send([keyed("d"), keyed("d")])
+        same_turn = await asyncio.gather(sender.send([keyed("e")]), sender.send([keyed("f"), keyed("e")]))
+        return original, again, twice, same_turn
+
+    original, again, twice, (alone, with_it) = asyncio.run(scenario())
+    assert all(o.stored for o in [*again, *twice, *alone, *with_it])
+    assert (again[1].msg_id, again[1].queue_offset) == (original.msg_id, original.queue_offset)
+    assert twice[0].msg_id == twice[1].msg_id
+    assert with_it[1].msg_id == alone[0].msg_id
+    stored = [store.read_message(offset) for offset in _offsets(store)]
+    keys = [m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in stored]
+    assert sorted(keys) == ["a", "b", "c", "d", "e", "f"]
+
+
+def _offsets(store: MessageStore) -> list[int]:
+    """The CommitLog offsets of every record the store holds, in order."""
+    offsets, offset = [], 0
+    while offset < store.max_offset:
+        offsets.append(offset)
+        offset += store.read_message(offset).store_size
+    return offsets
+
+
+def test_a_send_that_does_not_pass_whole_gets_what_each_message_would(store):
+    core = core_of(store)
+    cases = [
+        [keyed("a"), keyed("b", topic="Other")],  # two topics, one to create
+        [keyed("c"), keyed("d", body=b"")],
+        [keyed("e"), keyed("f", refused=Refusal(Reason.ILLEGAL_TAG, "bad tag"))],
+        [keyed("g"), keyed("h", body=b"x" * (MAX_BODY + 1))],
+        [keyed("i", queue_id=1), keyed("j", queue_id=2)],
+        [keyed("k"), keyed("l", properties={"big": "p" * 40_000})],  # the store refuses it alone
+    ]
+
+    async def scenario():
+        sender = Sender(core.sends)
+        return [await sender.send(case) for case in cases]
+
+    answers = asyncio.run(scenario())
+    assert [[o.refusal.reason if o.refusal else o.status for o in outcomes] for outcomes in answers] == [
+        [PutMessageStatus.PUT_OK] * 2,
+        [PutMessageStatus.PUT_OK, Reason.BODY_EMPTY],
+        [PutMessageStatus.PUT_OK, Reason.ILLEGAL_TAG],
+        [PutMessageStatus.PUT_OK, Reason.BODY_TOO_LARGE],
+        [PutMessageStatus.PUT_OK] * 2,
+        [PutMessageStatus.PUT_OK, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED],
+    ]
+    assert [o.queue_id for o in answers[4]] == [1, 2]
+
+
 def test_a_poisoned_append_is_put_again_message_by_message(store):
     core = core_of(store)
 

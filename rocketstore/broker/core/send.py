@@ -24,7 +24,10 @@ remoting batch, is refused whole):
 
 A unit as a remoting batch is (one topic, the queue its producer names, plain messages) takes
 steps 1-3 and 6 once for all its messages and step 4 once for its bodies (`_plan_unit`); anything
-else in a unit is planned message by message, which finds the same refusal.
+else in a unit is planned message by message, which finds the same refusal. Several items that
+are not a unit (a gRPC SendMessage) are planned at once the same way when they pass together
+(`plan_whole`: one served topic and queue, plain messages, no producer id twice, one append),
+each still answered for itself; otherwise message by message.
 
 A new send check is a step here (and, when it has a new cause, a `Reason` with a row in each
 front end's table).
@@ -33,7 +36,9 @@ Batching (`put_groups`, pure): the messages of a loop turn for one topic and que
 append (cut where it would pass the store's append limit or its bodies maxMessageSize), each
 getting its own outcome. A unit, a delayed, timed or transactional message, and a producer's retry
 (a UNIQ_KEY stored recently, or twice in the turn) go alone: the store schedules, tracks and
-de-duplicates those per message; retries go after the others of their turn.
+de-duplicates those per message; retries go after the others of their turn. Items planned whole
+go alone after the turn's other puts and before its retries (`Sender` looks for retries among
+them right before their put: `holds_retry`).
 
 After the put, `outcomes` turns the store's `PutMessageResult` into each message's outcome (its
 msgId, queue offset, CommitLog offset); the outcomes of several stored messages are one
@@ -255,6 +260,65 @@ class SendService:
                 return [first] * len(items)
         return planned
 
+    def plan_whole(self, items: Sequence[SendItem]) -> list[Planned] | None:
+        """Several messages of one request that need nothing per message (a gRPC SendMessage as
+        the clients send it) planned at once, for one append: one served topic, one queue (the
+        one they all name, their one message group's, or the request's round-robin queue), plain
+        messages with bodies within maxMessageSize, no producer id twice, together within one
+        append. None: not such a send; `plan` plans it message by message, and finds what it
+        refuses. The queue is chosen last, so a None leaves the round-robin rotation as it was."""
+        first = items[0]
+        topic = first.message.topic
+        config = self.known_topic(topic)
+        if not isinstance(config, TopicConfig):
+            return None
+        queue_id = first.queue_id
+        group = first.message.properties.get(PROPERTY_SHARDING_KEY)
+        store_config = self._store.config
+        max_body = store_config.max_message_size
+        keys: set[str] = set()
+        for item in items:
+            message = item.message
+            properties = message.properties
+            size = len(message.body)
+            if (
+                message.topic != topic
+                or item.queue_id != queue_id
+                or not 0 < size <= max_body
+                or item.refused is not None
+                or item.deliver_at_ms is not None
+                or item.transaction_immunity_s is not None
+                or properties.get(PROPERTY_SHARDING_KEY) != group
+                or not batchable(message)
+            ):
+                return None
+            key = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if key is not None:
+                if key in keys:
+                    return None
+                keys.add(key)
+        if len(append_chunks(items, _item_message, store_config.max_append_size, max_body)) != 1:
+            return None
+        queue = self._queue(first, config, {})
+        if isinstance(queue, Refusal):
+            return None
+        return [
+            Planned(i, m if m.queue_id == queue else with_queue_id(m, queue), item.client_id)
+            for i, item in enumerate(items)
+            for m in (item.message,)
+        ]
+
+    def holds_retry(self, messages: Sequence[Message]) -> bool:
+        """Whether any of `messages` is a producer's retry of one the store holds (its UNIQ_KEY
+        among the recent ones for its topic): the put of several messages does not look (the
+        store checks a single message's only)."""
+        recent = self._store.recent_ids
+        for message in messages:
+            key = message.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if key is not None and recent.get(message.topic, key) is not None:
+                return True
+        return False
+
     def batch_fits(self, batch: SendBatch, config: TopicConfig) -> bool:
         """Whether a batch for a served topic passes the checks that look at its messages, as a
         whole: its queue within the topic's write queues, no empty body, the bodies within
@@ -331,7 +395,8 @@ class SendService:
 
     def put_groups(self, entries: Sequence[PutEntry]) -> list[list[PutEntry]]:
         """A loop turn's puts: entries for one topic and queue share an append where they may;
-        units, messages the store handles one by one and retries go alone (retries last)."""
+        units, messages the store handles one by one and retries go alone (retries last, after
+        the entries planned whole)."""
         if len(entries) == 1:
             return [list(entries)]
         puts: list[list[PutEntry]] = []
@@ -339,15 +404,20 @@ class SendService:
         groups: dict[tuple[str, int], list[PutEntry]] = {}
         recent = self._store.recent_ids
         keys: set[tuple[str, str]] = set()
+        wholes: list[list[PutEntry]] = []
         for entry in entries:
             msg = entry.messages[0]
-            key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            key = None if entry.split is not None else msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             retry = key is not None and ((msg.topic, key) in keys or recent.get(msg.topic, key) is not None)
             for sent in entry.messages:
                 sent_key = sent.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if sent_key is not None:
                     keys.add((sent.topic, sent_key))
-            if retry:
+            if entry.split is not None:
+                # After the turn's other puts, whose ids its put then finds (`holds_retry`), and
+                # before the turn's retries, which may be retries of its messages.
+                wholes.append([entry])
+            elif retry:
                 retries.append([entry])  # after its original: the store answers it with the original's result
             elif entry.unit or not batchable(msg):
                 puts.append([entry])
@@ -356,7 +426,7 @@ class SendService:
         config = self._store.config
         for group in groups.values():
             puts.extend(append_chunks(group, _first_message, config.max_append_size, config.max_message_size))
-        return puts + retries
+        return puts + wholes + retries
 
     # -- outcomes -----------------------------------------------------------------------------
 
@@ -473,6 +543,10 @@ class PutEntry:
     finish: Callable[[Sequence[SendOutcome]], None]  # called once with the planned items' outcomes
     # The planned items' messages, listed once: grouping and the put read them several times.
     messages: list[Message] = field(default_factory=list)
+    # Messages planned whole that each answer for themselves (`plan_whole`): sends them again
+    # message by message, when the put finds a retry among them. Put alone, after the turn's
+    # other puts.
+    split: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -512,6 +586,10 @@ def _plan_unit(
 def _queue_id_problem(item: SendItem) -> Refusal | None:
     """A queue id the producer names, out of any topic's range (checked before a topic is made)."""
     return None if item.queue_id is None else queue_id_problem(item.queue_id)
+
+
+def _item_message(item: SendItem) -> Message:
+    return item.message
 
 
 def _first_message(entry: PutEntry) -> Message:

@@ -7,7 +7,12 @@ grouped (`SendService.put_groups`) and put, one task per append, and `done` is c
 one `SendOutcome` per item after the fence is checked again (a sequence: for several stored
 messages of one put, a `PutOutcomes` that makes each only when read). `send` is the same as a
 coroutine. `submit_batch(batch, done)` takes a remoting batch as one value (`SendBatch`): checked
-whole and queued as one entry, or, when it does not pass whole, submitted as its items.
+whole and queued as one entry, or, when it does not pass whole, submitted as its items. Several
+items that are not a unit (a gRPC SendMessage) and pass the checks together
+(`SendService.plan_whole`) are one entry too, put alone after the turn's other puts; each still
+gets its own outcome. Such an entry whose messages hold a producer's retry (looked for right before
+its put) or that the store refuses before writing is sent again message by message, as any send
+that does not pass whole is from the start.
 A topic that must be created first is created in a worker thread (one creation at a time per
 loop), and the send queued after it. A shared append that the store refuses as illegal before
 writing anything (one bad message) is put again message by message, so only the bad one is
@@ -81,7 +86,15 @@ class Sender:
         if refusal is not None:
             self.answer(done, [refused(item, refusal) for item in items])
             return
-        topics, create = service.topics_of(items)
+        if not unit and len(items) > 1:
+            planned = service.plan_whole(items)
+            if planned is not None:
+                self._enqueue(self._whole(items, planned, done))
+                return
+        self._submit_each(items, done, unit)
+
+    def _submit_each(self, items: Sequence[SendItem], done: Done, unit: bool) -> None:
+        topics, create = self._service.topics_of(items)
         if create:
             self._spawn(self._create_then_queue(items, topics, create, done, unit))
         else:
@@ -169,6 +182,22 @@ class Sender:
             # Sends planned in this turn of the loop are put together, after it.
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def _whole(self, items: Sequence[SendItem], planned: list[Planned], done: Done) -> PutEntry:
+        """Several messages planned whole, put as one append; sent again message by message (each
+        then answered as a send that does not pass whole is) when the put finds a retry among them
+        or the store refuses the append before writing it (one message it will not take)."""
+
+        def each() -> None:
+            self._submit_each(items, done, False)
+
+        def finish(outcomes: Sequence[SendOutcome]) -> None:
+            if outcomes[0].status in _REFUSED_BEFORE_WRITING:
+                each()
+            else:
+                self.answer(done, outcomes)
+
+        return PutEntry(planned, True, finish, split=each)
+
     @staticmethod
     def _entry(request: _Request, planned: list[Planned], unit: bool) -> PutEntry:
         indices = [p.position for p in planned]
@@ -189,6 +218,9 @@ class Sender:
 
     async def _put(self, group: list[PutEntry]) -> None:
         try:
+            if len(group) == 1 and group[0].split is not None and self._service.holds_retry(group[0].messages):
+                group[0].split()
+                return
             if len(group) == 1 and not group[0].unit:
                 result = await self._store.async_put_message(group[0].planned[0].message)
             else:
