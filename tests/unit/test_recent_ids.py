@@ -43,3 +43,28 @@ def test_the_first_store_of_a_key_wins_and_the_oldest_goes_first() -> None:
     recent.add_many(iter([("t", "C", c)]))
     assert recent.get("t", "A") is None
     assert (recent.get("t", "B"), recent.get("t", "C")) == (b, c)
+
+
+@given(first=landings, then=landings, capacity=st.integers(0, 16))
+def test_add_run_keeps_what_add_many_keeps(
+    first: list[tuple[str, str, Landed]], then: list[tuple[str, str, Landed]], capacity: int
+) -> None:
+    by_many, by_run = RecentIds(capacity), RecentIds(capacity)
+    for batch in (first, then):
+        run = [(key, landed) for topic, key, landed in batch if topic == "orders"]
+        by_many.add_many([("orders", key, landed) for key, landed in run])
+        by_run.add_run("orders", [key for key, _ in run], iter([landed for _, landed in run]))
+    assert contents(by_run) == contents(by_many)
+    assert len(by_run) <= capacity
+
+
+def test_the_oldest_are_forgotten_across_many_batches_and_after_a_cut() -> None:
+    recent = RecentIds(1000)
+    for n in range(100):
+        recent.add_run("t", [f"K{n}-{i}" for i in range(32)], [Landed(n * 32 + i, 1, n * 32 + i, 0) for i in range(32)])
+    assert len(recent) == 1000
+    assert recent.get("t", "K68-23") is None and recent.get("t", "K68-24") == Landed(68 * 32 + 24, 1, 68 * 32 + 24, 0)
+    recent.forget_from(3000)
+    assert len(recent) == 3000 - (3200 - 1000) and recent.get("t", "K93-24") is None
+    recent.add_run("t", [f"L{i}" for i in range(500)], [Landed(3000 + i, 1, 0, 0) for i in range(500)])
+    assert len(recent) == 1000 and recent.get("t", "K68-24") is None and recent.get("t", "K85-0") is not None
