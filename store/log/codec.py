@@ -24,8 +24,11 @@ A blank end of segment is TOTALSIZE = bytes left in the segment, MAGICCODE blank
 
 The put path encodes a message completely outside the store lock, with zeros where the queue offset,
 the physical offset and the store timestamp go; under the lock `EncodedMessage.stamp` fills those
-three in place. Functions here are pure; caches are dicts filled idempotently, so the module is
-thread-safe under the GIL.
+three in place. A front end's batch (its messages sharing topic, queue, flags and hosts) is encoded
+once per batch where it can be (`encode_batch`: the shared fields checked and encoded once, the
+properties of all its messages checked together), into the bytes its messages encode to one by
+one. Functions here are pure; caches are dicts filled idempotently, so the module is thread-safe
+under the GIL.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ A message whose producer id (UNIQ_KEY) the store holds among its recent ones for
 (`recent_ids`) is a producer's retry (except in a `%RETRY%` topic, where each redelivery of one
 message is a copy with the same id): it is not appended again but answered with the original's
 result, after the same waits (the original may still be waiting for them itself). The messages of
-a batch are remembered each where it landed (a retry of one of them alone is recognised); a batch
-itself is not checked against them (a server that gathers single sends into a batch checks first).
+a batch are remembered each where it landed (a retry of one of them alone is recognised), in one
+update of the recent ids per batch (`RecentIds.add_run`); a batch itself is not checked against
+them (a server that gathers single sends into a batch checks first).
 
 A put that waits asks the replica side first: when it must wait for slaves, their replication
 streams are woken for its bytes and flush the log once their chunk is out, so it does not wake the
