@@ -11,10 +11,10 @@ appends, and at start-up from the tail of what it holds (see `MessageStore`), so
 crash or a failover is recognised as well.
 
 Layout: a plain dict from key to `Landed` (in insertion order, the oldest first) and the keys again
-in insertion order, in chunks of up to `_CHUNK` (a deque of lists), which say what to forget: a
-batch's keys are added with one dict update and one list extend, and the oldest are dropped a chunk
-slice at a time, both in C loops, instead of an `OrderedDict` entry, a tuple and an eviction test
-per key. A batch whose keys are all new and distinct takes that way; any other (a key stored
+in insertion order, in chunks of up to `_CHUNK` (a deque of lists, the first read from `_head`),
+which say what to forget: a batch's keys are added with one dict update and one list extend, and
+the oldest are dropped a chunk slice at a time, both in C loops, instead of an `OrderedDict` entry,
+a tuple and an eviction test per key. A single key costs what it cost in an `OrderedDict`. A batch whose keys are all new and distinct takes that way; any other (a key stored
 already, twice in the batch) is added key by key, the first store of a key winning, with exactly
 the outcome of adding its keys one at a time.
 
@@ -54,6 +54,7 @@ class RecentIds:
         self.capacity = capacity
         self._entries: dict[Key, Landed] = {}
         self._order: deque[list[Key]] = deque([[]])
+        self._head = 0  # where the oldest key still held is in the first chunk
         self._lock = threading.Lock()
 
     def get(self, topic: str, uniq_key: str) -> Landed | None:
@@ -69,8 +70,20 @@ class RecentIds:
             if key in entries:
                 return  # the first store wins: later ones are the duplicates
             entries[key] = landed
-            self._append_order((key,))
-            self._forget_oldest()
+            order = self._order
+            last = order[-1]
+            last.append(key)
+            if len(last) >= _CHUNK:
+                order.append([])
+            if len(entries) > self.capacity:  # by one: the oldest key goes
+                oldest = order[0]
+                head = self._head
+                del entries[oldest[head]]
+                head += 1
+                if head == len(oldest) and len(order) > 1:
+                    order.popleft()
+                    head = 0
+                self._head = head
 
     def add_many(self, landings: Iterable[tuple[str, str, Landed]]) -> None:
         """`add` for each (topic, unique key, landed) in turn, under one hold of the lock: a
@@ -123,23 +136,24 @@ class RecentIds:
             order.append([])
 
     def _forget_oldest(self) -> None:
-        """Drop the oldest keys past the capacity."""
+        """Drop the oldest keys past the capacity: the first chunk's keys from `_head` on (a
+        chunk is dropped from the deque once all its keys are, and never sliced in place)."""
         entries = self._entries
         excess = len(entries) - self.capacity
         order = self._order
         while excess > 0:
             oldest = order[0]
-            if len(oldest) <= excess:
-                drop = oldest
-                if len(order) > 1:
-                    order.popleft()
-                else:
-                    order[0] = []
-            else:
-                drop = oldest[:excess]
-                del oldest[:excess]
-            deque(map(entries.__delitem__, drop), maxlen=0)
-            excess -= len(drop)
+            head = self._head
+            n = min(len(oldest) - head, excess)
+            if n <= 0:  # the order holds every key entries holds: a bug, not an input
+                raise RuntimeError(f"recent ids: {excess} keys past the capacity but none left to forget")
+            deque(map(entries.__delitem__, oldest[head : head + n]), maxlen=0)
+            head += n
+            excess -= n
+            if head == len(oldest) and len(order) > 1:
+                order.popleft()
+                head = 0
+            self._head = head
 
     def forget_from(self, offset: int) -> None:
         """Drop entries at or past `offset`: the log was truncated there, and a retry of a message
@@ -148,6 +162,7 @@ class RecentIds:
             self._entries = {k: v for k, v in self._entries.items() if v.wrote_offset < offset}
             keys = list(self._entries)
             self._order = deque([keys[i : i + _CHUNK] for i in range(0, len(keys), _CHUNK)] + [[]])
+            self._head = 0
 
     def __len__(self) -> int:
         return len(self._entries)
