@@ -14,8 +14,9 @@ Layout: a plain dict from key to `Landed` (in insertion order, the oldest first)
 in insertion order, in chunks of up to `_CHUNK` (a deque of lists, the first read from `_head`),
 which say what to forget: a batch's keys are added with one dict update and one list extend, and
 the oldest are dropped a chunk slice at a time, both in C loops, instead of an `OrderedDict` entry,
-a tuple and an eviction test per key. A single key costs what it cost in an `OrderedDict`. A batch whose keys are all new and distinct takes that way; any other (a key stored
-already, twice in the batch) is added key by key, the first store of a key winning, with exactly
+a tuple and an eviction test per key. A single key costs what it cost in an `OrderedDict`. A
+batch whose keys are all new and distinct takes that way; any other (a key stored already, twice
+in the batch) is added key by key, the first store of a key winning, with exactly
 the outcome of adding its keys one at a time.
 
 A retry that races its original (both before either is appended) is not caught: the window is the
