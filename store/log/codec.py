@@ -480,6 +480,7 @@ def encode_batch(
 _SHARED_FIELDS = attrgetter(
     "topic", "queue_id", "sys_flag", "born_host", "store_host", "reconsume_times", "prepared_transaction_offset"
 )
+_ONLY_MESSAGES = {Message}
 _PROPERTIES = attrgetter("properties")
 _PAIR = NAME_VALUE_SEPARATOR.join
 _PAIRS = PROPERTY_SEPARATOR.join
@@ -520,6 +521,8 @@ def _encode_uniform_batch(
     and hosts are checked and encoded once; per message only its body's CRC, its properties
     (`_uniform_properties`), its flag and born time vary."""
     first = batch[0]
+    if {*map(type, batch)} != _ONLY_MESSAGES:
+        return None  # something else than a `Message`: refused by the checked path
     shared = _SHARED_FIELDS(first)
     topic, queue_id, raw_sys_flag, born_host, store_host, reconsume_times, prepared = shared
     if (

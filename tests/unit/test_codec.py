@@ -612,6 +612,11 @@ def batch_rejected(batch, **kwargs):
     assert info.value.status is ILLEGAL
 
 
+@pytest.mark.parametrize("other", ["FooBar", None, b"body", object()])
+def test_a_batch_holding_something_else_than_a_message_is_refused(other):
+    batch_rejected([Message(topic="T", queue_id=0, body=b"a"), other])
+
+
 def test_batch_rejects_delayed_messages():
     plain = Message(topic="T", queue_id=0, body=b"a")
     delayed = Message(topic="T", queue_id=0, body=b"b", properties={"DELAY": "3"})
