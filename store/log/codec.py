@@ -510,7 +510,10 @@ def _uniform_properties(batch: Sequence[Message]) -> list[bytes] | None:
         or PROPERTY_DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR in whole
     ):
         return None
-    return [(text + PROPERTY_SEPARATOR).encode("utf-8") if text else b"" for text in texts]
+    try:
+        return [(text + PROPERTY_SEPARATOR).encode("utf-8") if text else b"" for text in texts]
+    except UnicodeEncodeError:  # a lone surrogate: the checked path meets it in its turn
+        return None
 
 
 def _encode_uniform_batch(

@@ -617,6 +617,15 @@ def test_a_batch_holding_something_else_than_a_message_is_refused(other):
     batch_rejected([Message(topic="T", queue_id=0, body=b"a"), other])
 
 
+def test_a_batch_is_refused_for_its_first_bad_message_whatever_comes_after():
+    """The per-batch path declines before it raises: the first message's refusal is the answer."""
+    bad_body = Message(topic="T", queue_id=0, body="text")  # type: ignore[arg-type]
+    unencodable = Message(topic="T", queue_id=0, body=b"b", properties={"a": "\ud800"})
+    with pytest.raises(MessageRejected) as info:
+        encode_batch([bad_body, unencodable])
+    assert info.value.status is ILLEGAL and "body must be bytes" in info.value.reason
+
+
 def test_batch_rejects_delayed_messages():
     plain = Message(topic="T", queue_id=0, body=b"a")
     delayed = Message(topic="T", queue_id=0, body=b"b", properties={"DELAY": "3"})
