@@ -24,8 +24,11 @@ A blank end of segment is TOTALSIZE = bytes left in the segment, MAGICCODE blank
 
 The put path encodes a message completely outside the store lock, with zeros where the queue offset,
 the physical offset and the store timestamp go; under the lock `EncodedMessage.stamp` fills those
-three in place. Functions here are pure; caches are dicts filled idempotently, so the module is
-thread-safe under the GIL.
+three in place. A front end's batch (its messages sharing topic, queue, flags and hosts) is encoded
+once per batch where it can be (`encode_batch`: the shared fields checked and encoded once, the
+properties of all its messages checked together), into the bytes its messages encode to one by
+one. Functions here are pure; caches are dicts filled idempotently, so the module is thread-safe
+under the GIL.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ import socket
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import NamedTuple
+from zlib import crc32
 
 from ..message import (
     BORNHOST_V6_FLAG,
@@ -388,6 +393,16 @@ def _encode_one(msg: Message, store_host_bytes: bytes, now_ms: int) -> tuple[byt
     return b"".join((head, body, topic_suffix, props_field)), ts_pos
 
 
+def _with_host_flags(sys_flag: int, born_len: int, store_len: int) -> int:
+    """SYSFLAG with its host address kinds set from the encoded hosts' lengths (8 or 20)."""
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+    if born_len == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if store_len == 20:
+        sys_flag |= STOREHOST_V6_FLAG
+    return sys_flag
+
+
 def _record_parts(
     msg: Message, topic_suffix: bytes, born_host_bytes: bytes, store_host_bytes: bytes, now_ms: int
 ) -> tuple[bytes, bytes, bytes, int, int]:
@@ -411,11 +426,7 @@ def _record_parts(
     store_len = len(store_host_bytes)
     sys_flag = msg.sys_flag
     if type(sys_flag) is int:
-        sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-        if born_len == 20:
-            sys_flag |= BORNHOST_V6_FLAG
-        if store_len == 20:
-            sys_flag |= STOREHOST_V6_FLAG
+        sys_flag = _with_host_flags(sys_flag, born_len, store_len)
     fixed = _FIXED[born_len, store_len]
     total = fixed.size + len(body) + len(topic_suffix) + len(props_field)
     born_ts = now_ms if msg.born_timestamp_ms is None else msg.born_timestamp_ms
@@ -478,15 +489,170 @@ def encode_batch(
     batch: Sequence[Message], *, default_store_host: Host, max_message_size: int, now_ms: int
 ) -> EncodedMessage:
     """Encode a batch bound for one topic and queue; the batch as a whole may not exceed
-    `max_message_size`. Delayed and transactional messages cannot be batched."""
+    `max_message_size`. Delayed and transactional messages cannot be batched.
+
+    A front end's batch (its messages sharing their topic, queue, flags and hosts as the same
+    objects, plain `bytes` bodies, properties that need no refusal) is encoded by
+    `_encode_uniform_batch`, which does per batch what can be done once; any other batch, and any
+    batch that path declines, message by message (`_encode_batch_checked`), which refuses what
+    must be refused with its reason. Both write the same bytes (tests/unit/test_codec.py)."""
     if not batch:
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
     first = batch[0]
     if not isinstance(first, Message):
         raise MessageRejected(PutMessageStatus.MESSAGE_ILLEGAL, f"expected a Message, got {type(first).__name__}")
     store_host_bytes = encode_host(first.store_host or default_store_host)
+    topic_suffix = _topic_suffix(first.topic)
+    encoded = _encode_uniform_batch(batch, topic_suffix, store_host_bytes, max_message_size, now_ms)
+    if encoded is not None:
+        return encoded
+    return _encode_batch_checked(batch, topic_suffix, store_host_bytes, default_store_host, max_message_size, now_ms)
+
+
+# The fields every message of a uniform batch holds as the same object as its first message's.
+_SHARED_FIELDS = attrgetter(
+    "topic", "queue_id", "sys_flag", "born_host", "store_host", "reconsume_times", "prepared_transaction_offset"
+)
+_ONLY_MESSAGES = {Message}
+_PROPERTIES = attrgetter("properties")
+_PAIR = NAME_VALUE_SEPARATOR.join
+_PAIRS = PROPERTY_SEPARATOR.join
+# The TOPIC field followed by the properties' i16 length, per TOPIC field length.
+_TOPIC_AND_PROPERTIES_LENGTH = {n: struct.Struct(f">{n}sh") for n in range(2, MAX_TOPIC_LENGTH + 2)}
+
+
+def _uniform_properties(batch: Sequence[Message]) -> list[bytes] | None:
+    """Each message's properties encoded (without their length), checked for the whole batch at
+    once: each pair joined holds exactly one name/value separator and each message's pairs are
+    joined by exactly one property separator, so counting both separators over the batch's joined
+    text finds any key or value holding one. None when a message needs `encode_properties`' own
+    checks (a key or value not text, an empty key, a separator inside one, a DELAY key)."""
+    properties = list(map(_PROPERTIES, batch))
+    try:
+        texts = [_PAIRS(map(_PAIR, p.items())) if p else "" for p in properties]
+        pairs = sum(map(len, filter(None, properties)))
+    except (TypeError, AttributeError):
+        return None
+    whole = PROPERTY_SEPARATOR.join(texts)
+    with_pairs = len(texts) - texts.count("")
+    if (
+        whole.count(NAME_VALUE_SEPARATOR) != pairs
+        or whole.count(PROPERTY_SEPARATOR) != pairs - with_pairs + len(texts) - 1
+        or whole.startswith(NAME_VALUE_SEPARATOR)
+        or "\x02\x01" in whole
+        or PROPERTY_DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR in whole
+    ):
+        return None
+    try:
+        return [(text + PROPERTY_SEPARATOR).encode("utf-8") if text else b"" for text in texts]
+    except UnicodeEncodeError:  # a lone surrogate: the checked path meets it in its turn
+        return None
+
+
+def _encode_uniform_batch(
+    batch: Sequence[Message], topic_suffix: bytes, store_host_bytes: bytes, max_message_size: int, now_ms: int
+) -> EncodedMessage | None:
+    """`encode_batch` for a front end's batch, or None when the batch is not one (then
+    `_encode_batch_checked` encodes it, or refuses it with its reason). The topic, queue, flags
+    and hosts are checked and encoded once; per message only its body's CRC, its properties
+    (`_uniform_properties`), its flag and born time vary."""
+    first = batch[0]
+    if {*map(type, batch)} != _ONLY_MESSAGES:
+        return None  # something else than a `Message`: refused by the checked path
+    shared = _SHARED_FIELDS(first)
+    topic, queue_id, raw_sys_flag, born_host, store_host, reconsume_times, prepared = shared
+    if (
+        type(queue_id) is not int
+        or queue_id < 0
+        or type(raw_sys_flag) is not int
+        or raw_sys_flag & TRANSACTION_TYPE_MASK
+        or type(reconsume_times) is not int
+        or type(prepared) is not int
+    ):
+        return None
+    properties = _uniform_properties(batch)
+    if properties is None:
+        return None
+    try:
+        born_host_bytes = encode_host(born_host)
+    except MessageRejected:
+        return None
+    born_len = len(born_host_bytes)
+    fixed = _FIXED[born_len, len(store_host_bytes)]
+    pack = fixed.pack
+    sys_flag = _with_host_flags(raw_sys_flag, born_len, len(store_host_bytes))
+    pack_tail = _TOPIC_AND_PROPERTIES_LENGTH[len(topic_suffix)].pack
+    overhead = fixed.size + len(topic_suffix) + 2
+    ts_pos = 48 + born_len
+    parts: list[bytes] = []
+    starts: list[int] = []
+    size = 0
+    try:
+        for msg, props in zip(batch, properties):
+            if (
+                msg.topic is not topic
+                or msg.queue_id is not queue_id
+                or msg.sys_flag is not raw_sys_flag
+                or msg.born_host is not born_host
+                or msg.store_host is not store_host
+                or msg.reconsume_times is not reconsume_times
+                or msg.prepared_transaction_offset is not prepared
+                or len(props) > MAX_PROPERTIES_LENGTH
+            ):
+                return None
+            body = msg.body
+            born_ts = msg.born_timestamp_ms
+            if born_ts is None:
+                born_ts = now_ms
+            elif type(born_ts) is not int or not MIN_BORN_TIMESTAMP_MS <= born_ts <= MAX_BORN_TIMESTAMP_MS:
+                return None
+            if type(body) is not bytes:
+                return None
+            body_len = len(body)
+            total = overhead + body_len + len(props)
+            parts += (
+                pack(
+                    total,
+                    MESSAGE_MAGIC_CODE,
+                    crc32(body) & 0x7FFFFFFF,
+                    queue_id,
+                    msg.flag,
+                    0,
+                    0,
+                    sys_flag,
+                    born_ts,
+                    born_host_bytes,
+                    0,
+                    store_host_bytes,
+                    reconsume_times,
+                    prepared,
+                    body_len,
+                ),
+                body,
+                pack_tail(topic_suffix, len(props)),
+                props,
+            )
+            starts.append(size)
+            size += total
+    except struct.error:
+        return None
+    if size > max_message_size:
+        return None
+    stamps = [start + ts_pos for start in starts]
+    return EncodedMessage(bytearray().join(parts), starts, stamps, f"{topic}-{queue_id}", 0, store_host_bytes)
+
+
+def _encode_batch_checked(
+    batch: Sequence[Message],
+    topic_suffix: bytes,
+    store_host_bytes: bytes,
+    default_store_host: Host,
+    max_message_size: int,
+    now_ms: int,
+) -> EncodedMessage:
+    """`encode_batch` message by message, each checked as `encode_message` checks it."""
+    first = batch[0]
     topic, queue_id, store_host = first.topic, first.queue_id, first.store_host
-    topic_suffix = _topic_suffix(topic)
     # A front end's batch comes from one connection: its messages share one born host object.
     born_host: object = _NO_HOST
     born_host_bytes = b""

@@ -7,8 +7,9 @@ A message whose producer id (UNIQ_KEY) the store holds among its recent ones for
 (`recent_ids`) is a producer's retry (except in a `%RETRY%` topic, where each redelivery of one
 message is a copy with the same id): it is not appended again but answered with the original's
 result, after the same waits (the original may still be waiting for them itself). The messages of
-a batch are remembered each where it landed (a retry of one of them alone is recognised); a batch
-itself is not checked against them (a server that gathers single sends into a batch checks first).
+a batch are remembered each where it landed (a retry of one of them alone is recognised), in one
+update of the recent ids per batch (`RecentIds.add_run`); a batch itself is not checked against
+them (a server that gathers single sends into a batch checks first).
 
 A put that waits asks the replica side first: when it must wait for slaves, their replication
 streams are woken for its bytes and flush the log once their chunk is out, so it does not wake the
@@ -34,7 +35,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Protocol
+from functools import partial
+from itertools import repeat
+from operator import attrgetter, sub
+from typing import Protocol, cast
 
 from ..config import StoreConfig
 from ..message import (
@@ -55,6 +59,9 @@ from .commitlog import AppendResult, CommitLog, CommitLogClosed
 from .recent_ids import Landed, RecentIds
 
 log = logging.getLogger(__name__)
+
+_PROPERTIES = attrgetter("properties")
+_new_landed = partial(tuple.__new__, Landed)  # Landed from one (offset, size, queue offset, time) tuple
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -236,18 +243,32 @@ class PutPath:
         recent: RecentIds, messages: Sequence[Message], encoded: EncodedMessage, appended: AppendResult
     ) -> None:
         """A batch's producer ids, each where its record landed: a retry of one message of the
-        batch, sent alone, is answered with its original's result."""
+        batch, sent alone, is answered with its original's result. The `Landed` values are made
+        by C loops (no Python frame per message) and added as one run of the batch's topic."""
+        keys: list[str | None] = [
+            p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if p else None for p in map(_PROPERTIES, messages)
+        ]
         starts = encoded.starts
         ends = starts[1:]
         ends.append(encoded.size)
-        wrote, queue_offset, stamped = appended.wrote_offset, appended.queue_offset, appended.store_timestamp_ms
-        landings = []
-        for i, (msg, start, end) in enumerate(zip(messages, starts, ends)):
-            properties = msg.properties
-            key = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if properties else None
-            if key:
-                landings.append((msg.topic, key, Landed(wrote + start, end - start, queue_offset + i, stamped)))
-        recent.add_many(landings)
+        wrote, queue_offset = appended.wrote_offset, appended.queue_offset
+        landings = map(
+            _new_landed,
+            zip(
+                map(wrote.__add__, starts),
+                map(sub, ends, starts),
+                range(queue_offset, queue_offset + len(starts)),
+                repeat(appended.store_timestamp_ms),
+            ),
+        )
+        if all(keys):
+            recent.add_run(messages[0].topic, cast("list[str]", keys), landings)
+        else:
+            recent.add_run(
+                messages[0].topic,
+                [key for key in keys if key is not None and key],
+                [landed for key, landed in zip(keys, landings) if key],
+            )
 
     def _retry_of(self, landed: Landed, wait: bool, now: int, started: int) -> _Pending:
         """A producer's retry of a message the log holds: nothing is appended, and the retry

@@ -277,6 +277,79 @@ def test_batch_round_trip(batch, physical_offset, queue_offset):
         assert decoded.msg_id == ids[i] == codec.make_msg_id(STORE_HOST, physical_offset + start)
 
 
+@st.composite
+def uniform_batches(draw, property_values=prop_text):  # noqa: B008 - strategies are values
+    """A batch as a front end makes it: the topic, queue, flags and hosts one object for every
+    message, bodies, properties, flags and born times of each message's own."""
+    shared = {
+        "topic": draw(topics),
+        "queue_id": draw(st.integers(0, 2**31 - 1)),
+        "sys_flag": draw(st.sampled_from([0, COMPRESSED_FLAG, MULTI_TAGS_FLAG, 0x30])),
+        "born_host": draw(hosts),
+        "store_host": draw(st.none() | hosts),
+        "reconsume_times": draw(INT32),
+        "prepared_transaction_offset": draw(INT64),
+    }
+    size = draw(st.integers(1, 8))
+    return [
+        Message(
+            body=draw(st.binary(max_size=300)),
+            properties=draw(st.dictionaries(prop_text.filter(bool), property_values, max_size=4)),
+            flag=draw(INT32),
+            born_timestamp_ms=draw(st.none() | BORN_MS),
+            **shared,
+        )
+        for _ in range(size)
+    ]
+
+
+def one_by_one(batch, now_ms: int = 1_700_000_000_000) -> bytes:
+    """A batch's records as `encode_message` encodes each of its messages alone."""
+    return b"".join(bytes(encode(msg, now_ms=now_ms).buf) for msg in batch)
+
+
+@given(batch=uniform_batches())
+def test_a_uniform_batch_is_encoded_once_per_batch_into_the_bytes_of_its_messages_one_by_one(batch):
+    store_host_bytes = codec.encode_host(batch[0].store_host or STORE_HOST)
+    topic_suffix = codec._topic_suffix(batch[0].topic)
+    uniform = codec._encode_uniform_batch(batch, topic_suffix, store_host_bytes, MAX_SIZE, 1_700_000_000_000)
+    checked = codec._encode_batch_checked(
+        batch, topic_suffix, store_host_bytes, STORE_HOST, MAX_SIZE, 1_700_000_000_000
+    )
+    assert uniform is not None  # the per-batch path took it
+    assert bytes(uniform.buf) == bytes(checked.buf) == one_by_one(batch)
+    assert (uniform.starts, uniform.store_ts_pos, uniform.queue_key) == (
+        checked.starts,
+        checked.store_ts_pos,
+        checked.queue_key,
+    )
+    assert encode_batch(batch).buf == uniform.buf
+
+
+@given(batch=uniform_batches(property_values=st.text(alphabet="ab\x01\x02", max_size=3)), data=st.data())
+def test_a_batch_the_uniform_path_declines_is_encoded_or_refused_message_by_message(batch, data):
+    """Separators inside values, a DELAY, a message whose fields are equal but other objects:
+    `encode_batch` answers as encoding each message alone does (the same bytes, or a refusal)."""
+    if data.draw(st.booleans()):
+        batch[-1] = dataclasses.replace(
+            batch[-1], properties={**batch[-1].properties, "DELAY": data.draw(st.sampled_from(["", "0", "2"]))}
+        )
+    if data.draw(st.booleans()):
+        batch.append(dataclasses.replace(batch[0], born_host=tuple(batch[0].born_host)[::-1][::-1]))
+    try:
+        expected = one_by_one(batch)
+        refused = None
+    except MessageRejected as exc:
+        refused = exc.status
+    delay = any(m.properties.get("DELAY") not in (None, "", "0") for m in batch)
+    if refused is not None or delay:
+        with pytest.raises(MessageRejected) as info:
+            encode_batch(batch)
+        assert info.value.status is (refused or ILLEGAL)
+    else:
+        assert bytes(encode_batch(batch).buf) == expected
+
+
 # ---------------------------------------------------------------------------------------------
 # msgId, properties, tags hash
 
@@ -567,6 +640,20 @@ def batch_rejected(batch, **kwargs):
     with pytest.raises(MessageRejected) as info:
         encode_batch(batch, **kwargs)
     assert info.value.status is ILLEGAL
+
+
+@pytest.mark.parametrize("other", ["FooBar", None, b"body", object()])
+def test_a_batch_holding_something_else_than_a_message_is_refused(other):
+    batch_rejected([Message(topic="T", queue_id=0, body=b"a"), other])
+
+
+def test_a_batch_is_refused_for_its_first_bad_message_whatever_comes_after():
+    """The per-batch path declines before it raises: the first message's refusal is the answer."""
+    bad_body = Message(topic="T", queue_id=0, body="text")  # type: ignore[arg-type]
+    unencodable = Message(topic="T", queue_id=0, body=b"b", properties={"a": "\ud800"})
+    with pytest.raises(MessageRejected) as info:
+        encode_batch([bad_body, unencodable])
+    assert info.value.status is ILLEGAL and "body must be bytes" in info.value.reason
 
 
 def test_batch_rejects_delayed_messages():

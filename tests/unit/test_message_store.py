@@ -919,6 +919,20 @@ def test_a_retry_of_one_message_of_a_batch_is_answered_with_where_it_landed(tmp_
         assert store.max_offset == batch.wrote_offset + batch.wrote_bytes  # nothing appended for the retry
 
 
+def test_a_batch_with_messages_without_a_producer_id_remembers_the_others_where_they_landed(tmp_path):
+    with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
+        store.set_dispatch_limit(lambda: 0)  # nothing dispatched: the put path alone remembers the ids
+        keys = ["C0A80001000118B4AAC2000000000A00", None, "C0A80001000118B4AAC2000000000A02"]
+        batch = store.put_messages(
+            [Message("Orders", 0, b"m%d" % i, {"UNIQ_KEY": k} if k else {}) for i, k in enumerate(keys)]
+        )
+        assert batch.status is OK and batch.msg_num == 3
+        retry = store.put_message(Message("Orders", 0, b"m2", {"UNIQ_KEY": keys[2]}))
+        assert (retry.queue_offset, retry.msg_id) == (batch.queue_offset + 2, batch.msg_ids[2])
+        assert store.read_message(retry.wrote_offset).body == b"m2"
+        assert store.max_offset == batch.wrote_offset + batch.wrote_bytes  # nothing appended for the retry
+
+
 def test_the_retry_check_can_be_turned_off(tmp_path):
     with MessageStore(config(tmp_path, recent_message_ids_max=0)) as store:
         results = [store.put_message(Message("Orders", 0, b"x", {"UNIQ_KEY": "same"})) for _ in range(2)]
