@@ -221,8 +221,12 @@ class PutPath:
             if exc.errno in _DISK_FULL:
                 # The same condition as the disk-full state the clean-up service sets: one status.
                 return PutMessageResult(Status.SERVICE_NOT_AVAILABLE, reason=f"the disk is full ({exc.strerror})")
-            log.error("cannot create a CommitLog segment: %s", exc)
-            return PutMessageResult(Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create a segment: {exc.strerror}")
+            # A segment that cannot be created, or an append through pwrite that failed (EIO);
+            # either way nothing of the put is visible.
+            log.error("cannot create or write a CommitLog segment: %s", exc)
+            return PutMessageResult(
+                Status.CREATE_MAPPED_FILE_FAILED, reason=f"cannot create or write a segment: {exc.strerror}"
+            )
         if recent is not None:
             if uniq_key:
                 recent.add(

@@ -453,7 +453,7 @@ def test_a_failed_write_stores_nothing_and_leaves_no_hole_in_the_queue(tmp_path,
         monkeypatch.setattr(mapped_file_module, "os", failing)
         refused = store.put_message(Message(TOPIC, 0, body_of_total(big, 1)))
         assert failing.failed
-        assert not refused.status.is_stored
+        assert refused.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED
         assert store.max_offset == 0
         stored = store.put_message(Message(TOPIC, 0, body_of_total(big, 2)))
         assert stored.status is PutMessageStatus.PUT_OK
