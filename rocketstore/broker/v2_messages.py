@@ -431,19 +431,21 @@ def send_response(outcomes: Sequence[SendOutcome]) -> pb.SendMessageResponse:
     stored messages of one put (`PutOutcomes`) are answered from the put's result: one status for
     all of them, and no `SendOutcome` made per message."""
     if isinstance(outcomes, PutOutcomes):
-        return _put_response(outcomes)
+        response = _put_response(outcomes)
+        if response is not None:
+            return response
     entries = [send_entry(outcome) for outcome in outcomes]
     return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
 
 
-def _put_response(outcomes: PutOutcomes) -> pb.SendMessageResponse:
+def _put_response(outcomes: PutOutcomes) -> pb.SendMessageResponse | None:
     """`send_response` of several messages one put stored: the entries `send_entry` makes of each
-    outcome, from the result directly."""
+    outcome, from the result directly. None when the result does not name every message's id
+    (then each outcome answers for itself)."""
     result, first = outcomes.result, outcomes.first
     ids = result.msg_ids
     if len(ids) < first + len(outcomes):
-        entries = [send_entry(outcome) for outcome in outcomes]
-        return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+        return None
     entry_status = codes.put_status(result)
     queue_offset, wrote_offset = result.queue_offset, result.wrote_offset
     entries = []

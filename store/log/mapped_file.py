@@ -24,9 +24,10 @@ readahead) until appends resume in it, and a full segment gets the default advic
 Appends of a page or more are written with `pwrite`, not copied into the mapping (the mapping
 and the file share the page cache, so readers see them the same): a store through the mapping
 takes a page fault per page on every append after an fdatasync (the flush write-protects the
-pages again), and at 37 KB per append (a 32-message batch of 1 KiB, a slave's chunk) that cost
-44 us of CPU and ~50 us of wall time per append plus fdatasync against 15 us with `pwrite`, for
-the same bytes to the disk; below a page the two cost the same, and the mapping is kept there.
+pages again): at 37 KB per append (a 32-message batch of 1 KiB, a slave's chunk) the write took
+43 us of CPU through the mapping against 14 us with `pwrite`, and the append plus its fdatasync
+256 us of wall time against 216, for the same bytes to the disk (`bench.append_cost_bench`);
+below a page the two cost the same, and the mapping is kept there.
 
 Thread-safety: one appender at a time (the CommitLog lock); a flusher and a committer may run
 concurrently with it, each reading positions that only grow. fdatasync releases the GIL.

@@ -270,7 +270,7 @@ class PutPath:
         else:
             recent.add_run(
                 messages[0].topic,
-                [key for key in keys if key is not None and key],
+                [key for key in keys if key],
                 [landed for key, landed in zip(keys, landings) if key],
             )
 
