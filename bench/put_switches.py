@@ -13,6 +13,12 @@ process, from /proc/PID/task), named as Python names them when `py-spy` is insta
 interpreter (`py-spy dump`; by thread id otherwise): where a process's CPU goes, thread by thread.
 `--pids` prints the two brokers' pids before the rounds (to attach `py-spy record` or `perf
 record`), `--set KEY=VALUE` gives both brokers a broker.conf setting (A/B of a setting in one tree).
+
+`--gc` times each broker's cyclic-collector passes (a `sitecustomize` put on the brokers'
+PYTHONPATH registers a `gc.callbacks` hook that logs each pass's wall-clock start, duration and
+generation) and prints, per round, each broker's passes by generation with their total and
+longest time, and how many of the round's slowest 1% of publishes were under way during one:
+whether the collector is where the tail goes.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench.common import context_switches, default_parent_dir, environment, load_average, progress
@@ -46,6 +53,7 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--threads", action="store_true", help="print each server thread's CPU per message too")
     p.add_argument("--pids", action="store_true", help="print the master's and slave's pids (to attach a profiler)")
+    p.add_argument("--gc", action="store_true", help="time the brokers' garbage-collector passes, per round")
     p.add_argument(
         "--set",
         action="append",
@@ -92,6 +100,53 @@ def _thread_names(pid: int) -> dict[int, str]:
     return names
 
 
+_GC_PROBE = """import gc, os, time
+
+_log = open(os.path.join(os.path.dirname(__file__), "%d.log" % os.getpid()), "a", buffering=1)
+_started = [0.0, 0.0]
+
+
+def _timed(phase, info):
+    if phase == "start":
+        _started[:] = time.time(), time.perf_counter()
+    else:
+        _log.write("%.6f %.6f %d\\n" % (_started[0], time.perf_counter() - _started[1], info["generation"]))
+
+
+gc.callbacks.append(_timed)
+"""
+
+
+def _install_gc_probe(directory: Path) -> None:
+    """Brokers started from now on log their collector passes to `directory`/PID.log."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sitecustomize.py").write_text(_GC_PROBE)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(directory), os.environ.get("PYTHONPATH")]))
+
+
+def _gc_passes(directory: Path, pid: int, since: float, until: float) -> list[tuple[float, float, int]]:
+    """(start, duration s, generation) of `pid`'s collector passes that began in [since, until]."""
+    try:
+        lines = (directory / f"{pid}.log").read_text().splitlines()
+    except OSError:
+        return []
+    passes = [(float(a), float(d), int(g)) for a, d, g in (line.split() for line in lines if line.count(" ") == 2)]
+    return [p for p in passes if since <= p[0] <= until]
+
+
+def _print_gc(role: str, passes: list[tuple[float, float, int]], timeline: list[tuple[float, float]]) -> None:
+    by_gen = [[d for _, d, g in passes if g == gen] for gen in range(3)]
+    counts = ", ".join(
+        f"gen{gen} {len(ds)} ({1e3 * sum(ds):.1f} ms, longest {1e3 * max(ds, default=0):.2f})"
+        for gen, ds in enumerate(by_gen)
+    )
+    ordered = sorted(ms for _, ms in timeline)
+    cut = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else 0.0
+    slowest = [(t, ms) for t, ms in timeline if ms >= cut]
+    hit = sum(1 for t, ms in slowest if any(a < t + ms / 1000 and a + d > t for a, d, _ in passes))
+    print(f"      {role} collector passes: {counts}; slowest 1% under way during one: {hit}/{len(slowest)}")
+
+
 def _print_threads(role: str, before: dict[int, int], after: dict[int, int], names: dict[int, str], n: int) -> None:
     used = sorted(((after[t] - before.get(t, 0), t) for t in after), reverse=True)
     top = [f"{names.get(t, str(t))} {1e6 * d / HZ / n:.1f}" for d, t in used[:8] if d > 0]
@@ -109,7 +164,9 @@ async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]])
             switches = [context_switches(p, voluntary_only=True) for p in pids]
             ticks = [_cpu_ticks(p) for p in pids]
             threads = [_thread_ticks(p) for p in pids] if args.threads else []
-            r = await run_cell(driver, args.size, clients, batch, 60, args.messages)
+            timeline: list[tuple[float, float]] = []
+            since = time.time()
+            r = await run_cell(driver, args.size, clients, batch, 60, args.messages, timeline)
             n = max(1, r.messages)
             per_msg = [
                 (
@@ -128,6 +185,9 @@ async def _rounds(driver: RocketStoreDriver, args, cells: list[tuple[int, int]])
             )
             for role, pid, before, pid_names in zip(("master", "slave"), pids, threads, names):
                 _print_threads(role, before, _thread_ticks(pid), pid_names, n)
+            if args.gc:
+                for role, pid in zip(("master", "slave"), pids):
+                    _print_gc(role, _gc_passes(args.run_dir / "gc", pid, since, time.time()), timeline)
 
 
 def main(argv=None) -> int:
@@ -142,6 +202,9 @@ def main(argv=None) -> int:
         f" {args.messages} messages per round, {args.rounds} rounds per cell"
         + (f", settings {' '.join(args.set)}" if args.set else "")
     )
+    args.run_dir = run_dir
+    if args.gc:
+        _install_gc_probe(run_dir / "gc")
     progress("starting RocketStore master + slave")
     cluster = LocalCluster(
         run_dir / "cluster",

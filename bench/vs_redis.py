@@ -385,7 +385,17 @@ def _percentile(ordered: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-async def run_cell(driver, size: int, clients: int, batch: int, seconds: float, max_messages: int) -> Result:
+async def run_cell(
+    driver,
+    size: int,
+    clients: int,
+    batch: int,
+    seconds: float,
+    max_messages: int,
+    timeline: list[tuple[float, float]] | None = None,
+) -> Result:
+    """One system's cell. `timeline`, when given, receives each measured publish as (wall-clock
+    time it was sent, latency in ms): to line the slowest ones up with what the servers did."""
     result = Result(driver.name, size, clients, batch)
     bodies = [os.urandom(size // 2).hex().encode()[:size] for _ in range(batch)]
     conns = [await driver.connect() for _ in range(clients)]
@@ -396,6 +406,7 @@ async def run_cell(driver, size: int, clients: int, batch: int, seconds: float, 
     async def client(conn) -> None:
         while time.perf_counter() < stop_at and result.messages < max_messages:
             started = time.perf_counter()
+            sent_at = time.time()
             try:
                 done = await driver.publish(conn, bodies)
             except Exception as exc:  # counted, never hidden
@@ -403,8 +414,11 @@ async def run_cell(driver, size: int, clients: int, batch: int, seconds: float, 
                 result.errors[name] = result.errors.get(name, 0) + 1
                 continue
             if measuring:
-                latencies.append((time.perf_counter() - started) * 1000)
+                latency_ms = (time.perf_counter() - started) * 1000
+                latencies.append(latency_ms)
                 result.messages += done
+                if timeline is not None:
+                    timeline.append((sent_at, latency_ms))
 
     try:
         await asyncio.gather(*(client(c) for c in conns))  # warm-up
@@ -493,6 +507,13 @@ def parse_args(argv) -> argparse.Namespace:
     )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
+    p.add_argument(
+        "--timeline",
+        type=Path,
+        metavar="DIR",
+        help="also write each publish's send time and latency to a file per system, cell and round"
+        " in DIR, and print each cell's latency histogram",
+    )
     return p.parse_args(argv)
 
 
@@ -538,6 +559,26 @@ def summary(cell: list[Result]) -> list[str]:
     return lines
 
 
+def latency_histogram(latencies_ms: list[float]) -> str:
+    """Counts per log-spaced latency bucket (0.25 ms doubling every two buckets, ~45 ms and
+    above last), the empty buckets left out: "<=1.4:12 <=2:30 >45:1"."""
+    bounds = [0.25 * 2 ** (i / 2) for i in range(16)]
+    counts = [0] * (len(bounds) + 1)
+    for ms in latencies_ms:
+        counts[next((i for i, b in enumerate(bounds) if ms <= b), len(bounds))] += 1
+    cells = [f"<={b:.2g}:{c}" for b, c in zip(bounds, counts, strict=False) if c]
+    return " ".join(cells + ([f">{bounds[-1]:.2g}:{counts[-1]}"] if counts[-1] else []))
+
+
+def _write_timeline(directory: Path, r: Result, timeline: list[tuple[float, float]]) -> None:
+    """One file per system, cell and round: a line per publish, its send time (s since the epoch)
+    and latency (ms); and the cell's latency histogram on stdout."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{r.system.replace(' ', '_').replace('/', '-')}-{r.size}-{r.clients}x{r.batch}-r{r.round}.txt"
+    (directory / name).write_text("".join(f"{t:.6f} {ms:.3f}\n" for t, ms in timeline))
+    print(f"      histogram (ms) {latency_histogram([ms for _, ms in timeline])}", flush=True)
+
+
 def _cell(text: str) -> tuple[int, int]:
     """A --cells item, CLIENTSxBATCH."""
     clients, batch = text.split("x")
@@ -553,8 +594,11 @@ async def _run(drivers: list, sizes: list[int], cells: list[tuple[int, int]], ar
             for round_ in range(1, args.rounds + 1):
                 redis = None
                 for driver in drivers:
-                    r = await run_cell(driver, size, clients, batch, args.seconds, args.max_messages)
+                    timeline: list[tuple[float, float]] | None = [] if args.timeline else None
+                    r = await run_cell(driver, size, clients, batch, args.seconds, args.max_messages, timeline)
                     r.round = round_
+                    if timeline is not None:
+                        _write_timeline(args.timeline, r, timeline)
                     redis = r if driver.name.startswith("redis") else redis
                     cell.append(r)
                     print(row(r, None if r is redis else redis), flush=True)

@@ -1,8 +1,8 @@
-"""`bench.vs_redis.summary`: the ratio to quote from several rounds of one cell."""
+"""`bench.vs_redis.summary`: the ratio to quote from several rounds of one cell; `latency_histogram`."""
 
 from __future__ import annotations
 
-from bench.vs_redis import Result, summary
+from bench.vs_redis import Result, latency_histogram, summary
 
 
 def result(system: str, round_: int, msgs_per_s: float, p99_ms: float) -> Result:
@@ -36,3 +36,10 @@ def test_each_system_gets_its_own_line_and_an_even_number_of_rounds_takes_the_me
     remoting, grpc = summary(cell)
     assert "remoting" in remoting and "throughput 0.40x (0.30-0.50)" in remoting
     assert "grpc" in grpc and "throughput 0.10x (0.10-0.10)" in grpc
+
+
+def test_latency_histogram_counts_each_latency_in_the_first_bucket_that_holds_it():
+    # Bounds 0.25, 0.35, 0.5, 0.71, 1.0, 1.41, 2.0 ... 45.25 ms; a bound belongs to its bucket.
+    text = latency_histogram([0.1, 0.25, 0.3, 1.0, 1.9, 2.0, 2.01, 60.0, 90.0])
+    assert text == "<=0.25:2 <=0.35:1 <=1:1 <=2:2 <=2.8:1 >45:2"
+    assert latency_histogram([]) == ""
