@@ -538,7 +538,29 @@ def summary(cell: list[Result]) -> list[str]:
                 f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
                 f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
             )
+        if " SYNC/SYNC " in system:
+            lines.extend(_overlap(system, rounds, by_round))
     return lines
+
+
+def _overlap(system: str, rounds: dict[int, Result], by_round: dict[str, dict[int, Result]]) -> list[str]:
+    """With `--overlap`: SYNC/SYNC's p50 over the slower of the two single-guarantee modes of the
+    same transport and round (1.00x: the master's flush hides wholly behind the slave's round trip
+    or the other way round; 2.00x: they add up)."""
+    transport = system.rsplit(" ", 1)[-1]
+    flush_only = by_round.get(f"rocketstore ASYNC/SYNC {transport}", {})
+    slave_only = by_round.get(f"rocketstore SYNC/ASYNC {transport}", {})
+    ratios = [
+        r.p50_ms / max(flush_only[n].p50_ms, slave_only[n].p50_ms)
+        for n, r in rounds.items()
+        if n in flush_only and n in slave_only and max(flush_only[n].p50_ms, slave_only[n].p50_ms)
+    ]
+    if not ratios:
+        return []
+    return [
+        f"  {'':<28} p50 over the slower of ASYNC/SYNC and SYNC/ASYNC: {median(ratios):.2f}x"
+        f" ({min(ratios):.2f}-{max(ratios):.2f})"
+    ]
 
 
 def _cell(text: str) -> tuple[int, int]:
