@@ -15,6 +15,13 @@ name the master's one address, as before proxy mode) or `slave` (proxy mode on a
 port chosen to sort first: the route names both, the client's channel takes the slave, and every
 official call goes one hop further, relayed to the master). Our own client talks to the master.
 
+`--floor` runs the produce phases only, against the master and against the gRPC API's floor
+(`bench/front_end_floor.py`'s `grpc-api`: RocketMQ 5's gRPC API in front of a server that keeps
+nothing and replicates to a slave process over gRPC) in turn, with `--clients` producers at once (a
+thread and a Producer each, in one process per phase, for both clients alike) for `--rounds`
+rounds, and prints each round's rate over the floor's and the median with the range: issue 33's
+bar for the official Producer (`--floor --clients 1,8 --rounds 3 --seconds 5 --messages 1000000`).
+
 The official client runs in its own virtualenv (`.venv-rocketmq`, made by `make test`) in a child
 process that prints its figures as JSON. Latency of a send is send-to-acknowledgement; a consume
 phase reports its throughput (msgs/s, MB/s) over the time to take in every message, and, for the
@@ -31,8 +38,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from statistics import median
 
 from bench.common import REPO_ROOT, default_parent_dir, environment, progress, size_label
 from client import Producer, PullConsumer
@@ -45,29 +54,54 @@ import json, sys, threading, time
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message,
                       MessageListener, Producer, PushConsumer, SimpleConsumer)
 
-endpoint, phase, topic, count, size, seconds = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
+endpoint, phase, topic, count, size, seconds, clients = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:8])
 config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
 out = {"phase": phase, "messages": 0, "seconds": 0.0, "latencies_ms": {}}
-deadline = time.monotonic() + seconds
 if phase == "produce":
-    producer = Producer(config, (topic,))
-    producer.startup()
+    # `clients` producers, a thread each, one message per send; each sends a few untimed messages
+    # first (its route and first calls), then all start together.
+    producers = [Producer(config, (topic,)) for _ in range(clients)]
     body = b"x" * size
-    lat = []
-    try:
-        start = time.monotonic()
-        while len(lat) < count and time.monotonic() < deadline:
+    lats = [[] for _ in producers]
+    start_line = threading.Barrier(clients + 1)
+
+    def send_all(producer, lat, quota):
+        def one():
             m = Message()
             m.topic, m.body = topic, body
-            t = time.monotonic()
             producer.send(m)
+        for _ in range(20):
+            one()
+        start_line.wait()
+        while len(lat) < quota and time.monotonic() < deadline:
+            t = time.monotonic()
+            one()
             lat.append((time.monotonic() - t) * 1000)
+
+    try:
+        for producer in producers:
+            producer.startup()
+        deadline = time.monotonic() + seconds + 60
+        quota = count // clients
+        threads = [threading.Thread(target=send_all, args=(p, lat, quota)) for p, lat in zip(producers, lats)]
+        for thread in threads:
+            thread.start()
+        start_line.wait()
+        start, cpu = time.monotonic(), time.process_time()
+        deadline = start + seconds
+        for thread in threads:
+            thread.join()
         out["seconds"] = time.monotonic() - start
+        out["client_cpu_s"] = time.process_time() - cpu
     finally:
-        producer.shutdown()
-    out["messages"] = len(lat)
-    out["latencies_ms"]["send"] = lat
-elif phase == "simple":
+        for producer in producers:
+            producer.shutdown()
+    out["messages"] = sum(map(len, lats))
+    out["latencies_ms"]["send"] = [x for lat in lats for x in lat]
+    print(json.dumps(out))
+    sys.exit(0)
+deadline = time.monotonic() + seconds
+if phase == "simple":
     consumer = SimpleConsumer(config, "bench-simple", {topic: FilterExpression("*")}, await_duration=5)
     consumer.startup()
     receive, ack, got = [], [], 0
@@ -120,7 +154,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def official(endpoint: str, phase: str, topic: str, args, home: Path) -> dict:
+def official(endpoint: str, phase: str, topic: str, args, home: Path, clients: int = 1) -> dict:
     done = subprocess.run(
         [
             str(OFFICIAL_PYTHON),
@@ -132,10 +166,11 @@ def official(endpoint: str, phase: str, topic: str, args, home: Path) -> dict:
             str(args.messages),
             str(args.size),
             str(args.seconds),
+            str(clients),
         ],
         capture_output=True,
         text=True,
-        timeout=args.seconds + 120,
+        timeout=args.seconds + 180,
         env=dict(os.environ, HOME=str(home)),
     )
     if done.returncode != 0:
@@ -143,19 +178,57 @@ def official(endpoint: str, phase: str, topic: str, args, home: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def ours_produce(endpoint: str, topic: str, args) -> dict:
+def ours_produce(endpoint: str, topic: str, args, clients: int = 1) -> dict:
+    """`clients` `client.Producer`s, a thread each, as the official phase drives its own."""
     body = b"x" * args.size
-    lat: list[float] = []
-    deadline = time.monotonic() + args.seconds
-    with Producer(endpoint) as producer:
-        start = time.monotonic()
-        while len(lat) < args.messages and time.monotonic() < deadline:
-            t = time.monotonic()
-            if not producer.send(topic, body).ok:
-                raise RuntimeError("a send was not acknowledged")
-            lat.append((time.monotonic() - t) * 1000)
+    lats: list[list[float]] = [[] for _ in range(clients)]
+    failures: list[BaseException] = []
+    start_line = threading.Barrier(clients + 1)
+    deadline = time.monotonic() + args.seconds + 60
+
+    def send_all(producer: Producer, lat: list[float], quota: int) -> None:
+        try:
+            try:
+                for _ in range(20):
+                    producer.send(topic, body)
+            finally:
+                start_line.wait()
+            while len(lat) < quota and time.monotonic() < deadline:
+                t = time.monotonic()
+                if not producer.send(topic, body).ok:
+                    raise RuntimeError("a send was not acknowledged")
+                lat.append((time.monotonic() - t) * 1000)
+        except BaseException as exc:  # reported by the caller, not lost in the thread
+            failures.append(exc)
+
+    producers = [Producer(endpoint) for _ in range(clients)]
+    try:
+        threads = [
+            threading.Thread(target=send_all, args=(p, lat, args.messages // clients))
+            for p, lat in zip(producers, lats)
+        ]
+        for thread in threads:
+            thread.start()
+        start_line.wait()
+        start, cpu = time.monotonic(), time.process_time()
+        deadline = start + args.seconds
+        for thread in threads:
+            thread.join()
         seconds = time.monotonic() - start
-    return {"phase": "produce", "messages": len(lat), "seconds": seconds, "latencies_ms": {"send": lat}}
+        cpu_s = time.process_time() - cpu
+    finally:
+        for producer in producers:
+            producer.close()
+    if failures:
+        raise failures[0]
+    sends = [x for lat in lats for x in lat]
+    return {
+        "phase": "produce",
+        "messages": len(sends),
+        "seconds": seconds,
+        "client_cpu_s": cpu_s,
+        "latencies_ms": {"send": sends},
+    }
 
 
 def ours_pull(endpoint: str, topic: str, args) -> dict:
@@ -198,7 +271,72 @@ def parse_args(argv) -> argparse.Namespace:
         help="the broker the official client talks to: master (no proxy mode) or slave (relayed; default master)",
     )
     parser.add_argument("--dir", type=Path, help="where the brokers' files go")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="produce only, against the master and against the gRPC API's floor (bench/front_end_floor.py"
+        " grpc-api) in turn, and print each round's ratio to the floor",
+    )
+    parser.add_argument("--clients", default="1,8", help="with --floor: comma list of producer counts (default 1,8)")
+    parser.add_argument("--rounds", type=int, default=3, help="with --floor: rounds per client count (default 3)")
     return parser.parse_args(argv)
+
+
+def _rate(r: dict) -> float:
+    return r["messages"] / r["seconds"] if r["seconds"] > 0 else 0.0
+
+
+def against_floor(args, run_dir: Path, home: Path) -> None:
+    """Produce with the official Producer and with `client.Producer` (`clients` of each, a thread
+    apiece) against the master, then against the gRPC API's floor, round after round; each round's
+    rate over the floor's rate in the same round, the median over the rounds with the range."""
+    from bench.front_end_floor import SLAVE_MODES
+    from bench.vs_redis import FloorProcess
+
+    progress("starting a master + slave and the grpc-api floor")
+    cluster = LocalCluster(
+        run_dir / "group", master_role=args.role, flush_disk_type=args.flush, settings={"proxyModeEnable": "false"}
+    ).start()
+    floor_slave = floor = None
+    try:
+        floor_slave = FloorProcess(run_dir / "floor-slave", SLAVE_MODES["grpc-api"]).start()
+        floor = FloorProcess(run_dir / "floor", "grpc-api", floor_slave).start()
+        targets = {"RocketStore": cluster.master.client_endpoint, "floor: grpc-api": floor.endpoint}
+        producers = {
+            "official Producer": lambda endpoint, clients: official(
+                endpoint, "produce", "BenchOfficial", args, home, clients
+            ),
+            "client.Producer": lambda endpoint, clients: ours_produce(endpoint, "BenchOurs", args, clients),
+        }
+        for clients in (int(c) for c in args.clients.split(",")):
+            print(f"\n{clients} client(s), {size_label(args.size)} bodies, one message per send:")
+            ratios: dict[str, list[float]] = {name: [] for name in producers}
+            for round_ in range(1, args.rounds + 1):
+                for name, produce in producers.items():
+                    rates = {}
+                    for target, endpoint in targets.items():
+                        r = produce(endpoint, clients)
+                        rates[target] = _rate(r)
+                        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                        client_cpu = 100 * r["client_cpu_s"] / r["seconds"] if r["seconds"] else 0.0
+                        label = f"  round {round_} {name} -> {target}"
+                        print(
+                            f"{row(f'{label:<50}', r, args.size)}  client CPU {client_cpu:.0f}%  load {load}",
+                            flush=True,
+                        )
+                    if rates["floor: grpc-api"]:
+                        ratios[name].append(rates["RocketStore"] / rates["floor: grpc-api"])
+            for name, values in ratios.items():
+                if values:
+                    print(
+                        f"  {name:<18} of the floor over {len(values)} rounds: {median(values):.2f}x"
+                        f" ({min(values):.2f}-{max(values):.2f})"
+                    )
+    finally:
+        for process in (floor, floor_slave):
+            if process is not None:
+                process.stop()
+        cluster.stop()
 
 
 def main(argv=None) -> int:
@@ -216,6 +354,9 @@ def main(argv=None) -> int:
             f"  config       {args.role} {args.flush}, {size_label(args.size)} bodies, "
             f"{args.messages} messages per phase, at most {args.seconds} s each, official client via the {args.via}"
         )
+        if args.floor:
+            against_floor(args, run_dir, run_dir / "home")
+            return 0
         progress("starting a master + slave")
         if args.via == "slave":
             group = LocalCluster(run_dir / "group", master_role=args.role, flush_disk_type=args.flush, slaves=0)

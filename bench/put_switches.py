@@ -12,7 +12,9 @@ shared machine where their rates do not (run them in turn, a few rounds each).
 process, from /proc/PID/task), named as Python names them when `py-spy` is installed beside the
 interpreter (`py-spy dump`; by thread id otherwise): where a process's CPU goes, thread by thread.
 `--pids` prints the two brokers' pids before the rounds (to attach `py-spy record` or `perf
-record`), `--set KEY=VALUE` gives both brokers a broker.conf setting (A/B of a setting in one tree).
+record`), `--set KEY=VALUE` gives both brokers a broker.conf setting (A/B of a setting in one tree),
+`--slave-flush` the slave a flushDiskType of its own (SYNC_MASTER + ASYNC_FLUSH beside a SYNC_FLUSH
+slave is the slave's round trip alone, the other half of SYNC/SYNC's wait).
 
 `--gc` times each broker's cyclic-collector passes (a `sitecustomize` put on the brokers'
 PYTHONPATH registers a `gc.callbacks` hook that logs each pass's wall-clock start, duration and
@@ -50,6 +52,11 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
     p.add_argument("--role", choices=("SYNC_MASTER", "ASYNC_MASTER"), default="SYNC_MASTER")
     p.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
+    p.add_argument(
+        "--slave-flush",
+        choices=("SYNC_FLUSH", "ASYNC_FLUSH"),
+        help="the slave's flushDiskType (default: --flush's)",
+    )
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--threads", action="store_true", help="print each server thread's CPU per message too")
     p.add_argument("--pids", action="store_true", help="print the master's and slave's pids (to attach a profiler)")
@@ -198,7 +205,8 @@ def main(argv=None) -> int:
     for key, value in environment(run_dir).items():
         print(f"  {key:<12} {value}")
     print(
-        f"  config       {args.role} + {args.flush}, one slave, {args.transport}, {args.size} B bodies,"
+        f"  config       {args.role} + {args.flush}, one {args.slave_flush or args.flush} slave,"
+        f" {args.transport}, {args.size} B bodies,"
         f" {args.messages} messages per round, {args.rounds} rounds per cell"
         + (f", settings {' '.join(args.set)}" if args.set else "")
     )
@@ -211,6 +219,7 @@ def main(argv=None) -> int:
         master_role=args.role,
         flush_disk_type=args.flush,
         settings={"remotingListenPort": "0", **dict(s.split("=", 1) for s in args.set)},
+        slave_settings={"flushDiskType": args.slave_flush} if args.slave_flush else {},
     ).start()
     try:
         driver = RocketStoreDriver(cluster, f"rocketstore {args.transport}", args.transport)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from bench.vs_redis import Result, latency_histogram, summary
 
 
-def result(system: str, round_: int, msgs_per_s: float, p99_ms: float) -> Result:
-    return Result(system, 1024, 1, 1, round=round_, messages=int(msgs_per_s), elapsed_s=1.0, p99_ms=p99_ms)
+def result(system: str, round_: int, msgs_per_s: float, p99_ms: float, p50_ms: float = 0.0) -> Result:
+    return Result(
+        system, 1024, 1, 1, round=round_, messages=int(msgs_per_s), elapsed_s=1.0, p50_ms=p50_ms, p99_ms=p99_ms
+    )
 
 
 def test_each_round_is_compared_with_redis_in_the_same_round_and_the_median_is_quoted():
@@ -43,3 +45,20 @@ def test_latency_histogram_counts_each_latency_in_the_first_bucket_that_holds_it
     text = latency_histogram([0.1, 0.25, 0.3, 1.0, 1.9, 2.0, 2.01, 60.0, 90.0])
     assert text == "<=0.25:2 <=0.35:1 <=1:1 <=2:2 <=2.8:1 >45:2"
     assert latency_histogram([]) == ""
+
+
+def test_sync_sync_p50_is_set_against_the_slower_single_guarantee_mode_of_the_same_round():
+    cell = []
+    # (SYNC/SYNC, ASYNC/SYNC, SYNC/ASYNC) p50s per round: the slower single mode differs by round.
+    for round_, (both, flush_only, slave_only) in enumerate([(1.2, 1.0, 0.8), (1.5, 0.9, 1.0), (1.1, 1.1, 1.0)], 1):
+        cell += [
+            result("redis P+1R", round_, 1000, 1.0, 0.5),
+            result("rocketstore SYNC/SYNC remoting", round_, 500, 2.0, both),
+            result("rocketstore ASYNC/SYNC remoting", round_, 600, 2.0, flush_only),
+            result("rocketstore SYNC/ASYNC remoting", round_, 600, 2.0, slave_only),
+            result("rocketstore SYNC/SYNC grpc", round_, 300, 3.0, 2.0),
+        ]
+    lines = summary(cell)
+    [overlap] = [line for line in lines if "slower of ASYNC/SYNC and SYNC/ASYNC" in line]
+    assert "1.20x (1.00-1.50)" in overlap  # 1.2/1.0, 1.5/1.0, 1.1/1.1
+    assert lines.index(overlap) == 1  # right under its SYNC/SYNC line; grpc ran no single modes
