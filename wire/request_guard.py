@@ -19,8 +19,12 @@ message is in flight (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS), which left such call
 until their deadline. A servicer that reads on a thread of its own ends its call itself on a
 `MalformedRequest` (Replicate closes the stream INVALID_ARGUMENT).
 
-Thread-safety: the guards may serve any number of calls at once; their only state is the limiter,
-which locks.
+A method's wrapped handler is made once and reused while the inner handler is the same object (a
+servicer's handlers are made once, when it is added to the server): a call costs a dict lookup, not
+closures and a handler tuple.
+
+Thread-safety: the guards may serve any number of calls at once; their state is the limiter, which
+locks, and the wrapped handlers by method (a dict; a race makes a handler twice, both right).
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class _Guard:
 
     def __init__(self) -> None:
         self._refusals = LogLimiter(log)
+        # method -> (the inner handler, its wrapping); only methods a handler serves get here.
+        self._wrapped: dict[tuple[str, bool], tuple[object, object]] = {}
 
     def _refusal(self, context, method: str, error: str) -> str:
         """The status details of a refusal, logged (rate-limited per peer host)."""
@@ -89,8 +95,13 @@ class _Guard:
     def wrap(self, handler, method: str, *, aio: bool):
         if handler is None or handler.request_deserializer is None:
             return handler
+        known = self._wrapped.get((method, aio))
+        if known is not None and known[0] is handler:
+            return known[1]
         wrap = self._wrap_async if aio else self._wrap_threaded
-        return wrap(handler, method, _safe_decoder(handler.request_deserializer), handler.response_serializer)
+        wrapped = wrap(handler, method, _safe_decoder(handler.request_deserializer), handler.response_serializer)
+        self._wrapped[(method, aio)] = (handler, wrapped)
+        return wrapped
 
     def _wrap_async(self, handler, method: str, decoder, serializer):
         refusal = self._refusal

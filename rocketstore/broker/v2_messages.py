@@ -5,11 +5,13 @@ user properties) and the checks of what only this API carries (property keys, ta
 body encodings and digests), store message -> v2 message (digest, type, delivery attempt,
 RocketStore's extension fields), the core's routes as message queues, endpoints and peers, and the
 Telemetry settings reply. Refusals are the broker core's (`core.refusals`). No I/O; thread-safe
-(stateless).
+(stateless but for `peer_host`'s memo of the last peers it parsed, an `lru_cache`: one client's
+connection names the same peer on every call).
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -117,8 +119,12 @@ def endpoints_of(endpoint: str, *more: str) -> pb.Endpoints:
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port) for host, port in addresses])
 
 
+# Bounded: a peer string holds the client's port, so a client reconnecting makes new ones.
+@functools.lru_cache(maxsize=1024)
 def peer_host(peer: str) -> Host | None:
-    """The client's (ip, port) from a gRPC peer string ("ipv4:1.2.3.4:5", "ipv6:[::1]:5")."""
+    """The client's (ip, port) from a gRPC peer string ("ipv4:1.2.3.4:5", "ipv6:[::1]:5"); the
+    last 1,024 peers' answers are kept: ipaddress's check costs about 2 us a call, and each
+    SendMessage asks."""
     kind, _, rest = peer.partition(":")
     if kind not in ("ipv4", "ipv6"):
         return None
@@ -413,29 +419,40 @@ def send_item(msg: pb.Message, born_host: Host, now_ms: int) -> SendItem:
 
 def send_entry(outcome: SendOutcome) -> pb.SendResultEntry:
     """One message's send outcome as this API's result entry."""
+    entry = pb.SendResultEntry()
+    _fill_entry(entry, outcome)
+    return entry
+
+
+def _fill_entry(entry: pb.SendResultEntry, outcome: SendOutcome) -> pb.Status:
+    """`send_entry` into an empty `entry` (one a response's `entries.add()` made: the entry is
+    written in place, not copied into the response); returns the entry's status."""
     entry_status = codes.outcome_status(outcome)
-    if not outcome.stored:
-        return pb.SendResultEntry(status=entry_status, message_id=outcome.client_id or outcome.msg_id)
-    return pb.SendResultEntry(
-        status=entry_status,
-        message_id=outcome.client_id or outcome.msg_id,
-        transaction_id=outcome.msg_id if outcome.transactional else "",
-        offset=outcome.queue_offset,
-        queue_id=outcome.queue_id,
-        commit_log_offset=outcome.commit_log_offset(),
-    )
+    entry.status.CopyFrom(entry_status)
+    entry.message_id = outcome.client_id or outcome.msg_id
+    if outcome.stored:
+        if outcome.transactional:
+            entry.transaction_id = outcome.msg_id
+        entry.offset = outcome.queue_offset
+        entry.queue_id = outcome.queue_id
+        entry.commit_log_offset = outcome.commit_log_offset()
+    return entry_status
 
 
 def send_response(outcomes: Sequence[SendOutcome]) -> pb.SendMessageResponse:
     """The answer to a SendMessage: an entry per message, and the status summing them up. The
     stored messages of one put (`PutOutcomes`) are answered from the put's result: one status for
-    all of them, and no `SendOutcome` made per message."""
+    all of them, and no `SendOutcome` made per message. The entries are made inside the response
+    (`entries.add`): a response built from a list of entries copies each of them."""
     if isinstance(outcomes, PutOutcomes):
         response = _put_response(outcomes)
         if response is not None:
             return response
-    entries = [send_entry(outcome) for outcome in outcomes]
-    return pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+    response = pb.SendMessageResponse()
+    add = response.entries.add
+    statuses = [_fill_entry(add(), outcome) for outcome in outcomes]
+    response.status.CopyFrom(codes.summarize(statuses))
+    return response
 
 
 def _put_response(outcomes: PutOutcomes) -> pb.SendMessageResponse | None:
@@ -448,20 +465,19 @@ def _put_response(outcomes: PutOutcomes) -> pb.SendMessageResponse | None:
         return None
     entry_status = codes.put_status(result)
     queue_offset, wrote_offset = result.queue_offset, result.wrote_offset
-    entries = []
+    response = pb.SendMessageResponse(status=codes.summarize((entry_status,)))
+    add = response.entries.add
     for i, planned in enumerate(outcomes.planned, first):
         msg_id = ids[i]
-        entries.append(
-            pb.SendResultEntry(
-                status=entry_status,
-                message_id=planned.client_id or msg_id,
-                transaction_id=msg_id if planned.transactional else "",
-                offset=queue_offset + i,
-                queue_id=planned.message.queue_id,
-                commit_log_offset=wrote_offset if i == 0 else _stored_offset(msg_id),
-            )
+        add(
+            status=entry_status,
+            message_id=planned.client_id or msg_id,
+            transaction_id=msg_id if planned.transactional else "",
+            offset=queue_offset + i,
+            queue_id=planned.message.queue_id,
+            commit_log_offset=wrote_offset if i == 0 else _stored_offset(msg_id),
         )
-    return pb.SendMessageResponse(status=codes.summarize((entry_status,)), entries=entries)
+    return response
 
 
 def _stored_offset(msg_id: str) -> int:

@@ -15,7 +15,7 @@ from rocketstore.broker import codes, remoting_codes
 from rocketstore.broker.core.pull import PullAction
 from rocketstore.broker.core.refusals import Reason, Refusal
 from rocketstore.broker.core.routes import Route, RouteBroker
-from rocketstore.broker.core.send import Planned, PutOutcomes
+from rocketstore.broker.core.send import Planned, PutOutcomes, SendOutcome
 from rocketstore.broker.remoting_routes import topic_route_data
 from rocketstore.broker.v2_messages import (
     _WHITESPACE,
@@ -431,3 +431,53 @@ def test_a_puts_answer_made_from_its_result_is_the_answer_made_outcome_by_outcom
     expected = pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
     assert send_response(outcomes) == expected
     assert send_response(list(outcomes)) == expected
+
+
+def _entry_as_built_by_fields(outcome: SendOutcome) -> pb.SendResultEntry:
+    """A result entry as the API defines it, field by field (the reference for `send_response`)."""
+    entry_status = codes.outcome_status(outcome)
+    if not outcome.stored:
+        return pb.SendResultEntry(status=entry_status, message_id=outcome.client_id or outcome.msg_id)
+    return pb.SendResultEntry(
+        status=entry_status,
+        message_id=outcome.client_id or outcome.msg_id,
+        transaction_id=outcome.msg_id if outcome.transactional else "",
+        offset=outcome.queue_offset,
+        queue_id=outcome.queue_id,
+        commit_log_offset=outcome.commit_log_offset(),
+    )
+
+
+_OUTCOMES = st.one_of(
+    st.builds(
+        SendOutcome,
+        refusal=st.sampled_from(
+            [Refusal(Reason.NOT_MASTER, "not the master"), Refusal(Reason.BODY_TOO_LARGE, "too large")]
+        ),
+        client_id=st.sampled_from(["", "C1"]),
+    ),
+    st.builds(
+        SendOutcome,
+        status=st.sampled_from(list(PutMessageStatus)),
+        reason=st.sampled_from(["", "the slave did not answer"]),
+        client_id=st.sampled_from(["", "C1", "C2"]),
+        msg_id=st.sampled_from(["", make_msg_id(("10.0.0.1", 10911), 4096), "not-an-id"]),
+        queue_id=st.integers(-1, 7),
+        queue_offset=st.integers(-1, 2**40),
+        wrote_offset=st.integers(-1, 2**40),
+        transactional=st.booleans(),
+    ),
+)
+
+
+@given(st.lists(_OUTCOMES, min_size=1, max_size=5))
+def test_a_send_response_is_its_entries_made_field_by_field_and_their_summary(outcomes):
+    """`send_response` (entries written in place) answers the bytes of the entries made field by
+    field and the status `codes.summarize` makes of them, for any mix of refused, failed and
+    stored outcomes."""
+    entries = [_entry_as_built_by_fields(outcome) for outcome in outcomes]
+    expected = pb.SendMessageResponse(status=codes.summarize(e.status for e in entries), entries=entries)
+    response = send_response(outcomes)
+    assert response == expected
+    assert response.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+    assert [send_entry(outcome) for outcome in outcomes] == entries
