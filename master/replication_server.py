@@ -539,6 +539,10 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                 tracker.expire(self._wall())
                 yield self._chunk(stream, session.sent, b"", master_max, epochs)
                 continue
+            # Nothing to send: the puts of the chunks out wait for the slave's ack, so the GIL is
+            # idle; dispatch their records meanwhile instead of waking the dispatcher after each
+            # answer (a no-op when nothing is dispatchable yet).
+            store.dispatch_while_waiting()
             self._wait(stream, min(IDLE_POLL_S, max(step.wait_ms, 1) / 1000))
 
     def _refuse_damaged(self, stream: _Stream, damage: CorruptMessage) -> str:

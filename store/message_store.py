@@ -360,7 +360,7 @@ class MessageStore:
             # Group commit: a waiting put's flush request wakes the flush thread when nobody else
             # flushes for it (`PutPath._pending`); a put that does not wait wakes it here.
             wake_unwaited=(flusher.wakeup,) if direct_group_commit else (),  # type: ignore[union-attr]
-            wake_after_answer=(self._reput.wakeup,) if direct_group_commit else (),
+            wake_after_answer=(self._wake_dispatcher_if_behind,) if direct_group_commit else (),
             streams_flush=direct_group_commit,
         )
         self._put_path = self._build_put_path()
@@ -673,6 +673,28 @@ class MessageStore:
         reput = self._reput
         if reput is not None:
             reput.dispatch_here()
+
+    def dispatch_while_waiting(self) -> None:
+        """A SYNC_MASTER's replication stream with nothing to send while its chunks' puts wait for
+        the slave's ack: dispatch on that thread what the dispatch limit lets through
+        (`ReputMessageService.dispatch_here`). The GIL is idle then (the puts' loop and the ack
+        reader wait), and a put whose record is already dispatched by its answer does not wake
+        the dispatcher's thread (`_wake_dispatcher_if_behind`): one hand-off less per put at one
+        client. Nothing happens where the limit holds the records back (controller mode: the
+        confirmed offset, which moves with the slaves' acks) or when the dispatcher is not behind."""
+        reput = self._reput
+        if reput is None or not self._put_services.streams_flush or self.broker_role is not BrokerRole.SYNC_MASTER:
+            return
+        dispatcher = self.dispatcher
+        if dispatcher.reput_from_offset < dispatcher.limit:
+            reput.dispatch_here()
+
+    def _wake_dispatcher_if_behind(self) -> None:
+        """After a SYNC_FLUSH put's answer: wake the dispatcher unless a replication stream has
+        already dispatched everything appended so far (`dispatch_while_waiting`)."""
+        reput = self._reput
+        if reput is not None and self.dispatcher.reput_from_offset < self.commit_log.max_offset:
+            reput.wakeup()
 
     def wake_dispatcher(self) -> None:
         """Have the dispatcher take what the log holds now (it also looks on its own every

@@ -1093,6 +1093,69 @@ def test_a_sync_flush_put_is_dispatched_after_its_answer_not_during_its_waits(tm
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_replication_stream_with_nothing_to_send_dispatches_and_the_answer_then_wakes_nobody(
+    tmp_path, monkeypatch, mode
+):
+    """While a put waits for its slave, the stream that sent its bytes and has nothing else to send
+    dispatches them (`dispatch_while_waiting`, on the stream's thread); the put's answer then finds
+    nothing left to dispatch and does not wake the dispatcher's thread."""
+    from store.queue.dispatch import ReputMessageService
+
+    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
+    wakes: list[int] = []
+    real_wakeup = ReputMessageService.wakeup
+    monkeypatch.setattr(ReputMessageService, "wakeup", lambda service: wakes.append(1) or real_wakeup(service))
+    gate = _HeldGate()
+    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
+    with MessageStore(cfg) as store:
+        store.set_replica_gate(gate)
+        arrived: list[str] = []
+        store.add_arrival_listener(lambda request: arrived.append(threading.current_thread().name))
+        results: list[PutMessageResult] = []
+        putter = _start_put(store, Message("WhileWaitingTopic", 0, b"x"), mode, results)
+        assert gate.asked.wait(10)
+        store.flush_after_send()
+        store.dispatch_while_waiting()
+        assert store.dispatched_offset == store.max_offset and results == []
+        assert arrived == [threading.current_thread().name], "not dispatched on the calling thread"
+        gate.outcome.set_result(OK)
+        putter.join(10)
+        assert [r.status for r in results] == [OK]
+        assert wakes == [], "the answer woke the dispatcher though its record was dispatched"
+
+
+def test_a_dispatch_limit_keeps_a_waiting_puts_record_from_the_streams_dispatch(tmp_path, monkeypatch):
+    """Where the dispatch limit holds records back (controller mode: the confirmed offset), a stream
+    with nothing to send dispatches nothing and wakes nobody; the answer wakes the dispatcher."""
+    from store.queue.dispatch import ReputMessageService
+
+    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
+    wakes: list[int] = []
+    real_wakeup = ReputMessageService.wakeup
+    monkeypatch.setattr(ReputMessageService, "wakeup", lambda service: wakes.append(1) or real_wakeup(service))
+    gate = _HeldGate()
+    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
+    with MessageStore(cfg) as store:
+        confirmed = [0]
+        store.set_dispatch_limit(lambda: confirmed[0])
+        store.set_replica_gate(gate)
+        arrived = threading.Semaphore(0)
+        store.add_arrival_listener(lambda request: arrived.release())
+        results: list[PutMessageResult] = []
+        putter = _start_put(store, Message("HeldBackTopic", 0, b"x"), "sync", results)
+        assert gate.asked.wait(10)
+        store.flush_after_send()
+        store.dispatch_while_waiting()
+        assert store.dispatched_offset == 0 and wakes == []
+        confirmed[0] = store.max_offset
+        gate.outcome.set_result(OK)
+        putter.join(10)
+        assert [r.status for r in results] == [OK]
+        assert wakes, "the answer did not wake the dispatcher"
+        assert arrived.acquire(timeout=10), "the confirmed record was not dispatched"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_put_waiting_for_its_slave_leaves_its_flush_to_the_replication_stream(tmp_path, monkeypatch, mode):
     """A SYNC_FLUSH put that waits for a slave does not wake the flush thread: the stream that sends
     its bytes flushes them once its chunk is out (`flush_after_send`). Its answer still waits for
