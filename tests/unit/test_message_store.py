@@ -4,6 +4,7 @@ bad input, transaction messages, the lock and abort files, and concurrent putter
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import struct
@@ -1044,6 +1045,40 @@ class _HeldGate:
         return self.outcome
 
 
+def _counted_wakeups(monkeypatch, service_class, note=lambda: 1) -> list:
+    """Every `wakeup` of `service_class` from now on appends `note()` to the list returned (and
+    still wakes the service); a `ReputMessageService`'s idle look is put beyond the tests'
+    deadlines, so only a wake-up makes it dispatch."""
+    from store.queue.dispatch import ReputMessageService
+
+    if service_class is ReputMessageService:
+        monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
+    wakes: list = []
+    real_wakeup = service_class.wakeup
+
+    def wakeup(service) -> None:
+        wakes.append(note())
+        real_wakeup(service)
+
+    monkeypatch.setattr(service_class, "wakeup", wakeup)
+    return wakes
+
+
+@contextlib.contextmanager
+def _put_waiting_for_its_slave(tmp_path, topic: str, mode: str, gate: _HeldGate, prepare=lambda store: None):
+    """A SYNC_MASTER + SYNC_FLUSH store whose slave acknowledges when `gate` says so, `prepare`d
+    (listeners, a dispatch limit), with one put to `topic` under way (`mode` "sync" or "async")
+    that has asked the gate: yields (store, the putting thread, its results)."""
+    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
+    with MessageStore(cfg) as store:
+        prepare(store)
+        store.set_replica_gate(gate)
+        results: list[PutMessageResult] = []
+        putter = _start_put(store, Message(topic, 0, b"x"), mode, results)
+        assert gate.asked.wait(10)
+        yield store, putter, results
+
+
 def _start_put(store: MessageStore, message: Message, mode: str, results: list[PutMessageResult]) -> threading.Thread:
     """A thread putting `message` with the store's sync call or, `mode` "async", its asyncio one."""
 
@@ -1065,24 +1100,15 @@ def test_a_sync_flush_put_is_dispatched_after_its_answer_not_during_its_waits(tm
     then dispatched at once (the idle timeout is far beyond the test's deadline)."""
     from store.queue.dispatch import ReputMessageService
 
-    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
     gate = _HeldGate()
-    wakes: list[bool] = []  # for each wake-up of the dispatcher: had the slave acknowledged yet?
-    real_wakeup = ReputMessageService.wakeup
+    # For each wake-up of the dispatcher: had the slave acknowledged yet?
+    wakes = _counted_wakeups(monkeypatch, ReputMessageService, gate.outcome.done)
+    arrived = threading.Semaphore(0)
 
-    def wakeup(service):
-        wakes.append(gate.outcome.done())
-        real_wakeup(service)
-
-    monkeypatch.setattr(ReputMessageService, "wakeup", wakeup)
-    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
-    with MessageStore(cfg) as store:
-        store.set_replica_gate(gate)
-        arrived = threading.Semaphore(0)
+    def listen(store: MessageStore) -> None:
         store.add_arrival_listener(lambda request: arrived.release())
-        results: list[PutMessageResult] = []
-        putter = _start_put(store, Message("AfterTopic", 0, b"x"), mode, results)
-        assert gate.asked.wait(10)
+
+    with _put_waiting_for_its_slave(tmp_path, "AfterTopic", mode, gate, listen) as (store, putter, results):
         assert store.wait_flushed(store.max_offset, 10)  # flushed, still waiting for its slave
         assert store.dispatched_offset == 0 and wakes == []
         gate.outcome.set_result(OK)
@@ -1101,19 +1127,14 @@ def test_a_replication_stream_with_nothing_to_send_dispatches_and_the_answer_the
     nothing left to dispatch and does not wake the dispatcher's thread."""
     from store.queue.dispatch import ReputMessageService
 
-    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
-    wakes: list[int] = []
-    real_wakeup = ReputMessageService.wakeup
-    monkeypatch.setattr(ReputMessageService, "wakeup", lambda service: wakes.append(1) or real_wakeup(service))
+    wakes = _counted_wakeups(monkeypatch, ReputMessageService)
     gate = _HeldGate()
-    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
-    with MessageStore(cfg) as store:
-        store.set_replica_gate(gate)
-        arrived: list[str] = []
+    arrived: list[str] = []
+
+    def listen(store: MessageStore) -> None:
         store.add_arrival_listener(lambda request: arrived.append(threading.current_thread().name))
-        results: list[PutMessageResult] = []
-        putter = _start_put(store, Message("WhileWaitingTopic", 0, b"x"), mode, results)
-        assert gate.asked.wait(10)
+
+    with _put_waiting_for_its_slave(tmp_path, "WhileWaitingTopic", mode, gate, listen) as (store, putter, results):
         store.flush_after_send()
         store.dispatch_while_waiting()
         assert store.dispatched_offset == store.max_offset and results == []
@@ -1129,21 +1150,16 @@ def test_a_dispatch_limit_keeps_a_waiting_puts_record_from_the_streams_dispatch(
     with nothing to send dispatches nothing and wakes nobody; the answer wakes the dispatcher."""
     from store.queue.dispatch import ReputMessageService
 
-    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (0.001, 60.0))
-    wakes: list[int] = []
-    real_wakeup = ReputMessageService.wakeup
-    monkeypatch.setattr(ReputMessageService, "wakeup", lambda service: wakes.append(1) or real_wakeup(service))
+    wakes = _counted_wakeups(monkeypatch, ReputMessageService)
     gate = _HeldGate()
-    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
-    with MessageStore(cfg) as store:
-        confirmed = [0]
+    confirmed = [0]
+    arrived = threading.Semaphore(0)
+
+    def prepare(store: MessageStore) -> None:
         store.set_dispatch_limit(lambda: confirmed[0])
-        store.set_replica_gate(gate)
-        arrived = threading.Semaphore(0)
         store.add_arrival_listener(lambda request: arrived.release())
-        results: list[PutMessageResult] = []
-        putter = _start_put(store, Message("HeldBackTopic", 0, b"x"), "sync", results)
-        assert gate.asked.wait(10)
+
+    with _put_waiting_for_its_slave(tmp_path, "HeldBackTopic", "sync", gate, prepare) as (store, putter, results):
         store.flush_after_send()
         store.dispatch_while_waiting()
         assert store.dispatched_offset == 0 and wakes == []
@@ -1165,16 +1181,9 @@ def test_a_put_waiting_for_its_slave_leaves_its_flush_to_the_replication_stream(
     from store.log.flush import GroupCommitService
 
     monkeypatch.setattr(flush_module, "_IDLE_S", 60.0)
-    wakes: list[int] = []
-    real_wakeup = GroupCommitService.wakeup
-    monkeypatch.setattr(GroupCommitService, "wakeup", lambda service: wakes.append(1) or real_wakeup(service))
+    wakes = _counted_wakeups(monkeypatch, GroupCommitService)
     gate = _HeldGate()
-    cfg = config(tmp_path, broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
-    with MessageStore(cfg) as store:
-        store.set_replica_gate(gate)
-        results: list[PutMessageResult] = []
-        putter = _start_put(store, Message("StreamFlushTopic", 0, b"x"), mode, results)
-        assert gate.asked.wait(10)
+    with _put_waiting_for_its_slave(tmp_path, "StreamFlushTopic", mode, gate) as (store, putter, results):
         gate.outcome.set_result(OK)  # the slave acknowledged; the master's own flush is still due
         putter.join(0.2)
         assert putter.is_alive() and results == [], "answered before its flush"
