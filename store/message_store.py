@@ -683,7 +683,7 @@ class MessageStore:
         client. Nothing happens where the limit holds the records back (controller mode: the
         confirmed offset, which moves with the slaves' acks) or when the dispatcher is not behind."""
         reput = self._reput
-        if reput is None or not self._put_services.streams_flush or self.broker_role is not BrokerRole.SYNC_MASTER:
+        if reput is None or not self._streams_serve_puts():
             return
         dispatcher = self.dispatcher
         if dispatcher.reput_from_offset < dispatcher.limit:
@@ -711,14 +711,16 @@ class MessageStore:
         SYNC_MASTER's puts wait for slaves, so elsewhere the flush thread, which every put wakes,
         keeps the whole flush. When another flush is under way the flush thread is woken instead."""
         flusher = self._flusher
-        if (
-            not isinstance(flusher, GroupCommitService)
-            or self._committer is not None
-            or self.broker_role is not BrokerRole.SYNC_MASTER
-        ):
+        if not isinstance(flusher, GroupCommitService) or not self._streams_serve_puts():
             return
         if self.queue.flushed_where < self.queue.max_offset:
             flusher.flush_here()
+
+    def _streams_serve_puts(self) -> bool:
+        """A SYNC_MASTER whose puts go straight to group commit (no write buffer): its replication
+        streams flush the log for the puts waiting on them (`flush_after_send`) and, idle,
+        dispatch their records (`dispatch_while_waiting`)."""
+        return self._put_services.streams_flush and self.broker_role is BrokerRole.SYNC_MASTER
 
     def request_flush(self, next_offset: int, *, flush_here: bool = False) -> Future | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status
