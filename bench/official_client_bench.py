@@ -249,8 +249,12 @@ def ours_pull(endpoint: str, topic: str, args) -> dict:
     return {"phase": "pull", "messages": got, "seconds": seconds, "latencies_ms": {"pull": lat}}
 
 
+def _rate(r: dict) -> float:
+    return r["messages"] / r["seconds"] if r["seconds"] > 0 else 0.0
+
+
 def row(label: str, r: dict, size: int) -> str:
-    rate = r["messages"] / r["seconds"] if r["seconds"] > 0 else 0.0
+    rate = _rate(r)
     cells = [f"{label:<34}", f"{r['messages']:>6} msgs", f"{rate:>9.0f} msgs/s", f"{rate * size / 1e6:>7.2f} MB/s"]
     for name, values in r["latencies_ms"].items():
         cells.append(f"{name} p50 {percentile(values, 50):.2f} ms p99 {percentile(values, 99):.2f} ms")
@@ -280,10 +284,6 @@ def parse_args(argv) -> argparse.Namespace:
     parser.add_argument("--clients", default="1,8", help="with --floor: comma list of producer counts (default 1,8)")
     parser.add_argument("--rounds", type=int, default=3, help="with --floor: rounds per client count (default 3)")
     return parser.parse_args(argv)
-
-
-def _rate(r: dict) -> float:
-    return r["messages"] / r["seconds"] if r["seconds"] > 0 else 0.0
 
 
 def against_floor(args, run_dir: Path, home: Path) -> None:

@@ -571,11 +571,8 @@ def _overlap(system: str, rounds: dict[int, Result], by_round: dict[str, dict[in
     transport = system.rsplit(" ", 1)[-1]
     flush_only = by_round.get(f"rocketstore ASYNC/SYNC {transport}", {})
     slave_only = by_round.get(f"rocketstore SYNC/ASYNC {transport}", {})
-    ratios = [
-        r.p50_ms / max(flush_only[n].p50_ms, slave_only[n].p50_ms)
-        for n, r in rounds.items()
-        if n in flush_only and n in slave_only and max(flush_only[n].p50_ms, slave_only[n].p50_ms)
-    ]
+    slower = {n: max(flush_only[n].p50_ms, slave_only[n].p50_ms) for n in flush_only.keys() & slave_only.keys()}
+    ratios = [r.p50_ms / slower[n] for n, r in rounds.items() if slower.get(n)]
     if not ratios:
         return []
     return [
