@@ -30,7 +30,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.common import default_parent_dir, environment, parse_size, print_environment, progress, size_label
+from bench.common import (
+    default_parent_dir,
+    environment,
+    parse_size,
+    percentile,
+    print_environment,
+    progress,
+    size_label,
+)
 from client import AdminClient, AsyncProducer, ProducerMessage
 from harness.local_cluster import LocalCluster, poll_until
 
@@ -81,12 +89,6 @@ class CellResult:
             f"  p50 {self.p50_ms:>7.2f} ms  p99 {self.p99_ms:>7.2f} ms"
             f"  lag p50/max {self.lag_bytes_p50}/{self.lag_bytes_max} B  {statuses} {errors}"
         ).rstrip()
-
-
-def percentile(ordered: list[float], p: float) -> float:
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 async def run_cell(endpoint: str, admin: AdminClient, cell: CellResult, seconds: float, max_messages: int) -> None:

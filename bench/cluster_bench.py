@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import REPO_ROOT, environment, progress
+from bench.common import REPO_ROOT, environment, percentile, progress
 from bench.vs_redis import Result, row, run_cell
 from client import AsyncProducer, Producer, RocketStoreError, SendStatus
 from client.remoting import AsyncRemotingProducer
@@ -114,10 +114,6 @@ class Sender:
         self._stop.set()
         self._thread.join(60)
         return {mid: offset for _, _, mid, offset in self.acks}
-
-
-def percentile(ordered: list[float], p: float) -> float:
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else 0.0
 
 
 def back_in_sync(group: ContainerGroup, node: Node, timeout_s: float) -> bool:

@@ -1,5 +1,6 @@
 """Helpers the benchmarks share: size parsing and labels, where a run's files go (never tmpfs),
-the environment header every benchmark prints, the load average, and progress lines on stderr.
+the environment header every benchmark prints, the load average, percentiles of latencies, and
+progress lines on stderr.
 
 Moved here unchanged from `bench/store_put_bench.py`, which imports them from this module.
 """
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +101,14 @@ def print_environment(title: str, env: dict[str, str], keys: tuple[str, ...], wi
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, for printing beside figures."""
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def percentile(ordered: Sequence[float], p: float) -> float:
+    """The value at percentile ``p`` (0-100) of ascending values: the one at index floor(p/100 * n),
+    the last for p = 100, and 0.0 when there are none (a phase that measured nothing prints zeros)."""
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 def progress(line: str) -> None:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import default_parent_dir, environment, progress
+from bench.common import default_parent_dir, environment, percentile, progress
 from client import Producer, RocketStoreError, SendStatus
 from harness import verify
 from harness.local_cluster import LOCAL_DEFAULTS, ControllerCluster
@@ -38,12 +38,6 @@ from harness.local_etcd import EtcdServer
 TOPIC = "FailoverBench"
 WINDOW_S = 5.0
 SETTINGS = {"mappedFileSizeCommitLog": str(16 * 1024 * 1024), "slaveTimeout": "3000"}
-
-
-def percentile(ordered: list[float], p: float) -> float:
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 @dataclass

@@ -22,14 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import default_parent_dir, environment
+from bench.common import default_parent_dir, environment, percentile
 from ha.metadata_sync import MetadataSnapshot, apply_snapshot, take_snapshot
 from store import BrokerRole, MessageStore, StoreConfig
 from store.metadata.topic_config import TopicConfig
-
-
-def percentile(ordered: list[float], p: float) -> float:
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 def open_store(root: Path, role: str) -> MessageStore:

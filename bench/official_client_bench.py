@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from statistics import median
 
-from bench.common import REPO_ROOT, default_parent_dir, environment, progress, size_label
+from bench.common import REPO_ROOT, default_parent_dir, environment, percentile, progress, size_label
 from client import Producer, PullConsumer
 from harness.local_cluster import LocalCluster, start_slave_first
 
@@ -145,13 +145,6 @@ else:
     out["messages"] = len(seen)
 print(json.dumps(out))
 """
-
-
-def percentile(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 def official(endpoint: str, phase: str, topic: str, args, home: Path, clients: int = 1) -> dict:
@@ -257,7 +250,8 @@ def row(label: str, r: dict, size: int) -> str:
     rate = _rate(r)
     cells = [f"{label:<34}", f"{r['messages']:>6} msgs", f"{rate:>9.0f} msgs/s", f"{rate * size / 1e6:>7.2f} MB/s"]
     for name, values in r["latencies_ms"].items():
-        cells.append(f"{name} p50 {percentile(values, 50):.2f} ms p99 {percentile(values, 99):.2f} ms")
+        ordered = sorted(values)
+        cells.append(f"{name} p50 {percentile(ordered, 50):.2f} ms p99 {percentile(ordered, 99):.2f} ms")
     return "  ".join(cells)
 
 

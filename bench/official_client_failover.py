@@ -38,12 +38,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import progress
+from bench.common import percentile, progress
 from bench.failover_bench import (
     Recorder,
     add_run_options,
     controller_group,
-    percentile,
     poll,
     produce,
     run_in_temp_dir,

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from store.log.codec import CorruptMessage, RecordKind, check_record, decode_checked
 
-from .common import default_parent_dir, environment, progress
+from .common import default_parent_dir, environment, load_average, progress
 from .pipeline_store import StoreSummary, cached_store, default_cache_dir, write_store
 
 PROJECTED = "physical_offset bigint, topic string, queue_id int, queue_offset bigint, size int, store_timestamp bigint"
@@ -70,10 +70,6 @@ def baseline_decode(root: Path, segment_size: int, limit: int) -> int:
         if count >= limit:
             break
     return count
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 class ProcessTree:

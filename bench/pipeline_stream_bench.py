@@ -38,8 +38,7 @@ import pyarrow.parquet as pq
 from client import AdminClient, Producer
 from harness.local_cluster import LocalCluster
 
-from .common import default_parent_dir, environment
-from .pipeline_bench import load_average
+from .common import default_parent_dir, environment, load_average, percentile
 
 QUERY_TIMEOUT_S = 600
 
@@ -87,11 +86,6 @@ class SinkWatcher:
                     if msg_id in self.arrivals:
                         self.duplicates += 1
                     self.arrivals.setdefault(msg_id, committed)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def start_query(spark, endpoint: str, topic: str, out: Path, checkpoint: Path, trigger: dict, **options):
@@ -149,11 +143,11 @@ def measure_latency(spark, endpoint: str, topic: str, work: Path, args) -> None:
     finally:
         query.stop()
         watcher.stop()
-    latencies = [watcher.arrivals[m] - t for m, t in sent.items()]
+    latencies = sorted(watcher.arrivals[m] - t for m, t in sent.items())
     print(
         f"latency, SEND_OK to a row in the sink ({len(sent):,} messages at {len(sent) / produced_s:,.0f} msgs/s, "
-        f"trigger {args.trigger_s} s): p50 {percentile(latencies, 0.5) * 1000:,.0f} ms, "
-        f"p99 {percentile(latencies, 0.99) * 1000:,.0f} ms, max {max(latencies) * 1000:,.0f} ms; "
+        f"trigger {args.trigger_s} s): p50 {percentile(latencies, 50) * 1000:,.0f} ms, "
+        f"p99 {percentile(latencies, 99) * 1000:,.0f} ms, max {max(latencies) * 1000:,.0f} ms; "
         f"duplicates in the sink {watcher.duplicates}",
         flush=True,
     )

@@ -36,8 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import context_switches, default_parent_dir, environment, load_average, progress
-from bench.vs_redis import RocketStoreDriver, _cell, _cpu_ticks, _percentile, run_cell
+from bench.common import context_switches, default_parent_dir, environment, load_average, percentile, progress
+from bench.vs_redis import RocketStoreDriver, _cell, _cpu_ticks, run_cell
 from harness.local_cluster import LocalCluster
 
 HZ = os.sysconf("SC_CLK_TCK")  # the unit of /proc/PID/stat's CPU times
@@ -147,7 +147,7 @@ def _print_gc(role: str, passes: list[tuple[float, float, int]], timeline: list[
         f"gen{gen} {len(ds)} ({1e3 * sum(ds):.1f} ms, longest {1e3 * max(ds, default=0):.2f})"
         for gen, ds in enumerate(by_gen)
     )
-    cut = _percentile(sorted(ms for _, ms in timeline), 99)
+    cut = percentile(sorted(ms for _, ms in timeline), 99)
     slowest = [(t, ms) for t, ms in timeline if ms >= cut]
     hit = sum(1 for t, ms in slowest if any(a < t + ms / 1000 and a + d > t for a, d, _ in passes))
     print(f"      {role} collector passes: {counts}; slowest 1% under way during one: {hit}/{len(slowest)}")

@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
 
-from bench.common import context_switches, default_parent_dir, environment, progress, size_label
+from bench.common import context_switches, default_parent_dir, environment, percentile, progress, size_label
 from harness.local_cluster import LocalCluster, poll_until
 from harness.ports import port_for_later
 
@@ -382,12 +382,6 @@ class Result:
         return self.messages / self.elapsed_s if self.elapsed_s else 0.0
 
 
-def _percentile(ordered: list[float], p: float) -> float:
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
-
 async def run_cell(
     driver,
     size: int,
@@ -451,7 +445,7 @@ async def run_cell(
     result.server_cpu_us_per_msg = 1e6 * server_ticks / hz / max(1, result.messages)
     result.switches_per_msg = (after.switches - before.switches) / max(1, result.messages)
     ordered = sorted(latencies)
-    result.p50_ms, result.p99_ms = _percentile(ordered, 50), _percentile(ordered, 99)
+    result.p50_ms, result.p99_ms = percentile(ordered, 50), percentile(ordered, 99)
     await driver.reset()
     return result
 
