@@ -1096,26 +1096,70 @@ def _start_put(store: MessageStore, message: Message, mode: str, results: list[P
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_sync_flush_put_is_dispatched_after_its_answer_not_during_its_waits(tmp_path, monkeypatch, mode):
     """The dispatcher's work (ConsumeQueue, index) is kept off a waiting put's critical path: nothing
-    wakes it while the put waits for its flush and its slave, its result does, and the message is
-    then dispatched at once (the idle timeout is far beyond the test's deadline)."""
+    dispatches while the put waits for its flush and its slave; its result does, at once (the
+    dispatcher's idle look is far beyond the test's deadline). A put from a plain thread wakes the
+    dispatcher's thread; an asyncio put has the round run on its own loop, waking nobody."""
     from store.queue.dispatch import ReputMessageService
 
     gate = _HeldGate()
     # For each wake-up of the dispatcher: had the slave acknowledged yet?
     wakes = _counted_wakeups(monkeypatch, ReputMessageService, gate.outcome.done)
-    arrived = threading.Semaphore(0)
+    arrived: list[str] = []
+    arrival = threading.Event()
 
     def listen(store: MessageStore) -> None:
-        store.add_arrival_listener(lambda request: arrived.release())
+        def note(request) -> None:
+            arrived.append(threading.current_thread().name)
+            arrival.set()
+
+        store.add_arrival_listener(note)
 
     with _put_waiting_for_its_slave(tmp_path, "AfterTopic", mode, gate, listen) as (store, putter, results):
         assert store.wait_flushed(store.max_offset, 10)  # flushed, still waiting for its slave
-        assert store.dispatched_offset == 0 and wakes == []
+        assert store.dispatched_offset == 0 and wakes == [] and arrived == []
         gate.outcome.set_result(OK)
         putter.join(10)
         assert [r.status for r in results] == [OK]
-        assert arrived.acquire(timeout=10), "the answered put was not dispatched"
-        assert wakes and all(wakes), "the dispatcher was woken while the put waited"
+        assert arrival.wait(10), "the answered put was not dispatched"
+        if mode == "sync":
+            assert wakes and all(wakes), "the dispatcher was woken while the put waited"
+            assert arrived == [ReputMessageService.name]
+        else:
+            assert wakes == [], "an asyncio put's answer woke the dispatcher's thread"
+            assert arrived == [putter.name], "not dispatched on the put's own loop"
+
+
+def test_the_answers_of_one_loop_turn_share_one_dispatch_round(tmp_path, monkeypatch):
+    """Every asyncio put answered in one turn of a loop asks for its record's dispatch; the loop
+    runs one round for all of them, after the turn, on its own thread."""
+    from store.queue.dispatch import ReputMessageService
+
+    # The dispatcher's thread neither looks on its own nor wakes within the test: only rounds
+    # run elsewhere dispatch (`stop` still wakes it).
+    monkeypatch.setattr(ReputMessageService.__init__, "__defaults__", (60.0, 60.0))
+    monkeypatch.setattr(ReputMessageService, "wakeup", lambda service: None)
+    rounds: list[str] = []
+    real_dispatch_here = ReputMessageService.dispatch_here
+
+    def dispatch_here(service) -> None:
+        rounds.append(threading.current_thread().name)
+        real_dispatch_here(service)
+
+    monkeypatch.setattr(ReputMessageService, "dispatch_here", dispatch_here)
+    with MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH")) as store:
+        for body in (b"a", b"b", b"c"):  # from this thread: their answers only wake (nobody)
+            assert store.put_message(Message("TurnTopic", 0, body)).status is OK
+        assert store.dispatched_offset == 0 and rounds == []
+
+        async def one_turn() -> None:
+            for _ in range(3):  # three answers in one turn
+                store._dispatch_after_answer()
+            assert rounds == [], "a round ran inside the turn that asked for it"
+            await asyncio.sleep(0)  # ends the turn; the queued round runs before this resumes
+            assert rounds == [threading.current_thread().name]
+
+        asyncio.run(one_turn())
+        assert store.dispatched_offset == store.max_offset and len(rounds) == 1
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
