@@ -717,9 +717,8 @@ class MessageStore:
 
     def _dispatch_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._dispatch_queued_on.discard(loop)
-        reput = self._reput
-        if reput is not None and self.dispatcher.reput_from_offset < self.commit_log.max_offset:
-            reput.dispatch_here()
+        if self.dispatcher.reput_from_offset < self.commit_log.max_offset:
+            self.dispatch_here()
 
     def wake_dispatcher(self) -> None:
         """Have the dispatcher take what the log holds now (it also looks on its own every
