@@ -1152,10 +1152,15 @@ def test_the_answers_of_one_loop_turn_share_one_dispatch_round(tmp_path, monkeyp
         assert store.dispatched_offset == 0 and rounds == []
 
         async def one_turn() -> None:
+            loop = asyncio.get_running_loop()
             for _ in range(3):  # three answers in one turn
                 store._dispatch_after_answer()
             assert rounds == [], "a round ran inside the turn that asked for it"
-            await asyncio.sleep(0)  # ends the turn; the queued round runs before this resumes
+            # Callbacks run in the order they were queued: one queued after the answers marks
+            # the turn's end, and the round queued by them has run by then.
+            turn_over = loop.create_future()
+            loop.call_soon(turn_over.set_result, None)
+            await turn_over
             assert rounds == [threading.current_thread().name]
 
         asyncio.run(one_turn())
