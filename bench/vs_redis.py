@@ -30,6 +30,10 @@ turn each round) and ends with each RocketStore system's median ratio to Redis o
 each round's RocketStore figure against the Redis figure of the same round, with the lowest and
 highest: on a noisy machine that is the figure to quote.
 
+With `--no-event-engine`, RocketStore SYNC/SYNC and each floor also run with gRPC's EventEngine
+off in their processes (`GRPC_EXPERIMENTS`, gRPC's older pollers), named with "noEE", each such
+system against the floor run the same way: gRPC's own hand-offs are a part of both.
+
 Requires `redis-server` on PATH (Debian's redis-server package); refuses clearly without it.
 """
 
@@ -304,14 +308,37 @@ class RocketStoreDriver:
 
 # -- the floor: a remoting server in Python that keeps nothing (bench/front_end_floor.py) -----------
 
+# `--no-event-engine`: gRPC's EventEngine turned off in a server's process (gRPC reads the variable
+# when it starts), which brings back its older pollers, where a thread that waits for a call polls
+# for it itself instead of handing over to the EventEngine's threads. Systems run that way carry
+# NO_EE after their name and are measured against the floor run the same way.
+NO_EVENT_ENGINE = {
+    "GRPC_EXPERIMENTS": "-event_engine_client,-event_engine_listener,-event_engine_callback_cq,"
+    "-event_engine_for_all_other_endpoints"
+}
+NO_EE = " noEE"
+
+
+def _no_event_engine_env() -> dict[str, str]:
+    return {**os.environ, **NO_EVENT_ENGINE}
+
+
+def _variant(system: str) -> tuple[str, str]:
+    """A system's name without its `NO_EE` mark, and the mark ("" for none)."""
+    return (system[: -len(NO_EE)], NO_EE) if system.endswith(NO_EE) else (system, "")
+
 
 class FloorProcess:
-    """One `bench.front_end_floor` process in `mode`, listening on 127.0.0.1."""
+    """One `bench.front_end_floor` process in `mode`, listening on 127.0.0.1; `env`: its
+    environment (None: this process's)."""
 
-    def __init__(self, base: Path, mode: str, slave: FloorProcess | None = None) -> None:
+    def __init__(
+        self, base: Path, mode: str, slave: FloorProcess | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.base = base
         self.mode = mode
         self.slave = slave
+        self.env = env
         self.proc: subprocess.Popen | None = None
         self.endpoint = ""
 
@@ -323,6 +350,7 @@ class FloorProcess:
             + ["--port-file", str(port_file)]
             + (["--slave", self.slave.endpoint] if self.slave is not None else []),
             cwd=Path(__file__).resolve().parent.parent,
+            env=self.env,
         )
         if not poll_until(lambda: port_file.exists() or self.proc.poll() is not None, 30) or not port_file.exists():
             self.stop()
@@ -341,7 +369,8 @@ class FloorDriver(RocketStoreDriver):
     def __init__(self, floor: FloorProcess) -> None:
         from bench.front_end_floor import GRPC_API_MODES
 
-        super().__init__(None, f"floor: {floor.mode}", "grpc" if floor.mode in GRPC_API_MODES else "remoting")
+        variant = NO_EE if floor.env is not None else ""
+        super().__init__(None, f"floor: {floor.mode}{variant}", "grpc" if floor.mode in GRPC_API_MODES else "remoting")
         self.floor = floor
 
     def endpoint(self) -> str:
@@ -497,6 +526,13 @@ def parse_args(argv) -> argparse.Namespace:
         " replicated-tcp, grpc-api)",
     )
     p.add_argument(
+        "--no-event-engine",
+        action="store_true",
+        help="also run RocketStore SYNC/SYNC and each floor with gRPC's EventEngine off in their processes"
+        " (GRPC_EXPERIMENTS; gRPC's older pollers), named with 'noEE' and measured against the floor run"
+        " the same way (the benchmark's own gRPC clients keep gRPC's defaults)",
+    )
+    p.add_argument(
         "--overlap",
         action="store_true",
         help="also run ASYNC_MASTER + SYNC_FLUSH and SYNC_MASTER + ASYNC_FLUSH, each with a SYNC_FLUSH slave"
@@ -545,7 +581,8 @@ def summary(cell: list[Result]) -> list[str]:
             f"  {system:<28} over {len(pairs)} rounds: throughput {_ratios(pairs, lambda r: r.msgs_per_s)} of Redis,"
             f" p99 {_ratios(pairs, lambda r: r.p99_ms)}"
         )
-        floor = by_round.get(FLOOR_OF_TRANSPORT.get(system.rsplit(" ", 1)[-1], ""), {})
+        base, variant = _variant(system)
+        floor = by_round.get(FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "") + variant, {})
         if " SYNC/SYNC " in system and floor:
             pairs = [(r, floor[n]) for n, r in rounds.items() if n in floor]
             lines.append(
@@ -553,7 +590,7 @@ def summary(cell: list[Result]) -> list[str]:
                 f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
                 f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
             )
-        if " SYNC/SYNC " in system:
+        if " SYNC/SYNC " in system and not variant:
             lines.extend(_overlap(system, rounds, by_round))
     return lines
 
@@ -656,33 +693,38 @@ def main(argv=None) -> int:
             modes += [("ASYNC_MASTER", "SYNC_FLUSH", "SYNC_FLUSH"), ("SYNC_MASTER", "ASYNC_FLUSH", "SYNC_FLUSH")]
         if not args.no_upper_bound:
             modes.append(("ASYNC_MASTER", "ASYNC_FLUSH", "ASYNC_FLUSH"))
+        variants = [("", None)] + ([(NO_EE, _no_event_engine_env())] if args.no_event_engine else [])
         for role, flush, slave_flush in modes:
-            progress(f"starting RocketStore master + slave ({role} {flush}, slave {slave_flush})")
-            cluster = LocalCluster(
-                run_dir / f"{role}-{flush}",
-                master_role=role,
-                flush_disk_type=flush,
-                settings={"remotingListenPort": "0"},
-                slave_settings={"flushDiskType": slave_flush},
-            ).start()
-            started.append(cluster.stop)
-            for transport in args.transports.split(","):
-                label = f"rocketstore {role[:-7]}/{flush[:-6]} {transport}"
-                drivers.append(RocketStoreDriver(cluster, label, transport))
+            for variant, env in variants if role == "SYNC_MASTER" and flush == "SYNC_FLUSH" else variants[:1]:
+                progress(f"starting RocketStore master + slave ({role} {flush}, slave {slave_flush}){variant}")
+                cluster = LocalCluster(
+                    run_dir / f"{role}-{flush}{variant.strip()}",
+                    master_role=role,
+                    flush_disk_type=flush,
+                    settings={"remotingListenPort": "0"},
+                    slave_settings={"flushDiskType": slave_flush},
+                    env=env,
+                ).start()
+                started.append(cluster.stop)
+                for transport in args.transports.split(","):
+                    label = f"rocketstore {role[:-7]}/{flush[:-6]} {transport}{variant}"
+                    drivers.append(RocketStoreDriver(cluster, label, transport))
         if args.floor:
             from bench.front_end_floor import MODES, SLAVE_MODES
 
             for mode in args.floor_modes.split(",") if args.floor_modes else MODES:
                 if mode not in MODES:
                     raise SystemExit(f"--floor-modes: {mode!r} is not one of {', '.join(MODES)}")
-                progress(f"starting the floor server ({mode})")
-                slave = None
-                if mode in SLAVE_MODES:
-                    slave = FloorProcess(run_dir / f"floor-{mode}-{SLAVE_MODES[mode]}", SLAVE_MODES[mode]).start()
-                    started.append(slave.stop)
-                floor = FloorProcess(run_dir / f"floor-{mode}", mode, slave).start()
-                started.append(floor.stop)
-                drivers.append(FloorDriver(floor))
+                for variant, env in variants:
+                    progress(f"starting the floor server ({mode}){variant}")
+                    where = f"floor-{mode}{variant.strip()}"
+                    slave = None
+                    if mode in SLAVE_MODES:
+                        slave = FloorProcess(run_dir / f"{where}-{SLAVE_MODES[mode]}", SLAVE_MODES[mode], env=env)
+                        started.append(slave.start().stop)
+                    floor = FloorProcess(run_dir / where, mode, slave, env=env).start()
+                    started.append(floor.stop)
+                    drivers.append(FloorDriver(floor))
         results = asyncio.run(_run(drivers, sizes, cells, args))
         if args.json:
             args.json.write_text(json.dumps([asdict(r) | {"msgs_per_s": r.msgs_per_s} for r in results], indent=2))

@@ -217,6 +217,8 @@ class LocalCluster(BrokerSet):
     slave_settings: dict[str, str] = field(default_factory=dict)
     broker_name: str = "broker-a"
     brokers: list[LocalBroker] = field(default_factory=list)
+    # The brokers' environment (None: this process's), e.g. GRPC_EXPERIMENTS for a benchmark's variant.
+    env: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.secret_file = write_secret(self.base_dir / "secret")
@@ -246,7 +248,7 @@ class LocalCluster(BrokerSet):
         master_settings.update(brokerRole=self.master_role, brokerId="0", haListenPort="0")
         master = LocalBroker("master", self.base_dir / "master", master_settings)
         self.brokers = [master]
-        master.start(timeout_s)
+        master.start(timeout_s, env=self.env)
         for i in range(1, self.slaves + 1):
             self.add_slave(i, timeout_s)
         return self
@@ -262,7 +264,7 @@ class LocalCluster(BrokerSet):
         settings.update(extra)
         slave = LocalBroker(f"slave{broker_id}", self.base_dir / f"slave{broker_id}", settings)
         self.brokers.append(slave)
-        slave.start(timeout_s)
+        slave.start(timeout_s, env=self.env)
         if wait_connected:
             self.wait_connected(broker_id, timeout_s)
         return slave

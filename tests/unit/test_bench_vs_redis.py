@@ -62,3 +62,25 @@ def test_sync_sync_p50_is_set_against_the_slower_single_guarantee_mode_of_the_sa
     [overlap] = [line for line in lines if "slower of ASYNC/SYNC and SYNC/ASYNC" in line]
     assert "1.20x (1.00-1.50)" in overlap  # 1.2/1.0, 1.5/1.0, 1.1/1.1
     assert lines.index(overlap) == 1  # right under its SYNC/SYNC line; grpc ran no single modes
+
+
+def test_a_system_run_without_the_event_engine_is_set_against_the_floor_run_the_same_way():
+    cell = []
+    for round_ in (1, 2):
+        cell += [
+            result("redis P+1R", round_, 1000, 1.0, 0.5),
+            result("rocketstore SYNC/SYNC remoting", round_, 400, 2.0, 1.0),
+            result("rocketstore ASYNC/SYNC remoting", round_, 500, 2.0, 1.0),
+            result("rocketstore SYNC/ASYNC remoting", round_, 500, 2.0, 1.0),
+            result("rocketstore SYNC/SYNC remoting noEE", round_, 450, 2.0, 1.0),
+            result("floor: replicated", round_, 500, 1.0),
+            result("floor: replicated noEE", round_, 900, 1.0),
+        ]
+    lines = summary(cell)
+    default = lines.index(next(line for line in lines if "remoting over" in line))
+    assert "of its floor: throughput 0.80x (0.80-0.80)" in lines[default + 1]  # 400 / 500
+    no_ee = lines.index(next(line for line in lines if "remoting noEE over" in line))
+    assert "of its floor: throughput 0.50x (0.50-0.50)" in lines[no_ee + 1]  # 450 / 900, not 450 / 500
+    # The single-guarantee modes ran with the EventEngine: no overlap line for the noEE system.
+    assert not any("slower of" in line for line in lines[no_ee:])
+    assert sum("slower of" in line for line in lines) == 1
