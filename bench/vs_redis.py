@@ -590,6 +590,14 @@ def summary(cell: list[Result]) -> list[str]:
                 f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
                 f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
             )
+            # Both ways of the floor ran: the faster of the two in each round is the bar.
+            other = by_round.get(
+                FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "") + (NO_EE if not variant else ""), {}
+            )
+            faster = {n: max(floor[n], other[n], key=lambda r: r.msgs_per_s) for n in floor.keys() & other.keys()}
+            if faster:
+                pairs = [(r, faster[n]) for n, r in rounds.items() if n in faster]
+                lines.append(f"  {'':<28} of the faster floor: throughput {_ratios(pairs, lambda r: r.msgs_per_s)}")
         if " SYNC/SYNC " in system and not variant:
             lines.extend(_overlap(system, rounds, by_round))
     return lines

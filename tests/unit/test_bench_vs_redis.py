@@ -81,6 +81,9 @@ def test_a_system_run_without_the_event_engine_is_set_against_the_floor_run_the_
     assert "of its floor: throughput 0.80x (0.80-0.80)" in lines[default + 1]  # 400 / 500
     no_ee = lines.index(next(line for line in lines if "remoting noEE over" in line))
     assert "of its floor: throughput 0.50x (0.50-0.50)" in lines[no_ee + 1]  # 450 / 900, not 450 / 500
+    # Each round's faster floor is the bar for both: 400 / 900 and 450 / 900.
+    assert "of the faster floor: throughput 0.44x (0.44-0.44)" in lines[default + 2]
+    assert "of the faster floor: throughput 0.50x (0.50-0.50)" in lines[no_ee + 2]
     # The single-guarantee modes ran with the EventEngine: no overlap line for the noEE system.
     assert not any("slower of" in line for line in lines[no_ee:])
     assert sum("slower of" in line for line in lines) == 1
