@@ -32,7 +32,9 @@ highest: on a noisy machine that is the figure to quote.
 
 With `--no-event-engine`, RocketStore SYNC/SYNC and each floor also run with gRPC's EventEngine
 off in their processes (`GRPC_EXPERIMENTS`, gRPC's older pollers), named with "noEE", each such
-system against the floor run the same way: gRPC's own hand-offs are a part of both.
+system against the floor run the same way (gRPC's own hand-offs are a part of both), and every
+SYNC/SYNC system also against the faster of the two floors in each round: a faster floor found is
+the bar.
 
 Requires `redis-server` on PATH (Debian's redis-server package); refuses clearly without it.
 """
@@ -582,7 +584,8 @@ def summary(cell: list[Result]) -> list[str]:
             f" p99 {_ratios(pairs, lambda r: r.p99_ms)}"
         )
         base, variant = _variant(system)
-        floor = by_round.get(FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "") + variant, {})
+        floor_name = FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "")
+        floor = by_round.get(floor_name + variant, {})
         if " SYNC/SYNC " in system and floor:
             pairs = [(r, floor[n]) for n, r in rounds.items() if n in floor]
             lines.append(
@@ -591,9 +594,7 @@ def summary(cell: list[Result]) -> list[str]:
                 f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
             )
             # Both ways of the floor ran: the faster of the two in each round is the bar.
-            other = by_round.get(
-                FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "") + (NO_EE if not variant else ""), {}
-            )
+            other = by_round.get(floor_name + ("" if variant else NO_EE), {})
             faster = {n: max(floor[n], other[n], key=lambda r: r.msgs_per_s) for n in floor.keys() & other.keys()}
             if faster:
                 pairs = [(r, faster[n]) for n, r in rounds.items() if n in faster]

@@ -217,7 +217,8 @@ class LocalCluster(BrokerSet):
     slave_settings: dict[str, str] = field(default_factory=dict)
     broker_name: str = "broker-a"
     brokers: list[LocalBroker] = field(default_factory=list)
-    # The brokers' environment (None: this process's), e.g. GRPC_EXPERIMENTS for a benchmark's variant.
+    # The environment `start` and `add_slave` give the brokers (None: this process's), e.g. a benchmark's
+    # GRPC_EXPERIMENTS; a broker restarted by hand (`LocalBroker.restart`) takes the one it is given.
     env: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
