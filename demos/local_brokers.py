@@ -8,13 +8,14 @@ it bound (port 0), and stops it with SIGTERM (clean), SIGKILL (crash), SIGSTOP/S
 Its stdout and stderr go to files under its directory so a failure can show them. `LocalCluster`
 builds a master and its slaves of one broker group sharing a generated secret (kept in a 0600
 file, passed by path, never on a command line), and asks the master through the client how far its
-slaves have acknowledged.
+slaves have acknowledged; a start that fails half way stops the brokers it had started.
 
 Thread-safety: none; drive each object from one thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -249,9 +250,16 @@ class LocalCluster(BrokerSet):
         master_settings.update(brokerRole=self.master_role, brokerId="0", haListenPort="0")
         master = LocalBroker("master", self.base_dir / "master", master_settings)
         self.brokers = [master]
-        master.start(timeout_s, env=self.env)
-        for i in range(1, self.slaves + 1):
-            self.add_slave(i, timeout_s)
+        try:
+            master.start(timeout_s, env=self.env)
+            for i in range(1, self.slaves + 1):
+                self.add_slave(i, timeout_s)
+        except BaseException:
+            # Callers write `LocalCluster(...).start()` and never see a cluster that failed half
+            # way: stop what did start here, or its brokers outlive the failure (and the caller).
+            with contextlib.suppress(RuntimeError):
+                self.stop()
+            raise
         return self
 
     def add_slave(

@@ -82,6 +82,18 @@ def test_slave_without_a_master_address_is_a_config_error(tmp_path):
     assert "haMasterAddress" in done.stderr
 
 
+def test_a_group_whose_slave_cannot_start_leaves_no_broker_running(make_cluster):
+    from harness.local_cluster import BrokerStartError
+
+    cluster = make_cluster(start=False, slave_settings={"flushDiskType": "NOT_A_FLUSH_TYPE"})
+    with pytest.raises(BrokerStartError) as refused:
+        cluster.start()
+    assert "flushDiskType" in str(refused.value)
+    master, slave = cluster.brokers
+    assert master.ready  # the master had started: the failure came after it
+    assert not master.running() and not slave.running()
+
+
 def test_port_in_use_is_a_clear_error(make_cluster, tmp_path):
     cluster = make_cluster(master_role="ASYNC_MASTER", flush_disk_type="ASYNC_FLUSH", slaves=0)
     port = cluster.master.client_endpoint.rsplit(":", 1)[1]
