@@ -8,7 +8,8 @@ it bound (port 0), and stops it with SIGTERM (clean), SIGKILL (crash), SIGSTOP/S
 Its stdout and stderr go to files under its directory so a failure can show them. `LocalCluster`
 builds a master and its slaves of one broker group sharing a generated secret (kept in a 0600
 file, passed by path, never on a command line), and asks the master through the client how far its
-slaves have acknowledged; a start that fails half way stops the brokers it had started.
+slaves have acknowledged. A cluster's start that fails half way (either kind, `BrokerSet`) stops the
+brokers it had started.
 
 Thread-safety: none; drive each object from one thread.
 """
@@ -22,7 +23,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,6 +206,18 @@ class BrokerSet:
     def tails(self) -> str:
         return "\n".join(b.tail() for b in self.brokers)
 
+    @contextlib.contextmanager
+    def _stopped_if_failing(self) -> Iterator[None]:
+        """For a `start` that starts several brokers: when one fails, stop those already running
+        and re-raise. Callers write `Cluster(...).start()` and never see a set that failed half
+        way, so its brokers would otherwise outlive the failure (and the caller)."""
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(RuntimeError):
+                self.stop()
+            raise
+
 
 @dataclass
 class LocalCluster(BrokerSet):
@@ -250,16 +263,10 @@ class LocalCluster(BrokerSet):
         master_settings.update(brokerRole=self.master_role, brokerId="0", haListenPort="0")
         master = LocalBroker("master", self.base_dir / "master", master_settings)
         self.brokers = [master]
-        try:
+        with self._stopped_if_failing():
             master.start(timeout_s, env=self.env)
             for i in range(1, self.slaves + 1):
                 self.add_slave(i, timeout_s)
-        except BaseException:
-            # Callers write `LocalCluster(...).start()` and never see a cluster that failed half
-            # way: stop what did start here, or its brokers outlive the failure (and the caller).
-            with contextlib.suppress(RuntimeError):
-                self.stop()
-            raise
         return self
 
     def add_slave(

@@ -118,8 +118,9 @@ class ControllerCluster(BrokerSet):
         self.brokers = [
             LocalBroker(f"broker{i}", self.base_dir / f"broker{i}", self.broker_settings(i)) for i in range(self.size)
         ]
-        for broker in self.brokers:
-            broker.start(timeout_s)
+        with self._stopped_if_failing():
+            for broker in self.brokers:
+                broker.start(timeout_s)
         return self
 
     def restart(
