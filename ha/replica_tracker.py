@@ -144,8 +144,10 @@ class ReplicaTracker:
             self._listeners = self._listeners + (listener,)
 
     def remove_new_data_listener(self, listener: Callable[[], None]) -> None:
+        # Equality, not identity: a bound method (`servicer._wake_all`) is a new object at every
+        # attribute access, equal to the one added but never the same.
         with self._lock:
-            self._listeners = tuple(fn for fn in self._listeners if fn is not listener)
+            self._listeners = tuple(fn for fn in self._listeners if fn != listener)
 
     def _signal_new_data(self) -> None:
         for listener in self._listeners:

@@ -234,6 +234,23 @@ def test_request_signals_new_data():
     assert len(calls) == 2
 
 
+def test_a_bound_method_listener_is_removed_by_the_same_method():
+    class Servicer:
+        def __init__(self) -> None:
+            self.wakes = 0
+
+        def wake(self) -> None:
+            self.wakes += 1
+
+    t, _ = tracker(role=BrokerRole.ASYNC_MASTER)
+    servicer = Servicer()
+    t.add_new_data_listener(servicer.wake)
+    t.request(10, 0)
+    t.remove_new_data_listener(servicer.wake)
+    t.request(20, 0)
+    assert servicer.wakes == 1
+
+
 def test_close_releases_everything():
     t, master = tracker()
     register(t, "s1", 1)
