@@ -124,12 +124,13 @@ def stopping(stop: threading.Event) -> Iterator[threading.Event]:
 
 
 @contextmanager
-def controller_group(run_dir: Path) -> Iterator[ControllerCluster]:
+def controller_group(run_dir: Path, extra: dict[str, str] | None = None) -> Iterator[ControllerCluster]:
     """An etcd and three started brokers of one group in controller mode (SYNC_MASTER +
-    SYNC_FLUSH, `SETTINGS`), all stopped on exit; the brokers' files stay under `run_dir`."""
+    SYNC_FLUSH, `SETTINGS` and `extra`), all stopped on exit; the brokers' files stay under
+    `run_dir`."""
     etcd = EtcdServer(run_dir / "etcd")
     etcd.start()
-    cluster = ControllerCluster(run_dir / "group", etcd.endpoint, size=3, settings=SETTINGS)
+    cluster = ControllerCluster(run_dir / "group", etcd.endpoint, size=3, settings={**SETTINGS, **(extra or {})})
     try:
         cluster.start()
         yield cluster
@@ -142,7 +143,7 @@ def run_bench(args: argparse.Namespace, run_dir: Path) -> dict:
     recorder = Recorder()
     stop = threading.Event()
     rounds: list[dict] = []
-    with controller_group(run_dir) as cluster, stopping(stop):
+    with controller_group(run_dir, dict(kv.split("=", 1) for kv in args.set)) as cluster, stopping(stop):
         master = cluster.wait_master(60, in_sync=3)
         deadline = time.monotonic() + args.max_seconds
         threads = [
@@ -224,6 +225,13 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--kills", type=int, default=20, help="failovers to time (default 20; 100 for the soak run)")
     p.add_argument("--producers", type=int, default=4, help="producer threads (default 4)")
     p.add_argument("--per-round", type=int, default=200, help="acknowledgements between kills (default 200)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf setting for every broker (e.g. haStreamOnEventLoop=true); repeatable",
+    )
     add_run_options(p, max_seconds=3600)
     return p.parse_args(argv)
 

@@ -34,7 +34,9 @@ With `--no-event-engine`, RocketStore SYNC/SYNC and each floor also run with gRP
 off in their processes (`GRPC_EXPERIMENTS`, gRPC's older pollers), named with "noEE", each such
 system against the floor run the same way (gRPC's own hand-offs are a part of both), and every
 SYNC/SYNC system also against the faster of the two floors in each round: a faster floor found is
-the bar.
+the bar. A broker turns the EventEngine off in its own process unless the environment sets
+`GRPC_EXPERIMENTS` (`wire.grpc_pollers`), so RocketStore's two runs differ only where a run
+sets it otherwise (`GRPC_EXPERIMENTS=` in the environment of the benchmark: gRPC's defaults).
 
 Requires `redis-server` on PATH (Debian's redis-server package); refuses clearly without it.
 """

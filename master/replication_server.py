@@ -65,6 +65,7 @@ Thread-safety: `Replicate` runs concurrently for any number of streams; `stop` f
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import threading
@@ -137,6 +138,14 @@ def _progress(session: MasterSession | None) -> tuple[int, int, int]:
 
 
 _SERVICE = "/rocketstore.ha.v1.Replication/"
+
+
+class Do(enum.Enum):
+    """A stream's next step (`ReplicationServicer._steps`), for the adapter that performs it."""
+
+    SEND = "send"  # a chunk of records; the master's own flush may start beside it
+    HEARTBEAT = "heartbeat"  # an empty chunk
+    IDLE = "idle"  # nothing to send: wait, at most so many seconds
 
 
 class _Stream:
@@ -334,24 +343,28 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         try:
             yield from self._serve(stream)
         finally:
-            self._close(stream, None, "the stream ended")
-            if stream.registered:
-                self._tracker.remove(stream.session_id, self._wall())
-            self._untrack(stream)
-            code, reason = stream.closing or (None, "")
-            if stream.registered:
-                level = logging.INFO if code in (None, grpc.StatusCode.UNAVAILABLE) else logging.WARNING
-                log.log(
-                    level,
-                    "replication session %d with %s (%s) closed at offset %d (acked %d, started at %d): %s",
-                    stream.session_id,
-                    stream.slave,
-                    stream.peer,
-                    *_progress(stream.session),
-                    reason,
-                )
-            elif code not in (None, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE):
-                log.warning("replication stream from %s closed before its handshake: %s", stream.peer, reason)
+            self._finish(stream)
+
+    def _finish(self, stream: _Stream) -> None:
+        """A stream's handler is ending: close it, let its waiting puts know, and log why."""
+        self._close(stream, None, "the stream ended")
+        if stream.registered:
+            self._tracker.remove(stream.session_id, self._wall())
+        self._untrack(stream)
+        code, reason = stream.closing or (None, "")
+        if stream.registered:
+            level = logging.INFO if code in (None, grpc.StatusCode.UNAVAILABLE) else logging.WARNING
+            log.log(
+                level,
+                "replication session %d with %s (%s) closed at offset %d (acked %d, started at %d): %s",
+                stream.session_id,
+                stream.slave,
+                stream.peer,
+                *_progress(stream.session),
+                reason,
+            )
+        elif code not in (None, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE):
+            log.warning("replication stream from %s closed before its handshake: %s", stream.peer, reason)
 
     def _refuse_another_group(self, broker_name: str, context: grpc.ServicerContext) -> None:
         if broker_name != self._broker_name:
@@ -472,27 +485,54 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
         if code is not None:
             stream.context.abort(code, reason)
 
-    def _serve(self, stream: _Stream) -> Iterator[ha_pb2.Chunk]:  # noqa: PLR0915 - one stream's life after its handshake: catch-up, chunks, acks, its end
+    def _serve(self, stream: _Stream) -> Iterator[ha_pb2.Chunk]:
         start = self._handshake(stream)
         if start is None or stream.session is None:
             self._end(stream)
             return
+        store = self._store
+        for do, what in self._steps(stream, start, stream.context.is_active):
+            if isinstance(what, float):
+                # Nothing to send: the puts of the chunks out wait for the slave's ack, so the GIL
+                # is idle; dispatch their records meanwhile instead of waking the dispatcher after
+                # each answer (a no-op when nothing is dispatchable yet).
+                store.dispatch_while_waiting()
+                self._wait(stream, what)
+                continue
+            yield what
+            if do is Do.SEND:
+                # The chunk is on its way: the master's own flush now overlaps the slave's round
+                # trip, on this thread (the puts waiting for the slave did not wake the flush
+                # thread).
+                store.flush_after_send()
+        self._end(stream)
+
+    def _steps(  # noqa: PLR0915 - one stream's life after its handshake: catch-up, chunks, heartbeats, its end
+        self, stream: _Stream, start: int, active: Callable[[], bool]
+    ) -> Iterator[tuple[Do, ha_pb2.Chunk | float]]:
+        """What a stream does next, one step per `next()`, each decided when it is asked for (an
+        adapter may let time pass between them): a chunk to send (SEND) or a heartbeat (HEARTBEAT,
+        an empty chunk), or a wait of at most so many seconds (IDLE); it ends once the stream is
+        closing. `active()`: the call is still open."""
         session = stream.session
+        assert session is not None
         store = self._store
         tracker = self._tracker
         read = store.commit_log_data
         held = store.damage.held_offset(stream.slave_id)
         # An empty chunk tells the slave the handshake is accepted.
-        yield self._chunk(stream, start, b"", store.max_offset, self._epochs() if self._epochs is not None else None)
+        yield (
+            Do.HEARTBEAT,
+            self._chunk(stream, start, b"", store.max_offset, self._epochs() if self._epochs is not None else None),
+        )
         session.sent_chunk(0, self._monotonic())
         while True:
             if stream.closing is not None:
-                self._end(stream)
                 return
             if self._stopping.is_set():
                 self._close(stream, grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
                 continue
-            if not stream.context.is_active():
+            if not active():
                 self._close(stream, None, "the stream ended")
                 continue
             now = self._monotonic()
@@ -526,24 +566,16 @@ class ReplicationServicer(ha_pb2_grpc.ReplicationServicer):
                     if held is not None and session.sent > held:
                         store.damage.release_replication(stream.slave_id)
                         held = None
-                    yield self._chunk(stream, sent, data, master_max, epochs)
-                    # The chunk is on its way: the master's own flush now overlaps the slave's
-                    # round trip, on this thread (the puts waiting for the slave did not wake the
-                    # flush thread).
-                    store.flush_after_send()
+                    yield Do.SEND, self._chunk(stream, sent, data, master_max, epochs)
                     continue
                 # Nothing whole to send yet (a record still being written): idle as below.
                 step = session.next_step(now, sent, store.min_offset)
             if step.step is Step.HEARTBEAT:
                 session.sent_chunk(0, now)
                 tracker.expire(self._wall())
-                yield self._chunk(stream, session.sent, b"", master_max, epochs)
+                yield Do.HEARTBEAT, self._chunk(stream, session.sent, b"", master_max, epochs)
                 continue
-            # Nothing to send: the puts of the chunks out wait for the slave's ack, so the GIL is
-            # idle; dispatch their records meanwhile instead of waking the dispatcher after each
-            # answer (a no-op when nothing is dispatchable yet).
-            store.dispatch_while_waiting()
-            self._wait(stream, min(IDLE_POLL_S, max(step.wait_ms, 1) / 1000))
+            yield Do.IDLE, min(IDLE_POLL_S, max(step.wait_ms, 1) / 1000)
 
     def _refuse_damaged(self, stream: _Stream, damage: CorruptMessage) -> str:
         """Count and hold a slave's replication at a damaged record; the reason the slave is

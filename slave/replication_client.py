@@ -432,20 +432,14 @@ class SlaveReplicator:
                 f"does not continue this slave's epochs {list(history)}"
             )
 
-    def _stream(self) -> _StreamFailed:
-        """One stream, from the handshake to its end; returns why it ended."""
+    def _new_session(self) -> tuple[SlaveSession, int]:
+        """Before a stream: reconcile the epochs (controller mode), take the handshake's durable
+        end, and the stream's session from there (raises _StreamFailed)."""
         if self._epochs is not None:
-            try:
-                with self._channel() as channel:
-                    self._reconcile(channel)
-            except _StreamFailed as exc:
-                return exc
-        try:
-            durable = self._durable_end()
-        except _StreamFailed as exc:
-            return exc
-        store = self._store
-        end = store.max_offset
+            with self._channel() as channel:
+                self._reconcile(channel)
+        durable = self._durable_end()
+        end = self._store.max_offset
         session = SlaveSession(
             segment_size=self._segment_size,
             log_end=end,
@@ -455,6 +449,22 @@ class SlaveReplicator:
             heartbeat_ms=self._ha.ha_send_heartbeat_interval_ms,
             housekeeping_ms=self._ha.ha_housekeeping_interval_ms,
         )
+        return session, durable
+
+    def _stream_ended(self, stream: _Stream) -> None:
+        with self._cond:
+            stream.ended = True
+            self._current = None
+            if stream.session.accepted:
+                self._last = stream.session
+            self._cond.notify_all()
+
+    def _stream(self) -> _StreamFailed:
+        """One stream, from the handshake to its end; returns why it ended."""
+        try:
+            session, durable = self._new_session()
+        except _StreamFailed as exc:
+            return exc
         stream = _Stream(session)
         channel = self._channel()
         try:
@@ -481,12 +491,7 @@ class SlaveReplicator:
                     return _StreamFailed(stream.failure)
                 return _StreamFailed("the master ended the stream")
         finally:
-            with self._cond:
-                stream.ended = True
-                self._current = None
-                if session.accepted:
-                    self._last = session
-                self._cond.notify_all()
+            self._stream_ended(stream)
             if stream.call is not None:
                 stream.call.cancel()
 
@@ -499,6 +504,23 @@ class SlaveReplicator:
         return _StreamFailed(text, refusal=code in _REFUSALS)
 
     def _take(self, stream: _Stream, chunk: ha_pb2.Chunk) -> None:
+        end = self._append(stream, chunk)
+        if end is None:
+            return
+        if not self._sync_flush:
+            self._advance(stream.session, end)
+            return
+        # Flushed on this thread: the fdatasync releases the GIL, chunks that arrive meanwhile
+        # wait in the stream, and the next flush covers all of them.
+        future = self._store.request_flush(end, flush_here=True)
+        if future is None:
+            self._advance(stream.session, end)
+        else:
+            future.add_done_callback(functools.partial(self._flushed, stream.session, end))
+
+    def _append(self, stream: _Stream, chunk: ha_pb2.Chunk) -> int | None:
+        """Check a chunk (its MAC, the session's checks, its epoch) and append its records: the
+        log's new end, or None for a heartbeat. Raises _StreamFailed when the stream must close."""
         session = stream.session
         if stream.auth is not None:
             try:
@@ -525,7 +547,7 @@ class SlaveReplicator:
             )
         self.confirmed_offset = chunk.confirmed_offset
         if check.verdict is ChunkVerdict.HEARTBEAT:
-            return
+            return None
         if self._epochs is not None and chunk.epoch > 0:
             self._check_epoch(chunk)
         try:
@@ -538,16 +560,7 @@ class SlaveReplicator:
             raise _StreamFailed(f"the chunk at {chunk.start_offset} cannot be stored: {exc}") from None
         with self._cond:
             session.appended(check)
-        if not self._sync_flush:
-            self._advance(session, end)
-            return
-        # Flushed on this thread: the fdatasync releases the GIL, chunks that arrive meanwhile
-        # wait in the stream, and the next flush covers all of them.
-        future = self._store.request_flush(end, flush_here=True)
-        if future is None:
-            self._advance(session, end)
-        else:
-            future.add_done_callback(functools.partial(self._flushed, session, end))
+        return end
 
     def _flushed(self, session: SlaveSession, end: int, future: Future) -> None:
         if future.cancelled():
@@ -577,19 +590,7 @@ class SlaveReplicator:
         session says; gives up a stream whose master went silent."""
         store = self._store
         session = stream.session
-        epoch, epoch_start = self._last_epoch(durable)
-        yield self._sealed(
-            stream,
-            ha_pb2.SlaveReport(
-                durable_offset=durable,
-                broker_name=self._broker_name,
-                broker_id=self._broker_id,
-                client_endpoint=self._client_endpoint,
-                max_offset=store.max_offset,
-                epoch=epoch,
-                epoch_start_offset=epoch_start,
-            ),
-        )
+        yield self._handshake_report(stream, durable)
         while True:
             offset = None
             with self._cond:
@@ -608,11 +609,28 @@ class SlaveReplicator:
                     stream, f"no chunk from the master within {session.housekeeping_ms} ms (haHousekeepingInterval)"
                 )
                 return
-            yield self._sealed(stream, ha_pb2.SlaveReport(durable_offset=offset, max_offset=store.max_offset))
+            yield self._ack_report(stream, offset)
             # gRPC asks for the next report once this one is sent: the appended chunks are
             # dispatched now, after their ack, not before it, on this thread (idle until the next
             # report is due) rather than by waking the dispatcher's.
             store.dispatch_here()
+
+    def _handshake_report(self, stream: _Stream, durable: int) -> ha_pb2.SlaveReport:
+        """The stream's first report: who this slave is and where it wants the log from."""
+        epoch, epoch_start = self._last_epoch(durable)
+        report = ha_pb2.SlaveReport(
+            durable_offset=durable,
+            broker_name=self._broker_name,
+            broker_id=self._broker_id,
+            client_endpoint=self._client_endpoint,
+            max_offset=self._store.max_offset,
+            epoch=epoch,
+            epoch_start_offset=epoch_start,
+        )
+        return self._sealed(stream, report)
+
+    def _ack_report(self, stream: _Stream, durable: int) -> ha_pb2.SlaveReport:
+        return self._sealed(stream, ha_pb2.SlaveReport(durable_offset=durable, max_offset=self._store.max_offset))
 
     @staticmethod
     def _sealed(stream: _Stream, report: ha_pb2.SlaveReport) -> ha_pb2.SlaveReport:

@@ -740,6 +740,14 @@ class MessageStore:
         if self.queue.flushed_where < self.queue.max_offset:
             flusher.flush_here()
 
+    def hand_flush_after_send(self, next_offset: int) -> None:
+        """A master's replication stream on an event loop, as a chunk ending at `next_offset` goes
+        out: under SYNC_FLUSH, wake the flush thread for the puts waiting on the stream (their
+        flush is the stream's, as in `flush_after_send`), so the `fdatasync` overlaps the send and
+        the slave's round trip and never blocks the loop."""
+        if isinstance(self._flusher, GroupCommitService) and self._streams_serve_puts():
+            self.request_flush(next_offset)
+
     def _streams_serve_puts(self) -> bool:
         """A SYNC_MASTER whose puts go straight to group commit (no write buffer): its replication
         streams flush the log for the puts waiting on them (`flush_after_send`) and, idle,

@@ -40,7 +40,7 @@ from .log_limit import LogLimiter, peer_host
 log = logging.getLogger(__name__)
 
 
-class _Malformed:
+class Malformed:
     """Stands for a request message that did not decode."""
 
     __slots__ = ("error",)
@@ -49,12 +49,12 @@ class _Malformed:
         self.error = error
 
 
-def _safe_decoder(decode: Callable[[bytes], object]) -> Callable[[bytes], object]:
+def safe_decoder(decode: Callable[[bytes], object]) -> Callable[[bytes], object]:
     def decoder(data: bytes) -> object:
         try:
             return decode(data)
         except Exception as exc:  # DecodeError, or whatever a hostile payload provokes
-            return _Malformed(f"{type(exc).__name__}: {exc}")
+            return Malformed(f"{type(exc).__name__}: {exc}")
 
     return decoder
 
@@ -66,14 +66,14 @@ class MalformedRequest(Exception):
 
 async def _checked_async(requests):
     async for item in requests:
-        if isinstance(item, _Malformed):
+        if isinstance(item, Malformed):
             raise MalformedRequest(item.error)
         yield item
 
 
 def _checked(requests):
     for item in requests:
-        if isinstance(item, _Malformed):
+        if isinstance(item, Malformed):
             raise MalformedRequest(item.error)
         yield item
 
@@ -99,7 +99,7 @@ class _Guard:
         if known is not None and known[0] is handler:
             return known[1]
         wrap = self._wrap_async if aio else self._wrap_threaded
-        wrapped = wrap(handler, method, _safe_decoder(handler.request_deserializer), handler.response_serializer)
+        wrapped = wrap(handler, method, safe_decoder(handler.request_deserializer), handler.response_serializer)
         self._wrapped[(method, aio)] = (handler, wrapped)
         return wrapped
 
@@ -110,7 +110,7 @@ class _Guard:
             inner_uu = handler.unary_unary
 
             async def unary_unary(request, context):
-                if isinstance(request, _Malformed):
+                if isinstance(request, Malformed):
                     await context.abort(bad, refusal(context, method, request.error))
                 return await inner_uu(request, context)
 
@@ -119,7 +119,7 @@ class _Guard:
             inner_us = handler.unary_stream
 
             async def unary_stream(request, context):
-                if isinstance(request, _Malformed):
+                if isinstance(request, Malformed):
                     await context.abort(bad, refusal(context, method, request.error))
                 async for response in inner_us(request, context):
                     yield response
@@ -156,7 +156,7 @@ class _Guard:
             inner_uu = handler.unary_unary
 
             def unary_unary(request, context):
-                if isinstance(request, _Malformed):
+                if isinstance(request, Malformed):
                     context.abort(bad, refusal(context, method, request.error))
                 return inner_uu(request, context)
 
@@ -165,7 +165,7 @@ class _Guard:
             inner_us = handler.unary_stream
 
             def unary_stream(request, context):
-                if isinstance(request, _Malformed):
+                if isinstance(request, Malformed):
                     context.abort(bad, refusal(context, method, request.error))
                 yield from inner_us(request, context)
 

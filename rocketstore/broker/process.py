@@ -70,7 +70,7 @@ from .client_registry import ClientRegistry
 from .client_sightings import ClientSightings
 from .config import BrokerConfigs, is_loopback, load_secrets
 from .core.services import BrokerCore
-from .event_loop import new_event_loop
+from .event_loop import LoopThread, new_event_loop
 from .listening import bind, host_port
 from .logs import capture_native_stderr, ready_json, setup_logging
 from .messaging import MessagingServicer
@@ -222,6 +222,10 @@ class Broker:
         self.pop_journal: PopJournal | None = None
         self._remoting: RemotingServer | None = None
         self.remoting_endpoint = ""
+        # haStreamOnEventLoop: the remoting server's loop, made before the replication server (a
+        # grpc.aio server on it) serves; the slave's stream runs on the main loop (`_main_loop`).
+        self._remoting_loop: LoopThread | None = None
+        self._main_loop: asyncio.AbstractEventLoop | None = None
         self._metrics: MetricsServer | None = None
         self.metrics_endpoint = ""
         self._etcd: EtcdClient | None = None
@@ -256,6 +260,7 @@ class Broker:
     async def start(self) -> None:
         if not self.controller_mode:
             self.configs = await asyncio.to_thread(switchover.start_up_configs, self.configs, self.secrets)
+        self._main_loop = asyncio.get_running_loop()
         broker = self.configs.broker
         self._client_server = self._client_api_server()
         client_port = bind(
@@ -263,6 +268,8 @@ class Broker:
         )
         self.client_endpoint = host_port(broker.broker_ip1, client_port)
         store = self._open_store(client_port)
+        if self.configs.ha.streams_on_event_loop(broker.remoting_listen_port >= 0):
+            self._remoting_loop = LoopThread("remoting-server")
         replication = self._replication_side(store)
         if self.roles is not None:
             self.roles.open()
@@ -344,6 +351,8 @@ class Broker:
             pop_journal=self.pop_journal,
             take_pop_events=self._take_pop_events,
             epochs=keeper,
+            master_loop=self._remoting_loop.loop if self._remoting_loop is not None else None,
+            slave_loop=self._main_loop if self._remoting_loop is not None else None,
         )
         if keeper is not None:
             self.roles = ControllerRoles(
@@ -384,7 +393,7 @@ class Broker:
 
     def _start_remoting(self, core: BrokerCore) -> None:
         broker = self.configs.broker
-        self._remoting = RemotingServer(core)
+        self._remoting = RemotingServer(core, loop_thread=self._remoting_loop)
         try:
             self.remoting_endpoint = self._remoting.start(broker.host, broker.remoting_listen_port, broker.broker_ip1)
         except OSError as exc:
@@ -534,6 +543,8 @@ class Broker:
             await asyncio.to_thread(self.replication.stop)
         if self._remoting is not None:
             await asyncio.to_thread(self._remoting.stop)
+        if self._remoting_loop is not None:
+            await asyncio.to_thread(self._remoting_loop.stop)
         if self._metrics is not None:
             await asyncio.to_thread(self._metrics.stop)
         if self._messaging is not None:

@@ -88,7 +88,7 @@ from .core.send import PutOutcomes, SendBatch, SendItem, SendOutcome
 from .core.send_back import MAX_RECONSUME_TIMES, SendBack, sent_back
 from .core.sender import Sender
 from .core.services import BrokerCore
-from .event_loop import new_event_loop
+from .event_loop import LoopThread, new_event_loop
 from .remoting_codes import PULL_RESPONSE, PUT_RESPONSE, REASON_CODES, SEND_REASON_CODES
 from .remoting_limits import ConnectionBudget, ConnectionClock
 from .remoting_members import ConsumerConnections
@@ -322,7 +322,11 @@ class RemotingServer:
         *,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         max_frame_bytes: int | None = None,
+        loop_thread: LoopThread | None = None,
     ) -> None:
+        """`loop_thread`: a running loop to serve on (the master's replication server shares it)
+        instead of a loop of its own; its owner stops it after `stop`."""
+        self._loop_thread = loop_thread
         self._core = core
         self._store = core.store
         self._clock = clock_ms
@@ -357,6 +361,8 @@ class RemotingServer:
         the port cannot be bound (nothing is left running then)."""
         bound: dict[str, object] = {}
         ready = threading.Event()
+        if self._loop_thread is not None:
+            return self._start_on(self._loop_thread, host, port, advertised_host)
 
         def run() -> None:
             loop = new_event_loop()
@@ -391,6 +397,22 @@ class RemotingServer:
         self._store.add_arrival_listener(self._arrivals.on_arrival)
         return self.endpoint
 
+    def _start_on(self, loop_thread, host: str, port: int, advertised_host: str) -> str:
+        """`start` on a loop running already; its thread is `loop_thread`'s."""
+        loop = loop_thread.loop
+
+        async def setup() -> int:
+            self._arrivals.bind_loop(loop)
+            server = self._server = await loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
+            self._sweeper = loop.call_later(self.limits.sweep_interval_ms / 1000, self._sweep)
+            return server.sockets[0].getsockname()[1]
+
+        bound_port = asyncio.run_coroutine_threadsafe(setup(), loop).result(10)
+        self._loop, self._thread = loop, loop_thread.thread
+        self.endpoint = f"{advertised_host}:{bound_port}"
+        self._store.add_arrival_listener(self._arrivals.on_arrival)
+        return self.endpoint
+
     def stop(self) -> None:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
@@ -414,8 +436,9 @@ class RemotingServer:
             asyncio.run_coroutine_threadsafe(close(), loop).result(10)
         except Exception:
             log.exception("remoting: closing the server failed")
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
+        if self._loop_thread is None:  # a shared loop is its owner's to stop
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
         self._thread = None
 
     def _sweep(self) -> None:

@@ -38,6 +38,8 @@ path and the dispatcher ask them.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -48,7 +50,9 @@ import grpc
 from ha.epoch_keeper import EpochKeeper
 from ha.peer_auth import Identity, MasterAuth
 from ha.replica_tracker import ReplicaTracker
+from master.loop_replication_server import LoopReplicationServicer, LoopServer
 from master.replication_server import ReplicationServicer
+from slave.loop_replication_client import LoopSlaveReplicator
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, MessageStore
 from store.pop.pop_journal import PopJournal
@@ -76,9 +80,15 @@ class ReplicationRole:
         pop_journal: PopJournal | None = None,
         take_pop_events: Callable[[list[PopEvent]], tuple[bool, str]] | None = None,
         epochs: EpochKeeper | None = None,
+        master_loop: asyncio.AbstractEventLoop | None = None,
+        slave_loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         """`configs` as the broker runs them (after a role override); `epochs` in controller
-        mode only; `take_pop_events` merges what a slave hands back (the master's servicer)."""
+        mode only; `take_pop_events` merges what a slave hands back (the master's servicer).
+        With haStreamOnEventLoop the broker gives two running loops: `master_loop` (the remoting
+        server's, where remoting puts run) serves replication on a `grpc.aio` server, and
+        `slave_loop` (the broker's main loop) runs a slave's stream; without them both ends run
+        on threads."""
         self.store = store
         self._configs = configs
         self._ha_secret = ha_secret
@@ -86,11 +96,13 @@ class ReplicationRole:
         self._pop_journal = pop_journal
         self._take_pop_events = take_pop_events
         self._epochs = epochs
+        self._master_loop = master_loop
+        self._slave_loop = slave_loop
         self.lock = threading.RLock()
         self._role = configs.store.broker_role
         self._master_address = configs.ha.ha_master_address
         self._tracker: ReplicaTracker | None = None
-        self._server: grpc.Server | None = None
+        self._server: grpc.Server | LoopServer | None = None
         self._servicer: ReplicationServicer | None = None
         self._replicator: SlaveReplicator | None = None
         self._ha_endpoint = ""
@@ -185,20 +197,14 @@ class ReplicationRole:
             server.start()
             return tracker
 
-    def _new_server(self, tracker: ReplicaTracker) -> tuple[grpc.Server, ReplicationServicer]:
-        """The replication server (not bound, not started) and its servicer over `tracker`."""
+    def _new_server(self, tracker: ReplicaTracker) -> tuple[grpc.Server | LoopServer, ReplicationServicer]:
+        """The replication server (not bound, not started) and its servicer over `tracker`: a
+        `grpc.aio` server on the master's loop when there is one, else a threaded server."""
         broker, ha, epochs = self._configs.broker, self._configs.ha, self._epochs
-        # The servicer authenticates every replication call itself in shared-secret mode (its
-        # answers are MACed under a per-call key only it can derive); the one interceptor answers
-        # requests that do not decode (grpc's own answer is INTERNAL and a logged traceback each).
-        server = grpc.server(
-            ThreadPoolExecutor(max_workers=HA_MAX_STREAMS + 4, thread_name_prefix="ha-stream"),
-            interceptors=[ThreadedMalformedRequestGuard()],
-            options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)],
-            maximum_concurrent_rpcs=HA_MAX_STREAMS,
-        )
+        options = [("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 * 1024 * 1024)]
         auth = MasterAuth(self._ha_secret, Identity(broker.broker_name, broker.broker_id)) if self._ha_secret else None
-        servicer = ReplicationServicer(
+        servicer_class = ReplicationServicer if self._master_loop is None else LoopReplicationServicer
+        servicer = servicer_class(
             self.store,
             ha,
             broker.broker_name,
@@ -207,6 +213,20 @@ class ReplicationRole:
             epochs=(lambda: epochs.history) if epochs is not None else None,
             auth=auth,
             take_pop_events=self._take_pop_events,
+        )
+        if isinstance(servicer, LoopReplicationServicer):
+            assert self._master_loop is not None
+            loop_server = LoopServer(self._master_loop, options=options, maximum_concurrent_rpcs=HA_MAX_STREAMS)
+            loop_server.add_to(servicer)
+            return loop_server, servicer
+        # The servicer authenticates every replication call itself in shared-secret mode (its
+        # answers are MACed under a per-call key only it can derive); the one interceptor answers
+        # requests that do not decode (grpc's own answer is INTERNAL and a logged traceback each).
+        server = grpc.server(
+            ThreadPoolExecutor(max_workers=HA_MAX_STREAMS + 4, thread_name_prefix="ha-stream"),
+            interceptors=[ThreadedMalformedRequestGuard()],
+            options=options,
+            maximum_concurrent_rpcs=HA_MAX_STREAMS,
         )
         servicer.add_to_server(server)
         return server, servicer
@@ -232,7 +252,10 @@ class ReplicationRole:
             if ha.ha_tls_ca_file:
                 credentials = channel_credentials(ha.ha_tls_ca_file, ha.ha_tls_cert_file, ha.ha_tls_key_file)
             broker = self._configs.broker
-            replicator = SlaveReplicator(
+            replicator_class: Callable[..., SlaveReplicator] = SlaveReplicator
+            if self._slave_loop is not None:
+                replicator_class = functools.partial(LoopSlaveReplicator, loop=self._slave_loop)
+            replicator = replicator_class(
                 self.store,
                 ha,
                 broker_name=broker.broker_name,

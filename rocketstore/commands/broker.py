@@ -5,6 +5,9 @@ ends it with one line naming the key, the path and the fix."""
 
 from __future__ import annotations
 
+import wire.grpc_pollers  # noqa: F401 - before anything imports gRPC
+
+# isort: split
 import argparse
 from pathlib import Path
 

@@ -60,6 +60,24 @@ def test_a_second_start_after_kill_recovers(make_cluster):
     assert [m.msg_id for m in page.messages] == [r.msg_id for r in sent]
 
 
+@pytest.mark.parametrize("on_loop", ["true", "false"])
+def test_sync_puts_replicate_with_the_stream_on_event_loops_or_on_threads(make_cluster, on_loop):
+    cluster = make_cluster(
+        master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH", settings={"haStreamOnEventLoop": on_loop}
+    )
+    with Producer(cluster.master.client_endpoint) as producer:
+        sent = [producer.send(TOPIC, f"m{i}".encode(), queue_id=0) for i in range(30)]
+    assert {r.status for r in sent} == {SendStatus.SEND_OK}
+    with PullConsumer(cluster.slave_brokers[0].client_endpoint, group="g") as consumer:
+
+        def all_served():
+            page = consumer.pull(TOPIC, 0, 0, max_messages=64)
+            return page if len(page.messages) >= len(sent) else None
+
+        page = wait_until(all_served, what="the slave to serve every acknowledged message")
+    assert [m.msg_id for m in page.messages] == [r.msg_id for r in sent]
+
+
 def test_unknown_key_is_an_error_naming_it(tmp_path):
     done = run_broker(tmp_path, "--haSecret=0123456789abcdef0123", "--listenPort=0", "--haListenPort=0", "--bogusKey=1")
     assert done.returncode == 1

@@ -7,11 +7,13 @@ Conditions are awaited with deadlines (`support.wait_until`), never with fixed s
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -21,7 +23,10 @@ from ha.chunks import crc32c
 from ha.config import HaConfig
 from ha.peer_auth import Identity, MasterAuth
 from ha.replica_tracker import ReplicaTracker
+from master.loop_replication_server import LoopReplicationServicer, LoopServer
 from master.replication_server import ReplicationServicer
+from rocketstore.broker.event_loop import LoopThread
+from slave.loop_replication_client import LoopSlaveReplicator
 from slave.replication_client import SlaveReplicator
 from store import BrokerRole, FlushDiskType, Message, MessageStore, StoreConfig
 from store import PutMessageStatus as S
@@ -94,14 +99,24 @@ class Master:
         ha = ha or ha_config()
         self.tracker = tracker_class(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
         self.store.set_replica_gate(self.tracker)
-        # As the broker builds it (rocketstore.broker.replication_role): undecodable requests are
-        # answered by the guard.
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=8), interceptors=[ThreadedMalformedRequestGuard()])
         auth = MasterAuth(secret, Identity(BROKER, 0)) if secret else None
-        self.servicer = ReplicationServicer(
-            self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
-        )
-        self.servicer.add_to_server(self.server)
+        self.loop_thread: LoopThread | None = None
+        if SHAPE.on_loop:
+            # As the broker builds it under haStreamOnEventLoop: a grpc.aio server on a loop of its
+            # own (the broker's remoting loop); the puts here come from other threads.
+            self.loop_thread = LoopThread("ha-master-loop")
+            self.server = LoopServer(self.loop_thread.loop, options=[])
+            self.servicer = LoopReplicationServicer(
+                self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
+            )
+            self.server.add_to(self.servicer)
+        else:
+            # As the broker builds it on threads: undecodable requests are answered by the guard.
+            self.server = grpc.server(ThreadPoolExecutor(max_workers=8), interceptors=[ThreadedMalformedRequestGuard()])
+            self.servicer = ReplicationServicer(
+                self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
+            )
+            self.servicer.add_to_server(self.server)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
         self.server.start()
@@ -109,6 +124,8 @@ class Master:
     def close(self) -> None:
         self.servicer.stop()
         self.server.stop(grace=None).wait(10)
+        if self.loop_thread is not None:
+            self.loop_thread.stop()
         self.store.shutdown()
 
 
@@ -126,7 +143,13 @@ class Slave:
         **ha,
     ):
         self.store = open_store(store_config(root, BrokerRole.SLAVE, flush))
-        self.replicator = SlaveReplicator(
+        self.loop_thread: LoopThread | None = None
+        replicator_class: Callable[..., SlaveReplicator] = SlaveReplicator
+        if SHAPE.on_loop:
+            # The broker's main loop, in a broker.
+            self.loop_thread = LoopThread("ha-slave-loop")
+            replicator_class = functools.partial(LoopSlaveReplicator, loop=self.loop_thread.loop)
+        self.replicator = replicator_class(
             self.store,
             ha_config(address, **ha),
             broker_name=broker_name,
@@ -139,7 +162,27 @@ class Slave:
 
     def close(self) -> None:
         self.replicator.stop()
+        if self.loop_thread is not None:
+            self.loop_thread.stop()
         self.store.shutdown()
+
+
+@dataclass
+class Shape:
+    """Where both ends of a stream run: gRPC's threads, or event loops (haStreamOnEventLoop)."""
+
+    on_loop: bool = False
+
+
+SHAPE = Shape()
+
+
+@pytest.fixture(autouse=True, params=["threads", "loop"])
+def shape(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs with both ends of replication on threads, then on event loops."""
+    SHAPE.on_loop = request.param == "loop"
+    yield request.param
+    SHAPE.on_loop = False
 
 
 @pytest.fixture
