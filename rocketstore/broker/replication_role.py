@@ -1,10 +1,14 @@
 """`ReplicationRole`: one broker's replication side, and the role transitions over it.
 
 It owns what changes when the broker's role does:
-- the master's side: the replication server on haListenPort (a threaded `grpc` server, one
-  stream per slave; shared secret and/or mutual TLS), its `ReplicationServicer`, and the
-  `ReplicaTracker` that SYNC_MASTER puts wait on (installed as the store's replica gate);
-- the slave's side: the `SlaveReplicator` streaming from a master (and copying its metadata);
+- the master's side: the replication server on haListenPort (one stream per slave; shared
+  secret and/or mutual TLS) with its servicer: a `grpc.aio` server on the master's loop (the
+  remoting loop) and `LoopReplicationServicer` when the broker gives one (haStreamOnEventLoop),
+  else a threaded `grpc` server and `ReplicationServicer`; and the `ReplicaTracker` that
+  SYNC_MASTER puts wait on (installed as the store's replica gate);
+- the slave's side: the replicator streaming from a master (and copying its metadata):
+  `LoopSlaveReplicator` on the slave's loop (the broker's main loop) when given one, else
+  `SlaveReplicator` on its own threads;
 - the role in force (`role`): brokerRole as broker.conf and any role override set it, changed by
   a static switchover; in controller mode how the broker acknowledges when it is master (it
   never changes: elections decide whether it is master, the store says which it is now);
