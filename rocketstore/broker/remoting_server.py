@@ -37,10 +37,12 @@ are closed; heartbeats register clients within per-group, group and total counts
 expire on the registry's own schedule (this server's sweep runs it). A connection whose answers
 the peer does not read stops being read until they drain (asyncio's write flow control).
 
-Threads: the server runs its own event loop (uvloop when installed) on a thread of its own, so
-neither the gRPC loop nor its per-call cost is on this path. Store calls that may block (reads,
-topic creation) run in worker threads; puts await the store's futures on the loop. `stop` closes
-the listener and the connections and joins the thread.
+Threads: the server runs on an event loop (uvloop when installed) of a thread of its own (a
+`LoopThread`: its own, or the one the broker gives it to share with the master's replication
+stream), so neither the gRPC API's loop nor its per-call cost is on this path. Store calls that
+may block (reads, topic creation) run in worker threads; puts await the store's futures on the
+loop. `stop` closes the listener and the connections, and stops the loop and its thread when they
+are its own.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ from .core.send import PutOutcomes, SendBatch, SendItem, SendOutcome
 from .core.send_back import MAX_RECONSUME_TIMES, SendBack, sent_back
 from .core.sender import Sender
 from .core.services import BrokerCore
-from .event_loop import LoopThread, new_event_loop
+from .event_loop import LoopThread
 from .remoting_codes import PULL_RESPONSE, PUT_RESPONSE, REASON_CODES, SEND_REASON_CODES
 from .remoting_limits import ConnectionBudget, ConnectionClock
 from .remoting_members import ConsumerConnections
@@ -327,6 +329,7 @@ class RemotingServer:
         """`loop_thread`: a running loop to serve on (the master's replication server shares it)
         instead of a loop of its own; its owner stops it after `stop`."""
         self._loop_thread = loop_thread
+        self._own_loop: LoopThread | None = None  # the loop `start` made, when none was given
         self._core = core
         self._store = core.store
         self._clock = clock_ms
@@ -357,48 +360,11 @@ class RemotingServer:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self, host: str, port: int, advertised_host: str) -> str:
-        """Listen on host:port (0: the OS chooses); returns the advertised endpoint. OSError when
-        the port cannot be bound (nothing is left running then)."""
-        bound: dict[str, object] = {}
-        ready = threading.Event()
-        if self._loop_thread is not None:
-            return self._start_on(self._loop_thread, host, port, advertised_host)
-
-        def run() -> None:
-            loop = new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            try:
-                self._arrivals.bind_loop(loop)
-                self._server = loop.run_until_complete(
-                    loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
-                )
-                bound["port"] = self._server.sockets[0].getsockname()[1]
-                self._sweeper = loop.call_later(self.limits.sweep_interval_ms / 1000, self._sweep)
-            except BaseException as exc:
-                bound["error"] = exc
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="remoting-server", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if "error" in bound:
-            self._thread.join()
-            self._thread = None
-            raise bound["error"]  # type: ignore[misc]
-        self.endpoint = f"{advertised_host}:{bound['port']}"
-        self._store.add_arrival_listener(self._arrivals.on_arrival)
-        return self.endpoint
-
-    def _start_on(self, loop_thread, host: str, port: int, advertised_host: str) -> str:
-        """`start` on a loop running already; its thread is `loop_thread`'s."""
+        """Listen on host:port (0: the OS chooses) on the given loop, or on a loop of its own;
+        returns the advertised endpoint. OSError when the port cannot be bound (nothing is left
+        running then)."""
+        own = self._loop_thread is None
+        loop_thread = self._loop_thread or LoopThread("remoting-server")
         loop = loop_thread.loop
 
         async def setup() -> int:
@@ -407,7 +373,13 @@ class RemotingServer:
             self._sweeper = loop.call_later(self.limits.sweep_interval_ms / 1000, self._sweep)
             return server.sockets[0].getsockname()[1]
 
-        bound_port = asyncio.run_coroutine_threadsafe(setup(), loop).result(10)
+        try:
+            bound_port = asyncio.run_coroutine_threadsafe(setup(), loop).result()
+        except BaseException:
+            if own:
+                loop_thread.stop()
+            raise
+        self._own_loop = loop_thread if own else None
         self._loop, self._thread = loop, loop_thread.thread
         self.endpoint = f"{advertised_host}:{bound_port}"
         self._store.add_arrival_listener(self._arrivals.on_arrival)
@@ -436,9 +408,9 @@ class RemotingServer:
             asyncio.run_coroutine_threadsafe(close(), loop).result(10)
         except Exception:
             log.exception("remoting: closing the server failed")
-        if self._loop_thread is None:  # a shared loop is its owner's to stop
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
+        if self._own_loop is not None:  # a given loop is its owner's to stop
+            self._own_loop.stop()
+            self._own_loop = None
         self._thread = None
 
     def _sweep(self) -> None:
