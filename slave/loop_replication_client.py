@@ -163,18 +163,12 @@ class LoopSlaveReplicator(SlaveReplicator):
                         break
                     self._atake(stream, chunk)
             except asyncio.CancelledError:
-                if self._stop.is_set():
-                    return _StreamFailed("stopped", stopped=True)
-                if stream.failure is not None:
-                    return _StreamFailed(stream.failure)
-                return _StreamFailed("the stream was cancelled")
+                return self._ended(stream, "the stream was cancelled")
             except grpc.RpcError as exc:
                 return self._rpc_failure(stream, exc)
             except _StreamFailed as exc:
                 return exc
-            if stream.failure is not None:
-                return _StreamFailed(stream.failure)
-            return _StreamFailed("the master ended the stream")
+            return self._ended(stream, "the master ended the stream")
         finally:
             stream.ended = True
             if stream.aio_call is not None:

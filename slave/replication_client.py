@@ -487,21 +487,23 @@ class SlaveReplicator:
                     return self._rpc_failure(stream, exc)
                 except _StreamFailed as exc:
                     return exc
-                if stream.failure is not None:
-                    return _StreamFailed(stream.failure)
-                return _StreamFailed("the master ended the stream")
+                return self._ended(stream, "the master ended the stream")
         finally:
             self._stream_ended(stream)
             if stream.call is not None:
                 stream.call.cancel()
 
-    def _rpc_failure(self, stream: _Stream, exc: grpc.RpcError) -> _StreamFailed:
+    def _ended(self, stream: _Stream, otherwise: str, *, refusal: bool = False) -> _StreamFailed:
+        """Why a stream ended: stopped, else the failure it closed itself with, else `otherwise`."""
         if self._stop.is_set():
             return _StreamFailed("stopped", stopped=True)
         if stream.failure is not None:
             return _StreamFailed(stream.failure)
+        return _StreamFailed(otherwise, refusal=refusal)
+
+    def _rpc_failure(self, stream: _Stream, exc: grpc.RpcError) -> _StreamFailed:
         code, text = describe(exc, tls=self._credentials is not None)
-        return _StreamFailed(text, refusal=code in _REFUSALS)
+        return self._ended(stream, text, refusal=code in _REFUSALS)
 
     def _take(self, stream: _Stream, chunk: ha_pb2.Chunk) -> None:
         end = self._append(stream, chunk)
