@@ -80,24 +80,15 @@ class LoopSlaveReplicator(SlaveReplicator):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def stop(self, timeout_s: float = 5) -> None:
-        self._stop.set()
-        self.metadata.stop(timeout_s)
-        with self._cond:
-            current = self._current
-            loop = self._loop
-            self._cond.notify_all()
-        task = current.task if isinstance(current, _AioStream) else None
+    def _cancel(self, stream: _Stream) -> None:
+        """From `stop`, any thread: cancel the stream's task on its loop."""
+        task = stream.task if isinstance(stream, _AioStream) else None
+        loop = self._loop
         if task is not None and loop is not None:
             try:
                 loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:
                 pass  # the loop is closed: the thread is ending anyway
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
-            if thread.is_alive():
-                log.warning("the replication thread did not end within %.1f s", timeout_s)
 
     def _run(self) -> None:
         with self._cond:

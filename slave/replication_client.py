@@ -232,13 +232,18 @@ class SlaveReplicator:
         with self._cond:
             current = self._current
             self._cond.notify_all()
-        if current is not None and current.call is not None:
-            current.call.cancel()
+        if current is not None:
+            self._cancel(current)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
             if thread.is_alive():
                 log.warning("the replication thread did not end within %.1f s", timeout_s)
+
+    def _cancel(self, stream: _Stream) -> None:
+        """From `stop`, any thread: end the stream's call."""
+        if stream.call is not None:
+            stream.call.cancel()
 
     def state(self) -> ReplicationState:
         metadata = self.metadata.state()
