@@ -223,9 +223,8 @@ class Broker:
         self._remoting: RemotingServer | None = None
         self.remoting_endpoint = ""
         # haStreamOnEventLoop: the remoting server's loop, made before the replication server (a
-        # grpc.aio server on it) serves; the slave's stream runs on the main loop (`_main_loop`).
+        # grpc.aio server on it) serves; the slave's stream runs on the main loop (`_loop`).
         self._remoting_loop: LoopThread | None = None
-        self._main_loop: asyncio.AbstractEventLoop | None = None
         self._metrics: MetricsServer | None = None
         self.metrics_endpoint = ""
         self._etcd: EtcdClient | None = None
@@ -260,7 +259,7 @@ class Broker:
     async def start(self) -> None:
         if not self.controller_mode:
             self.configs = await asyncio.to_thread(switchover.start_up_configs, self.configs, self.secrets)
-        self._main_loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
         broker = self.configs.broker
         self._client_server = self._client_api_server()
         client_port = bind(
@@ -352,7 +351,7 @@ class Broker:
             take_pop_events=self._take_pop_events,
             epochs=keeper,
             master_loop=self._remoting_loop.loop if self._remoting_loop is not None else None,
-            slave_loop=self._main_loop if self._remoting_loop is not None else None,
+            slave_loop=self._loop if self._remoting_loop is not None else None,
         )
         if keeper is not None:
             self.roles = ControllerRoles(
@@ -381,8 +380,7 @@ class Broker:
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
         admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
         store.add_arrival_listener(messaging.on_arrival)
-        self._loop = asyncio.get_running_loop()
-        messaging.bind_loop(self._loop)
+        messaging.bind_loop(asyncio.get_running_loop())
         self._messaging = messaging
         if self._proxy is not None:
             self._proxy.bind(functools.partial(proxy_standing, view))
