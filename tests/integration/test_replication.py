@@ -100,22 +100,20 @@ class Master:
         self.tracker = tracker_class(role, in_sync, 1000, ha.ha_slave_fallbehind_max, lambda: self.store.max_offset)
         self.store.set_replica_gate(self.tracker)
         auth = MasterAuth(secret, Identity(BROKER, 0)) if secret else None
+        servicer_class = LoopReplicationServicer if SHAPE.on_loop else ReplicationServicer
+        self.servicer = servicer_class(
+            self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
+        )
         self.loop_thread: LoopThread | None = None
-        if SHAPE.on_loop:
+        if isinstance(self.servicer, LoopReplicationServicer):
             # As the broker builds it under haStreamOnEventLoop: a grpc.aio server on a loop of its
             # own (the broker's remoting loop); the puts here come from other threads.
             self.loop_thread = LoopThread("ha-master-loop")
             self.server = LoopServer(self.loop_thread.loop, options=[])
-            self.servicer = LoopReplicationServicer(
-                self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
-            )
             self.server.add_to(self.servicer)
         else:
             # As the broker builds it on threads: undecodable requests are answered by the guard.
             self.server = grpc.server(ThreadPoolExecutor(max_workers=8), interceptors=[ThreadedMalformedRequestGuard()])
-            self.servicer = ReplicationServicer(
-                self.store, ha, BROKER, self.tracker, client_endpoint="127.0.0.1:10911", auth=auth, clock_ms=wall_clock
-            )
             self.servicer.add_to_server(self.server)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
