@@ -29,6 +29,14 @@ pytestmark = pytest.mark.timeout(600)
 # Slaves that stay in the in-sync set while paused, and puts that give up quickly.
 PATIENT = dict(haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
 
+# Where both ends of the replication stream run (haStreamOnEventLoop): gRPC's threads (what `auto`
+# picks in a group that serves no remoting port), or event loops. The tests that kill, pause,
+# depose and hand over masters run under both: each role change tears one shape down and builds it
+# again on the other side.
+STREAM_SHAPES = pytest.mark.parametrize(
+    "stream_on_loop", ["false", "true"], ids=["stream-on-threads", "stream-on-loops"]
+)
+
 
 @pytest.fixture
 def group(tmp_path, etcd, request):
@@ -131,8 +139,9 @@ def test_consumers_see_messages_only_up_to_the_confirmed_offset(group):
         assert poll_until(lambda: visible(broker) == [b"confirmed", b"stored, not confirmed"], 20), visible(broker)
 
 
-def test_kill_9_of_the_master_under_load_loses_no_acknowledged_message(group):
-    cluster = group(3)
+@STREAM_SHAPES
+def test_kill_9_of_the_master_under_load_loses_no_acknowledged_message(group, stream_on_loop):
+    cluster = group(3, haStreamOnEventLoop=stream_on_loop)
     old = cluster.wait_master(60, in_sync=3)
     load = Load(cluster.client_endpoints()).start()
     try:
@@ -178,8 +187,9 @@ def test_topics_and_consumer_offsets_survive_a_failover(group):
         assert producer.send("WideTopic", b"to the last queue", queue_id=7).ok
 
 
-def test_a_paused_master_acknowledges_nothing_after_it_resumes_and_rejoins_as_slave(group):
-    cluster = group(3)
+@STREAM_SHAPES
+def test_a_paused_master_acknowledges_nothing_after_it_resumes_and_rejoins_as_slave(group, stream_on_loop):
+    cluster = group(3, haStreamOnEventLoop=stream_on_loop)
     old = cluster.wait_master(60, in_sync=3)
     load = Load(cluster.client_endpoints(), threads=2).start()
     try:
@@ -225,8 +235,9 @@ def deposed_master_with_a_tail(cluster: ControllerCluster) -> tuple[LocalBroker,
     return old, new, acked, tail_end
 
 
-def test_the_old_masters_unacknowledged_tail_is_truncated_when_it_rejoins(group):
-    cluster = group(3, **PATIENT)
+@STREAM_SHAPES
+def test_the_old_masters_unacknowledged_tail_is_truncated_when_it_rejoins(group, stream_on_loop):
+    cluster = group(3, haStreamOnEventLoop=stream_on_loop, **PATIENT)
     old, new, acked, tail_end = deposed_master_with_a_tail(cluster)
     cut = int(cluster.status(new)["max_offset"])
     assert cut < tail_end
@@ -270,8 +281,9 @@ def test_with_etcd_down_masters_stop_acknowledging_and_service_returns_with_it(g
     final_check(cluster, acked)
 
 
-def test_twenty_failovers_in_a_row_under_load(group):
-    cluster = group(3)
+@STREAM_SHAPES
+def test_twenty_failovers_in_a_row_under_load(group, stream_on_loop):
+    cluster = group(3, haStreamOnEventLoop=stream_on_loop)
     master = cluster.wait_master(60, in_sync=3)
     load = Load(cluster.client_endpoints(), max_seconds=500).start()
     try:
@@ -287,10 +299,11 @@ def test_twenty_failovers_in_a_row_under_load(group):
     final_check(cluster, acked)
 
 
-def test_a_planned_switchover_loses_nothing_and_producers_see_no_error(group):
+@STREAM_SHAPES
+def test_a_planned_switchover_loses_nothing_and_producers_see_no_error(group, stream_on_loop):
     from client import AdminClient
 
-    cluster = group(3)
+    cluster = group(3, haStreamOnEventLoop=stream_on_loop)
     old = cluster.wait_master(60, in_sync=3)
     target = next(b for b in cluster.brokers if b is not old)
     target_id = cluster.brokers.index(target)
