@@ -355,6 +355,7 @@ class PutPath:
         # thread) or the deadline. Cheaper than wait_for(shield(wrap_future())), which makes a
         # task and two more futures per put; and the service's future is never cancelled.
         loop = asyncio.get_running_loop()
+        owner = threading.get_ident()
         waiter: asyncio.Future[Status] = loop.create_future()
 
         def settle(value: Status | BaseException) -> None:
@@ -366,11 +367,7 @@ class PutPath:
                 waiter.set_result(value)
 
         def completed(future: Future) -> None:
-            error = future.exception()
-            try:
-                loop.call_soon_threadsafe(settle, error if error is not None else future.result())
-            except RuntimeError:  # the loop closed: nobody awaits the answer any more
-                pass
+            _on_loop(loop, owner, settle, future.exception() or future.result())
 
         outcome.add_done_callback(completed)
         timer = loop.call_later(timeout_s, settle, on_timeout)
@@ -388,6 +385,7 @@ class PutPath:
         if isinstance(flush, Status) or isinstance(replica, Status) or flush.done() or replica.done():
             return  # one outcome at most to wait for: `_await` wakes once anyway
         loop = asyncio.get_running_loop()
+        owner = threading.get_ident()
         waiter: asyncio.Future[None] = loop.create_future()
         left = [2]
         lock = threading.Lock()
@@ -401,10 +399,7 @@ class PutPath:
                 left[0] -= 1
                 last = left[0] == 0
             if last:
-                try:
-                    loop.call_soon_threadsafe(settle)
-                except RuntimeError:  # the loop closed: nobody awaits the answer any more
-                    pass
+                _on_loop(loop, owner, settle)
 
         flush.add_done_callback(completed)
         replica.add_done_callback(completed)
@@ -460,3 +455,17 @@ class PutPath:
             pending.replica, self._remaining(pending, self._replica_wait_s), Status.FLUSH_SLAVE_TIMEOUT
         )
         return self._result(pending, flush, replica)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, owner: int, call: Callable[..., None], *args: object) -> None:
+    """Run `call(*args)` on `loop`, whose thread is `owner`: at once when this is that thread (an
+    outcome settled on the loop itself, as a slave's ack read by a stream on the loop settles a
+    put's replica wait), which saves the loop a wake-up through its self-pipe and a turn; through
+    `call_soon_threadsafe` from any other thread."""
+    if threading.get_ident() == owner:
+        call(*args)
+        return
+    try:
+        loop.call_soon_threadsafe(call, *args)
+    except RuntimeError:  # the loop closed: nobody awaits the answer any more
+        pass

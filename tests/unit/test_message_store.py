@@ -154,6 +154,12 @@ def test_async_put_message(tmp_path):
         assert [m.body for m in store.iter_messages()] == [b"a", b"b", b"c"]
 
 
+def _on_another_thread(call, *args) -> None:
+    thread = threading.Thread(target=call, args=args)
+    thread.start()
+    thread.join()
+
+
 def test_an_async_put_is_woken_once_when_both_the_flush_and_the_slaves_are_in():
     async def main():
         loop = asyncio.get_running_loop()
@@ -165,16 +171,27 @@ def test_an_async_put_is_woken_once_when_both_the_flush_and_the_slaves_are_in():
             return real(*args)
 
         loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
-        flush, replica = Future(), Future()
+        # The last outcome settles on another thread (the flush thread): one wake-up of the loop.
         # Stepped by hand: the first step registers on both outcomes and yields the loop future
         # it waits on.
+        flush, replica = Future(), Future()
         waiting = PutPath._both_settled(flush, replica, 30)
         waiter = waiting.send(None)
-        flush.set_result(OK)  # as the flush thread would
+        replica.set_result(OK)  # on the loop, as a replication stream on this loop acks
         assert not waiter.done() and wakes == []
-        replica.set_result(OK)
+        _on_another_thread(flush.set_result, OK)
         assert len(wakes) == 1
         await asyncio.wait_for(waiter, 30)  # the one wake-up settles it on the loop
+        with pytest.raises(StopIteration):
+            waiting.send(None)
+        # The last settles on the loop's own thread (a slave's ack read by a stream on this loop):
+        # settled there and then, without a wake-up through the loop's self-pipe.
+        flush, replica = Future(), Future()
+        waiting = PutPath._both_settled(flush, replica, 30)
+        waiter = waiting.send(None)
+        _on_another_thread(flush.set_result, OK)
+        replica.set_result(OK)
+        assert waiter.done() and len(wakes) == 1
         with pytest.raises(StopIteration):
             waiting.send(None)
         # one outcome that never settles: back at the deadline, for `_await` to call it a timeout
@@ -185,6 +202,40 @@ def test_an_async_put_is_woken_once_when_both_the_flush_and_the_slaves_are_in():
         await PutPath._both_settled(settled, Future(), 30)
         await PutPath._both_settled(OK, Future(), 30)
         assert len(wakes) == 1
+
+    asyncio.run(main())
+
+
+def test_an_awaited_outcome_wakes_the_loop_only_from_another_thread():
+    FLUSH_DISK_TIMEOUT = PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        wakes = []
+        real = loop.call_soon_threadsafe
+
+        def counted(*args):
+            wakes.append(args)
+            return real(*args)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        # Settled on the loop's thread while awaited: no wake-up through the self-pipe.
+        outcome = Future()
+        loop.call_soon(outcome.set_result, OK)
+        assert await PutPath._await(outcome, 30, FLUSH_DISK_TIMEOUT) is OK
+        assert wakes == []
+        # Settled on another thread: one.
+        outcome = Future()
+        loop.call_soon(_on_another_thread, outcome.set_result, OK)
+        assert await PutPath._await(outcome, 30, FLUSH_DISK_TIMEOUT) is OK
+        assert len(wakes) == 1
+        # An error reaches the awaiting put either way.
+        outcome = Future()
+        loop.call_soon(outcome.set_exception, OSError(errno.EIO, "flush failed"))
+        with pytest.raises(OSError, match="flush failed"):
+            await PutPath._await(outcome, 30, FLUSH_DISK_TIMEOUT)
+        # Never settled: the timeout's status.
+        assert await PutPath._await(Future(), 0, FLUSH_DISK_TIMEOUT) is FLUSH_DISK_TIMEOUT
 
     asyncio.run(main())
 
