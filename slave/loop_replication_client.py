@@ -12,17 +12,20 @@ A subclass of `SlaveReplicator` with its constructor (plus `loop`) and public in
 once per connection on `ha-slave` before the stream starts. Per stream, on the loop:
 
 - the reader (the stream's task) awaits `call.read()`, checks and appends each chunk (MAC,
-  `SlaveSession.receive`, epochs, `append_replicated`) and, under SYNC_FLUSH, asks the store's
-  flush thread for the flush (`store.request_flush(end)`: one wake-up of `flush-group-commit`,
-  never an `fdatasync` on the loop). The future's done callback runs on the flush thread and
-  brings the durable end back with one `call_soon_threadsafe` per batch of released waiters
+  `SlaveSession.receive`, epochs, `append_replicated`) and, under SYNC_FLUSH, flushes it on the
+  loop (`store.request_flush(end, flush_here=True)`; the `fdatasync` releases the GIL) while the
+  disk's flushes take at most `LOOP_FLUSH_WITHIN_MS`, and otherwise (a slow disk, or a flush
+  already under way) hands it to the store's flush thread, whose future's done callback brings
+  the durable end back with one `call_soon_threadsafe` per batch of released waiters
   (coalesced: a callback already scheduled carries the newest end);
 - the writer task sends the handshake, then a report whenever the durable offset moved
   (coalesced) and at every haSendHeartbeatInterval, each sealed as `SlaveReplicator` seals it,
   and after each report runs the dispatch round (`store.dispatch_here`) on the loop, off the
   acknowledgement's path. It gives up a silent stream (haHousekeepingInterval).
 
-Blocking on the loop: a new segment's creation in `append_replicated` and, in controller mode, the
+Blocking on the loop: a chunk's `fdatasync` while the disk is quick (the loop's other work, the
+client API, waits that long; a chunk that arrives meanwhile waits in the stream and the next
+flush covers it), a new segment's creation in `append_replicated` and, in controller mode, the
 epoch file's fsync before a newer epoch's first bytes, both rare.
 
 Thread-safety: `start`, `stop` and `state` from any thread; `stop` cancels the stream's task with
@@ -48,6 +51,12 @@ from store import CommitLogClosed, PutMessageStatus
 from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+# The longest flush, in ms, after which the slave's loop stops flushing chunks itself and hands
+# them to the flush thread (until that thread's flushes are quick again): a solid-state disk's
+# fdatasync of a chunk takes 0.1-0.5 ms here, a spinning disk's several ms, which the client API
+# sharing the loop would wait for at every chunk.
+LOOP_FLUSH_WITHIN_MS = 2
 
 
 class _AioStream(_Stream):
@@ -188,9 +197,10 @@ class LoopSlaveReplicator(SlaveReplicator):
         if not self._sync_flush:
             self._adurable(stream, end)
             return
-        # The store's flush thread flushes everything appended before its round began; the loop
-        # never waits on the disk.
-        future = self._store.request_flush(end)
+        # Flushed here while the disk is quick: the flush thread's wake-up and the way back to
+        # the loop cost more than a quick fdatasync (docs/benchmarks.md, "eleventh round"). A
+        # slow disk's flushes go to the flush thread, so the loop never waits long on it.
+        future = self._store.request_flush(end, flush_here=True, here_within_ms=LOOP_FLUSH_WITHIN_MS)
         if future is None:
             self._adurable(stream, end)
         elif future.done():  # flushed already: no hop through the loop's wake-up

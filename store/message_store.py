@@ -754,18 +754,21 @@ class MessageStore:
         dispatch their records (`dispatch_while_waiting`)."""
         return self._put_services.streams_flush and self.broker_role is BrokerRole.SYNC_MASTER
 
-    def request_flush(self, next_offset: int, *, flush_here: bool = False) -> Future | None:
+    def request_flush(
+        self, next_offset: int, *, flush_here: bool = False, here_within_ms: int | None = None
+    ) -> Future | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status
         under SYNC_FLUSH; under ASYNC_FLUSH None (the flusher flushes on its own rhythm).
         `flush_here`: the calling thread does the flush itself (`GroupCommitService.flush_here`),
-        unless another flush is under way; a thread with nothing else to do meanwhile saves the
+        unless another flush is under way or the disk is slow (the last flush took longer than
+        `here_within_ms`, when given); a thread with nothing else to do meanwhile saves the
         hand-off to the flush thread and back."""
         flusher = self._flusher
         if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not isinstance(flusher, GroupCommitService):
             return None
         future = flusher.request(next_offset, self._clock(), wake=not flush_here)
         if flush_here and not future.done():
-            flusher.flush_here()
+            flusher.flush_here(None if here_within_ms is None else here_within_ms / 1000)
         return future
 
     def request_delete_files_now(self) -> None:

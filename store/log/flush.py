@@ -70,6 +70,7 @@ class GroupCommitService(ServiceThread):
         self._slow_flush_s = slow_flush_s
         self._monotonic = monotonic
         self._disk_slow = False  # the last flush took longer than slow_flush_s
+        self._last_flush_s = 0.0  # how long the last flush took (whichever thread ran it)
         self._waiters: OffsetWaiters[Future] = OffsetWaiters()
         self._lock = threading.Lock()
         # One flush at a time, by the service's thread or by a caller (`flush_here`): the flushed
@@ -96,13 +97,15 @@ class GroupCommitService(ServiceThread):
             self.wakeup()
         return future
 
-    def flush_here(self) -> bool:
+    def flush_here(self, within_s: float | None = None) -> bool:
         """Caller-runs group commit: flush everything appended so far on the calling thread and
         release every waiter that covers, with no hand-off to the service's thread and back (the
         fdatasync releases the GIL). False when another flush is under way, or the last one was
-        slow (`slow_flush_s`): the service's thread is woken instead, and its flush releases the
-        rest; the caller does not wait on a troubled disk."""
-        if self._disk_slow or not self._flushing.acquire(blocking=False):
+        slow (`slow_flush_s`, or `within_s` when given: a caller with other work to keep moving,
+        such as an event loop, sets its own bound): the service's thread is woken instead, and
+        its flush releases the rest; the caller does not wait on a troubled disk."""
+        slow = self._disk_slow or (within_s is not None and self._last_flush_s > within_s)
+        if slow or not self._flushing.acquire(blocking=False):
             self.wakeup()
             return False
         try:
@@ -118,7 +121,8 @@ class GroupCommitService(ServiceThread):
         began = self._monotonic()
         try:
             self._queue.flush_to(target)
-            self._disk_slow = self._monotonic() - began > self._slow_flush_s
+            self._last_flush_s = self._monotonic() - began
+            self._disk_slow = self._last_flush_s > self._slow_flush_s
         except OSError as exc:
             log.error("CommitLog flush failed: %s", exc)
             self._on_error(exc)

@@ -99,3 +99,26 @@ def test_a_put_is_never_released_by_a_flush_that_did_not_cover_it():
     assert first.result(0) is PutMessageStatus.PUT_OK and not late.done()
     svc.run_once()
     assert late.result(0) is PutMessageStatus.PUT_OK and log.flushed_where == log.max_offset
+
+
+def test_a_caller_with_its_own_bound_hands_over_a_flush_slower_than_that_bound():
+    # An event loop (a slave's stream) flushes itself only while flushes take at most its bound,
+    # far below the troubled-disk threshold the flush thread's callers share.
+    log = FakeLog()
+    svc = service(log)
+    log.flush_s = 0.005  # slower than the loop's 2 ms, quick for everyone else
+    first = put(log, svc)
+    assert svc.flush_here(0.002) and first.result(0) is PutMessageStatus.PUT_OK
+
+    second = put(log, svc)
+    assert not svc.flush_here(0.002), "the loop waited on a 5 ms flush again"
+    assert not second.done() and svc.wakes == 1
+    assert svc.flush_here() and second.result(0) is PutMessageStatus.PUT_OK  # no bound: here
+
+    log.flush_s = 0.001  # quick again: the flush thread's round gives the flush back to the loop
+    third = put(log, svc)
+    svc.run_once()
+    assert third.result(0) is PutMessageStatus.PUT_OK
+    fourth = put(log, svc)
+    assert svc.flush_here(0.002) and fourth.result(0) is PutMessageStatus.PUT_OK
+    assert svc.wakes == 1 and len(log.flushed_by) == 4
