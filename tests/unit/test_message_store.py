@@ -160,17 +160,22 @@ def _on_another_thread(call, *args) -> None:
     thread.join()
 
 
+def _counted_wakes(loop: asyncio.AbstractEventLoop) -> list[tuple]:
+    """The calls of `loop.call_soon_threadsafe` from now on (each one a wake-up of the loop)."""
+    wakes: list[tuple] = []
+    real = loop.call_soon_threadsafe
+
+    def counted(*args):
+        wakes.append(args)
+        return real(*args)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    return wakes
+
+
 def test_an_async_put_is_woken_once_when_both_the_flush_and_the_slaves_are_in():
     async def main():
-        loop = asyncio.get_running_loop()
-        wakes = []
-        real = loop.call_soon_threadsafe
-
-        def counted(*args):
-            wakes.append(args)
-            return real(*args)
-
-        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        wakes = _counted_wakes(asyncio.get_running_loop())
         # The last outcome settles on another thread (the flush thread): one wake-up of the loop.
         # Stepped by hand: the first step registers on both outcomes and yields the loop future
         # it waits on.
@@ -211,14 +216,7 @@ def test_an_awaited_outcome_wakes_the_loop_only_from_another_thread():
 
     async def main():
         loop = asyncio.get_running_loop()
-        wakes = []
-        real = loop.call_soon_threadsafe
-
-        def counted(*args):
-            wakes.append(args)
-            return real(*args)
-
-        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        wakes = _counted_wakes(loop)
         # Settled on the loop's thread while awaited: no wake-up through the self-pipe.
         outcome = Future()
         loop.call_soon(outcome.set_result, OK)
