@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from bench.common import default_parent_dir, environment, load_average, percentile, progress
+from bench.common import default_parent_dir, environment, load_average, percentile, print_environment, progress
 from bench.vs_redis import TOPIC, FloorProcess, _no_event_engine_env
 from client.remoting import AsyncRemotingProducer
 from harness.local_cluster import LocalCluster
@@ -575,9 +575,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("perf not found: apt-get install linux-perf", file=sys.stderr)
         return 2
     run_dir = Path(tempfile.mkdtemp(prefix="put-timeline-", dir=args.dir or default_parent_dir()))
-    print("One put's critical path, hop by hop, in syscalls: RocketStore beside its floor")
-    for key, value in environment(run_dir).items():
-        print(f"  {key:<12} {value}")
+    env = environment(run_dir)
+    print_environment(
+        "One put's critical path, hop by hop, in syscalls: RocketStore beside its floor", env, tuple(env), 12
+    )
     print(
         f"  config       one remoting client, sequential sends, {SIZE} B bodies; perf record {args.seconds:g} s"
         f" after {WARMUP_S:g} s of sends; broker SYNC_MASTER + SYNC_FLUSH with a SYNC_FLUSH slave, floor"
