@@ -70,6 +70,7 @@ from rocketstore.broker.core.routes import RouteBroker
 from rocketstore.broker.event_loop import new_event_loop
 from rocketstore.broker.v2_messages import OK, peer_host, route_message_queues, send_item, settings_reply
 from store.metadata.topic_config import TopicConfig
+from wire.generic_handlers import generic_only
 from wire.remoting import (
     SEND_V2_FIELDS,
     FrameDecoder,
@@ -411,7 +412,7 @@ async def _serve_grpc_api(server: FloorServer) -> tuple[grpc.aio.Server, int]:
     """The client API of `grpc-api` on this loop, and its port."""
     messaging = FloorMessaging(server)
     api = grpc.aio.server()
-    messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, api)
+    messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, generic_only(api))
     port = api.add_insecure_port("127.0.0.1:0")
     messaging.endpoint = f"127.0.0.1:{port}"
     await api.start()

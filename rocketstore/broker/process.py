@@ -60,6 +60,7 @@ from store.pop.pop_state import Event as PopEvent
 from store.properties import ConfigError
 from wire.admin_auth import AsyncAuthInterceptor, Verifier
 from wire.auth import server_credentials
+from wire.generic_handlers import generic_only
 from wire.request_guard import MalformedRequestGuard
 from wire.rpc import admin_pb2_grpc, messaging_pb2_grpc
 
@@ -377,8 +378,8 @@ class Broker:
         admin = AdminServicer(
             store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop, clients=self.clients
         )
-        messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, self._client_server)
-        admin_pb2_grpc.add_AdminServicer_to_server(admin, self._client_server)
+        messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, generic_only(self._client_server))
+        admin_pb2_grpc.add_AdminServicer_to_server(admin, generic_only(self._client_server))
         store.add_arrival_listener(messaging.on_arrival)
         messaging.bind_loop(asyncio.get_running_loop())
         self._messaging = messaging
