@@ -69,7 +69,6 @@ class GroupCommitService(ServiceThread):
         self._clock = clock
         self._slow_flush_s = slow_flush_s
         self._monotonic = monotonic
-        self._disk_slow = False  # the last flush took longer than slow_flush_s
         self._last_flush_s = 0.0  # how long the last flush took (whichever thread ran it)
         self._waiters: OffsetWaiters[Future] = OffsetWaiters()
         self._lock = threading.Lock()
@@ -104,7 +103,8 @@ class GroupCommitService(ServiceThread):
         slow (`slow_flush_s`, or `within_s` when given: a caller with other work to keep moving,
         such as an event loop, sets its own bound): the service's thread is woken instead, and
         its flush releases the rest; the caller does not wait on a troubled disk."""
-        slow = self._disk_slow or (within_s is not None and self._last_flush_s > within_s)
+        bound_s = self._slow_flush_s if within_s is None else min(within_s, self._slow_flush_s)
+        slow = self._last_flush_s > bound_s
         if slow or not self._flushing.acquire(blocking=False):
             self.wakeup()
             return False
@@ -122,7 +122,6 @@ class GroupCommitService(ServiceThread):
         try:
             self._queue.flush_to(target)
             self._last_flush_s = self._monotonic() - began
-            self._disk_slow = self._last_flush_s > self._slow_flush_s
         except OSError as exc:
             log.error("CommitLog flush failed: %s", exc)
             self._on_error(exc)
