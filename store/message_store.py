@@ -983,6 +983,16 @@ class MessageStore:
     async def async_put_messages(self, batch: Sequence[Message]) -> PutMessageResult:
         return await self._put_path.put_async(batch, batch=True)
 
+    def put_message_then(self, msg: Message, then: Callable[[PutMessageResult | BaseException], None]) -> None:
+        """As async_put_message through a callback, on an event loop's thread: appended now, `then`
+        called on this thread with the result (or the exception the wait ended with)."""
+        self._put_path.put_then((msg,), False, then)
+
+    def put_messages_then(
+        self, batch: Sequence[Message], then: Callable[[PutMessageResult | BaseException], None]
+    ) -> None:
+        self._put_path.put_then(batch, True, then)
+
     def begin_put_message(self, msg: Message) -> Awaitable[PutMessageResult]:
         """Append `msg` now (on the calling event loop's thread); the awaitable answers when it is
         as durable as async_put_message would. For callers whose appends must keep their order."""

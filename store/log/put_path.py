@@ -16,9 +16,11 @@ streams are woken for its bytes and flush the log once their chunk is out, so it
 flush thread (the flush then overlaps the slave's round trip; the flush thread's own rounds remain
 the fallback). A put that waits gets a status or future from each side; any non-OK status wins,
 the flush's first; each wait ends at its own deadline (syncFlushTimeout, slaveTimeout) with the
-matching timeout status, and the message stays stored. An asyncio put is woken once, when both sides
-are in (or at the earlier deadline), not once per side. A put that does not wait (ASYNC_FLUSH, or the WAIT
-property "false") only wakes the services. Bad input becomes a status before anything is written.
+matching timeout status, and the message stays stored. A put on an event loop is woken once, when
+both sides are in (or at the earlier deadline), not once per side (`put_wait.PutWait`); `put_then`
+answers it through a callback, `put_async` through an awaited loop future. A put that does not
+wait (ASYNC_FLUSH, or the WAIT property "false") only wakes the services. Bad input becomes a
+status before anything is written.
 
 Thread-safety: any number of threads and event loops put at once; the only shared mutable state
 is behind the CommitLog lock, the stats' lock and the services' own locks.
@@ -29,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -56,6 +57,7 @@ from ..stats import StoreStats
 from ..status import PutMessageStatus
 from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
 from .commitlog import AppendResult, CommitLog, CommitLogClosed
+from .put_wait import Outcome, PutWait, answer
 from .recent_ids import Landed, RecentIds
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,6 @@ _new_landed = partial(tuple.__new__, Landed)  # Landed from one (offset, size, q
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 Status = PutMessageStatus
-Outcome = Status | Future
 
 
 class _Pending:
@@ -346,70 +347,6 @@ class PutPath:
             return on_timeout
 
     @staticmethod
-    async def _await(outcome: Outcome, timeout_s: float, on_timeout: Status) -> Status:
-        if isinstance(outcome, Status):
-            return outcome
-        if outcome.done():
-            return outcome.result()  # no loop round trip, and right even with no time left
-        # One loop future, settled by whichever comes first: the service's future (from its
-        # thread) or the deadline. Cheaper than wait_for(shield(wrap_future())), which makes a
-        # task and two more futures per put; and the service's future is never cancelled.
-        loop = asyncio.get_running_loop()
-        owner = threading.get_ident()
-        waiter: asyncio.Future[Status] = loop.create_future()
-
-        def settle(value: Status | BaseException) -> None:
-            if waiter.done():
-                return
-            if isinstance(value, BaseException):
-                waiter.set_exception(value)
-            else:
-                waiter.set_result(value)
-
-        def completed(future: Future) -> None:
-            _on_loop(loop, owner, settle, future.exception() or future.result())
-
-        outcome.add_done_callback(completed)
-        timer = loop.call_later(timeout_s, settle, on_timeout)
-        try:
-            return await waiter
-        finally:
-            timer.cancel()
-
-    @staticmethod
-    async def _both_settled(flush: Outcome, replica: Outcome, timeout_s: float) -> None:
-        """Returns when both outcomes are settled or `timeout_s` passed, woken once: the flush and
-        the slaves' ack finish on different threads at different times, and a wake-up of the
-        loop per outcome is a thread hand-off the put does not need. The statuses (and their
-        own deadlines) are then read by `_await`, at once when settled."""
-        if isinstance(flush, Status) or isinstance(replica, Status) or flush.done() or replica.done():
-            return  # one outcome at most to wait for: `_await` wakes once anyway
-        loop = asyncio.get_running_loop()
-        owner = threading.get_ident()
-        waiter: asyncio.Future[None] = loop.create_future()
-        left = [2]
-        lock = threading.Lock()
-
-        def settle() -> None:
-            if not waiter.done():
-                waiter.set_result(None)
-
-        def completed(_: Future) -> None:
-            with lock:
-                left[0] -= 1
-                last = left[0] == 0
-            if last:
-                _on_loop(loop, owner, settle)
-
-        flush.add_done_callback(completed)
-        replica.add_done_callback(completed)
-        timer = loop.call_later(timeout_s, settle)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-
-    @staticmethod
     def _waits(msg: object) -> bool:
         properties = getattr(msg, "properties", None)
         return not properties or properties.get(PROPERTY_WAIT_STORE_MSG_OK) != "false"
@@ -440,32 +377,59 @@ class PutPath:
         lock of their own await durability after releasing it."""
         return self._settle_async(self._begin(messages, batch, self._waits(messages[0] if messages else None)))
 
+    def put_then(
+        self, messages: Sequence[Message], batch: bool, then: Callable[[PutMessageResult | BaseException], None]
+    ) -> None:
+        """As put_async without a coroutine, on an event loop's thread: appends in this call and
+        calls `then` on this thread with the result (or the exception the flush or replica wait
+        ended with, which put_async would raise), at once when there is nothing to wait for.
+        For a caller with a callback per put, which then has no task to make and resume."""
+        pending = self._begin(messages, batch, self._waits(messages[0] if messages else None))
+        if isinstance(pending, PutMessageResult):
+            answer(then, self._failed(pending))
+            return
+
+        def finish(statuses: tuple[Status, ...] | BaseException) -> None:
+            if isinstance(statuses, BaseException):
+                then(statuses)
+                return
+            try:
+                result = self._result(pending, *statuses)
+            except Exception as exc:  # noqa: BLE001 - a bug: the put's answer says so
+                then(exc)
+                return
+            then(result)
+
+        self._wait_on_loop(pending, finish)
+
+    def _wait_on_loop(self, pending: _Pending, finish: Callable[[tuple[Status, ...] | BaseException], None]) -> PutWait:
+        started = pending.started_ns
+        return PutWait(
+            (
+                (pending.flush, started + int(self._flush_wait_s * 1e9), Status.FLUSH_DISK_TIMEOUT),
+                (pending.replica, started + int(self._replica_wait_s * 1e9), Status.FLUSH_SLAVE_TIMEOUT),
+            ),
+            finish,
+        )
+
     async def _settle_async(self, pending: _Pending | PutMessageResult) -> PutMessageResult:
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
-        await self._both_settled(
-            pending.flush,
-            pending.replica,
-            min(self._remaining(pending, self._flush_wait_s), self._remaining(pending, self._replica_wait_s)),
-        )
-        flush = await self._await(
-            pending.flush, self._remaining(pending, self._flush_wait_s), Status.FLUSH_DISK_TIMEOUT
-        )
-        replica = await self._await(
-            pending.replica, self._remaining(pending, self._replica_wait_s), Status.FLUSH_SLAVE_TIMEOUT
-        )
-        return self._result(pending, flush, replica)
+        waiter: asyncio.Future[tuple[Status, ...]] = asyncio.get_running_loop().create_future()
 
+        def finish(statuses: tuple[Status, ...] | BaseException) -> None:
+            if waiter.done():
+                return  # the awaiting task was cancelled
+            if isinstance(statuses, BaseException):
+                waiter.set_exception(statuses)
+            else:
+                waiter.set_result(statuses)
 
-def _on_loop(loop: asyncio.AbstractEventLoop, owner: int, call: Callable[..., None], *args: object) -> None:
-    """Run `call(*args)` on `loop`, whose thread is `owner`: at once when this is that thread (an
-    outcome settled on the loop itself, as a slave's ack read by a stream on the loop settles a
-    put's replica wait), which saves the loop a wake-up through its self-pipe and a turn; through
-    `call_soon_threadsafe` from any other thread."""
-    if threading.get_ident() == owner:
-        call(*args)
-        return
-    try:
-        loop.call_soon_threadsafe(call, *args)
-    except RuntimeError:  # the loop closed: nobody awaits the answer any more
-        pass
+        wait = self._wait_on_loop(pending, finish)
+        if not waiter.done():
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                wait.cancel()
+                raise
+        return self._result(pending, *waiter.result())

@@ -6,6 +6,7 @@ long polling, offsets, routes and heartbeats, over a real store in the test's tm
 from __future__ import annotations
 
 import asyncio
+import errno
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
@@ -432,13 +433,13 @@ def test_a_puts_outcomes_read_as_a_whole_agree_with_each_message_read_alone():
 def test_sends_of_one_loop_turn_share_one_append_and_each_gets_its_answer(store):
     core = core_of(store)
     appends: list[int] = []
-    batch_put = store.async_put_messages
+    batch_put = store.put_messages_then
 
-    async def counted(messages):
+    def counted(messages, then):
         appends.append(len(messages))
-        return await batch_put(messages)
+        batch_put(messages, then)
 
-    store.async_put_messages = counted  # type: ignore[method-assign]
+    store.put_messages_then = counted  # type: ignore[method-assign]
 
     async def scenario() -> list[list[SendOutcome]]:
         sender = Sender(core.sends)
@@ -632,14 +633,16 @@ def test_a_poisoned_append_is_put_again_message_by_message(store):
 def test_a_master_fenced_while_its_put_waited_acknowledges_nothing(store):
     view = FencedView(BrokerRole.ASYNC_MASTER, client="10.0.0.1:10911")
     core = core_of(store, view)
-    put = store.async_put_message
+    put = store.put_message_then
 
-    async def fenced_meanwhile(message):
-        result = await put(message)
-        view.fence = "the lease ran out"
-        return result
+    def fenced_meanwhile(message, then):
+        def landed(result):
+            view.fence = "the lease ran out"
+            then(result)
 
-    store.async_put_message = fenced_meanwhile  # type: ignore[method-assign]
+        put(message, landed)
+
+    store.put_message_then = fenced_meanwhile  # type: ignore[method-assign]
     (late,) = asyncio.run(Sender(core.sends).send([item(client_id="c-1")]))
     assert late.refusal is not None and late.refusal.reason is Reason.FENCED
     assert "may or may not be kept" in late.refusal.text and late.client_id == "c-1" and late.msg_id
@@ -651,12 +654,16 @@ def test_a_master_fenced_while_its_put_waited_acknowledges_nothing(store):
 def test_a_put_that_raises_answers_internal_error_and_the_others_are_served(store):
     core = core_of(store)
 
-    async def broken(message):
+    def broken(message, then):
         raise RuntimeError("a bug")
 
-    store.async_put_message = broken  # type: ignore[method-assign]
-    (failed,) = asyncio.run(Sender(core.sends).send([item()]))
-    assert failed.refusal is not None and failed.refusal.reason is Reason.INTERNAL_ERROR
+    def fails_later(message, then):
+        then(OSError(errno.EIO, "the flush failed"))
+
+    for put in (broken, fails_later):
+        store.put_message_then = put  # type: ignore[method-assign]
+        (failed,) = asyncio.run(Sender(core.sends).send([item()]))
+        assert failed.refusal is not None and failed.refusal.reason is Reason.INTERNAL_ERROR
 
 
 # -- pulls ------------------------------------------------------------------------------------------

@@ -1,26 +1,27 @@
 """`Sender`: the one put path of both front ends, the thin asynchronous layer over `SendService`'s
 decisions. Each front end has one per event loop (the gRPC server's, the remoting server's).
 
-`submit(items, done)` checks and plans a send (`SendService`), then queues its messages for the
-end of the loop's turn: everything queued in one turn, from any request and connection, is
-grouped (`SendService.put_groups`) and put, one task per append, and `done` is called once with
-one `SendOutcome` per item after the fence is checked again (a sequence: for several stored
-messages of one put, a `PutOutcomes` that makes each only when read). `send` is the same as a
-coroutine. `submit_batch(batch, done)` takes a remoting batch as one value (`SendBatch`): checked
-whole and queued as one entry, or, when it does not pass whole, submitted as its items. Several
-items that are not a unit (a gRPC SendMessage) and pass the checks together
-(`SendService.plan_whole`) are one entry too, put alone after the turn's other puts; each still
-gets its own outcome. Such an entry whose messages hold a producer's retry (looked for right before
-its put) or that the store refuses before writing is sent again message by message, as any send
-that does not pass whole is from the start.
-A topic that must be created first is created in a worker thread (one creation at a time per
-loop), and the send queued after it. A shared append that the store refuses as illegal before
-writing anything (one bad message) is put again message by message, so only the bad one is
-refused. A put that fails with an exception (a bug) answers INTERNAL_ERROR for its messages; the
-traceback is logged, at most once per 10 s.
+`submit(items, done)` checks and plans a send (`SendService`), then queues its messages for the end
+of the loop's turn: everything queued in one turn, from any request and connection, is grouped
+(`SendService.put_groups`) and appended then, each group answered through the store's callback
+(`MessageStore.put_messages_then`: no task per put to make and resume; a put always runs to its
+answer, so its statistics and the dispatcher's wake-up happen even when the client has gone), and
+`done` is called once with one `SendOutcome` per item after the fence is checked again (a sequence:
+for several stored messages of one put, a `PutOutcomes` that makes each only when read). `send` is
+the same as a coroutine. `submit_batch(batch, done)` takes a remoting batch as one value
+(`SendBatch`): checked whole and queued as one entry, or, when it does not pass whole, submitted as
+its items. Several items that are not a unit (a gRPC SendMessage) and pass the checks together
+(`SendService.plan_whole`) are one entry too, put alone after the turn's other puts; each still gets
+its own outcome. Such an entry whose messages hold a producer's retry (looked for right before its
+put) or that the store refuses before writing is sent again message by message, as any send that
+does not pass whole is from the start. A topic that must be created first is created in a worker
+thread (one creation at a time per loop), and the send queued after it. A shared append that the
+store refuses as illegal before writing anything (one bad message) is put again message by message,
+so only the bad one is refused. A put that fails with an exception (a bug) answers INTERNAL_ERROR
+for its messages; the traceback is logged, at most once per 10 s.
 
-Thread-safety: one event loop (the one `submit` is first called on); puts await the store's
-futures there, creations run in worker threads.
+Thread-safety: one event loop (the one `submit` is first called on); the store answers puts
+there, creations run in worker threads.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import asyncio
 import logging
 import traceback
 from collections.abc import Callable, Sequence
+from functools import partial
 
-from store import PutMessageStatus, TopicConfig
+from store import PutMessageResult, PutMessageStatus, TopicConfig
 from wire.log_limit import LogLimiter
 
 from .refusals import Refusal, internal_error
@@ -123,7 +125,8 @@ class Sender:
         return await future
 
     def close(self) -> None:
-        """Cancel what is in progress (the server is stopping)."""
+        """Cancel the topic creations in progress (the server is stopping); puts in the log run
+        to their answer, which a closed connection drops."""
         for task in list(self._tasks):
             task.cancel()
 
@@ -214,26 +217,33 @@ class Sender:
             self._failed("grouping sends", exc)
             puts = [[entry] for entry in entries]
         for put in puts:
-            self._spawn(self._put(put))
+            self._put(put)
 
-    async def _put(self, group: list[PutEntry]) -> None:
+    def _put(self, group: list[PutEntry]) -> None:
+        """Append `group` now; its entries are answered by `_landed`, on this loop, once the put is
+        as durable as it must be (no task per put: the store calls back)."""
         try:
             if len(group) == 1 and group[0].split is not None and self._service.holds_retry(group[0].messages):
                 group[0].split()
                 return
+            then = partial(self._landed, group)
             if len(group) == 1 and not group[0].unit:
-                result = await self._store.async_put_message(group[0].planned[0].message)
+                self._store.put_message_then(group[0].planned[0].message, then)
             else:
-                result = await self._store.async_put_messages([m for entry in group for m in entry.messages])
+                self._store.put_messages_then([m for entry in group for m in entry.messages], then)
         except Exception as exc:
-            self._failed("a put", exc)
+            self._landed(group, exc)
+
+    def _landed(self, group: list[PutEntry], result: PutMessageResult | BaseException) -> None:
+        if isinstance(result, BaseException):
+            self._failed("a put", result)
             for entry in group:
-                entry.finish([refused_planned(p, internal_error(exc)) for p in entry.planned])
+                entry.finish([refused_planned(p, internal_error(result)) for p in entry.planned])
             return
         if len(group) > 1 and result.status in _REFUSED_BEFORE_WRITING:
             # One bad message refused the shared append before anything was written: each alone.
             for entry in group:
-                self._spawn(self._put([entry]))
+                self._put([entry])
             return
         first = 0
         for entry in group:
