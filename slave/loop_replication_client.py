@@ -17,11 +17,15 @@ once per connection on `ha-slave` before the stream starts. Per stream, on the l
   disk's flushes take at most `LOOP_FLUSH_WITHIN_MS`, and otherwise (a slow disk, or a flush
   already under way) hands it to the store's flush thread, whose future's done callback brings
   the durable end back with one `call_soon_threadsafe` per batch of released waiters
-  (coalesced: a callback already scheduled carries the newest end);
+  (coalesced: a callback already scheduled carries the newest end); a chunk it flushed itself
+  it reports itself at once, unless the writer is writing (the writer's wake-up is a loop turn
+  on the ack's path), and reads the next chunk once that report is written;
 - the writer task sends the handshake, then a report whenever the durable offset moved
-  (coalesced) and at every haSendHeartbeatInterval, each sealed as `SlaveReplicator` seals it,
-  and after each report runs the dispatch round (`store.dispatch_here`) on the loop, off the
-  acknowledgement's path. It gives up a silent stream (haHousekeepingInterval).
+  (coalesced) and the reader did not report it, and at every haSendHeartbeatInterval, each
+  sealed as `SlaveReplicator` seals it; one write at a time (`writing`: the writer looks again
+  in 1 ms while the reader writes). After each report, whoever wrote it runs the dispatch round
+  (`store.dispatch_here`) on the loop, off the acknowledgement's path. The writer gives up a
+  silent stream (haHousekeepingInterval).
 
 Blocking on the loop: a chunk's `fdatasync` while the disk is quick (the loop's other work, the
 client API, waits that long; a chunk that arrives meanwhile waits in the stream and the next
@@ -63,13 +67,15 @@ class _AioStream(_Stream):
     """One stream's state, shared by the loop and (for the flush callbacks) the flush thread; its
     `call` stays None (the aio call is `aio_call`)."""
 
-    __slots__ = ("aio_call", "task", "wake", "lock", "flushed_end", "scheduled")
+    __slots__ = ("aio_call", "task", "wake", "writing", "report_here", "lock", "flushed_end", "scheduled")
 
     def __init__(self, session: SlaveSession) -> None:
         super().__init__(session)
         self.aio_call: grpc.aio.StreamStreamCall | None = None
         self.task: asyncio.Task | None = None
         self.wake: asyncio.Future | None = None  # the writer's wait (loop only)
+        self.writing = True  # a report is being written (the handshake first); loop only
+        self.report_here = False  # the reader moved the durable offset: it reports (loop only)
         # Flush completions handed from the flush thread to the loop (under `lock`).
         self.lock = threading.Lock()
         self.flushed_end = 0
@@ -162,6 +168,8 @@ class LoopSlaveReplicator(SlaveReplicator):
                     if chunk is grpc.aio.EOF:
                         break
                     self._atake(stream, chunk)
+                    if stream.report_here:
+                        await self._areport(stream, call)
             except asyncio.CancelledError:
                 return self._ended(stream, "the stream was cancelled")
             except grpc.RpcError as exc:
@@ -195,17 +203,17 @@ class LoopSlaveReplicator(SlaveReplicator):
         if end is None:
             return
         if not self._sync_flush:
-            self._adurable(stream, end)
+            self._adurable(stream, end, here=True)
             return
         # Flushed here while the disk is quick: the flush thread's wake-up and the way back to
         # the loop cost more than a quick fdatasync (docs/benchmarks.md, "eleventh round"). A
         # slow disk's flushes go to the flush thread, so the loop never waits long on it.
         future = self._store.request_flush(end, flush_here=True, here_within_ms=LOOP_FLUSH_WITHIN_MS)
         if future is None:
-            self._adurable(stream, end)
+            self._adurable(stream, end, here=True)
         elif future.done():  # flushed already: no hop through the loop's wake-up
             if future.result() is PutMessageStatus.PUT_OK:
-                self._adurable(stream, end)
+                self._adurable(stream, end, here=True)
             else:
                 self._flush_done(stream, end, future)  # logs it
         else:
@@ -240,14 +248,38 @@ class LoopSlaveReplicator(SlaveReplicator):
         if not stream.ended:
             self._adurable(stream, end)
 
-    def _adurable(self, stream: _AioStream, durable: int) -> None:
-        """On the loop: the durable offset may have moved; wake the writer when it did."""
+    def _adurable(self, stream: _AioStream, durable: int, *, here: bool = False) -> None:
+        """On the loop: the durable offset may have moved. When it did, the report goes from the
+        reader (`here`: it flushed the chunk itself, and the writer is not writing), or the writer
+        is woken for it (a writer that is writing reports it next anyway)."""
         with self._cond:
             moved = stream.session.durable(durable)
-        if moved:
-            wake = stream.wake
-            if wake is not None and not wake.done():
-                wake.set_result(None)
+        if not moved:
+            return
+        if here and not stream.writing:
+            stream.report_here = True
+            return
+        wake = stream.wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def _areport(self, stream: _AioStream, call) -> None:
+        """The reader, once a chunk it took made the durable offset move: report it now, without
+        the writer's wake-up (a loop turn). The next chunk is read once the report is written,
+        which costs a SYNC_MASTER's stream nothing: its next chunk waits for this ack."""
+        stream.report_here = False
+        with self._cond:
+            offset = stream.session.report_due(self._monotonic())
+        if offset is None:
+            return
+        stream.writing = True
+        try:
+            await call.write(self._ack_report(stream, offset))
+        except asyncio.InvalidStateError:
+            return  # the call ended: the next read says how
+        finally:
+            stream.writing = False
+        self._store.dispatch_here()  # as the writer does after a report: off the ack's path
 
     # -- reports (the loop) --------------------------------------------------------------------
 
@@ -257,14 +289,16 @@ class LoopSlaveReplicator(SlaveReplicator):
         loop = asyncio.get_running_loop()
         try:
             await call.write(self._handshake_report(stream, durable))
+            stream.writing = False
             while True:
                 if stream.ended or stream.failure is not None or self._stop.is_set():
                     return
                 now = self._monotonic()
                 with self._cond:
                     silent = session.silent(now)
-                    offset = None if silent else session.report_due(now)
-                    wait_s = session.wait_ms(now) / 1000
+                    # While the reader writes a report, one write at a time: look again in 1 ms.
+                    offset = None if silent or stream.writing else session.report_due(now)
+                    wait_s = 0.001 if stream.writing else session.wait_ms(now) / 1000
                 if silent:
                     self._fail_soon(
                         stream,
@@ -280,7 +314,11 @@ class LoopSlaveReplicator(SlaveReplicator):
                         timer.cancel()
                         stream.wake = None
                     continue
-                await call.write(self._ack_report(stream, offset))
+                stream.writing = True
+                try:
+                    await call.write(self._ack_report(stream, offset))
+                finally:
+                    stream.writing = False
                 # As the sync code after each report: the acknowledged chunks are dispatched now,
                 # on this loop (off the ack's path), unless the dispatcher's thread is at it.
                 store.dispatch_here()
