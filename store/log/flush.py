@@ -76,6 +76,10 @@ class GroupCommitService(ServiceThread):
         # offset only moves forward, and a waiter is released by the flush that covered it.
         self._flushing = threading.Lock()
         self._finished = False  # on_stop's final flush is done
+        # `hand_over`'s wait for the next flush to begin: set by the flushing thread right before
+        # its fdatasync while `_announce` is up.
+        self._began = threading.Event()
+        self._announce = False
 
     def request(self, next_offset: int, now_ms: int, *, wake: bool = True) -> Future:
         """A future of the flush status of everything below `next_offset`. `wake=False` for a
@@ -116,8 +120,29 @@ class GroupCommitService(ServiceThread):
             self._flushing.release()
         return True
 
+    def hand_over(self, within_s: float) -> bool:
+        """Wake the service's thread to flush what is appended, and let it have the GIL until its
+        flush has begun (at most `within_s`; the fdatasync releases the GIL again). For a caller
+        on an event loop that sends what the flush covers next (a master's replication stream,
+        its chunk): woken and left alone, the thread waits for the GIL until the loop's next idle
+        moment, so its fdatasync began after the send instead of beside it, and ran on into the
+        slave's own. True when the flush began in time; at once False when a flush is under way
+        (the thread's next round covers the rest)."""
+        if self._flushing.locked():
+            self.wakeup()
+            return False
+        self._began.clear()
+        self._announce = True
+        self.wakeup()
+        began = self._began.wait(within_s)
+        self._announce = False
+        return began
+
     def _flush_round(self, target: int) -> tuple[int, int]:
         """Flush to `target` and settle the waiters; (released, still waiting). Holds `_flushing`."""
+        if self._announce:
+            self._announce = False
+            self._began.set()
         began = self._monotonic()
         try:
             self._queue.flush_to(target)

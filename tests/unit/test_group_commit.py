@@ -122,3 +122,57 @@ def test_a_caller_with_its_own_bound_hands_over_a_flush_slower_than_that_bound()
     fourth = put(log, svc)
     assert svc.flush_here(0.002) and fourth.result(0) is PutMessageStatus.PUT_OK
     assert svc.wakes == 1 and len(log.flushed_by) == 4
+
+
+class HeldLog(FakeLog):
+    """A disk whose flush waits, once begun, until the test lets it end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.begun = threading.Event()
+        self.end = threading.Event()
+
+    def flush_to(self, target: int) -> None:
+        self.begun.set()
+        assert self.end.wait(30), "the test never let the flush end"
+        super().flush_to(target)
+
+
+class ParkedService(CountingWakes):
+    """Idles until woken (no idle timeout of its own), and says when it is idle."""
+
+    idle = threading.Event()
+
+    def wait_for_running(self, timeout_s: float) -> None:
+        self.idle.set()
+        super().wait_for_running(30)
+
+
+def test_a_hand_over_waits_for_the_flush_thread_to_begin_the_flush_not_to_end_it():
+    # A master's stream on an event loop hands the flush of the chunk it sends next to the flush
+    # thread and lets it begin first: its fdatasync then runs beside the send.
+    log = HeldLog()
+    svc = ParkedService(
+        log,  # type: ignore[arg-type]
+        timeout_ms=5_000,
+        on_flushed=lambda offset: None,
+        on_error=lambda exc: None,
+        clock=lambda: 1_000,
+        monotonic=log.monotonic,
+    )
+    svc.idle = threading.Event()
+    svc.start()
+    try:
+        assert svc.idle.wait(30)
+        waiting = put(log, svc)  # registered without a wake-up, as a put that a stream flushes
+        assert svc.hand_over(30), "the flush thread did not begin the flush"
+        assert log.begun.is_set() and not waiting.done(), "the hand-over waited for the flush to end"
+        late = put(log, svc)
+        assert not svc.hand_over(30), "with a flush under way the hand-over returns at once"
+        log.end.set()
+        assert waiting.result(30) is PutMessageStatus.PUT_OK and late.result(30) is PutMessageStatus.PUT_OK
+        assert set(log.flushed_by) == {"flush-group-commit"}
+    finally:
+        log.end.set()
+        svc.stop()
+    assert not svc.hand_over(0.001), "no thread runs the service: the bound ends the wait"
