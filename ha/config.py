@@ -47,11 +47,11 @@ class HaConfig:
     ha_tls_cert_file: str = ""
     ha_tls_key_file: str = ""
     ha_tls_ca_file: str = ""
-    # Both ends of a stream on event loops (grpc.aio): the master's on the remoting loop, where
-    # remoting puts run, a slave's on the broker's main loop; "false": on threads (gRPC's sync
-    # API); "auto": on loops when the remoting API is served (remotingListenPort), where they
-    # measured faster, on threads otherwise (a gRPC API's puts measured up to 10% slower at 64
-    # clients when their stream runs on another loop).
+    # Both ends of a stream on event loops (grpc.aio), on the loop that serves both client APIs
+    # (`broker-loop`), where puts run; "false": on threads (gRPC's sync API); "auto": on loops
+    # when the remoting API is served (remotingListenPort), where they measured faster, on threads
+    # otherwise (chosen when a gRPC API's puts ran on another loop than their stream and measured
+    # up to 10% slower at 64 clients; not measured again since they share it).
     ha_stream_on_event_loop: str = "auto"
     # Controller mode: roles decided by elections on etcd instead of brokerRole/haMasterAddress.
     enable_controller_mode: bool = False

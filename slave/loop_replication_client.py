@@ -1,7 +1,7 @@
 """The slave's side of replication on an event loop (haStreamOnEventLoop; by default in a broker
 that serves the remoting API):
 `LoopSlaveReplicator` streams `rocketstore.ha.v1.Replication/Replicate` as a `grpc.aio` call on the
-broker's main loop (the `ha-slave` thread waits while it runs there), where `SlaveReplicator`
+broker's serving loop, `broker-loop` (the `ha-slave` thread waits while it runs there), where `SlaveReplicator`
 iterates a sync stream on `ha-slave` while gRPC's request thread drains its reports. Same wire
 protocol, decisions and guarantees; `bench.put_switches` measured the loop's shape at fewer thread
 wake-ups per chunk (docs/benchmarks.md, "tenth round").
@@ -85,7 +85,7 @@ class _AioStream(_Stream):
 class LoopSlaveReplicator(SlaveReplicator):
     def __init__(self, *args, loop: asyncio.AbstractEventLoop, **kwargs) -> None:
         """`SlaveReplicator`'s arguments, and `loop`: a loop running on another thread (the
-        broker's main loop) to run the stream on; `ha-slave` waits while it runs there."""
+        broker's serving loop) to run the stream on; `ha-slave` waits while it runs there."""
         super().__init__(*args, **kwargs)
         self._host_loop = loop
         self._loop: asyncio.AbstractEventLoop | None = None

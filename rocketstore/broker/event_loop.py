@@ -1,13 +1,14 @@
 """`new_event_loop`: the event loop a broker runs its servers on.
 
 uvloop's when it is installed (it is a pinned dependency; the fallback keeps a broker runnable
-from a bare checkout), asyncio's otherwise. The main loop serves the gRPC APIs on `grpc.aio`; on
+from a bare checkout), asyncio's otherwise. The gRPC APIs run on `grpc.aio` on such a loop; on
 uvloop its callbacks cost less than on asyncio's loop, which at 64 concurrent gRPC producers
-(where the master's main thread is the bottleneck) measured 8-21% more SYNC_MASTER puts per
-second in alternating runs (docs/benchmarks.md). The remoting server's own loop is made here too.
+(where the loop's thread is the bottleneck) measured 8-21% more SYNC_MASTER puts per second in
+alternating runs (docs/benchmarks.md).
 
 `LoopThread`: such a loop running forever on a thread of its own, made before anything serves on
-it (a broker's remoting loop, which its replication server shares under haStreamOnEventLoop).
+it (a broker's `broker-loop`, which serves the client API, remoting and replication under
+haStreamOnEventLoop; otherwise the remoting server's own loop).
 
 Thread-safety: each call makes a new loop; a loop belongs to the thread that runs it. A
 `LoopThread` is made and stopped from any one thread.

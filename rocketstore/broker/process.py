@@ -3,7 +3,13 @@
 It owns the wiring and the lifecycle, nothing else:
 - one `MessageStore`, opened with the configured role;
 - the client API (`apache.rocketmq.v2.MessagingService`) and the admin API on `listenPort`, one
-  `grpc.aio` server on the main thread's event loop (admin calls need the admin secret);
+  `grpc.aio` server (admin calls need the admin secret), and the remoting API on
+  `remotingListenPort`. Where replication streams run on event loops (haStreamOnEventLoop), one
+  loop thread, `broker-loop`, serves both client APIs and both ends of replication: a put from
+  either API, its chunk and the slave's ack cross no thread of ours but the flush thread's (the
+  client API on the main loop handed every put and ack between the two loops: 32 against 19
+  voluntary context switches per put at one gRPC client, docs/benchmarks.md, "twelfth round").
+  Otherwise the client API serves on the main thread's loop and remoting on a loop of its own;
 - the broker's replication side, `replication_role.ReplicationRole`: by role, the master's
   replication server on `haListenPort` and the SYNC_MASTER replica gate, or the slave's
   replication client streaming from `haMasterAddress`. It owns every role change; the policies
@@ -38,9 +44,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import inspect
 import logging
 import os
 import signal
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -223,8 +232,8 @@ class Broker:
         self.pop_journal: PopJournal | None = None
         self._remoting: RemotingServer | None = None
         self.remoting_endpoint = ""
-        # haStreamOnEventLoop: the remoting server's loop, made before the replication server (a
-        # grpc.aio server on it) serves; the slave's stream runs on the main loop (`_loop`).
+        # haStreamOnEventLoop: the loop the client API, the remoting server and both ends of
+        # replication share (`broker-loop`), made before anything serves on it.
         self._remoting_loop: LoopThread | None = None
         self._metrics: MetricsServer | None = None
         self.metrics_endpoint = ""
@@ -262,14 +271,15 @@ class Broker:
             self.configs = await asyncio.to_thread(switchover.start_up_configs, self.configs, self.secrets)
         self._loop = asyncio.get_running_loop()
         broker = self.configs.broker
-        self._client_server = self._client_api_server()
-        client_port = bind(
-            self._client_server, broker.host, broker.listen_port, self._client_credentials(), "client API", "listenPort"
+        if self.configs.ha.streams_on_event_loop(broker.remoting_listen_port >= 0):
+            self._remoting_loop = LoopThread("broker-loop")
+        self._client_server = await self._on_api_loop(self._client_api_server)
+        credentials = self._client_credentials()
+        client_port = await self._on_api_loop(
+            bind, self._client_server, broker.host, broker.listen_port, credentials, "client API", "listenPort"
         )
         self.client_endpoint = host_port(broker.broker_ip1, client_port)
         store = self._open_store(client_port)
-        if self.configs.ha.streams_on_event_loop(broker.remoting_listen_port >= 0):
-            self._remoting_loop = LoopThread("remoting-server")
         replication = self._replication_side(store)
         if self.roles is not None:
             self.roles.open()
@@ -278,11 +288,28 @@ class Broker:
         store.start()
         replication.start()
         view = self._view = BrokerState(self, replication)
-        self._serve_clients(store, view)
-        await self._client_server.start()
+        await self._serve_clients(store, view)
+        await self._on_api_loop(self._client_server.start)
         self.started_at_ms = wall_clock_ms()
         self.started_monotonic_ms = monotonic_ms()
         self._join_etcd()
+
+    @property
+    def _api_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the client API serves on."""
+        return self._remoting_loop.loop if self._remoting_loop is not None else self._loop
+
+    async def _on_api_loop(self, call: Callable[..., Any], *args: Any) -> Any:
+        """`call(*args)` on the client API's loop (awaited when it returns an awaitable), from the
+        main loop: grpc.aio's server and the services it starts belong to the loop they are made on."""
+
+        async def run() -> Any:
+            result = call(*args)
+            return await result if inspect.isawaitable(result) else result
+
+        if self._remoting_loop is None:
+            return await run()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self._remoting_loop.loop))
 
     def _client_api_server(self) -> grpc.aio.Server:
         """The client and admin API's server, its interceptors in place (not bound yet)."""
@@ -352,7 +379,7 @@ class Broker:
             take_pop_events=self._take_pop_events,
             epochs=keeper,
             master_loop=self._remoting_loop.loop if self._remoting_loop is not None else None,
-            slave_loop=self._loop if self._remoting_loop is not None else None,
+            slave_loop=self._remoting_loop.loop if self._remoting_loop is not None else None,
         )
         if keeper is not None:
             self.roles = ControllerRoles(
@@ -364,9 +391,10 @@ class Broker:
             )
         return replication
 
-    def _serve_clients(self, store: MessageStore, view: BrokerState) -> None:
+    async def _serve_clients(self, store: MessageStore, view: BrokerState) -> None:
         """The client and admin APIs on the client server, remoting and metrics when configured."""
         assert self._client_server is not None
+        server = self._client_server
         broker = self.configs.broker
         core = self._core = BrokerCore(store, self.configs, view, self.clients)
         messaging = MessagingServicer(
@@ -378,10 +406,11 @@ class Broker:
         admin = AdminServicer(
             store, self.configs, view, consumes_by_pop=messaging.consumes_by_pop, clients=self.clients
         )
-        messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, generic_only(self._client_server))
-        admin_pb2_grpc.add_AdminServicer_to_server(admin, generic_only(self._client_server))
+        messaging_pb2_grpc.add_MessagingServiceServicer_to_server(messaging, generic_only(server))
+        admin_pb2_grpc.add_AdminServicer_to_server(admin, generic_only(server))
         store.add_arrival_listener(messaging.on_arrival)
-        messaging.bind_loop(asyncio.get_running_loop())
+        # Long-poll wakes and the services the client API starts belong to its loop.
+        await self._on_api_loop(lambda: messaging.bind_loop(asyncio.get_running_loop()))
         self._messaging = messaging
         if self._proxy is not None:
             self._proxy.bind(functools.partial(proxy_standing, view))
@@ -490,7 +519,7 @@ class Broker:
 
     def _take_pop_events(self, events: list[PopEvent]) -> tuple[bool, str]:
         """Replication thread: a slave hands back its pop journal; the event loop merges it."""
-        messaging, loop = self._messaging, self._loop
+        messaging, loop = self._messaging, self._api_loop
         if messaging is None or loop is None:
             return False, "the broker is still starting"
         future = asyncio.run_coroutine_threadsafe(messaging.merge_pop_events(events), loop)
@@ -542,16 +571,16 @@ class Broker:
             await asyncio.to_thread(self.replication.stop)
         if self._remoting is not None:
             await asyncio.to_thread(self._remoting.stop)
-        if self._remoting_loop is not None:
-            await asyncio.to_thread(self._remoting_loop.stop)
         if self._metrics is not None:
             await asyncio.to_thread(self._metrics.stop)
         if self._messaging is not None:
-            await self._messaging.close()
+            await self._on_api_loop(self._messaging.close)
         if self._client_server is not None:
-            await self._client_server.stop(grace_s)
+            await self._on_api_loop(self._client_server.stop, grace_s)
         if self._proxy is not None:
-            await self._proxy.close()
+            await self._on_api_loop(self._proxy.close)
+        if self._remoting_loop is not None:
+            await asyncio.to_thread(self._remoting_loop.stop)
         if self._store is not None:
             await asyncio.to_thread(self._store.shutdown)
         log.info("shut down cleanly")

@@ -3,11 +3,11 @@
 It owns what changes when the broker's role does:
 - the master's side: the replication server on haListenPort (one stream per slave; shared
   secret and/or mutual TLS) with its servicer: a `grpc.aio` server on the master's loop (the
-  remoting loop) and `LoopReplicationServicer` when the broker gives one (haStreamOnEventLoop),
+  broker's serving loop) and `LoopReplicationServicer` when the broker gives one (haStreamOnEventLoop),
   else a threaded `grpc` server and `ReplicationServicer`; and the `ReplicaTracker` that
   SYNC_MASTER puts wait on (installed as the store's replica gate);
 - the slave's side: the replicator streaming from a master (and copying its metadata):
-  `LoopSlaveReplicator` on the slave's loop (the broker's main loop) when given one, else
+  `LoopSlaveReplicator` on the slave's loop (the same serving loop) when given one, else
   `SlaveReplicator` on its own threads;
 - the role in force (`role`): brokerRole as broker.conf and any role override set it, changed by
   a static switchover; in controller mode how the broker acknowledges when it is master (it
@@ -89,10 +89,9 @@ class ReplicationRole:
     ) -> None:
         """`configs` as the broker runs them (after a role override); `epochs` in controller
         mode only; `take_pop_events` merges what a slave hands back (the master's servicer).
-        With haStreamOnEventLoop the broker gives two running loops: `master_loop` (the remoting
-        server's, where remoting puts run) serves replication on a `grpc.aio` server, and
-        `slave_loop` (the broker's main loop) runs a slave's stream; without them both ends run
-        on threads."""
+        With haStreamOnEventLoop the broker gives its serving loop (`broker-loop`, where both client
+        APIs' puts run) as `master_loop`, which serves replication on a `grpc.aio` server, and as
+        `slave_loop`, which runs a slave's stream; without them both ends run on threads."""
         self.store = store
         self._configs = configs
         self._ha_secret = ha_secret
