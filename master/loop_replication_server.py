@@ -1,9 +1,9 @@
-"""The master's side of replication on an event loop (haStreamOnEventLoop; by default in a broker that
-serves the remoting API): `LoopReplicationServicer` serves `rocketstore.ha.v1.Replication` on a
-`grpc.aio` server running on the broker's serving loop (`broker-loop`), where the puts of both
-client APIs run, so a put, its chunk's send and the slave's acknowledgement hand nothing to another
-thread (`ReplicationServicer` serves the same calls on a threaded `grpc.server`: a pool thread per
-stream sends, a second reads the reports).
+"""The master's side of replication on an event loop (haStreamOnEventLoop, the default):
+`LoopReplicationServicer` serves `rocketstore.ha.v1.Replication` on a `grpc.aio` server running on
+the broker's serving loop (`broker-loop`), where the puts of both client APIs run, so a put, its
+chunk's send and the slave's acknowledgement hand nothing to another thread (`ReplicationServicer`
+serves the same calls on a threaded `grpc.server`: a pool thread per stream sends, a second reads
+the reports).
 
 It reuses `ReplicationServicer`'s decisions, handshake, chunks, sealing, damage handling and log
 lines; only the I/O differs:

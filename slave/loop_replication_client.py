@@ -1,5 +1,4 @@
-"""The slave's side of replication on an event loop (haStreamOnEventLoop; by default in a broker
-that serves the remoting API):
+"""The slave's side of replication on an event loop (haStreamOnEventLoop, the default):
 `LoopSlaveReplicator` streams `rocketstore.ha.v1.Replication/Replicate` as a `grpc.aio` call on the
 broker's serving loop, `broker-loop` (the `ha-slave` thread waits while it runs there), where `SlaveReplicator`
 iterates a sync stream on `ha-slave` while gRPC's request thread drains its reports. Same wire

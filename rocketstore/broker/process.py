@@ -271,7 +271,7 @@ class Broker:
             self.configs = await asyncio.to_thread(switchover.start_up_configs, self.configs, self.secrets)
         self._loop = asyncio.get_running_loop()
         broker = self.configs.broker
-        if self.configs.ha.streams_on_event_loop(broker.remoting_listen_port >= 0):
+        if self.configs.ha.streams_on_event_loop():
             self._remoting_loop = LoopThread("broker-loop")
         self._client_server = await self._on_api_loop(self._client_api_server)
         credentials = self._client_credentials()

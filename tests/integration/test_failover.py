@@ -29,8 +29,8 @@ pytestmark = pytest.mark.timeout(600)
 # Slaves that stay in the in-sync set while paused, and puts that give up quickly.
 PATIENT = dict(haMaxTimeSlaveNotCatchup="60000", haHousekeepingInterval="60000", slaveTimeout="500")
 
-# Where both ends of the replication stream run (haStreamOnEventLoop): gRPC's threads (what `auto`
-# picks in a group that serves no remoting port), or event loops. The tests that kill, pause,
+# Where both ends of the replication stream run (haStreamOnEventLoop): gRPC's threads, or event
+# loops (what `auto` picks). The tests that kill, pause,
 # depose and hand over masters run under both: each role change tears one shape down and builds it
 # again on the other side.
 STREAM_SHAPES = pytest.mark.parametrize(

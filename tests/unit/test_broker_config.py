@@ -34,13 +34,12 @@ def test_rocketmq_defaults():
     assert broker.host == "127.0.0.1"  # nothing listens beyond brokerIP1 unless bindAddress says so
 
 
-def test_replication_streams_run_on_event_loops_where_remoting_is_served_unless_told():
-    def on_loop(props: dict[str, str], remoting_served: bool) -> bool:
-        return configs_from_properties(props)[2].streams_on_event_loop(remoting_served)
+def test_replication_streams_run_on_event_loops_unless_told():
+    def on_loop(props: dict[str, str]) -> bool:
+        return configs_from_properties(props)[2].streams_on_event_loop()
 
-    assert on_loop({}, True) and not on_loop({}, False)
-    assert on_loop({"haStreamOnEventLoop": "true"}, False)
-    assert not on_loop({"haStreamOnEventLoop": "false"}, True)
+    assert on_loop({}) and on_loop({"haStreamOnEventLoop": "auto"}) and on_loop({"haStreamOnEventLoop": "true"})
+    assert not on_loop({"haStreamOnEventLoop": "false"})
     with pytest.raises(ConfigError, match="haStreamOnEventLoop must be auto, true or false"):
         configs_from_properties({"haStreamOnEventLoop": "yes"})
 
