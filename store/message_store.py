@@ -92,12 +92,12 @@ from .status import BrokerRole, FlushDiskType, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
-# StoreConfig keys a running store takes (`update_config`): the ones read afresh on each use.
 # How long a master's replication stream on an event loop lets the flush thread have the GIL to
 # begin the flush of the chunk it sends next (`GroupCommitService.hand_over`): the hand-over takes
 # 20-60 us here; the bound keeps a busy machine from holding the loop.
 HAND_OVER_WITHIN_MS = 0.5
 
+# StoreConfig keys a running store takes (`update_config`): the ones read afresh on each use.
 LIVE_CONFIG_KEYS = frozenset(
     {
         "autoCreateTopicEnable",
