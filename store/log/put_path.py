@@ -388,6 +388,11 @@ class PutPath:
         if isinstance(pending, PutMessageResult):
             answer(then, self._failed(pending))
             return
+        self._answer_on_loop(pending, then)
+
+    def _answer_on_loop(self, pending: _Pending, then: Callable[[PutMessageResult | BaseException], None]) -> PutWait:
+        """Wait for `pending`'s outcomes on this loop (`PutWait`), then call `then` with its result,
+        or with the exception the wait, or building the result (a bug), ended with."""
 
         def finish(statuses: tuple[Status, ...] | BaseException) -> None:
             if isinstance(statuses, BaseException):
@@ -400,9 +405,6 @@ class PutPath:
                 return
             then(result)
 
-        self._wait_on_loop(pending, finish)
-
-    def _wait_on_loop(self, pending: _Pending, finish: Callable[[tuple[Status, ...] | BaseException], None]) -> PutWait:
         started = pending.started_ns
         return PutWait(
             (
@@ -415,21 +417,21 @@ class PutPath:
     async def _settle_async(self, pending: _Pending | PutMessageResult) -> PutMessageResult:
         if isinstance(pending, PutMessageResult):
             return self._failed(pending)
-        waiter: asyncio.Future[tuple[Status, ...]] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[PutMessageResult] = asyncio.get_running_loop().create_future()
 
-        def finish(statuses: tuple[Status, ...] | BaseException) -> None:
+        def settle(result: PutMessageResult | BaseException) -> None:
             if waiter.done():
                 return  # the awaiting task was cancelled
-            if isinstance(statuses, BaseException):
-                waiter.set_exception(statuses)
+            if isinstance(result, BaseException):
+                waiter.set_exception(result)
             else:
-                waiter.set_result(statuses)
+                waiter.set_result(result)
 
-        wait = self._wait_on_loop(pending, finish)
+        wait = self._answer_on_loop(pending, settle)
         if not waiter.done():
             try:
                 await waiter
             except asyncio.CancelledError:
                 wait.cancel()
                 raise
-        return self._result(pending, *waiter.result())
+        return waiter.result()
