@@ -271,19 +271,25 @@ class LoopSlaveReplicator(SlaveReplicator):
             offset = stream.session.report_due(self._monotonic())
         if offset is None:
             return
+        try:
+            await self._send_report(stream, call, offset)
+        except asyncio.InvalidStateError:
+            pass  # the call ended: the next read says how
+
+    async def _send_report(self, stream: _AioStream, call, offset: int) -> None:
+        """Write the report of `offset` (one write at a time: `writing`), then, as the sync code
+        after each report, dispatch the acknowledged chunks on this loop, off the ack's path
+        (unless the dispatcher's thread is at it)."""
         stream.writing = True
         try:
             await call.write(self._ack_report(stream, offset))
-        except asyncio.InvalidStateError:
-            return  # the call ended: the next read says how
         finally:
             stream.writing = False
-        self._store.dispatch_here()  # as the writer does after a report: off the ack's path
+        self._store.dispatch_here()
 
     # -- reports (the loop) --------------------------------------------------------------------
 
     async def _awrite_reports(self, stream: _AioStream, call, durable: int) -> None:
-        store = self._store
         session = stream.session
         loop = asyncio.get_running_loop()
         try:
@@ -313,14 +319,7 @@ class LoopSlaveReplicator(SlaveReplicator):
                         timer.cancel()
                         stream.wake = None
                     continue
-                stream.writing = True
-                try:
-                    await call.write(self._ack_report(stream, offset))
-                finally:
-                    stream.writing = False
-                # As the sync code after each report: the acknowledged chunks are dispatched now,
-                # on this loop (off the ack's path), unless the dispatcher's thread is at it.
-                store.dispatch_here()
+                await self._send_report(stream, call, offset)
         except asyncio.CancelledError:
             raise
         except grpc.RpcError as exc:
