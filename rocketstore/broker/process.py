@@ -234,7 +234,7 @@ class Broker:
         self.remoting_endpoint = ""
         # haStreamOnEventLoop: the loop the client API, the remoting server and both ends of
         # replication share (`broker-loop`), made before anything serves on it.
-        self._remoting_loop: LoopThread | None = None
+        self._broker_loop: LoopThread | None = None
         self._metrics: MetricsServer | None = None
         self.metrics_endpoint = ""
         self._etcd: EtcdClient | None = None
@@ -272,7 +272,7 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         broker = self.configs.broker
         if self.configs.ha.streams_on_event_loop():
-            self._remoting_loop = LoopThread("broker-loop")
+            self._broker_loop = LoopThread("broker-loop")
         self._client_server = await self._on_api_loop(self._client_api_server)
         credentials = self._client_credentials()
         client_port = await self._on_api_loop(
@@ -297,7 +297,7 @@ class Broker:
     @property
     def _api_loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop the client API serves on."""
-        return self._remoting_loop.loop if self._remoting_loop is not None else self._loop
+        return self._broker_loop.loop if self._broker_loop is not None else self._loop
 
     async def _on_api_loop(self, call: Callable[..., Any], *args: Any) -> Any:
         """`call(*args)` on the client API's loop (awaited when it returns an awaitable), from the
@@ -307,9 +307,9 @@ class Broker:
             result = call(*args)
             return await result if inspect.isawaitable(result) else result
 
-        if self._remoting_loop is None:
+        if self._broker_loop is None:
             return await run()
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self._remoting_loop.loop))
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), self._broker_loop.loop))
 
     def _client_api_server(self) -> grpc.aio.Server:
         """The client and admin API's server, its interceptors in place (not bound yet)."""
@@ -378,8 +378,8 @@ class Broker:
             pop_journal=self.pop_journal,
             take_pop_events=self._take_pop_events,
             epochs=keeper,
-            master_loop=self._remoting_loop.loop if self._remoting_loop is not None else None,
-            slave_loop=self._remoting_loop.loop if self._remoting_loop is not None else None,
+            master_loop=self._broker_loop.loop if self._broker_loop is not None else None,
+            slave_loop=self._broker_loop.loop if self._broker_loop is not None else None,
         )
         if keeper is not None:
             self.roles = ControllerRoles(
@@ -421,7 +421,7 @@ class Broker:
 
     def _start_remoting(self, core: BrokerCore) -> None:
         broker = self.configs.broker
-        self._remoting = RemotingServer(core, loop_thread=self._remoting_loop)
+        self._remoting = RemotingServer(core, loop_thread=self._broker_loop)
         try:
             self.remoting_endpoint = self._remoting.start(broker.host, broker.remoting_listen_port, broker.broker_ip1)
         except OSError as exc:
@@ -579,8 +579,8 @@ class Broker:
             await self._on_api_loop(self._client_server.stop, grace_s)
         if self._proxy is not None:
             await self._on_api_loop(self._proxy.close)
-        if self._remoting_loop is not None:
-            await asyncio.to_thread(self._remoting_loop.stop)
+        if self._broker_loop is not None:
+            await asyncio.to_thread(self._broker_loop.stop)
         if self._store is not None:
             await asyncio.to_thread(self._store.shutdown)
         log.info("shut down cleanly")
