@@ -223,13 +223,15 @@ def test_each_outcome_of_a_put_on_a_loop_waits_until_its_own_deadline():
     async def main():
         # The slaves' deadline passed, the flush's did not: the flush is still waited for, and
         # its settlement (from another thread) now wakes the loop at once.
-        wakes = _counted_wakes(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        wakes = _counted_wakes(loop)
         flush, replica = Future(), Future()
         _, finished = _put_wait(flush, replica, replica_in_ns=0)
-        # Two loop turns: the first queues the due timer (at the earlier deadline, now) behind
-        # this task's step, the second runs it.
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        # The wait's timer (at the earlier deadline, now) is due no later than a timer set after
+        # it for now: once that one has run, the wait's has too.
+        timer_ran = loop.create_future()
+        loop.call_later(0, timer_ran.set_result, None)
+        await asyncio.wait_for(timer_ran, 30)
         assert not finished.done()
         _on_another_thread(flush.set_result, OK)
         assert len(wakes) == 1
