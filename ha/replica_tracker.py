@@ -9,7 +9,7 @@ durable on that slave) and go away. A SYNC_MASTER put ending at `next_offset` as
   RocketMQ 4.x): SLAVE_NOT_AVAILABLE at once; a slave
   is fit while connected and no more than `fallbehind_max` bytes behind the master's max offset;
 - the needed-th highest ack already at `next_offset`: PUT_OK;
-- else a Future, completed by `ack` (PUT_OK once the needed-th highest ack reaches it), by
+- else a `StatusFuture`, settled by `ack` (PUT_OK once the needed-th highest ack reaches it), by
   `remove` (SLAVE_NOT_AVAILABLE when fewer than needed fit slaves remain) or by `expire`
   (FLUSH_SLAVE_TIMEOUT past `slave_timeout_ms`; the put path stops waiting at that deadline on
   its own, expiry only keeps the waiter list short).
@@ -45,9 +45,10 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 
+from store.log.status_future import StatusFuture
+from store.log.status_future import settle_all as _complete
 from store.log.waiters import OffsetWaiters
 from store.status import BrokerRole, PutMessageStatus
 
@@ -100,14 +101,6 @@ class _Session:
         self.last_report_ms = now_ms
 
 
-def _complete(futures: list[Future], status: Status) -> None:
-    for future in futures:
-        try:
-            future.set_result(status)
-        except InvalidStateError:
-            pass  # its waiter gave up and cancelled it
-
-
 class ReplicaTracker:
     def __init__(
         self,
@@ -127,7 +120,7 @@ class ReplicaTracker:
         self._master_max_offset = master_max_offset
         self._lock = threading.Lock()
         self._sessions: dict[Hashable, _Session] = {}
-        self._waiters: OffsetWaiters[Future] = OffsetWaiters()
+        self._waiters: OffsetWaiters[StatusFuture] = OffsetWaiters()
         self._confirmed = 0
         self._marks: deque[tuple[int, int]] = deque(maxlen=MAX_MARKS)
         self._listeners: tuple[Callable[[], None], ...] = ()
@@ -229,7 +222,7 @@ class ReplicaTracker:
 
     # -- the gate ------------------------------------------------------------------------------
 
-    def request(self, next_offset: int, now_ms: int) -> Status | Future:
+    def request(self, next_offset: int, now_ms: int) -> Status | StatusFuture:
         """The ReplicaGate: a status now, or a future of one, for a put ending at `next_offset`."""
         try:
             if self.role is not BrokerRole.SYNC_MASTER or self.needed <= 0:
@@ -239,11 +232,11 @@ class ReplicaTracker:
                 expired = self._waiters.expire(now_ms)
                 shortage = self._shortage()
                 if shortage is not None:
-                    outcome: Status | Future = shortage
+                    outcome: Status | StatusFuture = shortage
                 elif self._watermark() >= next_offset:
                     outcome = Status.PUT_OK
                 else:
-                    outcome = Future()
+                    outcome = StatusFuture()
                     self._waiters.add(next_offset, now_ms + self.slave_timeout_ms, outcome)
             _complete(expired, Status.FLUSH_SLAVE_TIMEOUT)
             return outcome
@@ -381,7 +374,7 @@ class ReplicaTracker:
         acks = sorted((s.ack_offset for s in self._sessions.values()), reverse=True)
         return acks[needed - 1]
 
-    def _release(self) -> list[Future]:
+    def _release(self) -> list[StatusFuture]:
         self._confirm()
         if not self._waiters or (self._isr is not None and self._shortage() is not None):
             return []

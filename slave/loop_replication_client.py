@@ -43,7 +43,6 @@ import concurrent.futures
 import functools
 import logging
 import threading
-from concurrent.futures import Future
 
 import grpc
 
@@ -51,6 +50,7 @@ from ha.slave_session import SlaveSession
 from slave.replication_client import SlaveReplicator, _Stream, _StreamFailed
 from slave.rpc_failure import describe
 from store import CommitLogClosed, PutMessageStatus
+from store.log.status_future import StatusFuture
 from wire.rpc import ha_pb2, ha_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -218,10 +218,8 @@ class LoopSlaveReplicator(SlaveReplicator):
         else:
             future.add_done_callback(functools.partial(self._flush_done, stream, end))
 
-    def _flush_done(self, stream: _AioStream, end: int, future: Future) -> None:
+    def _flush_done(self, stream: _AioStream, end: int, future: StatusFuture) -> None:
         """A flush future completed (on the flush thread, or on the loop when already done)."""
-        if future.cancelled():
-            return
         status = future.result()
         if status is not PutMessageStatus.PUT_OK:
             log.warning("flushing replicated bytes to %d: %s; a later flush acknowledges them", end, status.name)

@@ -59,7 +59,6 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import grpc
@@ -86,6 +85,7 @@ from slave.peer_login import REFUSALS, LoginFailed, login
 from slave.rpc_failure import describe
 from store import CommitLogClosed, FlushDiskType, MessageStore, PutMessageStatus, ReplicatedAppendError
 from store.clock import monotonic_ms, wall_clock_ms
+from store.log.status_future import StatusFuture
 from store.pop.pop_journal import PopJournal
 from wire.rpc import ha_pb2, ha_pb2_grpc
 
@@ -569,9 +569,7 @@ class SlaveReplicator:
             session.appended(check)
         return end
 
-    def _flushed(self, session: SlaveSession, end: int, future: Future) -> None:
-        if future.cancelled():
-            return
+    def _flushed(self, session: SlaveSession, end: int, future: StatusFuture) -> None:
         status = future.result()
         if status is PutMessageStatus.PUT_OK:
             self._advance(session, end)

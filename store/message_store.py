@@ -34,7 +34,6 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
 
 from .config import StoreConfig
 from .index.index_file import IndexService
@@ -45,6 +44,7 @@ from .log.flush import CommitRealTimeService, FlushRealTimeService, GroupCommitS
 from .log.mapped_file_queue import MappedFileQueue, SegmentAllocator, TransientStorePool
 from .log.put_path import PutPath, PutServices
 from .log.recent_ids import RecentIds
+from .log.status_future import StatusFuture
 from .message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -764,7 +764,7 @@ class MessageStore:
 
     def request_flush(
         self, next_offset: int, *, flush_here: bool = False, here_within_ms: int | None = None
-    ) -> Future | None:
+    ) -> StatusFuture | None:
         """Ask for the CommitLog to be flushed up to `next_offset`: a future of the flush's status
         under SYNC_FLUSH; under ASYNC_FLUSH None (the flusher flushes on its own rhythm).
         `flush_here`: the calling thread does the flush itself (`GroupCommitService.flush_here`),

@@ -9,14 +9,14 @@ the put path changes. Without HA, `NoReplication` answers by role. Thread-safe (
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from typing import Protocol
 
+from .log.status_future import StatusFuture
 from .status import BrokerRole, PutMessageStatus
 
 
 class ReplicaGate(Protocol):
-    def request(self, next_offset: int, now_ms: int) -> PutMessageStatus | Future:
+    def request(self, next_offset: int, now_ms: int) -> PutMessageStatus | StatusFuture:
         """A status now, or a future of one, for a message whose bytes end at `next_offset`."""
 
 

@@ -23,12 +23,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
 
 from ..clock import wall_clock_ms
 from ..service_thread import PagedService, ServiceThread
 from ..status import PutMessageStatus
 from .mapped_file_queue import MappedFileQueue
+from .status_future import StatusFuture
+from .status_future import settle_all as _complete
 from .waiters import OffsetWaiters
 
 log = logging.getLogger(__name__)
@@ -37,14 +38,6 @@ Clock = Callable[[], int]
 _IDLE_S = 0.05
 # A flush this slow is a disk in trouble, not a busy one: a 4 KiB fdatasync takes 0.1-2 ms here.
 SLOW_FLUSH_S = 0.1
-
-
-def _complete(futures: list[Future], status: PutMessageStatus) -> None:
-    for future in futures:
-        try:
-            future.set_result(status)
-        except InvalidStateError:
-            pass  # the waiter gave up (its asyncio wait timed out and cancelled the future)
 
 
 class GroupCommitService(ServiceThread):
@@ -70,7 +63,7 @@ class GroupCommitService(ServiceThread):
         self._slow_flush_s = slow_flush_s
         self._monotonic = monotonic
         self._last_flush_s = 0.0  # how long the last flush took (whichever thread ran it)
-        self._waiters: OffsetWaiters[Future] = OffsetWaiters()
+        self._waiters: OffsetWaiters[StatusFuture] = OffsetWaiters()
         self._lock = threading.Lock()
         # One flush at a time, by the service's thread or by a caller (`flush_here`): the flushed
         # offset only moves forward, and a waiter is released by the flush that covered it.
@@ -81,10 +74,10 @@ class GroupCommitService(ServiceThread):
         self._began = threading.Event()
         self._announce = False
 
-    def request(self, next_offset: int, now_ms: int, *, wake: bool = True) -> Future:
+    def request(self, next_offset: int, now_ms: int, *, wake: bool = True) -> StatusFuture:
         """A future of the flush status of everything below `next_offset`. `wake=False` for a
         caller that calls `flush_here` next: the service's thread then has nothing to do."""
-        future: Future = Future()
+        future = StatusFuture()
         with self._lock:
             if self._queue.flushed_where >= next_offset:
                 future.set_result(PutMessageStatus.PUT_OK)

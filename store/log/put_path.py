@@ -33,7 +33,6 @@ import errno
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import partial
@@ -59,6 +58,7 @@ from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
 from .commitlog import AppendResult, CommitLog, CommitLogClosed
 from .put_wait import Outcome, PutWait, answer
 from .recent_ids import Landed, RecentIds
+from .status_future import StatusFuture
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +305,7 @@ class PutPath:
                 # flushes the log once its chunk is out (`MessageStore.flush_after_send`): the
                 # flush overlaps the slave's round trip without a hand-off to the flush thread,
                 # whose own rounds remain the fallback (a stream that cannot send).
-                streams = self._streams_flush and isinstance(replica, Future)
+                streams = self._streams_flush and isinstance(replica, StatusFuture)
                 flush = self._request_flush(next_offset, now, wake=not streams)
             if not (isinstance(flush, Status) and isinstance(replica, Status)):
                 for wake in self._wake_when_waiting:

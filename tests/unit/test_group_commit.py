@@ -6,10 +6,10 @@ that covered it."""
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
 
 from store import PutMessageStatus
 from store.log.flush import GroupCommitService
+from store.log.status_future import StatusFuture
 
 
 class FakeLog:
@@ -56,7 +56,7 @@ def service(log: FakeLog) -> CountingWakes:
     )
 
 
-def put(log: FakeLog, svc: GroupCommitService) -> Future:
+def put(log: FakeLog, svc: GroupCommitService) -> StatusFuture:
     return svc.request(log.append(100), 1_000, wake=False)
 
 

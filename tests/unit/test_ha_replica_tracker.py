@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import Future
 
 import pytest
 from hypothesis import settings
@@ -11,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from ha.replica_tracker import ReplicaTracker, SlaveSnapshot
+from store.log.status_future import StatusFuture
 from store.status import BrokerRole
 from store.status import PutMessageStatus as S
 
@@ -56,7 +56,7 @@ def test_a_sync_master_with_in_sync_replicas_1_still_needs_one_slave():
     assert t.request(100, 0) is S.SLAVE_NOT_AVAILABLE
     register(t, "s1", 1)
     pending = t.request(100, 0)
-    assert isinstance(pending, Future)
+    assert isinstance(pending, StatusFuture)
     t.ack("s1", 100, 1)
     assert pending.result(0) is S.PUT_OK
 
@@ -72,7 +72,7 @@ def test_ack_completes_waiting_puts_in_offset_order():
     register(t, "s1", 1)
     master.max_offset = 300
     f100, f200, f300 = (t.request(n, 10) for n in (100, 200, 300))
-    assert all(isinstance(f, Future) for f in (f100, f200, f300))
+    assert all(isinstance(f, StatusFuture) for f in (f100, f200, f300))
     assert t.waiting == 3
     assert t.ack("s1", 200, 20)
     assert f100.result(0) is S.PUT_OK and f200.result(0) is S.PUT_OK
@@ -133,13 +133,13 @@ def test_a_slave_too_far_behind_is_not_fit():
     t, master = tracker()
     register(t, "s1", 1, start=0)
     master.max_offset = FALLBEHIND
-    assert isinstance(t.request(FALLBEHIND, 0), Future)
+    assert isinstance(t.request(FALLBEHIND, 0), StatusFuture)
     master.max_offset = FALLBEHIND + 1
     assert t.request(FALLBEHIND + 1, 0) is S.SLAVE_NOT_AVAILABLE
     assert t.snapshots(0)[0].fit is False
     t.ack("s1", 5000, 1)
     assert t.snapshots(1)[0].fit is True
-    assert isinstance(t.request(FALLBEHIND + 1, 1), Future)
+    assert isinstance(t.request(FALLBEHIND + 1, 1), StatusFuture)
 
 
 def test_removal_completes_waiters_not_available_when_too_few_fit_remain():
@@ -169,20 +169,6 @@ def test_expiry_times_out_waiters_at_their_deadline():
     t.ack("s1", 10, 500 + TIMEOUT)  # acks expire too
     assert late.result(0) is S.FLUSH_SLAVE_TIMEOUT
     assert t.waiting == 0
-
-
-def test_cancelled_futures_are_tolerated():
-    t, master = tracker()
-    register(t, "s1", 1)
-    master.max_offset = 200
-    gone = t.request(100, 0)
-    kept = t.request(200, 0)
-    assert gone.cancel()
-    t.ack("s1", 200, 1)
-    assert kept.result(0) is S.PUT_OK
-    cancelled_again = t.request(300, 2)
-    cancelled_again.cancel()
-    assert t.expire(2 + TIMEOUT) == 1
 
 
 def test_reconnecting_slave_replaces_its_old_session():
@@ -339,7 +325,7 @@ class TrackerMachine(RuleBasedStateMachine):
         self.acks: dict[int, int] = {}  # broker id -> ack, the model of connected slaves
         self.sessions: dict[int, int] = {}  # broker id -> its live session number
         self.ids = itertools.count()
-        self.pending: list[tuple[int, Future]] = []
+        self.pending: list[tuple[int, StatusFuture]] = []
         self.held = 0  # the highest offset the model ever saw on enough replicas
 
     def _watermark(self) -> int:
@@ -389,7 +375,7 @@ class TrackerMachine(RuleBasedStateMachine):
         outcome = self.t.request(self.master.max_offset, self.now)
         if outcome is S.PUT_OK:
             assert self._watermark() >= self.master.max_offset
-        elif isinstance(outcome, Future):
+        elif isinstance(outcome, StatusFuture):
             assert self._fit() >= self.in_sync - 1
             self.pending.append((self.master.max_offset, outcome))
         else:

@@ -3,13 +3,12 @@ admitted only when the slave holds everything confirmed, leaves take effect only
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
 from hypothesis import given
 from hypothesis import strategies as st
 from test_ha_replica_tracker import Master, register
 
 from ha.replica_tracker import ReplicaTracker
+from store.log.status_future import StatusFuture
 from store.status import BrokerRole
 from store.status import PutMessageStatus as S
 
@@ -35,7 +34,7 @@ def test_every_member_must_acknowledge():
     t.set_isr(frozenset({1, 2}))
     master.max_offset = 100
     waiting = t.request(100, 0)
-    assert isinstance(waiting, Future)
+    assert isinstance(waiting, StatusFuture)
     t.ack("s1", 100, 1)
     assert not waiting.done()  # the static rule (one slave) would have released it here
     t.ack("s2", 100, 2)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from store import (
 )
 from store.log import mapped_file as mapped_file_module
 from store.log.put_wait import PutWait
+from store.log.status_future import StatusFuture
 from support import run_threads
 
 OK = PutMessageStatus.PUT_OK
@@ -195,7 +195,7 @@ def test_a_put_on_a_loop_is_woken_once_when_both_the_flush_and_the_slaves_are_in
     async def main():
         wakes = _counted_wakes(asyncio.get_running_loop())
         # The last outcome settles on another thread (the flush thread): one wake-up of the loop.
-        flush, replica = Future(), Future()
+        flush, replica = StatusFuture(), StatusFuture()
         _, finished = _put_wait(flush, replica)
         replica.set_result(OK)  # on the loop, as a replication stream on this loop acks
         assert not finished.done() and wakes == []
@@ -204,13 +204,13 @@ def test_a_put_on_a_loop_is_woken_once_when_both_the_flush_and_the_slaves_are_in
         assert await asyncio.wait_for(finished, 30) == (OK, OK)  # the one wake-up finishes it
         # The last settles on the loop's own thread (a slave's ack read by a stream on this loop):
         # finished there and then, without a wake-up through the loop's self-pipe.
-        flush, replica = Future(), Future()
+        flush, replica = StatusFuture(), StatusFuture()
         _, finished = _put_wait(flush, replica)
         _on_another_thread(flush.set_result, OK)
         replica.set_result(PutMessageStatus.SLAVE_NOT_AVAILABLE)
         assert finished.done() and finished.result() == (OK, PutMessageStatus.SLAVE_NOT_AVAILABLE)
         # Settled outcomes and statuses: finished while it is made.
-        settled = Future()
+        settled = StatusFuture()
         settled.set_result(OK)
         _, finished = _put_wait(settled, PutMessageStatus.PUT_OK)
         assert finished.done() and finished.result() == (OK, OK)
@@ -225,7 +225,7 @@ def test_each_outcome_of_a_put_on_a_loop_waits_until_its_own_deadline():
         # its settlement (from another thread) now wakes the loop at once.
         loop = asyncio.get_running_loop()
         wakes = _counted_wakes(loop)
-        flush, replica = Future(), Future()
+        flush, replica = StatusFuture(), StatusFuture()
         _, finished = _put_wait(flush, replica, replica_in_ns=0)
         # The wait's timer (at the earlier deadline, now) is due no later than a timer set after
         # it for now: once that one has run, the wait's has too.
@@ -237,13 +237,13 @@ def test_each_outcome_of_a_put_on_a_loop_waits_until_its_own_deadline():
         assert len(wakes) == 1
         assert await asyncio.wait_for(finished, 30) == (OK, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
         # Neither settles: each its timeout status.
-        _, finished = _put_wait(Future(), Future(), flush_in_ns=0, replica_in_ns=0)
+        _, finished = _put_wait(StatusFuture(), StatusFuture(), flush_in_ns=0, replica_in_ns=0)
         assert await asyncio.wait_for(finished, 30) == (
             PutMessageStatus.FLUSH_DISK_TIMEOUT,
             PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
         )
         # A cancelled wait (its put's task was cancelled) finishes nothing, even when both settle.
-        flush, replica = Future(), Future()
+        flush, replica = StatusFuture(), StatusFuture()
         wait, finished = _put_wait(flush, replica)
         wait.cancel()
         flush.set_result(OK)
@@ -253,12 +253,19 @@ def test_each_outcome_of_a_put_on_a_loop_waits_until_its_own_deadline():
     asyncio.run(main())
 
 
+class _BrokenOutcome(StatusFuture):
+    """An outcome whose reading fails: a bug between the outcome and the put's answer."""
+
+    def result(self, timeout: float | None = None) -> PutMessageStatus:
+        raise OSError(errno.EIO, "the outcome cannot be read")
+
+
 def test_an_outcome_that_fails_reaches_the_put_on_a_loop_as_its_exception():
     async def main():
-        flush, replica = Future(), Future()
+        flush, replica = _BrokenOutcome(), StatusFuture()
         _, finished = _put_wait(flush, replica)
         replica.set_result(OK)
-        flush.set_exception(OSError(errno.EIO, "flush failed"))
+        _on_another_thread(flush.set_result, OK)
         failure = await asyncio.wait_for(finished, 30)
         assert isinstance(failure, OSError) and failure.errno == errno.EIO
 
@@ -285,14 +292,14 @@ def test_a_finished_put_wait_leaves_no_reference_cycle():
     async def main():
         found: list[int] = []
         with _cyclic_garbage(found):
-            flush, replica = Future(), Future()
+            flush, replica = StatusFuture(), StatusFuture()
             _, finished = _put_wait(flush, replica)
             replica.set_result(OK)
             _on_another_thread(flush.set_result, OK)
             await asyncio.wait_for(finished, 30)
-            _, finished = _put_wait(Future(), Future(), flush_in_ns=0, replica_in_ns=0)
+            _, finished = _put_wait(StatusFuture(), StatusFuture(), flush_in_ns=0, replica_in_ns=0)
             await asyncio.wait_for(finished, 30)
-            wait, _ = _put_wait(Future(), Future())
+            wait, _ = _put_wait(StatusFuture(), StatusFuture())
             wait.cancel()
             del flush, replica, finished, wait
         assert found == [0]
@@ -1175,10 +1182,10 @@ class _HeldGate:
     """A replica gate whose slaves acknowledge when the test says so."""
 
     def __init__(self) -> None:
-        self.outcome: Future = Future()
+        self.outcome: StatusFuture = StatusFuture()
         self.asked = threading.Event()
 
-    def request(self, next_offset: int, now_ms: int) -> Future:
+    def request(self, next_offset: int, now_ms: int) -> StatusFuture:
         self.asked.set()
         return self.outcome
 
