@@ -129,10 +129,11 @@ class PutWait:
         answer(finish, value)
 
     def _release(self) -> None:
-        """Done: drop what refers back to this wait. An outcome's future keeps its done callback
-        (this wait's method) after calling it, and the timer refers to this wait too; kept, each
-        put's outcomes, result and callback would live on in a reference cycle until a garbage
-        collector pass, whose passes then paused the loop for up to 8 ms at 8 clients (p99 2.7x)."""
+        """Done: drop what refers back to this wait. An outcome still pending at a deadline keeps
+        its done callback (this wait's method) until it settles, and the timer refers to this
+        wait too; kept, each put's outcomes, result and callback would live on in a reference
+        cycle until a garbage collector pass, whose passes then paused the loop for up to 8 ms at
+        8 clients (p99 2.7x)."""
         self._done = True
         self._outcomes = ()
         self._finish = _finished
