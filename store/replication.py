@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .log.status_future import StatusFuture
+from .log.status_future import PendingStatus
 from .status import BrokerRole, PutMessageStatus
 
 
 class ReplicaGate(Protocol):
-    def request(self, next_offset: int, now_ms: int) -> PutMessageStatus | StatusFuture:
+    def request(self, next_offset: int, now_ms: int) -> PutMessageStatus | PendingStatus:
         """A status now, or a future of one, for a message whose bytes end at `next_offset`."""
 
 

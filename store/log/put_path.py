@@ -58,7 +58,6 @@ from .codec import EncodedMessage, MessageRejected, encode_batch, encode_message
 from .commitlog import AppendResult, CommitLog, CommitLogClosed
 from .put_wait import Outcome, PutWait, answer
 from .recent_ids import Landed, RecentIds
-from .status_future import StatusFuture
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +304,7 @@ class PutPath:
                 # flushes the log once its chunk is out (`MessageStore.flush_after_send`): the
                 # flush overlaps the slave's round trip without a hand-off to the flush thread,
                 # whose own rounds remain the fallback (a stream that cannot send).
-                streams = self._streams_flush and isinstance(replica, StatusFuture)
+                streams = self._streams_flush and not isinstance(replica, Status)
                 flush = self._request_flush(next_offset, now, wake=not streams)
             if not (isinstance(flush, Status) and isinstance(replica, Status)):
                 for wake in self._wake_when_waiting:

@@ -1,5 +1,5 @@
 """A put's wait on an event loop, without a coroutine (`PutWait`): the flush and replica outcomes
-of a put that is in the log (each a status, or a `StatusFuture` settled on the flush
+of a put that is in the log (each a status, or a future of one, `StatusFuture`, settled on the flush
 thread or wherever the slaves' acknowledgements are read), and a callback called once on the
 loop's thread with the put's result.
 
@@ -30,11 +30,11 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..status import PutMessageStatus
-from .status_future import StatusFuture
+from .status_future import PendingStatus
 
 log = logging.getLogger(__name__)
 
-Outcome = PutMessageStatus | StatusFuture
+Outcome = PutMessageStatus | PendingStatus
 T = TypeVar("T")
 
 
@@ -53,7 +53,7 @@ class PutWait:
         self._finish = finish
         self._done = False
         self._timer: asyncio.TimerHandle | None = None
-        waiting = [o for o, _, _ in outcomes if isinstance(o, StatusFuture) and not o.done()]
+        waiting = [o for o, _, _ in outcomes if not isinstance(o, PutMessageStatus) and not o.done()]
         if not waiting:
             self._check(0)
             return
@@ -72,7 +72,7 @@ class PutWait:
 
     # -- the outcomes' side (any thread) --------------------------------------------------------
 
-    def _settled(self, _: StatusFuture) -> None:
+    def _settled(self, _: PendingStatus) -> None:
         with self._lock:
             self._left -= 1
             due = self._left == 0 or self._late
@@ -90,7 +90,7 @@ class PutWait:
 
     def _arm(self, now_ns: int) -> None:
         """The timer at the nearest deadline of an outcome still pending."""
-        deadline = min(d for o, d, _ in self._outcomes if isinstance(o, StatusFuture) and not o.done())
+        deadline = min(d for o, d, _ in self._outcomes if not isinstance(o, PutMessageStatus) and not o.done())
         self._timer = self._loop.call_later(max(0, deadline - now_ns) / 1e9, self._deadline, deadline)
 
     def _deadline(self, deadline_ns: int) -> None:

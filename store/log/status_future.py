@@ -27,10 +27,22 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Protocol
 
 from ..status import PutMessageStatus
 
 log = logging.getLogger(__name__)
+
+
+class PendingStatus(Protocol):
+    """What the put path needs of a pending outcome: a `StatusFuture`, or any future with these
+    three methods (a `concurrent.futures.Future` of a status, from a replica gate of one's own)."""
+
+    def done(self) -> bool: ...
+
+    def result(self, timeout: float | None = None) -> PutMessageStatus: ...
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None: ...
 
 
 class StatusFuture:

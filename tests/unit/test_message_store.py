@@ -4,6 +4,7 @@ bad input, transaction messages, the lock and abort files, and concurrent putter
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import gc
@@ -249,6 +250,21 @@ def test_each_outcome_of_a_put_on_a_loop_waits_until_its_own_deadline():
         flush.set_result(OK)
         replica.set_result(OK)
         assert not finished.done()
+
+    asyncio.run(main())
+
+
+def test_a_put_on_a_loop_waits_on_any_future_of_a_status_a_replica_gate_returns():
+    # A replica gate of one's own (`MessageStore.set_replica_gate`) may answer with a
+    # concurrent.futures.Future: the wait takes any future with done, result and callbacks.
+    async def main():
+        flush, replica = StatusFuture(), concurrent.futures.Future()
+        # Deadlines past the test's own wait: only the replica's settlement can finish it.
+        _, finished = _put_wait(flush, replica, flush_in_ns=3600 * 10**9, replica_in_ns=3600 * 10**9)
+        flush.set_result(OK)
+        assert not finished.done()
+        _on_another_thread(replica.set_result, PutMessageStatus.SLAVE_NOT_AVAILABLE)
+        assert await asyncio.wait_for(finished, 30) == (OK, PutMessageStatus.SLAVE_NOT_AVAILABLE)
 
     asyncio.run(main())
 
