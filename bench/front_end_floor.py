@@ -38,6 +38,10 @@ Modes:
   (`v2_messages.send_item`: properties, keys, digests); the bodies are kept, flushed and
   replicated as in `replicated`, and each send answered once both cover it. The bar of the
   gRPC API: our `client.Producer` and the official RocketMQ 5 clients drive it unchanged.
+- `replicated-work` and `grpc-api-work`: `replicated` and `grpc-api` doing the per-message work a
+  broker's guarantees ask, with the broker's own functions (`bench.work_floor`: CommitLog records,
+  producer ids, dispatch, each chunk's CRC-32C and MAC, the slave's checks); the file holds
+  CommitLog records. The bar under any broker that keeps those guarantees on this stack.
 
 Where each side flushes (on the loop's thread, or on a worker thread beside it) is the faster
 of the two for that transport, as measured in runs of `bench.vs_redis --floor` with each in
@@ -65,10 +69,12 @@ from pathlib import Path
 
 import grpc
 
+from bench.work_floor import WorkMaster, WorkSlave
 from client.endpoint import parse_endpoint
 from rocketstore.broker.core.routes import RouteBroker
 from rocketstore.broker.event_loop import new_event_loop
 from rocketstore.broker.v2_messages import OK, peer_host, route_message_queues, send_item, settings_reply
+from store.message import with_queue_id
 from store.metadata.topic_config import TopicConfig
 from wire.generic_handlers import generic_only
 from wire.remoting import (
@@ -85,11 +91,19 @@ from wire.remoting import (
 from wire.rpc import messaging_pb2 as pb
 from wire.rpc import messaging_pb2_grpc
 
-MODES = ("answer", "fdatasync", "replicated", "replicated-tcp", "grpc-api")
+MODES = ("answer", "fdatasync", "replicated", "replicated-tcp", "grpc-api", "replicated-work", "grpc-api-work")
 # A replicated mode's master, and the mode of the slave it replicates to.
-SLAVE_MODES = {"replicated": "slave", "replicated-tcp": "slave-tcp", "grpc-api": "slave"}
+SLAVE_MODES = {
+    "replicated": "slave",
+    "replicated-tcp": "slave-tcp",
+    "grpc-api": "slave",
+    "replicated-work": "slave-work",
+    "grpc-api-work": "slave-work",
+}
+# The modes that do a broker's per-message work (bench/work_floor.py).
+WORK_MODES = ("replicated-work", "grpc-api-work")
 # The modes whose producers speak RocketMQ 5's gRPC client API (the others: remoting).
-GRPC_API_MODES = ("grpc-api",)
+GRPC_API_MODES = ("grpc-api", "grpc-api-work")
 REPLICA_METHOD = "/floor.Replica/Stream"
 _OFFSET = struct.Struct(">q")
 QUEUES = 4
@@ -141,8 +155,9 @@ class _GrpcStream:
     """`replicated`: the master's end of the gRPC stream. One write at a time (grpc.aio's rule),
     of everything queued while the last one was in flight."""
 
-    def __init__(self, call: grpc.aio.StreamStreamCall) -> None:
+    def __init__(self, call: grpc.aio.StreamStreamCall, wrap: Callable[[bytes], bytes] | None = None) -> None:
         self.call = call
+        self._wrap = wrap
         self._outgoing: list[bytes] = []
         self._ready = asyncio.Event()
 
@@ -155,7 +170,7 @@ class _GrpcStream:
             await self._ready.wait()
             self._ready.clear()
             data, self._outgoing = b"".join(self._outgoing), []
-            await self.call.write(data)
+            await self.call.write(data if self._wrap is None else self._wrap(data))
 
 
 Answer = Callable[[], None]
@@ -166,8 +181,15 @@ class FloorServer:
     and with a slave the answers waiting for the flush and the slave's acknowledgement. A front
     end hands each send's bodies over with `take`, and the call that answers it."""
 
-    def __init__(self, mode: str, fd: int | None, send_to_slave: Callable[[bytes], None] | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        fd: int | None,
+        send_to_slave: Callable[[bytes], None] | None = None,
+        work: WorkMaster | None = None,
+    ) -> None:
         self.mode = mode
+        self.work = work
         self.fd = fd
         self.next_offset = 0
         self.queue_offsets = [0] * QUEUES
@@ -191,6 +213,14 @@ class FloorServer:
         self.queue_offsets[queue_id] += len(bodies)
         return offsets, queue_offset
 
+    def place_records(self, size: int, count: int, queue_id: int) -> tuple[int, int]:
+        """`replicated-work`: where a send's records go (their offset), and the first's queue offset."""
+        offset = self.next_offset
+        self.next_offset += size
+        queue_offset = self.queue_offsets[queue_id]
+        self.queue_offsets[queue_id] += count
+        return offset, queue_offset
+
     def take(self, bodies: list[bytes], answer: Answer) -> None:
         """A send's bodies: `answer()` runs once the mode's durability covers them."""
         if self.mode == "answer":
@@ -213,6 +243,11 @@ class FloorServer:
         if request.code != RequestCode.SEND_MESSAGE:
             fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
         queue_id = int(fields.get("queueId", "0")) % QUEUES
+        if self.work is not None:
+            records, answer_fields = self.work.records(request, queue_id, self.place_records)
+            frame = encode(request.answer(ResponseCode.SUCCESS, None, answer_fields))
+            self.take([records], functools.partial(_write, transport, frame))
+            return
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
             bodies = [item.body for item in decode_batch_body(request.body)]
         else:
@@ -275,7 +310,7 @@ class FloorServer:
 
 
 # The modes that flush on a worker thread beside the loop (the gRPC-replicated ones).
-_FLUSH_BESIDE = ("replicated", "grpc-api")
+_FLUSH_BESIDE = ("replicated", "grpc-api", *WORK_MODES)
 
 
 def _write(transport: asyncio.Transport, frame: bytes) -> None:
@@ -326,7 +361,14 @@ class FloorMessaging(messaging_pb2_grpc.MessagingServiceServicer):
         items = [send_item(message, born_host, now) for message in request.messages]
         queue_id = self._next_queue
         self._next_queue = (queue_id + 1) % QUEUES
-        offsets, queue_offset = self._server.place([item.message.body for item in items], queue_id)
+        work = self._server.work
+        if work is not None:
+            messages = [with_queue_id(item.message, queue_id) for item in items]
+            records, offsets, queue_offset, _ = work.encode(messages, queue_id, self._server.place_records, now)
+            kept = [records]
+        else:
+            kept = [item.message.body for item in items]
+            offsets, queue_offset = self._server.place(kept, queue_id)
         entries = [
             pb.SendResultEntry(
                 status=OK,
@@ -338,7 +380,7 @@ class FloorMessaging(messaging_pb2_grpc.MessagingServiceServicer):
             for i, item in enumerate(items)
         ]
         durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._server.take([item.message.body for item in items], functools.partial(_settle, durable))
+        self._server.take(kept, functools.partial(_settle, durable))
         await durable
         return pb.SendMessageResponse(status=OK, entries=entries)
 
@@ -384,11 +426,19 @@ async def _serve(mode: str, fd: int | None, port_file: Path, slave: str | None) 
         return
     assert slave is not None
     if mode in _FLUSH_BESIDE:
-        stream = _GrpcStream(grpc.aio.insecure_channel(slave).stream_stream(REPLICA_METHOD)())
-        server = FloorServer(mode, fd, stream.send)
+        call = grpc.aio.insecure_channel(slave).stream_stream(REPLICA_METHOD)()
+        if mode in WORK_MODES:
+            work = WorkMaster()
+            stream = _GrpcStream(call, work.wrap)
+            work.stream_to(stream.send)
+            server = FloorServer(mode, fd, work.queue, work)
+            acks = (work.report(report) async for report in stream.call)
+        else:
+            stream = _GrpcStream(call)
+            server = FloorServer(mode, fd, stream.send)
+            acks = (_OFFSET.unpack(ack)[0] async for ack in stream.call)
         sender = loop.create_task(stream.run())
         sender.add_done_callback(lambda task: task.cancelled() or task.result())
-        acks = (_OFFSET.unpack(ack)[0] async for ack in stream.call)
     else:
         target = parse_endpoint(slave)
         reader, writer = await asyncio.open_connection(target.host, target.port)
@@ -429,11 +479,12 @@ async def _tcp_acks(reader: asyncio.StreamReader):
         yield _OFFSET.unpack_from(data, len(data) - _OFFSET.size)[0]
 
 
-async def _serve_slave(fd: int, port_file: Path) -> None:
+async def _serve_slave(fd: int, port_file: Path, work: WorkSlave | None = None) -> None:
     """The slave's side of `replicated`: write each message as it comes, flush on a worker thread
     (group commit), answer the flushed end. grpc.aio hands over one message at a time, so a flush
     on the loop's thread would cost one `fdatasync` per message; here the messages that arrive
-    during a flush share the next one."""
+    during a flush share the next one. With `work` (`replicated-work`), each message is a chunk
+    checked before it is written and dispatched after, and each answer a sealed report."""
 
     async def stream(chunks, context):
         acks: asyncio.Queue[int] = asyncio.Queue()
@@ -441,8 +492,14 @@ async def _serve_slave(fd: int, port_file: Path) -> None:
 
         async def take() -> None:
             async for chunk in chunks:
-                os.write(fd, chunk)
-                flusher.wrote(len(chunk))
+                if work is None:
+                    os.write(fd, chunk)
+                    flusher.wrote(len(chunk))
+                    continue
+                data, start_offset = work.take(chunk)
+                os.write(fd, data)
+                flusher.wrote(len(data))
+                work.dispatch(data, start_offset)
 
         taker = asyncio.get_running_loop().create_task(take())
         try:
@@ -450,7 +507,7 @@ async def _serve_slave(fd: int, port_file: Path) -> None:
                 end = await acks.get()
                 while not acks.empty():
                     end = acks.get_nowait()
-                yield _OFFSET.pack(end)
+                yield _OFFSET.pack(end) if work is None else work.report(end)
         finally:
             taker.cancel()
 
@@ -507,9 +564,10 @@ def main(argv: list[str] | None = None) -> int:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        if args.mode == "slave":
+        if args.mode in ("slave", "slave-work"):
             assert fd is not None
-            loop.run_until_complete(_serve_slave(fd, args.port_file))
+            work = WorkSlave() if args.mode == "slave-work" else None
+            loop.run_until_complete(_serve_slave(fd, args.port_file, work))
         elif args.mode == "slave-tcp":
             assert fd is not None
             loop.run_until_complete(_serve_tcp_slave(fd, args.port_file))

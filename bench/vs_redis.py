@@ -522,12 +522,13 @@ def parse_args(argv) -> argparse.Namespace:
         action="store_true",
         help="also run bench.front_end_floor (a server in Python that keeps nothing): over remoting answering"
         " at once, after an fdatasync per loop turn, and replicated to a slave over gRPC and over TCP; and over"
-        " the gRPC client API replicated over gRPC",
+        " the gRPC client API replicated over gRPC; and both replicated over gRPC doing the per-message work"
+        " a broker's guarantees ask (CommitLog records, producer ids, dispatch, chunk checksums and MACs)",
     )
     p.add_argument(
         "--floor-modes",
         help="with --floor, a comma list of its modes to run (default all: answer, fdatasync, replicated,"
-        " replicated-tcp, grpc-api)",
+        " replicated-tcp, grpc-api, replicated-work, grpc-api-work)",
     )
     p.add_argument(
         "--no-event-engine",
@@ -557,6 +558,8 @@ def parse_args(argv) -> argparse.Namespace:
 # The floor each RocketStore transport is measured against (bench/front_end_floor.py): the same
 # client API, replicated to a slave over gRPC, keeping nothing.
 FLOOR_OF_TRANSPORT = {"remoting": "floor: replicated", "grpc": "floor: grpc-api"}
+# The same floors doing the broker's per-message work (bench/work_floor.py).
+WORK_FLOOR_OF_TRANSPORT = {"remoting": "floor: replicated-work", "grpc": "floor: grpc-api-work"}
 
 
 def _ratios(pairs: list[tuple[Result, Result]], value: Callable[[Result], float]) -> str:
@@ -601,6 +604,14 @@ def summary(cell: list[Result]) -> list[str]:
             if faster:
                 pairs = [(r, faster[n]) for n, r in rounds.items() if n in faster]
                 lines.append(f"  {'':<28} of the faster floor: throughput {_ratios(pairs, lambda r: r.msgs_per_s)}")
+            work = by_round.get(WORK_FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "") + variant, {})
+            if work:
+                pairs = [(r, work[n]) for n, r in rounds.items() if n in work]
+                lines.append(
+                    f"  {'':<28} of the floor with its work: throughput {_ratios(pairs, lambda r: r.msgs_per_s)},"
+                    f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
+                    f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
+                )
         if " SYNC/SYNC " in system and not variant:
             lines.extend(_overlap(system, rounds, by_round))
     return lines

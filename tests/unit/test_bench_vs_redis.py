@@ -87,3 +87,22 @@ def test_a_system_run_without_the_event_engine_is_set_against_the_floor_run_the_
     # The single-guarantee modes ran with the EventEngine: no overlap line for the noEE system.
     assert not any("slower of" in line for line in lines[no_ee:])
     assert sum("slower of" in line for line in lines) == 1
+
+
+def test_remoting_is_also_set_against_the_floor_doing_the_brokers_work_of_the_same_round():
+    cell = []
+    for round_, (broker, work) in enumerate([(400, 500), (300, 400), (450, 450)], 1):
+        cell += [
+            result("redis P+1R", round_, 1000, 1.0),
+            result("rocketstore SYNC/SYNC remoting", round_, broker, 2.0),
+            result("rocketstore SYNC/SYNC grpc", round_, 200, 2.0),
+            result("floor: replicated", round_, 800, 1.0),
+            result("floor: replicated-work", round_, work, 4.0),
+        ]
+    lines = summary(cell)
+    remoting = lines.index(next(line for line in lines if "remoting over" in line))
+    assert "of its floor: throughput 0.50x (0.38-0.56)" in lines[remoting + 1]  # 400, 300, 450 / 800
+    # 400 / 500, 300 / 400, 450 / 450; p99 2.0 / 4.0 each round.
+    assert "of the floor with its work: throughput 0.80x (0.75-1.00), p99 0.50x" in lines[remoting + 2]
+    # The gRPC API's work floor did not run: no such line for it.
+    assert not any("with its work" in line for line in lines[remoting + 3 :])
