@@ -17,7 +17,8 @@ official call goes one hop further, relayed to the master). Our own client talks
 
 `--floor` runs the produce phases only, against the master and against the gRPC API's floor
 (`bench/front_end_floor.py`'s `grpc-api`: RocketMQ 5's gRPC API in front of a server that keeps
-nothing and replicates to a slave process over gRPC) in turn, with `--clients` producers at once (a
+nothing and replicates to a slave process over gRPC) and against `grpc-api-work` (the same doing a
+broker's per-message work, `bench/work_floor.py`) in turn, with `--clients` producers at once (a
 thread and a Producer each, in one process per phase, for both clients alike) for `--rounds`
 rounds, and prints each round's rate over the floor's and the median with the range: issue 33's
 bar for the official Producer (`--floor --clients 1,8 --rounds 3 --seconds 5 --messages 1000000`).
@@ -280,22 +281,30 @@ def parse_args(argv) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# The floors `--floor` produces to: the gRPC API's, and the same doing a broker's per-message work.
+FLOOR_MODES = ("grpc-api", "grpc-api-work")
+FLOOR_NAMES = {"grpc-api": "floor", "grpc-api-work": "floor with its work"}
+
+
 def against_floor(args, run_dir: Path, home: Path) -> None:
     """Produce with the official Producer and with `client.Producer` (`clients` of each, a thread
-    apiece) against the master, then against the gRPC API's floor, round after round; each round's
-    rate over the floor's rate in the same round, the median over the rounds with the range."""
+    apiece) against the master, then against the gRPC API's floor and its work floor, round after
+    round; each round's rate over each floor's rate in the same round, the median over the rounds
+    with the range."""
     from bench.front_end_floor import SLAVE_MODES
     from bench.vs_redis import FloorProcess
 
-    progress("starting a master + slave and the grpc-api floor")
+    progress("starting a master + slave, the grpc-api floor and the grpc-api-work floor")
     cluster = LocalCluster(
         run_dir / "group", master_role=args.role, flush_disk_type=args.flush, settings={"proxyModeEnable": "false"}
     ).start()
-    floor_slave = floor = None
+    floors: list[FloorProcess] = []
     try:
-        floor_slave = FloorProcess(run_dir / "floor-slave", SLAVE_MODES["grpc-api"]).start()
-        floor = FloorProcess(run_dir / "floor", "grpc-api", floor_slave).start()
-        targets = {"RocketStore": cluster.master.client_endpoint, "floor: grpc-api": floor.endpoint}
+        targets = {"RocketStore": cluster.master.client_endpoint}
+        for mode in FLOOR_MODES:
+            floors.append(FloorProcess(run_dir / f"{mode}-slave", SLAVE_MODES[mode]).start())
+            floors.append(FloorProcess(run_dir / mode, mode, floors[-1]).start())
+            targets[f"floor: {mode}"] = floors[-1].endpoint
         producers = {
             "official Producer": lambda endpoint, clients: official(
                 endpoint, "produce", "BenchOfficial", args, home, clients
@@ -304,7 +313,7 @@ def against_floor(args, run_dir: Path, home: Path) -> None:
         }
         for clients in (int(c) for c in args.clients.split(",")):
             print(f"\n{clients} client(s), {size_label(args.size)} bodies, one message per send:")
-            ratios: dict[str, list[float]] = {name: [] for name in producers}
+            ratios: dict[tuple[str, str], list[float]] = {}
             for round_ in range(1, args.rounds + 1):
                 for name, produce in producers.items():
                     rates = {}
@@ -318,18 +327,17 @@ def against_floor(args, run_dir: Path, home: Path) -> None:
                             f"{row(f'{label:<50}', r, args.size)}  client CPU {client_cpu:.0f}%  load {load}",
                             flush=True,
                         )
-                    if rates["floor: grpc-api"]:
-                        ratios[name].append(rates["RocketStore"] / rates["floor: grpc-api"])
-            for name, values in ratios.items():
-                if values:
-                    print(
-                        f"  {name:<18} of the floor over {len(values)} rounds: {median(values):.2f}x"
-                        f" ({min(values):.2f}-{max(values):.2f})"
-                    )
+                    for mode in FLOOR_MODES:
+                        if rates[f"floor: {mode}"]:
+                            ratios.setdefault((name, mode), []).append(rates["RocketStore"] / rates[f"floor: {mode}"])
+            for (name, mode), values in ratios.items():
+                print(
+                    f"  {name:<18} of the {FLOOR_NAMES[mode]} over {len(values)} rounds: {median(values):.2f}x"
+                    f" ({min(values):.2f}-{max(values):.2f})"
+                )
     finally:
-        for process in (floor, floor_slave):
-            if process is not None:
-                process.stop()
+        for process in reversed(floors):
+            process.stop()
         cluster.stop()
 
 
