@@ -175,7 +175,9 @@ def _counted_wakes(loop: asyncio.AbstractEventLoop) -> list[tuple]:
     return wakes
 
 
-FAR_NS = 30 * 10**9  # a deadline no test reaches
+# A deadline no test reaches: far past the tests' own waits (30 s), so a wait that is never woken
+# fails on the test's timeout instead of finishing late with timeout statuses.
+FAR_NS = 3600 * 10**9
 
 
 def _put_wait(flush, replica, *, flush_in_ns: int = FAR_NS, replica_in_ns: int = FAR_NS):
@@ -259,8 +261,8 @@ def test_a_put_on_a_loop_waits_on_any_future_of_a_status_a_replica_gate_returns(
     # concurrent.futures.Future: the wait takes any future with done, result and callbacks.
     async def main():
         flush, replica = StatusFuture(), concurrent.futures.Future()
-        # Deadlines past the test's own wait: only the replica's settlement can finish it.
-        _, finished = _put_wait(flush, replica, flush_in_ns=3600 * 10**9, replica_in_ns=3600 * 10**9)
+        # Deadlines past the test's own wait (FAR_NS): only the replica's settlement can finish it.
+        _, finished = _put_wait(flush, replica)
         flush.set_result(OK)
         assert not finished.done()
         _on_another_thread(replica.set_result, PutMessageStatus.SLAVE_NOT_AVAILABLE)
