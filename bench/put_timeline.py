@@ -4,7 +4,8 @@ What it measures: where the time of one synchronously replicated put goes, betwe
 master and the slave, for RocketStore (a master and one slave, SYNC_MASTER + SYNC_FLUSH, the slave
 SYNC_FLUSH too) and for its floor (`bench.front_end_floor`'s `replicated` mode: a master in Python
 that keeps nothing and replicates over a `grpc.aio` stream to a floor slave that writes and
-`fdatasync`s), both with gRPC's EventEngine off in their processes, as the broker runs by default.
+`fdatasync`s; with `--floor-mode replicated-work`, the same doing the broker's per-message work),
+both with gRPC's EventEngine off in their processes, as the broker runs by default.
 
 How: one remoting client in this process (`client.remoting.AsyncRemotingProducer`) sends 1 KiB
 messages one after the other; after a warm-up, `perf record` records the syscall tracepoints of the
@@ -65,6 +66,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bench.common import default_parent_dir, environment, load_average, percentile, print_environment, progress
+from bench.front_end_floor import SLAVE_MODES
 from bench.vs_redis import TOPIC, FloorProcess, _no_event_engine_env
 from client.remoting import AsyncRemotingProducer
 from harness.local_cluster import LocalCluster
@@ -527,15 +529,21 @@ def trace_broker(run_dir: Path, args: argparse.Namespace) -> Traced:
         cluster.stop()
 
 
+# The floors this can trace (`--floor-mode`), and each one's column name.
+FLOOR_COLUMNS = {"replicated": "floor", "replicated-work": "work floor"}
+
+
 def trace_floor(run_dir: Path, args: argparse.Namespace) -> Traced:
-    progress("starting the floor: replicated master + slave")
+    mode = args.floor_mode
+    progress(f"starting the floor: {mode} master + slave")
     env = _no_event_engine_env()
-    slave = FloorProcess(run_dir / "floor-slave", "slave", env=env).start()
+    slave = FloorProcess(run_dir / "floor-slave", SLAVE_MODES[mode], env=env).start()
     try:
-        master = FloorProcess(run_dir / "floor-master", "replicated", slave=slave, env=env).start()
+        master = FloorProcess(run_dir / "floor-master", mode, slave=slave, env=env).start()
         try:
             assert master.proc is not None and slave.proc is not None
-            return trace("floor", master.endpoint, (master.proc.pid, slave.proc.pid, os.getpid()), run_dir, args)
+            pids = (master.proc.pid, slave.proc.pid, os.getpid())
+            return trace(FLOOR_COLUMNS[mode], master.endpoint, pids, run_dir, args)
         finally:
             master.stop()
     finally:
@@ -553,6 +561,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-messages", type=int, default=100_000, help="sends per recording at most (default 100000)")
     p.add_argument("--dir", type=Path, help="parent directory of the run (default: a disk-backed temp dir)")
     p.add_argument("--only", choices=("broker", "floor"), help="trace one system (default both)")
+    p.add_argument(
+        "--floor-mode",
+        choices=tuple(FLOOR_COLUMNS),
+        default="replicated",
+        help="the floor to trace: replicated (keeps bodies), or replicated-work (does the broker's per-message"
+        " work, bench/work_floor.py); default replicated",
+    )
     p.add_argument("--keep", action="store_true", help="keep the run dir and the perf script texts; print their paths")
     return p.parse_args(argv)
 
@@ -582,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"  config       one remoting client, sequential sends, {SIZE} B bodies; perf record {args.seconds:g} s"
         f" after {WARMUP_S:g} s of sends; broker SYNC_MASTER + SYNC_FLUSH with a SYNC_FLUSH slave, floor"
-        " replicated (grpc.aio) to a slave that fdatasyncs; gRPC's EventEngine off in all server processes",
+        f" {args.floor_mode} (grpc.aio) to a slave that fdatasyncs; gRPC's EventEngine off in all server processes",
         flush=True,
     )
     traced: list[Traced] = []
