@@ -6,9 +6,10 @@ Python process with this front end and gRPC replication can answer at all. A bro
 write RocketMQ's CommitLog format, remember producer ids for retries, dispatch to ConsumeQueues,
 and carry a checksum and a MAC on every replication message. This mode does exactly that work,
 with the broker's own functions, in the floor's shape (one loop, a turn's sends in one chunk, one
-`fdatasync` at a time on a worker thread on each side), and nothing else. What it reaches bounds
-any put path that keeps those guarantees on this stack; the gap from `replicated` to it is the
-price of the work, and the gap from it to the broker is the broker's own shape.
+`fdatasync` at a time on a worker thread on each side), and nothing else. What it reaches is what a
+put path that keeps those guarantees gets on this stack in the floor's shape: the gap from
+`replicated` to it is the price of the work, and the gap from it to the broker the broker's own
+shape (not a strict bound: where the broker's shape does a step better, it can pass it).
 
 The master, per send (remoting's, or the gRPC API's after `send_item`, the broker's own
 conversion, which `grpc-api` does too): the properties and the `Message`, a lookup of its producer
