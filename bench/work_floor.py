@@ -4,7 +4,7 @@ per-message work a broker's guarantees ask.
 `bench.front_end_floor`'s `replicated` mode keeps bodies and nothing else: it answers how fast a
 Python process with this front end and gRPC replication can answer at all. A broker must also
 write RocketMQ's CommitLog format, remember producer ids for retries, dispatch to ConsumeQueues,
-and carry a checksum and a MAC on every replication message. This mode does exactly that work,
+and carry a checksum and a MAC on every replication message. These modes do exactly that work,
 with the broker's own functions, in the floor's shape (one loop, a turn's sends in one chunk, one
 `fdatasync` at a time on a worker thread on each side), and nothing else. What it reaches is what a
 put path that keeps those guarantees gets on this stack in the floor's shape: the gap from
