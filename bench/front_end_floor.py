@@ -205,16 +205,16 @@ class FloorServer:
 
     def place(self, bodies: list[bytes], queue_id: int) -> tuple[list[int], int]:
         """Where a send's bodies go: each one's offset, and the queue offset of the first."""
+        offset, queue_offset = self.place_records(sum(map(len, bodies)), len(bodies), queue_id)
         offsets = []
         for body in bodies:
-            offsets.append(self.next_offset)
-            self.next_offset += len(body)
-        queue_offset = self.queue_offsets[queue_id]
-        self.queue_offsets[queue_id] += len(bodies)
+            offsets.append(offset)
+            offset += len(body)
         return offsets, queue_offset
 
     def place_records(self, size: int, count: int, queue_id: int) -> tuple[int, int]:
-        """`replicated-work`: where a send's records go (their offset), and the first's queue offset."""
+        """Where `count` messages of `size` bytes in all go (the first's offset), and the first's
+        queue offset."""
         offset = self.next_offset
         self.next_offset += size
         queue_offset = self.queue_offsets[queue_id]
@@ -244,7 +244,7 @@ class FloorServer:
             fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
         queue_id = int(fields.get("queueId", "0")) % QUEUES
         if self.work is not None:
-            records, answer_fields = self.work.records(request, queue_id, self.place_records)
+            records, answer_fields = self.work.records(request, fields, queue_id, self.place_records)
             frame = encode(request.answer(ResponseCode.SUCCESS, None, answer_fields))
             self.take([records], functools.partial(_write, transport, frame))
             return

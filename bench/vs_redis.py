@@ -569,6 +569,16 @@ def _ratios(pairs: list[tuple[Result, Result]], value: Callable[[Result], float]
     return f"{median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
+def _against(rounds: dict[int, Result], floor: dict[int, Result]) -> str:
+    """A system's rounds against a floor's rounds of the same numbers: throughput, p99 and CPU per
+    message, each as the median of the rounds' ratios with the range."""
+    pairs = [(r, floor[n]) for n, r in rounds.items() if n in floor]
+    return (
+        f"throughput {_ratios(pairs, lambda r: r.msgs_per_s)}, p99 {_ratios(pairs, lambda r: r.p99_ms)},"
+        f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
+    )
+
+
 def summary(cell: list[Result]) -> list[str]:
     """Per RocketStore system of one cell's rounds: the median of its round-by-round ratios to
     Redis (throughput and p99), with the lowest and highest; and for SYNC_MASTER + SYNC_FLUSH,
@@ -589,29 +599,20 @@ def summary(cell: list[Result]) -> list[str]:
             f" p99 {_ratios(pairs, lambda r: r.p99_ms)}"
         )
         base, variant = _variant(system)
-        floor_name = FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "")
+        transport = base.rsplit(" ", 1)[-1]
+        floor_name = FLOOR_OF_TRANSPORT.get(transport, "")
         floor = by_round.get(floor_name + variant, {})
         if " SYNC/SYNC " in system and floor:
-            pairs = [(r, floor[n]) for n, r in rounds.items() if n in floor]
-            lines.append(
-                f"  {'':<28} of its floor: throughput {_ratios(pairs, lambda r: r.msgs_per_s)},"
-                f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
-                f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
-            )
+            lines.append(f"  {'':<28} of its floor: {_against(rounds, floor)}")
             # Both ways of the floor ran: the faster of the two in each round is the bar.
             other = by_round.get(floor_name + ("" if variant else NO_EE), {})
             faster = {n: max(floor[n], other[n], key=lambda r: r.msgs_per_s) for n in floor.keys() & other.keys()}
             if faster:
                 pairs = [(r, faster[n]) for n, r in rounds.items() if n in faster]
                 lines.append(f"  {'':<28} of the faster floor: throughput {_ratios(pairs, lambda r: r.msgs_per_s)}")
-            work = by_round.get(WORK_FLOOR_OF_TRANSPORT.get(base.rsplit(" ", 1)[-1], "") + variant, {})
+            work = by_round.get(WORK_FLOOR_OF_TRANSPORT.get(transport, "") + variant, {})
             if work:
-                pairs = [(r, work[n]) for n, r in rounds.items() if n in work]
-                lines.append(
-                    f"  {'':<28} of the floor with its work: throughput {_ratios(pairs, lambda r: r.msgs_per_s)},"
-                    f" p99 {_ratios(pairs, lambda r: r.p99_ms)},"
-                    f" CPU per message {_ratios(pairs, lambda r: r.server_cpu_us_per_msg)}"
-                )
+                lines.append(f"  {'':<28} of the floor with its work: {_against(rounds, work)}")
         if " SYNC/SYNC " in system and not variant:
             lines.extend(_overlap(system, rounds, by_round))
     return lines

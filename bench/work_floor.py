@@ -36,7 +36,7 @@ flush worker add theirs).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ha.chunks import ChunkVerdict, SlaveStreamCheck, crc32c
 from ha.peer_auth import CHUNK, REPORT, Identity, PeerSession, chunk_parts, report_parts
@@ -45,7 +45,7 @@ from store.log.recent_ids import Landed, RecentIds
 from store.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message, batch_messages
 from store.queue.consume_queue import encode_unit
 from store.queue.dispatch import build_dispatch_request
-from wire.remoting import SEND_V2_FIELDS, RemotingCommand, RequestCode, decode_batch_body, string_to_properties
+from wire.remoting import RemotingCommand, RequestCode, decode_batch_body, string_to_properties
 from wire.rpc import ha_pb2
 
 SEGMENT_SIZE = 1 << 30
@@ -99,13 +99,15 @@ class WorkMaster:
         self._queued_offset = 0
 
     def records(
-        self, request: RemotingCommand, queue_id: int, place: Callable[[int, int, int], tuple[int, int]]
+        self,
+        request: RemotingCommand,
+        fields: Mapping[str, str],
+        queue_id: int,
+        place: Callable[[int, int, int], tuple[int, int]],
     ) -> tuple[bytes, dict[str, str]]:
         """A remoting send's records, placed (`place(size, count, queue_id)` -> their CommitLog
-        offset and the first's queue offset), and the answer's fields."""
-        fields = request.ext_fields
-        if request.code != RequestCode.SEND_MESSAGE:
-            fields = {SEND_V2_FIELDS.get(k, k): v for k, v in fields.items()}
+        offset and the first's queue offset), and the answer's fields. `fields`: the request's
+        header fields under their long names (a SEND_MESSAGE_V2's short ones mapped)."""
         now_ms = int(time.time() * 1000)
         topic = fields.get("topic", "")
         sys_flag = int(fields.get("sysFlag", "0"))
