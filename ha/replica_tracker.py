@@ -47,8 +47,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from store.log.status_future import StatusFuture
-from store.log.status_future import settle_all as _complete
+from store.log.status_future import StatusFuture, settle_all
 from store.log.waiters import OffsetWaiters
 from store.status import BrokerRole, PutMessageStatus
 
@@ -171,7 +170,7 @@ class ReplicaTracker:
             self._mark(now_ms)
             self._caught_up(session, now_ms, first=True)
             released = self._release()
-        _complete(released, Status.PUT_OK)
+        settle_all(released, Status.PUT_OK)
         return replaced
 
     def ack(self, session_id: Hashable, durable_offset: int, now_ms: int) -> bool:
@@ -188,8 +187,8 @@ class ReplicaTracker:
             self._caught_up(session, now_ms)
             released = self._release()
             expired = self._waiters.expire(now_ms)
-        _complete(released, Status.PUT_OK)
-        _complete(expired, Status.FLUSH_SLAVE_TIMEOUT)
+        settle_all(released, Status.PUT_OK)
+        settle_all(expired, Status.FLUSH_SLAVE_TIMEOUT)
         return True
 
     def remove(self, session_id: Hashable, now_ms: int) -> bool:
@@ -202,15 +201,15 @@ class ReplicaTracker:
             if self._waiters and shortage is not None:
                 unavailable = self._waiters.drain()
             expired = self._waiters.expire(now_ms)
-        _complete(unavailable, shortage or Status.SLAVE_NOT_AVAILABLE)
-        _complete(expired, Status.FLUSH_SLAVE_TIMEOUT)
+        settle_all(unavailable, shortage or Status.SLAVE_NOT_AVAILABLE)
+        settle_all(expired, Status.FLUSH_SLAVE_TIMEOUT)
         return True
 
     def expire(self, now_ms: int) -> int:
         """Complete waiters past their deadline with FLUSH_SLAVE_TIMEOUT; returns how many."""
         with self._lock:
             expired = self._waiters.expire(now_ms)
-        _complete(expired, Status.FLUSH_SLAVE_TIMEOUT)
+        settle_all(expired, Status.FLUSH_SLAVE_TIMEOUT)
         return len(expired)
 
     def close(self) -> None:
@@ -218,7 +217,7 @@ class ReplicaTracker:
         with self._lock:
             pending = self._waiters.drain()
             self._sessions.clear()
-        _complete(pending, Status.SLAVE_NOT_AVAILABLE)
+        settle_all(pending, Status.SLAVE_NOT_AVAILABLE)
 
     # -- the gate ------------------------------------------------------------------------------
 
@@ -238,7 +237,7 @@ class ReplicaTracker:
                 else:
                     outcome = StatusFuture()
                     self._waiters.add(next_offset, now_ms + self.slave_timeout_ms, outcome)
-            _complete(expired, Status.FLUSH_SLAVE_TIMEOUT)
+            settle_all(expired, Status.FLUSH_SLAVE_TIMEOUT)
             return outcome
         finally:
             self._signal_new_data()
@@ -254,8 +253,8 @@ class ReplicaTracker:
             released = self._release()
             shortage = self._shortage()
             short = self._waiters.drain() if shortage is not None and self._waiters else []
-        _complete(released, Status.PUT_OK)
-        _complete(short, shortage or Status.IN_SYNC_REPLICAS_NOT_ENOUGH)
+        settle_all(released, Status.PUT_OK)
+        settle_all(short, shortage or Status.IN_SYNC_REPLICAS_NOT_ENOUGH)
 
     def propose_join(self, broker_id: int) -> bool:
         """Require `broker_id`'s acks from now on, if it holds everything confirmed so far (so
@@ -274,7 +273,7 @@ class ReplicaTracker:
         with self._lock:
             self._pending = self._pending - {broker_id}
             released = self._release()
-        _complete(released, Status.PUT_OK)
+        settle_all(released, Status.PUT_OK)
 
     def reset(self, role: BrokerRole, confirmed_floor: int = 0) -> None:
         """A role change: sessions are forgotten, waiters answered SLAVE_NOT_AVAILABLE, the
@@ -290,7 +289,7 @@ class ReplicaTracker:
                 self._isr = frozenset()
             self._pending = frozenset()
             self._confirmed = confirmed_floor
-        _complete(pending, Status.SLAVE_NOT_AVAILABLE)
+        settle_all(pending, Status.SLAVE_NOT_AVAILABLE)
 
     def in_sync(self) -> tuple[frozenset[int], frozenset[int]] | None:
         """(committed, proposed) in-sync slave ids; None in static mode."""

@@ -28,8 +28,7 @@ from ..clock import wall_clock_ms
 from ..service_thread import PagedService, ServiceThread
 from ..status import PutMessageStatus
 from .mapped_file_queue import MappedFileQueue
-from .status_future import StatusFuture
-from .status_future import settle_all as _complete
+from .status_future import StatusFuture, settle_all
 from .waiters import OffsetWaiters
 
 log = logging.getLogger(__name__)
@@ -145,15 +144,15 @@ class GroupCommitService(ServiceThread):
             self._on_error(exc)
             with self._lock:
                 failed = self._waiters.drain()
-            _complete(failed, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            settle_all(failed, PutMessageStatus.FLUSH_DISK_TIMEOUT)
             return 0, 0
         flushed = self._queue.flushed_where
         with self._lock:
             released = self._waiters.release(flushed)
             expired = self._waiters.expire(self._clock())
             more = len(self._waiters)
-        _complete(released, PutMessageStatus.PUT_OK)
-        _complete(expired, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        settle_all(released, PutMessageStatus.PUT_OK)
+        settle_all(expired, PutMessageStatus.FLUSH_DISK_TIMEOUT)
         self._on_flushed(flushed)
         return len(released), more
 
@@ -184,8 +183,8 @@ class GroupCommitService(ServiceThread):
                 released = self._waiters.release(flushed)
                 rest = self._waiters.drain()
                 self._finished = True
-        _complete(released, PutMessageStatus.PUT_OK)
-        _complete(rest, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        settle_all(released, PutMessageStatus.PUT_OK)
+        settle_all(rest, PutMessageStatus.FLUSH_DISK_TIMEOUT)
         self._on_flushed(flushed)
 
 
